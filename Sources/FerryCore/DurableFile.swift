@@ -1,0 +1,131 @@
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The "write to a temp file, fsync, rename" discipline in one place (Litestream's PATTERNS.md rule).
+/// A crash at any instant leaves either the old file or the new one, never a mix.
+///
+/// ```swift
+/// try DurableFile.write(Data("{}".utf8), to: URL(fileURLWithPath: "/store/x/manifest.json"))
+/// ```
+public enum DurableFile {
+    /// Writes `data` to a temp file beside `url`, fsyncs it, renames it over `url` and fsyncs the directory.
+    public static func write(_ data: Data, to url: URL) throws {
+        let dir = url.deletingLastPathComponent()
+        let temp = dir.appendingPathComponent(".\(url.lastPathComponent).\(UUID().uuidString).tmp")
+        do {
+            let fd = open(temp.path, O_WRONLY | O_CREAT | O_EXCL, 0o644)
+            guard fd >= 0 else { throw posixError("cannot create", temp.path) }
+            defer { close(fd) }
+            try data.withUnsafeBytes { raw in
+                var offset = 0
+                while offset < raw.count {
+                    let n = Glibc_write(fd, raw.baseAddress! + offset, raw.count - offset)
+                    if n < 0 {
+                        if errno == EINTR { continue }
+                        throw posixError("cannot write", temp.path)
+                    }
+                    offset += n
+                }
+            }
+            guard fsync(fd) == 0 else { throw posixError("cannot fsync", temp.path) }
+        } catch {
+            unlink(temp.path)
+            throw error
+        }
+        try rename(temp, to: url)
+    }
+
+    /// Fsyncs a file's contents to stable storage.
+    public static func sync(_ url: URL) throws {
+        let fd = open(url.path, O_RDONLY)
+        guard fd >= 0 else { throw posixError("cannot open", url.path) }
+        defer { close(fd) }
+        guard fsync(fd) == 0 else { throw posixError("cannot fsync", url.path) }
+    }
+
+    /// Atomically renames `from` over `to` (same file system) and fsyncs the destination directory.
+    public static func rename(_ from: URL, to: URL) throws {
+        guard Foundation.rename(from.path, to.path) == 0 else {
+            throw posixError("cannot rename \(from.lastPathComponent) to", to.path)
+        }
+        try syncDirectory(to.deletingLastPathComponent())
+    }
+
+    /// Fsyncs a directory so that renames and unlinks inside it are durable.
+    public static func syncDirectory(_ url: URL) throws {
+        let fd = open(url.path, O_RDONLY)
+        guard fd >= 0 else { throw posixError("cannot open directory", url.path) }
+        defer { close(fd) }
+        // Some file systems refuse fsync on directories (EINVAL); nothing more can be done there.
+        if fsync(fd) != 0 && errno != EINVAL { throw posixError("cannot fsync directory", url.path) }
+    }
+
+    /// Creates a directory (and parents) if missing.
+    public static func makeDirectory(_ url: URL) throws {
+        do {
+            try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        } catch {
+            throw FerryError(.io, "cannot create directory: \(error.localizedDescription)", path: url.path)
+        }
+    }
+
+    /// An error for the current `errno`, naming the path and what to do when the disk is full.
+    public static func posixError(_ what: String, _ path: String) -> FerryError {
+        let code = errno
+        var message = "\(what): \(String(cString: strerror(code)))"
+        if code == ENOSPC { message += "; the disk is full: free space and try again" }
+        return FerryError(.io, message, path: path)
+    }
+}
+
+@inline(__always)
+private func Glibc_write(_ fd: Int32, _ buf: UnsafeRawPointer, _ count: Int) -> Int {
+    write(fd, buf, count)
+}
+
+/// An exclusive advisory lock on a file (`flock`), held until ``unlock()`` or deinit.
+/// Used so that two publishers on the same dataset never race.
+///
+/// ```swift
+/// let lock = try FileLock(path: "/store/campgrounds/.lock", wait: false)
+/// defer { lock.unlock() }
+/// ```
+public final class FileLock: @unchecked Sendable {
+    private var fd: Int32
+    public let path: String
+
+    /// Takes the lock. With `wait: false` throws at once when another process holds it.
+    public init(path: String, wait: Bool) throws {
+        self.path = path
+        fd = open(path, O_RDWR | O_CREAT, 0o644)
+        guard fd >= 0 else { throw DurableFile.posixError("cannot open lock file", path) }
+        var rc: Int32
+        repeat { rc = flock(fd, LOCK_EX | (wait ? 0 : LOCK_NB)) } while rc != 0 && errno == EINTR
+        if rc != 0 {
+            let busy = errno == EWOULDBLOCK
+            close(fd)
+            fd = -1
+            if busy {
+                throw FerryError(.store, "another ferry process holds this lock (is a publish already running?); wait for it to finish", path: path)
+            }
+            throw DurableFile.posixError("cannot lock", path)
+        }
+    }
+
+    public func unlock() {
+        if fd >= 0 {
+            flock(fd, LOCK_UN)
+            close(fd)
+            fd = -1
+        }
+    }
+
+    deinit { unlock() }
+}

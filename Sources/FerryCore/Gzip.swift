@@ -1,0 +1,111 @@
+import CZlib
+import Foundation
+
+/// Streaming gzip (zlib, level 6 by default): memory stays flat whatever the file size.
+///
+/// ```swift
+/// let size = try Gzip.compressFile(from: sqliteURL, to: gzURL)
+/// ```
+public enum Gzip {
+    /// Compresses `source` into `destination` as a gzip stream and fsyncs it. Returns the compressed size.
+    @discardableResult
+    public static func compressFile(from source: URL, to destination: URL, level: Int32 = 6) throws -> Int64 {
+        guard let input = FileHandle(forReadingAtPath: source.path) else {
+            throw FerryError(.io, "cannot open file to compress", path: source.path)
+        }
+        defer { try? input.close() }
+        guard FileManager.default.createFile(atPath: destination.path, contents: nil),
+            let output = FileHandle(forWritingAtPath: destination.path)
+        else { throw FerryError(.io, "cannot create gzip file", path: destination.path) }
+        defer { try? output.close() }
+
+        var stream = z_stream()
+        // windowBits 15 + 16 selects the gzip wrapper.
+        guard deflateInit2_(&stream, level, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY, ZLIB_VERSION, Int32(MemoryLayout<z_stream>.size)) == Z_OK else {
+            throw FerryError(.io, "zlib deflateInit failed", path: destination.path)
+        }
+        defer { deflateEnd(&stream) }
+
+        let chunk = 1 << 20
+        var outBuffer = [UInt8](repeating: 0, count: chunk)
+        var total: Int64 = 0
+        func drain(flush: Int32) throws {
+            repeat {
+                let produced: Int = try outBuffer.withUnsafeMutableBytes { out -> Int in
+                    stream.next_out = out.baseAddress!.assumingMemoryBound(to: Bytef.self)
+                    stream.avail_out = uInt(chunk)
+                    let rc = deflate(&stream, flush)
+                    guard rc != Z_STREAM_ERROR else { throw FerryError(.io, "zlib deflate failed", path: destination.path) }
+                    return chunk - Int(stream.avail_out)
+                }
+                if produced > 0 {
+                    do { try output.write(contentsOf: outBuffer[0..<produced]) } catch {
+                        throw FerryError(.io, "cannot write gzip file: \(error.localizedDescription)", path: destination.path)
+                    }
+                    total += Int64(produced)
+                }
+            } while stream.avail_out == 0
+        }
+        while true {
+            let data: Data
+            do { data = try input.read(upToCount: chunk) ?? Data() } catch {
+                throw FerryError(.io, "cannot read file: \(error.localizedDescription)", path: source.path)
+            }
+            if data.isEmpty { break }
+            try data.withUnsafeBytes { raw in
+                stream.next_in = UnsafeMutablePointer(mutating: raw.baseAddress!.assumingMemoryBound(to: Bytef.self))
+                stream.avail_in = uInt(raw.count)
+                try drain(flush: Z_NO_FLUSH)
+            }
+        }
+        stream.next_in = nil
+        stream.avail_in = 0
+        try drain(flush: Z_FINISH)
+        do { try output.synchronize() } catch {
+            throw FerryError(.io, "cannot fsync gzip file: \(error.localizedDescription)", path: destination.path)
+        }
+        return total
+    }
+
+    /// Decompresses a gzip file (used by tests and by clients that fetched the gzip encoding).
+    public static func decompressFile(from source: URL, to destination: URL) throws {
+        guard let input = FileHandle(forReadingAtPath: source.path) else {
+            throw FerryError(.io, "cannot open gzip file", path: source.path)
+        }
+        defer { try? input.close() }
+        guard FileManager.default.createFile(atPath: destination.path, contents: nil),
+            let output = FileHandle(forWritingAtPath: destination.path)
+        else { throw FerryError(.io, "cannot create file", path: destination.path) }
+        defer { try? output.close() }
+        var stream = z_stream()
+        guard inflateInit2_(&stream, 15 + 16, ZLIB_VERSION, Int32(MemoryLayout<z_stream>.size)) == Z_OK else {
+            throw FerryError(.io, "zlib inflateInit failed", path: source.path)
+        }
+        defer { inflateEnd(&stream) }
+        let chunk = 1 << 20
+        var outBuffer = [UInt8](repeating: 0, count: chunk)
+        var finished = false
+        while !finished {
+            let data = (try? input.read(upToCount: chunk)) ?? Data()
+            if data.isEmpty { break }
+            try data.withUnsafeBytes { raw in
+                stream.next_in = UnsafeMutablePointer(mutating: raw.baseAddress!.assumingMemoryBound(to: Bytef.self))
+                stream.avail_in = uInt(raw.count)
+                repeat {
+                    let (rc, produced) = outBuffer.withUnsafeMutableBytes { out -> (Int32, Int) in
+                        stream.next_out = out.baseAddress!.assumingMemoryBound(to: Bytef.self)
+                        stream.avail_out = uInt(chunk)
+                        let rc = inflate(&stream, Z_NO_FLUSH)
+                        return (rc, chunk - Int(stream.avail_out))
+                    }
+                    guard rc == Z_OK || rc == Z_STREAM_END || rc == Z_BUF_ERROR else {
+                        throw FerryError(.verification, "corrupt gzip data", path: source.path)
+                    }
+                    if produced > 0 { try output.write(contentsOf: outBuffer[0..<produced]) }
+                    if rc == Z_STREAM_END { finished = true; break }
+                } while stream.avail_out == 0
+            }
+        }
+        guard finished else { throw FerryError(.verification, "truncated gzip data", path: source.path) }
+    }
+}

@@ -1,0 +1,106 @@
+import CLibPQ
+import FerryCore
+import Foundation
+
+/// A blocking libpq connection. Publishing reads with `COPY … TO STDOUT (FORMAT binary)`, which PostgresNIO
+/// does not offer; everything else goes through ``query(_:_:)`` with bound parameters.
+///
+/// Not `Sendable`: one owner (a publish job) at a time. Errors never contain the password.
+///
+/// ```swift
+/// let pg = try PostgresConnection(url: "postgres://postgres@127.0.0.1:5432/app")
+/// let rows = try pg.query("SELECT name FROM trips WHERE id = $1", ["1"])
+/// ```
+public final class PostgresConnection {
+    let handle: OpaquePointer
+    /// The URL with its password replaced by `***`.
+    public let redactedURL: String
+
+    public init(url: String) throws {
+        redactedURL = redactURL(url)
+        guard let conn = PQconnectdb(url) else {
+            throw FerryError(.database, "cannot allocate a PostgreSQL connection", key: redactedURL)
+        }
+        guard PQstatus(conn) == CONNECTION_OK else {
+            let message = String(cString: PQerrorMessage(conn)).trimmingCharacters(in: .whitespacesAndNewlines)
+            PQfinish(conn)
+            throw FerryError(
+                .database,
+                "cannot connect to PostgreSQL at \(redactedURL): \(Self.scrub(message, url: url)); check --database-url or DATABASE_URL")
+        }
+        handle = conn
+        PQsetClientEncoding(conn, "UTF8")
+    }
+
+    deinit { PQfinish(handle) }
+
+    /// libpq messages may echo connection parameters; never let a password through.
+    static func scrub(_ message: String, url: String) -> String {
+        var out = message
+        if let password = URLComponents(string: url)?.password, !password.isEmpty {
+            out = out.replacingOccurrences(of: password, with: "***")
+        }
+        return out
+    }
+
+    var errorMessage: String {
+        String(cString: PQerrorMessage(handle)).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// Runs SQL without parameters (may contain several statements).
+    public func execute(_ sql: String) throws {
+        guard let result = PQexec(handle, sql) else { throw FerryError(.database, "query failed: \(errorMessage)") }
+        defer { PQclear(result) }
+        let status = PQresultStatus(result)
+        guard status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK || status == PGRES_EMPTY_QUERY else {
+            throw FerryError(.database, Self.resultError(result, fallback: errorMessage))
+        }
+    }
+
+    /// Runs one statement with text parameters (`$1`, `$2`, … ; nil is NULL) and returns rows as text.
+    public func query(_ sql: String, _ parameters: [String?] = []) throws -> [[String?]] {
+        let result = try withCStrings(parameters) { pointers in
+            PQexecParams(handle, sql, Int32(parameters.count), nil, pointers, nil, nil, 0)
+        }
+        guard let result else { throw FerryError(.database, "query failed: \(errorMessage)") }
+        defer { PQclear(result) }
+        let status = PQresultStatus(result)
+        guard status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK else {
+            throw FerryError(.database, Self.resultError(result, fallback: errorMessage))
+        }
+        let rows = Int(PQntuples(result))
+        let cols = Int(PQnfields(result))
+        var out: [[String?]] = []
+        out.reserveCapacity(rows)
+        for r in 0..<rows {
+            var row: [String?] = []
+            row.reserveCapacity(cols)
+            for c in 0..<cols {
+                if PQgetisnull(result, Int32(r), Int32(c)) == 1 {
+                    row.append(nil)
+                } else {
+                    row.append(String(cString: PQgetvalue(result, Int32(r), Int32(c))))
+                }
+            }
+            out.append(row)
+        }
+        return out
+    }
+
+    static func resultError(_ result: OpaquePointer, fallback: String) -> String {
+        let primary = PQresultErrorField(result, Int32(UInt8(ascii: "M"))).map { String(cString: $0) }
+        let detail = PQresultErrorField(result, Int32(UInt8(ascii: "D"))).map { String(cString: $0) }
+        let hint = PQresultErrorField(result, Int32(UInt8(ascii: "H"))).map { String(cString: $0) }
+        var message = primary ?? fallback
+        if let detail { message += " (\(detail))" }
+        if let hint { message += "; hint: \(hint)" }
+        return message
+    }
+}
+
+/// Calls `body` with a C array of NUL-terminated strings (nil stays nil) that lives for the call.
+func withCStrings<R>(_ strings: [String?], _ body: ([UnsafePointer<CChar>?]) throws -> R) rethrows -> R {
+    var storage: [UnsafeMutablePointer<CChar>?] = strings.map { $0.map { strdup($0)! } }
+    defer { for p in storage { free(p) } }
+    return try body(storage.map { $0.map { UnsafePointer($0) } })
+}

@@ -1,0 +1,1 @@
+// FerryServer: see docs/ARCHITECTURE.md

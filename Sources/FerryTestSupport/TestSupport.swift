@@ -1,0 +1,117 @@
+import FerryCore
+import FerryPublisher
+import Foundation
+
+/// A temporary directory removed when the test ends (call ``remove()`` in a `defer`).
+public struct TemporaryDirectory: Sendable {
+    public let url: URL
+
+    public init(_ label: String = "ferry-test") throws {
+        url = FileManager.default.temporaryDirectory.appendingPathComponent("\(label)-\(UUID().uuidString)", isDirectory: true)
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    }
+
+    public func appending(_ path: String) -> URL { url.appendingPathComponent(path) }
+    public func remove() { try? FileManager.default.removeItem(at: url) }
+}
+
+/// A fresh PostgreSQL database on the cluster named by `FERRY_TEST_DATABASE_URL` (set by `scripts/test`),
+/// created per test so tests can run in parallel. Drop it with ``drop()``.
+public struct TestDatabase: Sendable {
+    /// URL of the fresh database.
+    public let url: String
+    public let name: String
+    let adminURL: String
+
+    /// The cluster's URL, or a clear failure telling how to run the tests.
+    public static func clusterURL() throws -> String {
+        guard let url = ProcessInfo.processInfo.environment["FERRY_TEST_DATABASE_URL"], !url.isEmpty else {
+            throw FerryError(.badInput, "FERRY_TEST_DATABASE_URL is not set: run the tests with scripts/test, which starts a private PostgreSQL")
+        }
+        return url
+    }
+
+    public static func create(_ label: String = "t") throws -> TestDatabase {
+        let admin = try clusterURL()
+        let name = "ferry_\(label.lowercased().filter { $0.isLetter || $0.isNumber })_\(UUID().uuidString.prefix(8).lowercased())"
+        let pg = try PostgresConnection(url: admin)
+        try pg.execute("CREATE DATABASE \(name)")
+        return TestDatabase(url: replacingDatabase(in: admin, with: name), name: name, adminURL: admin)
+    }
+
+    /// Opens a connection to this database.
+    public func connect() throws -> PostgresConnection { try PostgresConnection(url: url) }
+
+    public func drop() {
+        guard let pg = try? PostgresConnection(url: adminURL) else { return }
+        try? pg.execute("DROP DATABASE IF EXISTS \(name) WITH (FORCE)")
+    }
+
+    static func replacingDatabase(in url: String, with name: String) -> String {
+        guard var components = URLComponents(string: url) else { return url }
+        components.path = "/" + name
+        return components.string ?? url
+    }
+}
+
+/// Paths of the repository and of the built `ferry` binary, for CLI end-to-end tests.
+public enum TestPaths {
+    /// The package root (found from this source file's location).
+    public static let packageRoot: URL = {
+        var url = URL(fileURLWithPath: #filePath)
+        for _ in 0..<3 { url.deleteLastPathComponent() }
+        return url
+    }()
+
+    /// The `ferry` executable built next to the test bundle.
+    public static var ferryBinary: URL {
+        let bundle = Bundle.main.bundleURL
+        let candidates = [
+            bundle.deletingLastPathComponent().appendingPathComponent("ferry"),
+            bundle.appendingPathComponent("ferry"),
+        ]
+        return candidates.first { FileManager.default.isExecutableFile(atPath: $0.path) } ?? candidates[0]
+    }
+}
+
+/// The result of running a process.
+public struct ProcessResult: Sendable {
+    public let status: Int32
+    public let stdout: String
+    public let stderr: String
+}
+
+/// Runs `ferry` (or any executable) with arguments and waits for it.
+@discardableResult
+public func runProcess(_ executable: URL, _ arguments: [String], environment: [String: String] = [:]) throws -> ProcessResult {
+    let process = Process()
+    process.executableURL = executable
+    process.arguments = arguments
+    var env = ProcessInfo.processInfo.environment
+    for (k, v) in environment { env[k] = v }
+    process.environment = env
+    let out = Pipe()
+    let err = Pipe()
+    process.standardOutput = out
+    process.standardError = err
+    try process.run()
+    // Read both pipes concurrently with the process so a full pipe never blocks it.
+    nonisolated(unsafe) var outData = Data()
+    nonisolated(unsafe) var errData = Data()
+    let group = DispatchGroup()
+    group.enter()
+    DispatchQueue.global().async { outData = out.fileHandleForReading.readDataToEndOfFile(); group.leave() }
+    group.enter()
+    DispatchQueue.global().async { errData = err.fileHandleForReading.readDataToEndOfFile(); group.leave() }
+    process.waitUntilExit()
+    group.wait()
+    return ProcessResult(
+        status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
+        stderr: String(decoding: errData, as: UTF8.self))
+}
+
+/// Runs the built `ferry` binary.
+@discardableResult
+public func runFerry(_ arguments: [String], environment: [String: String] = [:]) throws -> ProcessResult {
+    try runProcess(TestPaths.ferryBinary, arguments, environment: environment)
+}
