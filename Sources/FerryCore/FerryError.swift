@@ -68,7 +68,7 @@ public struct FerryError: Error, CustomStringConvertible, Sendable {
 /// redactURL("postgres://ferry:secret@db/app") // "postgres://ferry:***@db/app"
 /// ```
 public func redactURL(_ url: String) -> String {
-    guard let schemeEnd = url.range(of: "://") else { return url }
+    guard let schemeEnd = url.range(of: "://") else { return redactPasswordParameter(url) }
     let rest = url[schemeEnd.upperBound...]
     guard let at = rest.lastIndex(of: "@") else {
         return redactPasswordParameter(url)

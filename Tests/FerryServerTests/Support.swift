@@ -1,0 +1,2 @@
+// Shared helpers for this target live in FerryTestSupport.
+@_exported import FerryTestSupport
