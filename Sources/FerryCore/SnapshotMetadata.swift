@@ -1,0 +1,114 @@
+import Foundation
+
+/// The metadata tables inside every snapshot file: written by the publisher, read by the client.
+///
+/// ```sql
+/// CREATE TABLE ferry_snapshot(            -- exactly one row
+///   dataset TEXT NOT NULL, version INTEGER NOT NULL, schemaVersion INTEGER NOT NULL,
+///   createdAt TEXT NOT NULL,              -- ISO-8601 UTC ms
+///   tables TEXT NOT NULL);                -- JSON {"table": rows}
+/// CREATE TABLE ferry_tables(              -- one row per exported table
+///   name TEXT PRIMARY KEY, primaryKey TEXT NOT NULL,   -- JSON array of column names
+///   columns TEXT NOT NULL,                -- JSON array of column names, in table order
+///   writable INTEGER NOT NULL, merge TEXT NOT NULL,    -- 0/1; newest-wins | server-wins | client-wins
+///   createdColumn TEXT, updatedColumn TEXT,            -- timestamp columns present in the table, or NULL
+///   rows INTEGER NOT NULL);
+/// ```
+public struct SnapshotMetadata: Sendable, Equatable {
+    public var dataset: String
+    public var version: Int
+    public var schemaVersion: Int
+    public var createdAt: String
+    public var tables: [TableInfo]
+
+    /// What the client needs to know about one exported table.
+    public struct TableInfo: Sendable, Equatable, Codable {
+        public var name: String
+        public var primaryKey: [String]
+        public var columns: [String]
+        public var writable: Bool
+        public var merge: String
+        public var createdColumn: String?
+        public var updatedColumn: String?
+        public var rows: Int
+
+        public init(
+            name: String, primaryKey: [String], columns: [String], writable: Bool, merge: String,
+            createdColumn: String?, updatedColumn: String?, rows: Int
+        ) {
+            self.name = name
+            self.primaryKey = primaryKey
+            self.columns = columns
+            self.writable = writable
+            self.merge = merge
+            self.createdColumn = createdColumn
+            self.updatedColumn = updatedColumn
+            self.rows = rows
+        }
+    }
+
+    public init(dataset: String, version: Int, schemaVersion: Int, createdAt: String, tables: [TableInfo]) {
+        self.dataset = dataset
+        self.version = version
+        self.schemaVersion = schemaVersion
+        self.createdAt = createdAt
+        self.tables = tables
+    }
+
+    public static let ddl = """
+        CREATE TABLE ferry_snapshot(dataset TEXT NOT NULL, version INTEGER NOT NULL, schemaVersion INTEGER NOT NULL,
+          createdAt TEXT NOT NULL, tables TEXT NOT NULL);
+        CREATE TABLE ferry_tables(name TEXT PRIMARY KEY, primaryKey TEXT NOT NULL, columns TEXT NOT NULL,
+          writable INTEGER NOT NULL, merge TEXT NOT NULL, createdColumn TEXT, updatedColumn TEXT, rows INTEGER NOT NULL);
+        """
+
+    /// Creates the metadata tables and writes this metadata (call inside the load transaction).
+    public func write(to db: SQLiteConnection) throws {
+        try db.execute(Self.ddl)
+        let counts = Dictionary(uniqueKeysWithValues: tables.map { ($0.name, $0.rows) })
+        try db.run(
+            "INSERT INTO ferry_snapshot(dataset, version, schemaVersion, createdAt, tables) VALUES (?, ?, ?, ?, ?)",
+            [.text(dataset), .integer(Int64(version)), .integer(Int64(schemaVersion)), .text(createdAt), .text(try Self.json(counts))])
+        for t in tables {
+            try db.run(
+                "INSERT INTO ferry_tables(name, primaryKey, columns, writable, merge, createdColumn, updatedColumn, rows) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    .text(t.name), .text(try Self.json(t.primaryKey)), .text(try Self.json(t.columns)), .integer(t.writable ? 1 : 0),
+                    .text(t.merge), t.createdColumn.map { .text($0) } ?? .null, t.updatedColumn.map { .text($0) } ?? .null,
+                    .integer(Int64(t.rows)),
+                ])
+        }
+    }
+
+    /// Reads the metadata from a snapshot; throws a verification error when it is missing or malformed.
+    public static func read(from db: SQLiteConnection) throws -> SnapshotMetadata {
+        let rows: [[SQLiteValue]]
+        do {
+            rows = try db.query("SELECT dataset, version, schemaVersion, createdAt FROM ferry_snapshot")
+        } catch {
+            throw FerryError(.verification, "not a Ferry snapshot: no ferry_snapshot table", path: db.path)
+        }
+        guard rows.count == 1, let dataset = rows[0][0].text, let version = rows[0][1].integer,
+            let schemaVersion = rows[0][2].integer, let createdAt = rows[0][3].text
+        else { throw FerryError(.verification, "ferry_snapshot must hold exactly one well-formed row", path: db.path) }
+        var tables: [TableInfo] = []
+        for r in try db.query("SELECT name, primaryKey, columns, writable, merge, createdColumn, updatedColumn, rows FROM ferry_tables ORDER BY name") {
+            guard let name = r[0].text, let pk = r[1].text, let cols = r[2].text, let writable = r[3].integer,
+                let merge = r[4].text, let count = r[7].integer,
+                let pkList = try? JSONDecoder().decode([String].self, from: Data(pk.utf8)),
+                let colList = try? JSONDecoder().decode([String].self, from: Data(cols.utf8))
+            else { throw FerryError(.verification, "ferry_tables has a malformed row", path: db.path) }
+            tables.append(
+                TableInfo(
+                    name: name, primaryKey: pkList, columns: colList, writable: writable != 0, merge: merge,
+                    createdColumn: r[5].text, updatedColumn: r[6].text, rows: Int(count)))
+        }
+        return SnapshotMetadata(dataset: dataset, version: Int(version), schemaVersion: Int(schemaVersion), createdAt: createdAt, tables: tables)
+    }
+
+    static func json<T: Encodable>(_ value: T) throws -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        return String(decoding: try encoder.encode(value), as: UTF8.self)
+    }
+}
