@@ -1,0 +1,245 @@
+import FerryCore
+import Foundation
+
+/// The device's queue of local edits, kept inside the client database (`ferry_outbox`, see ``OutboxSchema``).
+/// These functions run on the one connection that owns the database.
+///
+/// ```swift
+/// let batch = try Outbox.takeBatch(from: db, limit: 500)      // marks them sent, durably
+/// let results = try await upload(batch)                       // POST /v1/datasets/{dataset}/changes
+/// let summary = try Outbox.record(results, for: batch, in: db, tables: tables)
+/// ```
+public enum Outbox {
+    /// Number of edits waiting for a server answer.
+    public static func count(in db: SQLiteConnection) throws -> Int {
+        guard try hasQueue(db) else { return 0 }
+        return Int(try db.scalar("SELECT count(*) FROM ferry_outbox")?.integer ?? 0)
+    }
+
+    static func hasQueue(_ db: SQLiteConnection) throws -> Bool {
+        try db.scalar("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'ferry_outbox'")?.integer == 1
+    }
+
+    /// The oldest `limit` edits in order, marked `sent` in the same transaction so that no later local edit is
+    /// coalesced into a change the server may already have applied. Edits already sent but not answered (a crash
+    /// or a network failure after the upload) come first and keep their ids: the server answers them once.
+    public static func takeBatch(from db: SQLiteConnection, limit: Int) throws -> [Change] {
+        guard try hasQueue(db) else { return [] }
+        return try db.transaction {
+            let rows = try db.query(
+                "SELECT seq, id, tbl, op, key, vals, editedAt, baseUpdatedAt FROM ferry_outbox ORDER BY seq LIMIT ?",
+                [.integer(Int64(limit))])
+            var changes: [Change] = []
+            for row in rows {
+                guard let id = row[1].text, let table = row[2].text, let opText = row[3].text, let op = Change.Operation(rawValue: opText),
+                    let key = row[4].text, let vals = row[5].text, let editedAt = row[6].text
+                else { throw FerryError(.verification, "ferry_outbox has a malformed entry (seq \(row[0]))", path: db.path) }
+                changes.append(
+                    Change(
+                        id: id, table: table, op: op, key: try decodeObject(key, db), values: try decodeObject(vals, db),
+                        editedAt: editedAt, baseUpdatedAt: row[7].text))
+            }
+            if let last = rows.last?[0].integer {
+                try db.run("UPDATE ferry_outbox SET sent = 1 WHERE seq <= ? AND sent = 0", [.integer(last)])
+            }
+            return changes
+        }
+    }
+
+    /// Per-status counts of what the server answered.
+    public struct Summary: Sendable, Equatable, Codable {
+        public var applied = 0, rejected = 0, gone = 0, invalid = 0, forbidden = 0
+        /// Changes the server did not answer; they stay queued.
+        public var unanswered = 0
+        public init() {}
+        mutating func add(_ status: ChangeResult.Status) {
+            switch status {
+            case .applied: applied += 1
+            case .rejected: rejected += 1
+            case .gone: gone += 1
+            case .invalid: invalid += 1
+            case .forbidden: forbidden += 1
+            }
+        }
+        mutating func merge(_ other: Summary) {
+            applied += other.applied; rejected += other.rejected; gone += other.gone
+            invalid += other.invalid; forbidden += other.forbidden; unanswered += other.unanswered
+        }
+    }
+
+    /// Writes the server's answers in one transaction: the winning row replaces the local one (then any newer
+    /// local edit of that row is replayed on top, so it stays visible), `gone` removes the row, and every answered
+    /// edit leaves the queue. `invalid` and `forbidden` edits are dropped, each reported through `log`.
+    public static func record(
+        _ results: [ChangeResult], for batch: [Change], in db: SQLiteConnection, tables: [SnapshotMetadata.TableInfo],
+        log: (String) -> Void = { _ in }
+    ) throws -> Summary {
+        let byID = Dictionary(results.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+        let tableInfo = Dictionary(uniqueKeysWithValues: tables.map { ($0.name, $0) })
+        var summary = Summary()
+        try db.transaction {
+            try setCapture(false, db)
+            defer { try? setCapture(true, db) }
+            for change in batch {
+                guard let result = byID[change.id] else {
+                    summary.unanswered += 1
+                    continue
+                }
+                summary.add(result.status)
+                try db.run("DELETE FROM ferry_outbox WHERE id = ?", [.text(change.id)])
+                guard let table = tableInfo[change.table] else { continue }
+                let keyText = try keyText(change.key, table: table, db: db)
+                switch result.status {
+                case .applied, .rejected:
+                    if let row = result.row {
+                        try writeRow(row, table: table, db: db)
+                    } else {
+                        try deleteRow(key: change.key, table: table, db: db)
+                    }
+                    // The row now carries the server's updated_at: later edits of it are based on that.
+                    try db.run(
+                        "UPDATE ferry_outbox SET baseUpdatedAt = ? WHERE tbl = ? AND key = ? AND op != 'insert'",
+                        [result.row.flatMap { r in table.updatedColumn.flatMap { r[$0] } }.map(sqliteValue) ?? .null, .text(change.table), .text(keyText)])
+                    try replayPending(table: table, keyText: keyText, db: db)
+                case .gone:
+                    try deleteRow(key: change.key, table: table, db: db)
+                    try db.run("DELETE FROM ferry_outbox WHERE tbl = ? AND key = ?", [.text(change.table), .text(keyText)])
+                case .invalid, .forbidden:
+                    log("edit \(change.id) (\(change.op.rawValue) on \(change.table)) was \(result.status.rawValue) by the server and is dropped: \(result.message ?? "no reason given")")
+                }
+                if try db.scalar("SELECT count(*) FROM ferry_outbox WHERE tbl = ? AND key = ?", [.text(change.table), .text(keyText)])?.integer == 0 {
+                    try db.run("DELETE FROM ferry_base WHERE tbl = ? AND key = ?", [.text(change.table), .text(keyText)])
+                }
+            }
+        }
+        return summary
+    }
+
+    /// Carries the queue from the live database into a freshly fetched snapshot and replays every queued edit on
+    /// top of it, so a new snapshot never hides a pending edit. Runs on the new file before it is swapped in.
+    public static func carryOver(fromLiveDatabaseAt livePath: String, into db: SQLiteConnection, tables: [SnapshotMetadata.TableInfo]) throws {
+        try OutboxSchema.install(on: db, tables: tables)
+        guard FileManager.default.fileExists(atPath: livePath) else { return }
+        try db.run("ATTACH DATABASE ? AS live", [.text(livePath)])
+        defer { try? db.execute("DETACH DATABASE live") }
+        let liveHasQueue = try db.scalar("SELECT count(*) FROM live.sqlite_master WHERE type = 'table' AND name = 'ferry_outbox'")?.integer == 1
+        guard liveHasQueue else { return }
+        let tableInfo = Dictionary(uniqueKeysWithValues: tables.map { ($0.name, $0) })
+        try db.transaction {
+            try db.execute("""
+                DELETE FROM main.ferry_outbox; DELETE FROM main.ferry_base;
+                INSERT INTO main.ferry_outbox SELECT * FROM live.ferry_outbox;
+                INSERT INTO main.ferry_base SELECT * FROM live.ferry_base;
+                """)
+            try setCapture(false, db)
+            defer { try? setCapture(true, db) }
+            for row in try db.query("SELECT tbl, op, key, vals, editedAt FROM main.ferry_outbox ORDER BY seq") {
+                guard let name = row[0].text, let table = tableInfo[name], let op = row[1].text.flatMap(Change.Operation.init(rawValue:)),
+                    let key = row[2].text, let vals = row[3].text, let editedAt = row[4].text
+                else { continue }
+                try replay(op: op, key: try decodeObject(key, db), values: try decodeObject(vals, db), editedAt: editedAt, table: table, db: db)
+            }
+        }
+    }
+
+    // MARK: - Writing rows (capture off)
+
+    static func setCapture(_ on: Bool, _ db: SQLiteConnection) throws {
+        try db.run("UPDATE ferry_capture SET enabled = ?", [.integer(on ? 1 : 0)])
+    }
+
+    /// Replays the queued edits of one row on top of what is there now.
+    static func replayPending(table: SnapshotMetadata.TableInfo, keyText: String, db: SQLiteConnection) throws {
+        for row in try db.query("SELECT op, key, vals, editedAt FROM ferry_outbox WHERE tbl = ? AND key = ? ORDER BY seq", [.text(table.name), .text(keyText)]) {
+            guard let op = row[0].text.flatMap(Change.Operation.init(rawValue:)), let key = row[1].text, let vals = row[2].text, let editedAt = row[3].text
+            else { continue }
+            try replay(op: op, key: try decodeObject(key, db), values: try decodeObject(vals, db), editedAt: editedAt, table: table, db: db)
+        }
+    }
+
+    static func replay(op: Change.Operation, key: [String: JSONValue], values: [String: JSONValue], editedAt: String, table: SnapshotMetadata.TableInfo, db: SQLiteConnection) throws {
+        var stamped = values
+        if let u = table.updatedColumn { stamped[u] = .string(editedAt) }
+        switch op {
+        case .insert:
+            if let c = table.createdColumn { stamped[c] = .string(editedAt) }
+            try writeRow(stamped.merging(key) { _, k in k }, table: table, db: db)
+        case .update:
+            try updateRow(key: key, values: stamped, table: table, db: db)
+        case .delete:
+            try deleteRow(key: key, table: table, db: db)
+        }
+    }
+
+    static func columns(_ table: SnapshotMetadata.TableInfo, _ db: SQLiteConnection) throws -> [String] {
+        try OutboxSchema.existingColumns(db, table.name)
+    }
+
+    static func writeRow(_ row: [String: JSONValue], table: SnapshotMetadata.TableInfo, db: SQLiteConnection) throws {
+        let existing = try columns(table, db)
+        let names = row.keys.filter { existing.contains($0) }.sorted()
+        guard !names.isEmpty else { return }
+        let quoted = try names.map { try OutboxSchema.quoted($0, in: existing, table: table.name) }
+        let sql = "INSERT OR REPLACE INTO \(try OutboxSchema.quoted(table.name, in: [table.name], table: table.name))(\(quoted.joined(separator: ", "))) VALUES (\(Array(repeating: "?", count: names.count).joined(separator: ", ")))"
+        try db.run(sql, names.map { sqliteValue(row[$0]!) })
+    }
+
+    static func updateRow(key: [String: JSONValue], values: [String: JSONValue], table: SnapshotMetadata.TableInfo, db: SQLiteConnection) throws {
+        let existing = try columns(table, db)
+        let names = values.keys.filter { existing.contains($0) && !table.primaryKey.contains($0) }.sorted()
+        guard !names.isEmpty else { return }
+        let sets = try names.map { "\(try OutboxSchema.quoted($0, in: existing, table: table.name)) = ?" }
+        let (whereSQL, whereValues) = try keyPredicate(key, table: table, existing: existing)
+        try db.run(
+            "UPDATE \(try OutboxSchema.quoted(table.name, in: [table.name], table: table.name)) SET \(sets.joined(separator: ", ")) WHERE \(whereSQL)",
+            names.map { sqliteValue(values[$0]!) } + whereValues)
+    }
+
+    static func deleteRow(key: [String: JSONValue], table: SnapshotMetadata.TableInfo, db: SQLiteConnection) throws {
+        let existing = try columns(table, db)
+        let (whereSQL, whereValues) = try keyPredicate(key, table: table, existing: existing)
+        try db.run("DELETE FROM \(try OutboxSchema.quoted(table.name, in: [table.name], table: table.name)) WHERE \(whereSQL)", whereValues)
+    }
+
+    static func keyPredicate(_ key: [String: JSONValue], table: SnapshotMetadata.TableInfo, existing: [String]) throws -> (String, [SQLiteValue]) {
+        var parts: [String] = []
+        var values: [SQLiteValue] = []
+        for column in table.primaryKey {
+            guard let value = key[column] else {
+                throw FerryError(.verification, "key of \(table.name) lacks column \(column)", key: table.name)
+            }
+            parts.append("\(try OutboxSchema.quoted(column, in: existing, table: table.name)) IS ?")
+            values.append(sqliteValue(value))
+        }
+        return (parts.joined(separator: " AND "), values)
+    }
+
+    static func sqliteValue(_ value: JSONValue) -> SQLiteValue {
+        switch value {
+        case .null: return .null
+        case .bool(let b): return .integer(b ? 1 : 0)
+        case .int(let i): return .integer(i)
+        case .double(let d): return .real(d)
+        case .string(let s): return .text(s)
+        }
+    }
+
+    static func decodeObject(_ text: String, _ db: SQLiteConnection) throws -> [String: JSONValue] {
+        do {
+            return try JSONDecoder().decode([String: JSONValue].self, from: Data(text.utf8))
+        } catch {
+            throw FerryError(.verification, "ferry_outbox holds malformed JSON: \(text.prefix(80))", path: db.path)
+        }
+    }
+
+    /// The key as the triggers store it: SQLite's own json_object over the primary-key columns in key order.
+    static func keyText(_ key: [String: JSONValue], table: SnapshotMetadata.TableInfo, db: SQLiteConnection) throws -> String {
+        var values: [SQLiteValue] = []
+        for column in table.primaryKey {
+            values.append(.text(column))
+            values.append(key[column].map(sqliteValue) ?? .null)
+        }
+        let placeholders = Array(repeating: "?, ?", count: table.primaryKey.count).joined(separator: ", ")
+        return try db.scalar("SELECT json_object(\(placeholders))", values)?.text ?? "{}"
+    }
+}

@@ -1,0 +1,175 @@
+import FerryCore
+
+/// Generates and installs the outbox machinery inside a client database: the `ferry_outbox` queue, the capture
+/// switch, and per-table triggers that record every write to a writable table in the same transaction as the
+/// write itself (so a kill -9 can never keep one without the other), stamp `created_at`/`updated_at` locally
+/// (thesis Table 3.5.2), and refuse writes to read-only tables.
+///
+/// Identifiers come only from `ferry_tables` and are checked against the table's real columns
+/// (`PRAGMA table_info`) before they are quoted into trigger SQL.
+///
+/// ```swift
+/// try OutboxSchema.install(on: db, tables: SnapshotMetadata.read(from: db).tables)
+/// ```
+public enum OutboxSchema {
+    /// The queue, the capture switch and the server-base memory.
+    ///
+    /// - `ferry_outbox`: one row per pending change, in `seq` order. `sent` = 1 once the change was part of an
+    ///   upload: it is never coalesced after that, and is resent with the same id until the server answers.
+    /// - `ferry_capture`: one row; triggers record only while `enabled` = 1 (the library turns it off while it
+    ///   writes server rows or replays edits).
+    /// - `ferry_base`: the server's `updated_at` of a row as it was before its first local edit, so every later
+    ///   change to that row carries the base the server knows.
+    static let queueDDL = """
+        CREATE TABLE IF NOT EXISTS ferry_outbox(
+          seq INTEGER PRIMARY KEY AUTOINCREMENT,
+          id TEXT NOT NULL UNIQUE,
+          tbl TEXT NOT NULL,
+          op TEXT NOT NULL CHECK (op IN ('insert', 'update', 'delete')),
+          key TEXT NOT NULL,
+          vals TEXT NOT NULL DEFAULT '{}',
+          editedAt TEXT NOT NULL,
+          baseUpdatedAt TEXT,
+          sent INTEGER NOT NULL DEFAULT 0);
+        CREATE INDEX IF NOT EXISTS ferry_outbox_row ON ferry_outbox(tbl, key);
+        CREATE TABLE IF NOT EXISTS ferry_capture(enabled INTEGER NOT NULL);
+        INSERT INTO ferry_capture(enabled) SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM ferry_capture);
+        CREATE TABLE IF NOT EXISTS ferry_base(tbl TEXT NOT NULL, key TEXT NOT NULL, updatedAt TEXT, PRIMARY KEY (tbl, key));
+        """
+
+    /// Local clock as ISO-8601 UTC milliseconds, the form snapshots use.
+    static let nowSQL = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
+    /// A random UUID (version 4 layout) made in SQL.
+    static let uuidSQL = """
+        (lower(hex(randomblob(4))) || '-' || lower(hex(randomblob(2))) || '-4' || substr(lower(hex(randomblob(2))), 2) || '-' \
+        || substr('89ab', 1 + (abs(random()) % 4), 1) || substr(lower(hex(randomblob(2))), 2) || '-' || lower(hex(randomblob(6))))
+        """
+    static let capturing = "(SELECT enabled FROM ferry_capture LIMIT 1) = 1"
+    /// GLOB pattern of a UUID in text form.
+    static let uuidGlob: String = {
+        let h = "[0-9a-fA-F]"
+        return [8, 4, 4, 4, 12].map { String(repeating: h, count: $0) }.joined(separator: "-")
+    }()
+
+    /// Installs (or re-installs) the queue and the triggers for `tables`. Idempotent; runs in one transaction.
+    public static func install(on db: SQLiteConnection, tables: [SnapshotMetadata.TableInfo]) throws {
+        try db.transaction {
+            try db.execute(queueDDL)
+            for table in tables {
+                let columns = try existingColumns(db, table.name)
+                for trigger in try triggers(for: table, existing: columns) {
+                    try db.execute(trigger)
+                }
+            }
+        }
+    }
+
+    /// The columns SQLite really has for `table`; throws if the table is missing.
+    static func existingColumns(_ db: SQLiteConnection, _ table: String) throws -> [String] {
+        let rows = try db.query("SELECT name FROM pragma_table_info(?)", [.text(table)])
+        guard !rows.isEmpty else {
+            throw FerryError(.verification, "ferry_tables names table '\(table)' but the snapshot has no such table", path: db.path, key: table)
+        }
+        return rows.compactMap { $0.first?.text }
+    }
+
+    /// Quotes an identifier for SQLite after checking it is one of `allowed`.
+    static func quoted(_ name: String, in allowed: [String], table: String) throws -> String {
+        guard allowed.contains(name) else {
+            throw FerryError(.verification, "column '\(name)' is not in table '\(table)'", key: "\(table).\(name)")
+        }
+        return "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+    }
+
+    static func literal(_ text: String) -> String { "'" + text.replacingOccurrences(of: "'", with: "''") + "'" }
+
+    /// The trigger SQL for one table: capture triggers for writable tables, refusal triggers for the others.
+    static func triggers(for table: SnapshotMetadata.TableInfo, existing: [String]) throws -> [String] {
+        let t = try quoted(table.name, in: [table.name], table: table.name)
+        let name = table.name.replacingOccurrences(of: "\"", with: "")
+        var out = ["DROP TRIGGER IF EXISTS \"ferry_\(name)_ins\"", "DROP TRIGGER IF EXISTS \"ferry_\(name)_upd\"",
+                   "DROP TRIGGER IF EXISTS \"ferry_\(name)_del\"", "DROP TRIGGER IF EXISTS \"ferry_\(name)_key\""]
+        guard table.writable else {
+            let message = literal("ferry: table \(table.name) is read-only on devices (writable: false in the template); only writable tables accept edits")
+            for (suffix, event) in [("ins", "INSERT"), ("upd", "UPDATE"), ("del", "DELETE")] {
+                out.append("CREATE TRIGGER \"ferry_\(name)_\(suffix)\" BEFORE \(event) ON \(t) WHEN \(capturing) BEGIN SELECT RAISE(ABORT, \(message)); END")
+            }
+            return out
+        }
+        guard !table.primaryKey.isEmpty else {
+            throw FerryError(.verification, "writable table '\(table.name)' has no primary key", key: table.name)
+        }
+        let pk = try table.primaryKey.map { try quoted($0, in: existing, table: table.name) }
+        let stamps = [table.createdColumn, table.updatedColumn].compactMap { $0 }.filter { existing.contains($0) }
+        let valueColumns = existing.filter { !table.primaryKey.contains($0) && !stamps.contains($0) }
+        let updated = try table.updatedColumn.flatMap { existing.contains($0) ? try quoted($0, in: existing, table: table.name) : nil }
+        let created = try table.createdColumn.flatMap { existing.contains($0) ? try quoted($0, in: existing, table: table.name) : nil }
+
+        func keyJSON(_ row: String) -> String {
+            "json_object(" + zip(table.primaryKey, pk).map { "\(literal($0.0)), \(row).\($0.1)" }.joined(separator: ", ") + ")"
+        }
+        func whereKey(_ row: String) -> String {
+            pk.map { "\($0) IS \(row).\($0)" }.joined(separator: " AND ")
+        }
+        let allValues = "json_object(" + (try valueColumns.map { "\(literal($0)), NEW.\(try quoted($0, in: existing, table: table.name))" }).joined(separator: ", ") + ")"
+        // Only the columns that changed: set each changed one, park unchanged ones under a key removed afterwards.
+        let changedValues = try valueColumns.reduce("json_object()") { acc, column in
+            let q = try quoted(column, in: existing, table: table.name)
+            return "json_set(\(acc), CASE WHEN NEW.\(q) IS NOT OLD.\(q) THEN \(literal("$.\"\(column)\"")) ELSE '$.\"ferry:unchanged\"' END, NEW.\(q))"
+        }
+        let changedJSON = "json_remove(\(changedValues), '$.\"ferry:unchanged\"')"
+        let tbl = literal(table.name)
+        let baseOf = { (row: String) in
+            "COALESCE((SELECT updatedAt FROM ferry_base WHERE tbl = \(tbl) AND key = \(keyJSON(row))), \(updated.map { "\(row).\($0)" } ?? "NULL"))"
+        }
+        func stamp(_ sets: [String]) -> String {
+            guard !sets.isEmpty else { return "" }
+            return """
+                UPDATE ferry_capture SET enabled = 0;
+                UPDATE \(t) SET \(sets.joined(separator: ", ")) WHERE \(whereKey("NEW"));
+                UPDATE ferry_capture SET enabled = 1;
+                """
+        }
+
+        // Keys two devices cannot both pick: a single-column key must be a UUID in text form.
+        if pk.count == 1 {
+            let message = literal("ferry: inserts into \(table.name) need a UUID text primary key (\(table.primaryKey[0])), e.g. lower(hex(randomblob(16))) formatted as a UUID, so two devices never pick the same key")
+            out.append("""
+                CREATE TRIGGER "ferry_\(name)_key" BEFORE INSERT ON \(t) WHEN \(capturing) AND \
+                (typeof(NEW.\(pk[0])) != 'text' OR NEW.\(pk[0]) NOT GLOB '\(uuidGlob)')
+                BEGIN SELECT RAISE(ABORT, \(message)); END
+                """)
+        }
+        let insertStamps = (created.map { ["\($0) = COALESCE(NEW.\($0), \(nowSQL))"] } ?? []) + (updated.map { ["\($0) = \(nowSQL)"] } ?? [])
+        out.append("""
+            CREATE TRIGGER "ferry_\(name)_ins" AFTER INSERT ON \(t) WHEN \(capturing) BEGIN
+              INSERT INTO ferry_outbox(id, tbl, op, key, vals, editedAt, baseUpdatedAt)
+                VALUES (\(uuidSQL), \(tbl), 'insert', \(keyJSON("NEW")), \(allValues), \(nowSQL), NULL);
+              \(stamp(insertStamps))
+            END
+            """)
+        let keyChange = pk.map { "NEW.\($0) IS NOT OLD.\($0)" }.joined(separator: " OR ")
+        out.append("""
+            CREATE TRIGGER "ferry_\(name)_upd" AFTER UPDATE ON \(t) WHEN \(capturing) BEGIN
+              SELECT RAISE(ABORT, \(literal("ferry: the primary key of \(table.name) cannot change; delete the row and insert a new one"))) WHERE \(keyChange);
+              INSERT OR IGNORE INTO ferry_base(tbl, key, updatedAt) SELECT \(tbl), \(keyJSON("OLD")), \(updated.map { "OLD.\($0)" } ?? "NULL")
+                WHERE NOT EXISTS (SELECT 1 FROM ferry_outbox WHERE tbl = \(tbl) AND key = \(keyJSON("OLD")) AND op = 'insert');
+              UPDATE ferry_outbox SET vals = json_patch(vals, \(changedJSON)), editedAt = \(nowSQL)
+                WHERE seq = (SELECT max(seq) FROM ferry_outbox WHERE tbl = \(tbl) AND key = \(keyJSON("NEW")) AND sent = 0 AND op IN ('insert', 'update'));
+              INSERT INTO ferry_outbox(id, tbl, op, key, vals, editedAt, baseUpdatedAt)
+                SELECT \(uuidSQL), \(tbl), 'update', \(keyJSON("NEW")), \(changedJSON), \(nowSQL), \(baseOf("OLD"))
+                WHERE changes() = 0;
+              \(stamp(updated.map { ["\($0) = \(nowSQL)"] } ?? []))
+            END
+            """)
+        out.append("""
+            CREATE TRIGGER "ferry_\(name)_del" AFTER DELETE ON \(t) WHEN \(capturing) BEGIN
+              INSERT INTO ferry_outbox(id, tbl, op, key, vals, editedAt, baseUpdatedAt)
+                SELECT \(uuidSQL), \(tbl), 'delete', \(keyJSON("OLD")), '{}', \(nowSQL), \(baseOf("OLD"))
+                WHERE NOT EXISTS (SELECT 1 FROM ferry_outbox WHERE tbl = \(tbl) AND key = \(keyJSON("OLD")) AND op = 'insert' AND sent = 0);
+              DELETE FROM ferry_outbox WHERE tbl = \(tbl) AND key = \(keyJSON("OLD")) AND sent = 0 AND op != 'delete';
+            END
+            """)
+        return out
+    }
+}
