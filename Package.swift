@@ -73,6 +73,7 @@ let package = Package(
                 "FerryCore", "CSQLite",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
             ]
         ),
         // The CLI: parses arguments and calls the libraries.

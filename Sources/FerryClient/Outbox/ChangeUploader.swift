@@ -1,0 +1,84 @@
+import AsyncHTTPClient
+import NIOCore
+import FerryCore
+import Foundation
+
+/// Uploads a batch of local edits and returns the server's answers. An app can plug in its own transport
+/// (URLSession, say); ``HTTPChangeUploader`` is the AsyncHTTPClient one.
+///
+/// Contract: returns only when the server answered 200 with a well-formed body; throws a ``FerryError`` with code
+/// `.network` when the server could not be reached or failed (the edits stay queued and are retried), and
+/// `.badInput` when it refused the request itself (a 4xx: retrying the same batch will not help).
+public protocol ChangeUploader: Sendable {
+    func upload(_ batch: ChangeBatch, dataset: String) async throws -> ChangeResults
+}
+
+/// `POST {server}/v1/datasets/{dataset}/changes` over AsyncHTTPClient.
+///
+/// ```swift
+/// let uploader = HTTPChangeUploader(server: URL(string: "http://127.0.0.1:8080")!)
+/// let results = try await uploader.upload(batch, dataset: "trips")
+/// ```
+public struct HTTPChangeUploader: ChangeUploader {
+    public var server: URL
+    public var httpClient: HTTPClient
+    public var timeout: TimeAmount
+    /// Extra request headers (e.g. `Authorization`).
+    public var headers: [(String, String)]
+    /// The largest response body accepted.
+    public var maxResponseBytes: Int
+
+    public init(
+        server: URL, httpClient: HTTPClient = .shared, timeout: TimeAmount = .seconds(60), headers: [(String, String)] = [],
+        maxResponseBytes: Int = 64 << 20
+    ) {
+        self.server = server
+        self.httpClient = httpClient
+        self.timeout = timeout
+        self.headers = headers
+        self.maxResponseBytes = maxResponseBytes
+    }
+
+    public func upload(_ batch: ChangeBatch, dataset: String) async throws -> ChangeResults {
+        try DatasetName.validate(dataset)
+        let url = server.appendingPathComponent("v1/datasets/\(dataset)/changes").absoluteString
+        var request = HTTPClientRequest(url: url)
+        request.method = .POST
+        request.headers.add(name: "Content-Type", value: "application/json")
+        request.headers.add(name: "Accept", value: "application/json")
+        for (name, value) in headers { request.headers.add(name: name, value: value) }
+        let body = try JSONEncoder().encode(batch)
+        request.body = .bytes(body)
+
+        let response: HTTPClientResponse
+        let bytes: ByteBuffer
+        do {
+            response = try await httpClient.execute(request, timeout: timeout)
+            bytes = try await response.body.collect(upTo: maxResponseBytes)
+        } catch {
+            throw FerryError(
+                .network, "cannot reach \(server.absoluteString) to upload edits; they stay queued and will be sent later",
+                underlying: error)
+        }
+        let data = Data(bytes.readableBytesView)
+        switch response.status.code {
+        case 200:
+            do {
+                return try JSONDecoder().decode(ChangeResults.self, from: data)
+            } catch {
+                throw FerryError(.network, "the server answered the upload with a malformed body; edits stay queued", underlying: error)
+            }
+        case 400..<500:
+            throw FerryError(.badInput, "the server refused the upload (\(response.status.code)): \(Self.errorMessage(data))")
+        default:
+            throw FerryError(.network, "the server failed the upload (\(response.status.code)): \(Self.errorMessage(data)); edits stay queued")
+        }
+    }
+
+    /// The `message` of a `{"error":{"code","message"}}` body, or the body's start.
+    static func errorMessage(_ data: Data) -> String {
+        struct Envelope: Decodable { struct Inner: Decodable { var message: String }; var error: Inner }
+        if let envelope = try? JSONDecoder().decode(Envelope.self, from: data) { return envelope.error.message }
+        return String(decoding: data.prefix(200), as: UTF8.self)
+    }
+}
