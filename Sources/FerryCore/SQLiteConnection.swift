@@ -75,10 +75,21 @@ public final class SQLiteConnection {
     /// Prepares a statement for repeated use.
     public func prepare(_ sql: String) throws -> SQLiteStatement {
         var stmt: OpaquePointer?
-        guard sqlite3_prepare_v2(handle, sql, -1, &stmt, nil) == SQLITE_OK, let stmt else {
+        var trailing = false
+        let rc = sql.withCString { text -> Int32 in
+            var tail: UnsafePointer<CChar>?
+            let rc = sqlite3_prepare_v2(handle, text, -1, &stmt, &tail)
+            if let tail {
+                var p = tail
+                while p.pointee != 0 && (p.pointee == 32 || p.pointee == 10 || p.pointee == 9 || p.pointee == 13 || p.pointee == 59) { p += 1 }
+                trailing = p.pointee != 0
+            }
+            return rc
+        }
+        guard rc == SQLITE_OK, let stmt else {
             throw error("cannot prepare statement", sql: sql)
         }
-        return SQLiteStatement(connection: self, handle: stmt, sql: sql)
+        return SQLiteStatement(connection: self, handle: stmt, sql: sql, hasTrailingSQL: trailing)
     }
 
     /// Runs one statement with bound parameters and returns the number of changed rows.
@@ -170,11 +181,14 @@ public final class SQLiteStatement {
     public unowned let connection: SQLiteConnection
     @usableFromInline let handle: OpaquePointer
     public let sql: String
+    /// True when `sql` held more text after the first statement (only the first one was prepared).
+    public let hasTrailingSQL: Bool
 
-    init(connection: SQLiteConnection, handle: OpaquePointer, sql: String) {
+    init(connection: SQLiteConnection, handle: OpaquePointer, sql: String, hasTrailingSQL: Bool) {
         self.connection = connection
         self.handle = handle
         self.sql = sql
+        self.hasTrailingSQL = hasTrailingSQL
     }
 
     deinit { sqlite3_finalize(handle) }

@@ -178,3 +178,24 @@ import Testing
         #expect(try Outbox.count(in: fresh) == 2)
     }
 }
+
+@Suite struct LocalStatementTests {
+    @Test func runsOneStatementAndReportsTriggerRefusalsPlainly() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let db = try OutboxTests().makeDatabase(dir)
+        let select = try LocalStatement.run("SELECT name, seats FROM trips", on: db)
+        #expect(select.columns == ["name", "seats"])
+        #expect(select.rows == [["Växjö-Kalmar", 0]])
+        let update = try LocalStatement.run("UPDATE trips SET seats = 1;", on: db)
+        #expect(update.changes == 1 && update.columns.isEmpty)
+        #expect(try Outbox.count(in: db) == 1)
+        #expect(throws: FerryError.self) { try LocalStatement.run("SELECT 1; SELECT 2", on: db) }
+        do {
+            _ = try LocalStatement.run("DELETE FROM regions", on: db)
+            Issue.record("a write to a read-only table must fail")
+        } catch let error as FerryError {
+            #expect(error.message.hasPrefix("table regions is read-only"))
+        }
+    }
+}
