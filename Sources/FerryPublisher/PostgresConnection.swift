@@ -59,7 +59,7 @@ public final class PostgresConnection {
 
     /// Runs one statement with text parameters (`$1`, `$2`, … ; nil is NULL) and returns rows as text.
     public func query(_ sql: String, _ parameters: [String?] = []) throws -> [[String?]] {
-        let result = try withCStrings(parameters) { pointers in
+        let result = withCStrings(parameters) { pointers in
             PQexecParams(handle, sql, Int32(parameters.count), nil, pointers, nil, nil, 0)
         }
         guard let result else { throw FerryError(.database, "query failed: \(errorMessage)") }
@@ -100,7 +100,7 @@ public final class PostgresConnection {
 
 /// Calls `body` with a C array of NUL-terminated strings (nil stays nil) that lives for the call.
 func withCStrings<R>(_ strings: [String?], _ body: ([UnsafePointer<CChar>?]) throws -> R) rethrows -> R {
-    var storage: [UnsafeMutablePointer<CChar>?] = strings.map { $0.map { strdup($0)! } }
+    let storage: [UnsafeMutablePointer<CChar>?] = strings.map { $0.map { strdup($0)! } }
     defer { for p in storage { free(p) } }
     return try body(storage.map { $0.map { UnsafePointer($0) } })
 }

@@ -1,0 +1,47 @@
+/// One table's export, resolved against PostgreSQL: its columns, key, and the SQL on both sides.
+struct TablePlan {
+    let index: Int
+    let table: Template.Table
+    let columns: [ColumnPlan]
+    let primaryKey: [String]
+    /// Template timestamp columns that this table has (nil when absent).
+    let createdColumn: String?
+    let updatedColumn: String?
+
+    var name: String { table.name }
+
+    /// The rows to export: the template's query, or every column of the source.
+    var baseQuery: String { table.query ?? "SELECT * FROM \(SQLIdentifier.quoteQualified(table.source))" }
+
+    /// `COPY (SELECT … ORDER BY pk) TO STDOUT (FORMAT binary)`: rows in key order, so equal data gives equal bytes.
+    var copySQL: String {
+        let select = columns.map(\.selectExpression).joined(separator: ", ")
+        let order = primaryKey.map { key -> String in
+            let quoted = "q." + SQLIdentifier.quote(key)
+            return columns.first { $0.name == key }?.sortsAsText == true ? quoted + " COLLATE \"C\"" : quoted
+        }.joined(separator: ", ")
+        return "COPY (SELECT \(select) FROM (\(baseQuery)) AS q ORDER BY \(order)) TO STDOUT (FORMAT binary)"
+    }
+
+    /// Derived SQLite DDL: column affinities from the type mapping, the primary key from the template or source.
+    /// A single INTEGER key becomes the rowid, as SQLite does for `INTEGER PRIMARY KEY`.
+    var createSQL: String {
+        var parts = columns.map { "\(SQLIdentifier.quote($0.name)) \($0.sqliteType)" + (primaryKey.contains($0.name) ? " NOT NULL" : "") }
+        parts.append("PRIMARY KEY (\(primaryKey.map(SQLIdentifier.quote).joined(separator: ", ")))")
+        return "CREATE TABLE \(SQLIdentifier.quote(name)) (\n  \(parts.joined(separator: ",\n  "))\n)"
+    }
+
+    var insertSQL: String {
+        let names = columns.map { SQLIdentifier.quote($0.name) }.joined(separator: ", ")
+        let marks = Array(repeating: "?", count: columns.count).joined(separator: ", ")
+        return "INSERT INTO \(SQLIdentifier.quote(name)) (\(names)) VALUES (\(marks))"
+    }
+
+    /// What the digest covers besides the rows: anything that changes the SQLite file's tables.
+    var definition: String {
+        let cols = columns.map { "\($0.name):\($0.typeName):\($0.sqliteType)" }.joined(separator: ",")
+        return "table=\(name)|source=\(table.source)|query=\(table.query ?? "")|columns=\(cols)|pk=\(primaryKey.joined(separator: ","))"
+            + "|writable=\(table.writable)|merge=\(table.merge.rawValue)|created=\(createdColumn ?? "")|updated=\(updatedColumn ?? "")"
+            + "|indexes=\(table.indexes.joined(separator: ";"))\n"
+    }
+}

@@ -1,0 +1,133 @@
+import FerryCore
+import Foundation
+import Logging
+
+/// Publishes a dataset: PostgreSQL → a verified SQLite snapshot → the next version in a ``FileSnapshotStore``.
+///
+/// One publish: take the dataset's lock (fail at once if another publisher holds it, unless
+/// ``Configuration/waitForLock``), clean a crashed run's leftovers, export into the store's `tmp/`, and either
+/// report "unchanged" (the data digest equals the latest version's; the temp file is deleted) or commit: checksum,
+/// gzip copy, fsync, rename, manifest replaced atomically, versions beyond ``Configuration/keep`` pruned.
+///
+/// ```swift
+/// let publisher = Publisher(
+///     configuration: .init(templatePath: "templates/campgrounds.yml", databaseURL: url, store: URL(fileURLWithPath: "snapshots")),
+///     logger: Logger(label: "ferry.publish"))
+/// let result = try await publisher.publish()
+/// print(result.version, result.sha256, result.unchanged)
+/// ```
+public struct Publisher: Sendable {
+    /// What to publish and where. The template is re-read at every publish, so a schedule picks up edits.
+    ///
+    /// ```swift
+    /// var configuration = Publisher.Configuration(templatePath: "templates/trips.yml", databaseURL: url, store: storeURL)
+    /// configuration.keep = 3
+    /// ```
+    public struct Configuration: Sendable {
+        /// Path of the template (`templates/campgrounds.yml`).
+        public var templatePath: String
+        /// libpq URL of the PostgreSQL database (`postgres://user:password@host:5432/db`). Never printed unredacted.
+        public var databaseURL: String
+        /// Root of the snapshot store. The CLI's default is `./snapshots`.
+        public var store: URL
+        /// Versions to retain, at least 1. Default 5.
+        public var keep: Int
+        /// Wait for another publisher on the same dataset to finish instead of failing at once. Default false.
+        public var waitForLock: Bool
+        /// Called as tables stream (from the publishing thread); nil for none. The CLI draws a terminal line.
+        public var progress: (@Sendable (PublishProgress) -> Void)?
+
+        public init(
+            templatePath: String, databaseURL: String, store: URL, keep: Int = 5, waitForLock: Bool = false,
+            progress: (@Sendable (PublishProgress) -> Void)? = nil
+        ) {
+            self.templatePath = templatePath
+            self.databaseURL = databaseURL
+            self.store = store
+            self.keep = keep
+            self.waitForLock = waitForLock
+            self.progress = progress
+        }
+    }
+
+    public let configuration: Configuration
+    let logger: Logger
+    /// Test hook passed to the exporter: runs after each table while the PostgreSQL snapshot is open.
+    var afterTable: (@Sendable (String) throws -> Void)?
+
+    public init(configuration: Configuration, logger: Logger) {
+        self.configuration = configuration
+        self.logger = logger
+    }
+
+    /// Publishes once, on a thread of its own (libpq and SQLite block), and returns what is now current.
+    public func publish() async throws -> PublishResult {
+        try await withCheckedThrowingContinuation { continuation in
+            let job = self
+            Thread.detachNewThread {
+                continuation.resume(with: Result { try job.publishBlocking() })
+            }
+        }
+    }
+
+    /// Publishes once on the calling thread.
+    public func publishBlocking() throws -> PublishResult {
+        let started = ContinuousClock.now
+        guard configuration.keep >= 1 else {
+            throw FerryError(.badInput, "keep must be at least 1 (it is \(configuration.keep)): the current version is always kept", key: "keep")
+        }
+        let template = try Template.load(path: configuration.templatePath)
+        let dataset = template.dataset
+        let store = FileSnapshotStore(root: configuration.store)
+        let lock: FileLock
+        do {
+            lock = try store.lock(dataset: dataset, wait: configuration.waitForLock)
+        } catch let error as FerryError where error.code == .store {
+            throw FerryError(.store, "dataset '\(dataset)' is being published by another ferry process (lock held); wait for it to finish or stop it, then retry", path: error.path)
+        }
+        defer { lock.unlock() }
+
+        let removed = try store.cleanLeftovers(dataset: dataset)
+        if removed > 0 { logger.info("removed leftovers of an interrupted publish", metadata: ["dataset": "\(dataset)", "files": "\(removed)"]) }
+        let version = try store.nextVersion(dataset: dataset)
+        let tmp = store.temporaryDirectory(dataset: dataset)
+        try DurableFile.makeDirectory(tmp)
+        let file = tmp.appendingPathComponent("\(version).sqlite")
+        let createdAt = Timestamp.format(Date())
+
+        let exported: ExportResult
+        do {
+            let exporter = SnapshotExporter(template: template, logger: logger)
+            exporter.progress = configuration.progress
+            exporter.afterTable = afterTable
+            exported = try exporter.export(databaseURL: configuration.databaseURL, to: file, version: version, createdAt: createdAt)
+        } catch {
+            try? FileManager.default.removeItem(at: file)
+            throw error
+        }
+
+        if let latest = try store.latestRecord(dataset: dataset), latest.dataDigest == exported.dataDigest,
+            let manifest = try store.manifest(for: dataset)
+        {
+            try? FileManager.default.removeItem(at: file)
+            let result = PublishResult(manifest: manifest, seconds: (ContinuousClock.now - started).seconds, unchanged: true)
+            logger.info("data unchanged; no new version", metadata: ["dataset": "\(dataset)", "version": "\(manifest.version)"])
+            return result
+        }
+
+        let manifest: Manifest
+        do {
+            manifest = try store.commit(
+                dataset: dataset, version: version, snapshot: file, schemaVersion: template.schemaVersion, tables: exported.tables,
+                dataDigest: exported.dataDigest, createdAt: createdAt, keep: configuration.keep)
+        } catch {
+            try? FileManager.default.removeItem(at: file)
+            try? FileManager.default.removeItem(at: file.appendingPathExtension("gz"))
+            throw error
+        }
+        let result = PublishResult(manifest: manifest, seconds: (ContinuousClock.now - started).seconds, unchanged: false)
+        logger.info(
+            "published", metadata: ["dataset": "\(dataset)", "version": "\(manifest.version)", "sha256": "\(manifest.sha256)", "seconds": "\(result.seconds)"])
+        return result
+    }
+}

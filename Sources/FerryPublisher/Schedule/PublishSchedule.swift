@@ -1,0 +1,70 @@
+import FerryCore
+import Logging
+import ServiceLifecycle
+
+/// Publishes at a fixed interval as a swift-service-lifecycle `Service` (`ferry schedule`, `ferry serve --publish-every`).
+///
+/// The first run starts at once; later runs start on ticks `start + k × interval`. Runs never overlap: a run that
+/// overruns skips the ticks it missed. A failed run is logged and retried at the next tick; the loop keeps going.
+/// A graceful shutdown (SIGTERM/SIGINT through a `ServiceGroup`) ends the wait between runs, or lets a running
+/// publish finish first, then `run()` returns.
+///
+/// ```swift
+/// let schedule = PublishSchedule(publisher: publisher, every: try PublishInterval(parsing: "15m"), logger: logger)
+/// let group = ServiceGroup(services: [schedule], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+/// try await group.run()
+/// ```
+public struct PublishSchedule: Service {
+    public let publisher: Publisher
+    public let interval: PublishInterval
+    let logger: Logger
+    let period: Duration
+    let onRun: (@Sendable (Result<PublishResult, any Error>) -> Void)?
+
+    /// - Parameter onRun: called after every run with its outcome (for metrics, tests, or a status page).
+    public init(
+        publisher: Publisher, every interval: PublishInterval, logger: Logger,
+        onRun: (@Sendable (Result<PublishResult, any Error>) -> Void)? = nil
+    ) {
+        self.init(publisher: publisher, period: interval.duration, logger: logger, onRun: onRun)
+    }
+
+    /// Any period, including sub-second ones (tests).
+    init(publisher: Publisher, period: Duration, logger: Logger, onRun: (@Sendable (Result<PublishResult, any Error>) -> Void)?) {
+        self.publisher = publisher
+        self.interval = PublishInterval(seconds: max(1, Int(period.components.seconds)))
+        self.period = period
+        self.logger = logger
+        self.onRun = onRun
+    }
+
+    public func run() async throws {
+        let clock = ContinuousClock()
+        var tick = clock.now
+        logger.info("publish schedule started", metadata: ["template": "\(publisher.configuration.templatePath)", "every": "\(interval)"])
+        while !Task.isShuttingDownGracefully && !Task.isCancelled {
+            let outcome: Result<PublishResult, any Error>
+            do {
+                let result = try await publisher.publish()
+                outcome = .success(result)
+                logger.info(
+                    result.unchanged ? "scheduled publish: unchanged" : "scheduled publish: new version",
+                    metadata: ["dataset": "\(result.dataset)", "version": "\(result.version)", "seconds": "\(result.seconds)"])
+            } catch {
+                outcome = .failure(error)
+                logger.error("scheduled publish failed; retrying at the next tick", metadata: ["error": "\(error)"])
+            }
+            onRun?(outcome)
+
+            let now = clock.now
+            repeat { tick = tick.advanced(by: period) } while tick <= now
+            let next = tick
+            do {
+                try await cancelWhenGracefulShutdown { try await Task.sleep(until: next, clock: ContinuousClock()) }
+            } catch {
+                break  // graceful shutdown or cancellation during the wait
+            }
+        }
+        logger.info("publish schedule stopped")
+    }
+}

@@ -1,0 +1,105 @@
+import FerryCore
+
+/// Checks a parsed template against PostgreSQL (source tables exist, queries run, keys and columns exist) and
+/// resolves each table into a ``TablePlan``. Every error names the template file, the table's key path and the fix.
+enum TemplateValidator {
+    static func fail(_ template: Template, _ key: String, _ message: String) -> FerryError {
+        FerryError(.badTemplate, message, path: template.path, key: key)
+    }
+
+    /// Resolves every table, in template order. Run it inside the export transaction so it sees the same snapshot.
+    static func plans(for template: Template, pg: PostgresConnection) throws -> [TablePlan] {
+        var described: [(Int, [(name: String, oid: UInt32)])] = []
+        for (i, table) in template.tables.enumerated() {
+            try checkSourceExists(table, index: i, template: template, pg: pg)
+            let query = table.query ?? "SELECT * FROM \(SQLIdentifier.quoteQualified(table.source))"
+            let columns: [(name: String, oid: UInt32)]
+            do {
+                columns = try pg.describe("SELECT * FROM (\(query)) AS q")
+            } catch let error as FerryError {
+                throw fail(template, "tables[\(i)].query", "table '\(table.name)': the query fails in PostgreSQL: \(error.message); fix the query (it must be one SELECT)")
+            }
+            described.append((i, columns))
+        }
+        let types = try typeInfo(oids: Set(described.flatMap { $0.1.map(\.oid) }), pg: pg)
+
+        var plans: [TablePlan] = []
+        for (i, columns) in described {
+            let table = template.tables[i]
+            let at = "tables[\(i)]"
+            var seen: Set<String> = []
+            for column in columns where !seen.insert(column.name).inserted {
+                throw fail(template, "\(at).query", "table '\(table.name)': the query returns column '\(column.name)' twice; give each column a distinct name with AS")
+            }
+            let names = columns.map(\.name)
+            for (j, excluded) in table.exclude.enumerated() where !names.contains(excluded) {
+                throw fail(template, "\(at).exclude[\(j)]", "table '\(table.name)' has no column '\(excluded)' to exclude; columns are: \(names.joined(separator: ", "))")
+            }
+            let kept = columns.filter { !table.exclude.contains($0.name) }
+            guard !kept.isEmpty else { throw fail(template, "\(at).exclude", "table '\(table.name)': every column is excluded; export at least the key") }
+            for column in kept where !SQLIdentifier.isQuotable(column.name) {
+                throw fail(template, "\(at).query", "table '\(table.name)': column name '\(column.name)' cannot be used; rename it with AS")
+            }
+            let primaryKey = try table.primaryKey ?? sourcePrimaryKey(of: table, index: i, template: template, pg: pg)
+            let keptNames = kept.map(\.name)
+            for (j, key) in primaryKey.enumerated() where !keptNames.contains(key) {
+                let why = table.exclude.contains(key) ? "is excluded" : "is not among the exported columns (\(keptNames.joined(separator: ", ")))"
+                throw fail(template, "\(at).primaryKey\(table.primaryKey == nil ? "" : "[\(j)]")", "table '\(table.name)': key column '\(key)' \(why); export it or set primaryKey")
+            }
+            let created = keptNames.contains(template.timestamps.created) ? template.timestamps.created : nil
+            let updated = keptNames.contains(template.timestamps.updated) ? template.timestamps.updated : nil
+            if table.writable && table.merge == .newestWins && updated == nil {
+                throw fail(template, "timestamps.updated", "table '\(table.name)' is writable with merge newest-wins but has no '\(template.timestamps.updated)' column to compare; add the column to the table/query, set `timestamps: {updated: …}`, or choose another merge rule")
+            }
+            let plansForColumns = kept.map { column -> ColumnPlan in
+                let info = types[column.oid] ?? (name: "oid \(column.oid)", oid: column.oid, typtype: "b", category: "U")
+                return ColumnPlan(name: column.name, typeOID: info.oid, typeName: info.name, kind: ColumnPlan.kind(oid: info.oid, typtype: info.typtype, category: info.category))
+            }
+            plans.append(TablePlan(index: i, table: table, columns: plansForColumns, primaryKey: primaryKey, createdColumn: created, updatedColumn: updated))
+        }
+        return plans
+    }
+
+    static func checkSourceExists(_ table: Template.Table, index i: Int, template: Template, pg: PostgresConnection) throws {
+        let rows = try pg.query("SELECT to_regclass($1) IS NOT NULL", [SQLIdentifier.quoteQualified(table.source)])
+        guard rows.first?.first == "t" else {
+            throw fail(template, "tables[\(i)].source", "table '\(table.name)': PostgreSQL has no table '\(table.source)'; check the name (schema-qualify it as schema.table) and the database URL")
+        }
+    }
+
+    /// The source table's primary key columns, in key order.
+    static func sourcePrimaryKey(of table: Template.Table, index i: Int, template: Template, pg: PostgresConnection) throws -> [String] {
+        try checkSourceExists(table, index: i, template: template, pg: pg)
+        let rows = try pg.query(
+            """
+            SELECT a.attname FROM pg_index i
+            JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)
+            WHERE i.indrelid = to_regclass($1) AND i.indisprimary
+            ORDER BY array_position(i.indkey::int2[], a.attnum)
+            """, [SQLIdentifier.quoteQualified(table.source)])
+        let key = rows.compactMap { $0.first ?? nil }
+        guard !key.isEmpty else {
+            throw fail(template, "tables[\(i)].primaryKey", "table '\(table.name)': source '\(table.source)' has no primary key; name the key column(s) with `primaryKey: [id]`")
+        }
+        return key
+    }
+
+    /// Type name, base OID (for domains), typtype and category of each OID.
+    static func typeInfo(oids: Set<UInt32>, pg: PostgresConnection) throws -> [UInt32: (name: String, oid: UInt32, typtype: String, category: String)] {
+        guard !oids.isEmpty else { return [:] }
+        let list = "{" + oids.map(String.init).joined(separator: ",") + "}"
+        let rows = try pg.query(
+            """
+            SELECT t.oid::int8, coalesce(b.oid, t.oid)::int8, coalesce(b.typname, t.typname)::text,
+                   coalesce(b.typtype, t.typtype)::text, coalesce(b.typcategory, t.typcategory)::text
+            FROM pg_type t LEFT JOIN pg_type b ON t.typtype = 'd' AND b.oid = t.typbasetype
+            WHERE t.oid = ANY($1::oid[])
+            """, [list])
+        var out: [UInt32: (name: String, oid: UInt32, typtype: String, category: String)] = [:]
+        for row in rows {
+            guard let oid = row[0].flatMap({ UInt32($0) }), let base = row[1].flatMap({ UInt32($0) }) else { continue }
+            out[oid] = (row[2] ?? "", base, row[3] ?? "", row[4] ?? "")
+        }
+        return out
+    }
+}

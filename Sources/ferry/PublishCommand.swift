@@ -1,0 +1,70 @@
+import ArgumentParser
+import FerryCore
+import FerryPublisher
+import Foundation
+import Logging
+
+/// `ferry publish`: one snapshot of a template's tables into the store.
+struct PublishCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "publish",
+        abstract: "Publish a template's PostgreSQL tables as the next SQLite snapshot version.",
+        discussion: "Exits 0 with \"unchanged\" when the data equals the latest version. Fails at once if another publish of the same dataset holds the store's lock."
+    )
+
+    @OptionGroup var options: PublishOptions
+
+    @Flag(name: .long, help: "Print the result as one JSON object.")
+    var json = false
+
+    func run() async throws {
+        var logger = Logger(label: "ferry.publish")
+        logger.logLevel = .warning
+        var configuration = try options.configuration()
+        configuration.progress = TerminalProgress.makeIfTerminal()
+        let result = try await Publisher(configuration: configuration, logger: logger).publish()
+        if json {
+            print(String(decoding: try result.jsonData(), as: UTF8.self))
+        } else {
+            print(result.summary)
+        }
+    }
+}
+
+/// Options shared by `publish` and `schedule`.
+struct PublishOptions: ParsableArguments {
+    @Option(name: .long, help: ArgumentHelp("Template file, e.g. templates/campgrounds.yml.", valueName: "file"))
+    var config: String
+
+    @Option(name: .long, help: ArgumentHelp("PostgreSQL URL (default: $DATABASE_URL).", valueName: "url"))
+    var databaseURL: String?
+
+    @Option(name: .long, help: ArgumentHelp("Snapshot store directory.", valueName: "dir"))
+    var store: String = "snapshots"
+
+    @Option(name: .long, help: ArgumentHelp("Versions to retain.", valueName: "n"))
+    var keep: Int = 5
+
+    func validate() throws {
+        guard keep >= 1 else { throw ValidationError("--keep must be at least 1: the current version is always kept") }
+    }
+
+    func configuration() throws -> Publisher.Configuration {
+        guard let url = databaseURL ?? ProcessInfo.processInfo.environment["DATABASE_URL"], !url.isEmpty else {
+            throw ValidationError("no database: pass --database-url postgres://user@host:5432/db or set DATABASE_URL")
+        }
+        return Publisher.Configuration(templatePath: config, databaseURL: url, store: URL(fileURLWithPath: store), keep: keep)
+    }
+}
+
+/// Draws one progress line per table on stderr, only when stderr is a terminal.
+enum TerminalProgress {
+    static func makeIfTerminal() -> (@Sendable (PublishProgress) -> Void)? {
+        guard isatty(STDERR_FILENO) == 1 else { return nil }
+        return { p in
+            let rate = p.seconds > 0 ? "\(Int(p.rowsPerSecond)) rows/s" : ""
+            let line = "\r\u{1B}[K\(p.table): \(p.rows) rows \(rate)" + (p.finished ? String(format: " in %.2fs\n", p.seconds) : "")
+            FileHandle.standardError.write(Data(line.utf8))
+        }
+    }
+}

@@ -1,0 +1,162 @@
+import FerryCore
+import Foundation
+import Testing
+
+@testable import FerryPublisher
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `ferry publish` and `ferry schedule` through the built binary.
+@Suite("Publisher CLI")
+struct PublishCLITests {
+    static let sql = "CREATE TABLE t (id integer PRIMARY KEY, v text); INSERT INTO t VALUES (1, 'a'), (2, 'b');"
+
+    @Test("--json prints one object with exactly the documented keys")
+    func jsonGolden() throws {
+        let fixture = try PublisherFixture("clijson", sql: Self.sql)
+        defer { fixture.cleanUp() }
+        let template = try fixture.writeTemplate("dataset: cli\ntables: [{name: t}]\n")
+        let args = ["publish", "--config", template, "--database-url", fixture.database.url, "--store", fixture.store.path, "--json"]
+
+        let run = try runFerry(args)
+        #expect(run.status == 0, "\(run.stderr)")
+        let lines = run.stdout.split(separator: "\n")
+        #expect(lines.count == 1)
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: Any])
+        #expect(
+            Set(object.keys) == [
+                "createdAt", "dataset", "gzipSize", "schemaVersion", "seconds", "sha256", "size", "tables", "unchanged", "version", "versions",
+            ])
+        #expect(object["dataset"] as? String == "cli" && object["version"] as? Int == 1 && object["unchanged"] as? Bool == false)
+        #expect((object["tables"] as? [String: Int]) == ["t": 2])
+
+        let again = try runFerry(args)
+        #expect(again.status == 0)
+        let second = try #require(try JSONSerialization.jsonObject(with: Data(again.stdout.utf8)) as? [String: Any])
+        #expect(second["unchanged"] as? Bool == true && second["version"] as? Int == 1)
+    }
+
+    @Test("human output; DATABASE_URL fallback; --keep; progress stays off when stderr is not a terminal")
+    func humanOutput() throws {
+        let fixture = try PublisherFixture("clihuman", sql: Self.sql)
+        defer { fixture.cleanUp() }
+        let template = try fixture.writeTemplate("dataset: cli\ntables: [{name: t}]\n")
+        for value in ["c", "d"] {
+            try fixture.execute("UPDATE t SET v = '\(value)' WHERE id = 1")
+            let run = try runFerry(["publish", "--config", template, "--store", fixture.store.path, "--keep", "1"], environment: ["DATABASE_URL": fixture.database.url])
+            #expect(run.status == 0, "\(run.stderr)")
+            #expect(run.stdout.contains("published version") && run.stdout.contains("sha256") && run.stdout.contains("t=2"))
+            #expect(!run.stderr.contains("rows/s"))
+        }
+        #expect(try fixture.storeAccess.manifest(for: "cli")?.versions == [2])
+        let unchanged = try runFerry(["publish", "--config", template, "--store", fixture.store.path], environment: ["DATABASE_URL": fixture.database.url])
+        #expect(unchanged.status == 0 && unchanged.stdout.contains("unchanged"))
+    }
+
+    @Test("failures exit non-zero with one reason on stderr and never the password")
+    func failures() throws {
+        let fixture = try PublisherFixture("clifail", sql: Self.sql)
+        defer { fixture.cleanUp() }
+        let template = try fixture.writeTemplate("dataset: cli\ntables: [{name: t}]\n")
+
+        let badURL = try runFerry(["publish", "--config", template, "--store", fixture.store.path, "--database-url", "postgres://ferry:hunter2-secret@127.0.0.1:1/app"])
+        #expect(badURL.status == 1)
+        #expect(badURL.stderr.contains("cannot connect to PostgreSQL") && badURL.stderr.contains("ferry:***@127.0.0.1:1"))
+        #expect(!badURL.stderr.contains("hunter2-secret") && !badURL.stdout.contains("hunter2-secret"))
+
+        let envURL = try runFerry(["publish", "--config", template, "--store", fixture.store.path], environment: ["DATABASE_URL": "postgres://ferry:hunter2-secret@127.0.0.1:1/app"])
+        #expect(envURL.status == 1 && !envURL.stderr.contains("hunter2-secret"))
+
+        let noURL = try runFerry(["publish", "--config", template, "--store", fixture.store.path], environment: ["DATABASE_URL": ""])
+        #expect(noURL.status != 0 && noURL.stderr.contains("--database-url"))
+
+        let badTemplate = try fixture.writeTemplate("dataset: cli\ntabels: []\n", name: "bad.yml")
+        let bad = try runFerry(["publish", "--config", badTemplate, "--store", fixture.store.path, "--database-url", fixture.database.url])
+        #expect(bad.status == 1 && bad.stderr.contains(badTemplate) && bad.stderr.contains("did you mean `tables`"))
+
+        let keep = try runFerry(["publish", "--config", template, "--keep", "0", "--database-url", fixture.database.url])
+        #expect(keep.status != 0 && keep.status != 1 && keep.stderr.contains("--keep"))
+
+        let every = try runFerry(["schedule", "--config", template, "--every", "15x", "--database-url", fixture.database.url])
+        #expect(every.status != 0 && every.stderr.contains("s, m or h"))
+    }
+
+    @Test("a second publish while the lock is held fails clearly")
+    func lockedStore() throws {
+        let fixture = try PublisherFixture("clilock", sql: Self.sql)
+        defer { fixture.cleanUp() }
+        let template = try fixture.writeTemplate("dataset: cli\ntables: [{name: t}]\n")
+        let held = try fixture.storeAccess.lock(dataset: "cli", wait: false)
+        defer { held.unlock() }
+        let run = try runFerry(["publish", "--config", template, "--store", fixture.store.path, "--database-url", fixture.database.url])
+        #expect(run.status == 1)
+        #expect(run.stderr.contains("another ferry process"))
+    }
+
+    @Test("ferry schedule publishes, then stops on SIGTERM")
+    func scheduleStopsOnSIGTERM() throws {
+        let fixture = try PublisherFixture("clisched", sql: Self.sql)
+        defer { fixture.cleanUp() }
+        let template = try fixture.writeTemplate("dataset: cli\ntables: [{name: t}]\n")
+        let process = Process()
+        process.executableURL = TestPaths.ferryBinary
+        process.arguments = ["schedule", "--config", template, "--store", fixture.store.path, "--database-url", fixture.database.url, "--every", "1h"]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let deadline = Date().addingTimeInterval(30)
+        while try fixture.storeAccess.manifest(for: "cli") == nil && Date() < deadline { usleep(20_000) }
+        #expect(try fixture.storeAccess.manifest(for: "cli")?.version == 1)
+        kill(process.processIdentifier, SIGTERM)
+        process.waitUntilExit()
+        #expect(process.terminationReason == .exit && process.terminationStatus == 0)
+    }
+
+    @Test("kill -9 midway through a publish leaves the previous version intact; the next run cleans up and succeeds")
+    func crashSafety() throws {
+        // Given version 1 of a small table
+        let fixture = try PublisherFixture("crash", sql: "CREATE TABLE big (id integer PRIMARY KEY, pad text NOT NULL); INSERT INTO big VALUES (1, 'one');")
+        defer { fixture.cleanUp() }
+        let template = try fixture.writeTemplate("dataset: crash\ntables: [{name: big}]\n")
+        let v1 = try fixture.publish(template: template)
+        let store = fixture.storeAccess
+        // And a table large enough that the next publish takes a while
+        try fixture.execute("INSERT INTO big SELECT g, repeat(md5(g::text), 6) FROM generate_series(2, 600000) g")
+
+        // When a real `ferry publish` is killed with SIGKILL after it started writing the snapshot
+        let process = Process()
+        process.executableURL = TestPaths.ferryBinary
+        process.arguments = ["publish", "--config", template, "--store", fixture.store.path, "--database-url", fixture.database.url]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let tmp = store.temporaryDirectory(dataset: "crash")
+        let deadline = Date().addingTimeInterval(60)
+        var writtenBytes = 0
+        while process.isRunning && Date() < deadline && writtenBytes < 2_000_000 {
+            let names = (try? FileManager.default.contentsOfDirectory(atPath: tmp.path)) ?? []
+            writtenBytes = names.compactMap { (try? FileManager.default.attributesOfItem(atPath: tmp.appendingPathComponent($0).path)[.size]) as? Int }.max() ?? 0
+            usleep(2_000)
+        }
+        #expect(process.isRunning, "the publish finished before it could be killed; make the table larger")
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+        #expect(process.terminationReason == .uncaughtSignal)
+
+        // Then the store still serves version 1, intact, and the half-written file is only in tmp/
+        let manifest = try #require(try store.manifest(for: "crash"))
+        #expect(manifest.version == 1 && manifest.sha256 == v1.sha256 && manifest.versions == [1])
+        #expect(try FileDigest.sha256Hex(of: store.snapshotURL(dataset: "crash", version: 1)) == v1.sha256)
+        try SQLiteConnection(path: store.snapshotURL(dataset: "crash", version: 1).path, mode: .readOnly).checkIntegrity()
+        #expect(!((try? FileManager.default.contentsOfDirectory(atPath: tmp.path)) ?? []).isEmpty)
+
+        // And the next run removes the leftovers and publishes version 2
+        let next = try fixture.publish(template: template)
+        #expect(next.version == 2 && next.tables == ["big": 600_000])
+        #expect(try FileManager.default.contentsOfDirectory(atPath: tmp.path).isEmpty)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: store.versionsDirectory(dataset: "crash").path).sorted()
+            == ["1.json", "1.sqlite", "1.sqlite.gz", "2.json", "2.sqlite", "2.sqlite.gz"])
+    }
+}

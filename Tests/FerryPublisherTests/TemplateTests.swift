@@ -1,0 +1,158 @@
+import FerryCore
+import Foundation
+import Testing
+
+@testable import FerryPublisher
+
+@Suite("Publisher templates")
+struct TemplateTests {
+    @Test("the shipped templates parse with their defaults")
+    func shippedTemplates() throws {
+        let root = TestPaths.packageRoot.appendingPathComponent("templates")
+        let campgrounds = try Template.load(path: root.appendingPathComponent("campgrounds.yml").path)
+        #expect(campgrounds.dataset == "campgrounds")
+        #expect(campgrounds.schemaVersion == 1)
+        #expect(campgrounds.tables.map(\.name) == ["campgrounds", "reviews", "photos"])
+        let table = try #require(campgrounds.table(named: "campgrounds"))
+        #expect(table.writable && table.merge == .newestWins && table.exclude == ["internal_notes"] && table.primaryKey == nil)
+        #expect(campgrounds.table(named: "reviews")?.writable == false)
+        #expect(campgrounds.table(named: "photos")?.primaryKey == ["id"])
+
+        let trips = try Template.load(path: root.appendingPathComponent("trips.yml").path)
+        #expect(trips.timestamps == Template.Timestamps(created: "createdAt", updated: "updatedAt"))
+        #expect(trips.tables == [Template.Table(name: "trips", source: "trips", writable: true, merge: .newestWins)])
+    }
+
+    @Test("defaults: source = name, schemaVersion 1, created_at/updated_at, read-only, newest-wins")
+    func defaults() throws {
+        let template = try Template.parse(yaml: "dataset: d\ntables:\n  - name: t\n    primaryKey: id\n", path: "x.yml")
+        #expect(template.schemaVersion == 1)
+        #expect(template.timestamps == Template.Timestamps(created: "created_at", updated: "updated_at"))
+        #expect(template.tables == [Template.Table(name: "t", source: "t", primaryKey: ["id"])])
+        #expect(template.schema == nil)
+    }
+
+    /// (YAML, the key path the error must name, a fragment of the message)
+    static let badCases: [(String, String, String)] = [
+        ("dataset: d\ntabels: []\n", "tabels", "did you mean `tables`"),
+        ("dataset: d\ntables:\n  - name: t\n    primarykey: [id]\n", "tables[0].primarykey", "did you mean `primaryKey`"),
+        ("dataset: d\ntables:\n  - name: t\n    scope: user\n", "tables[0].scope", "unknown key `scope`"),
+        ("dataset: d\ntables:\n  - name: t\n    filter: x\n", "tables[0].filter", "unknown key `filter`"),
+        ("dataset: d\ntables:\n  - name: t\n  - name: u\n    parent: t\n", "tables[1].parent", "unknown key `parent`"),
+        ("tables:\n  - name: t\n", "dataset", "missing required key `dataset`"),
+        ("dataset: d\n", "tables", "missing required key `tables`"),
+        ("dataset: Camp Grounds\ntables: [{name: t}]\n", "dataset", "a-z, 0-9"),
+        ("dataset: d\ntables: t\n", "tables", "must be a list"),
+        ("dataset: d\ntables: []\n", "tables", "is empty"),
+        ("dataset: d\nschemaVersion: zero\ntables: [{name: t}]\n", "schemaVersion", "whole number"),
+        ("dataset: d\ntables:\n  - source: t\n", "tables[0].name", "missing required key `name`"),
+        ("dataset: d\ntables:\n  - name: 1t\n", "tables[0].name", "invalid"),
+        ("dataset: d\ntables:\n  - name: ferry_meta\n", "tables[0].name", "reserved"),
+        ("dataset: d\ntables:\n  - name: t\n  - name: T\n", "tables[1].name", "appears twice"),
+        ("dataset: d\ntables:\n  - name: t\n    source: \"a.b.c\"\n", "tables[0].source", "schema.table"),
+        ("dataset: d\ntables:\n  - name: t\n    writable: maybe\n", "tables[0].writable", "true or false"),
+        ("dataset: d\ntables:\n  - name: t\n    merge: last-wins\n", "tables[0].merge", "newest-wins | server-wins | client-wins"),
+        ("dataset: d\ntables:\n  - name: t\n    primaryKey: []\n", "tables[0].primaryKey", "is empty"),
+        ("dataset: d\ntables:\n  - name: t\n    primaryKey: {a: b}\n", "tables[0].primaryKey", "list of column names"),
+        ("dataset: d\ntables:\n  - name: t\n    indexes: [DROP TABLE t]\n", "tables[0].indexes[0]", "CREATE INDEX"),
+        ("dataset: d\ntables:\n  - name: t\n    query: \"\"\n", "tables[0].query", "query is empty"),
+        ("dataset: d\ntimestamps: {created: c, modified: m}\ntables: [{name: t}]\n", "timestamps.modified", "unknown key `modified`"),
+        ("dataset: d\nschema: missing.sql\ntables: [{name: t}]\n", "schema", "not found"),
+        ("dataset: d\n  tables: [\n", "", "not valid YAML"),
+    ]
+
+    @Test("each bad template names the file, the key path and the fix", arguments: 0..<badCases.count)
+    func badTemplate(_ index: Int) throws {
+        let (yaml, key, fragment) = Self.badCases[index]
+        let dir = try TemporaryDirectory("ferry-badtemplate")
+        defer { dir.remove() }
+        let path = dir.appending("bad.yml").path
+        try yaml.write(toFile: path, atomically: true, encoding: .utf8)
+
+        let error = try #require(ferryError { _ = try Template.load(path: path) })
+        #expect(error.code == .badTemplate)
+        #expect(error.path == path)
+        #expect(error.key == (key.isEmpty ? nil : key))
+        #expect(error.description.contains(path))
+        #expect(error.description.contains(fragment), "\(error.description)")
+    }
+
+    @Test("a missing template file is a clear error")
+    func missingFile() {
+        let error = ferryError { _ = try Template.load(path: "/nonexistent/t.yml") }
+        #expect(error?.code == .badTemplate)
+        #expect(error?.description.contains("/nonexistent/t.yml") == true)
+    }
+
+    @Test("suggestions come from the allowed keys")
+    func suggestions() {
+        #expect(TemplateParser.suggestion(for: "exlude", among: TemplateParser.tableKeys) == "exclude")
+        #expect(TemplateParser.suggestion(for: "Writable", among: TemplateParser.tableKeys) == "writable")
+        #expect(TemplateParser.suggestion(for: "zzzzzzzz", among: TemplateParser.tableKeys) == nil)
+    }
+
+    static let pgSchema = """
+        CREATE TABLE items (id integer PRIMARY KEY, name text, updated_at timestamptz);
+        CREATE TABLE keyless (code text, label text);
+        CREATE TABLE plain (id integer PRIMARY KEY, name text);
+        """
+
+    /// Templates that parse but do not match the database: (YAML, key path, message fragment).
+    static let pgCases: [(String, String, String)] = [
+        ("dataset: d\ntables:\n  - name: t\n    source: nosuch\n", "tables[0].source", "PostgreSQL has no table 'nosuch'"),
+        ("dataset: d\ntables:\n  - name: items\n    query: SELECT id, nme FROM items\n", "tables[0].query", "column \"nme\" does not exist"),
+        ("dataset: d\ntables:\n  - name: items\n  - name: plain\n    primaryKey: [uid]\n", "tables[1].primaryKey[0]", "key column 'uid'"),
+        ("dataset: d\ntables:\n  - name: items\n    exclude: [secret]\n", "tables[0].exclude[0]", "no column 'secret'"),
+        ("dataset: d\ntables:\n  - name: items\n    exclude: [id]\n", "tables[0].primaryKey", "is excluded"),
+        ("dataset: d\ntables:\n  - name: keyless\n", "tables[0].primaryKey", "has no primary key"),
+        ("dataset: d\ntables:\n  - name: plain\n    writable: true\n", "timestamps.updated", "no 'updated_at' column"),
+        ("dataset: d\ntables:\n  - name: items\n    indexes: [CREATE INDEX i ON items(nope)]\n", "tables[0].indexes[0]", "index fails"),
+    ]
+
+    @Test("templates that do not match PostgreSQL name file, table and key; nothing is published", arguments: 0..<pgCases.count)
+    func badAgainstDatabase(_ index: Int) throws {
+        let (yaml, key, fragment) = Self.pgCases[index]
+        let fixture = try PublisherFixture("tplpg", sql: Self.pgSchema)
+        defer { fixture.cleanUp() }
+        let path = try fixture.writeTemplate(yaml)
+
+        let error = try #require(ferryError { _ = try fixture.publish(template: path) })
+        #expect(error.code == .badTemplate)
+        #expect(error.path == path)
+        #expect(error.key == key)
+        #expect(error.description.contains(fragment), "\(error.description)")
+        #expect(try fixture.storeAccess.manifest(for: "d") == nil)
+        let tmp = fixture.storeAccess.temporaryDirectory(dataset: "d").path
+        #expect(((try? FileManager.default.contentsOfDirectory(atPath: tmp)) ?? []).isEmpty)
+    }
+
+    @Test("a template's primary keys resolve from PostgreSQL for the merger")
+    func resolvePrimaryKeys() throws {
+        let fixture = try PublisherFixture(
+            "tplpk", sql: "CREATE TABLE pairs (a text, b integer, v text, PRIMARY KEY (b, a)); CREATE SCHEMA s; CREATE TABLE s.x (id integer PRIMARY KEY);")
+        defer { fixture.cleanUp() }
+        let template = try Template.parse(yaml: "dataset: d\ntables: [{name: pairs}, {name: x, source: s.x}]\n", path: "t.yml")
+        let resolved = try template.resolvingPrimaryKeys(using: fixture.database.connect())
+        #expect(resolved.tables.map(\.primaryKey) == [["b", "a"], ["id"]])
+    }
+
+    @Test("a schema file replaces the derived DDL")
+    func schemaFile() throws {
+        let fixture = try PublisherFixture("tplschema", sql: "CREATE TABLE plain (id integer PRIMARY KEY, name text); INSERT INTO plain VALUES (1, 'a'), (2, 'b');")
+        defer { fixture.cleanUp() }
+        try "CREATE TABLE plain (id INTEGER PRIMARY KEY, name TEXT NOT NULL COLLATE NOCASE) WITHOUT ROWID;"
+            .write(to: fixture.directory.appending("plain.sqlite.sql"), atomically: true, encoding: .utf8)
+        let path = try fixture.writeTemplate("dataset: d\nschema: plain.sqlite.sql\ntables: [{name: plain}]\n")
+        _ = try fixture.publish(template: path)
+        let db = try fixture.open(dataset: "d", version: 1)
+        let sql = try db.scalar("SELECT sql FROM sqlite_master WHERE name = 'plain'")?.text ?? ""
+        #expect(sql.contains("WITHOUT ROWID"))
+        #expect(try db.scalar("SELECT count(*) FROM plain WHERE name = 'A'") == .integer(1))
+
+        // A schema file that lacks a column names the schema key.
+        try "CREATE TABLE plain (id INTEGER PRIMARY KEY);".write(to: fixture.directory.appending("plain.sqlite.sql"), atomically: true, encoding: .utf8)
+        try fixture.execute("UPDATE plain SET name = 'c' WHERE id = 1")
+        let error = try #require(ferryError { _ = try fixture.publish(template: path) })
+        #expect(error.code == .badTemplate && error.key == "schema" && error.path == path)
+    }
+}
