@@ -87,6 +87,13 @@ let package = Package(
             ]
         ),
 
+        // `scripts/bench outbox`: times the merge engine; a benchmark program, in no product.
+        .executableTarget(
+            name: "ferry-outbox-bench",
+            dependencies: ["FerryCore", "FerryPublisher", "FerryServer", .product(name: "Logging", package: "swift-log")],
+            path: "Benchmarks/OutboxBench"
+        ),
+
         // Test helpers: temp dirs, a fresh PostgreSQL database per test, the built `ferry` binary.
         .target(
             name: "FerryTestSupport",

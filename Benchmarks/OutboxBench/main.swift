@@ -1,0 +1,67 @@
+// Benchmark program for `scripts/bench outbox` (not part of any product): times ChangeMerger applying batches
+// of updates to distinct rows, the way the changes endpoint does, against a PostgreSQL given by URL.
+// Usage: ferry-outbox-bench URL ROWS BATCH CONCURRENCY
+import FerryCore
+import FerryPublisher
+import FerryServer
+import Foundation
+import Logging
+
+let args = CommandLine.arguments
+guard args.count == 5, let rows = Int(args[2]), let batchSize = Int(args[3]), let concurrency = Int(args[4]) else {
+    FileHandle.standardError.write(Data("usage: ferry-outbox-bench URL ROWS BATCH CONCURRENCY\n".utf8))
+    exit(2)
+}
+let url = args[1]
+let base = "2026-11-21T09:00:00.000Z"
+
+// Given: ROWS trips, all last written at `base` (scripts/bench.d/outbox.sh created the table).
+let pg = try PostgresConnection(url: url)
+try pg.execute("TRUNCATE bench_trips; DROP TABLE IF EXISTS ferry_changes; DROP TABLE IF EXISTS ferry_tombstones")
+_ = try pg.query(
+    "INSERT INTO bench_trips SELECT g, 'Växjö-Kalmar', 0, 0, $2::timestamptz, $2::timestamptz FROM generate_series(1, $1::int) g",
+    [String(rows), base])
+try pg.execute("VACUUM ANALYZE bench_trips")
+
+let merger = try await ChangeMerger.start(
+    dataset: "bench", tables: [MergeTable(name: "trips", source: "bench_trips", writable: true, merge: .newestWins)],
+    configuration: .init(databaseURL: url, connections: concurrency), logger: Logger(label: "bench"))
+
+// When: every row is updated once, in batches of BATCH distinct rows, CONCURRENCY batches at a time.
+let batches: [ChangeBatch] = stride(from: 1, through: rows, by: batchSize).map { start in
+    let changes = (start..<min(start + batchSize, rows + 1)).map { id in
+        Change(
+            id: UUID().uuidString, table: "trips", op: .update, key: ["id": .int(Int64(id))],
+            values: ["seats": .int(Int64(id % 7)), "name": .string("Växjö-Kalmar \(id)")], editedAt: "2026-11-21T09:30:00.000Z",
+            baseUpdatedAt: base)
+    }
+    return ChangeBatch(clientId: "bench", sentAt: Timestamp.format(Date()), changes: changes)
+}
+let clock = ContinuousClock()
+let started = clock.now
+let applied = try await withThrowingTaskGroup(of: Int.self) { group in
+    var next = 0
+    var total = 0
+    for _ in 0..<concurrency where next < batches.count {
+        let batch = batches[next]
+        next += 1
+        group.addTask { try await merger.apply(batch).results.filter { $0.status == .applied }.count }
+    }
+    while let done = try await group.next() {
+        total += done
+        if next < batches.count {
+            let batch = batches[next]
+            next += 1
+            group.addTask { try await merger.apply(batch).results.filter { $0.status == .applied }.count }
+        }
+    }
+    return total
+}
+let seconds = Double((clock.now - started).components.attoseconds) / 1e18 + Double((clock.now - started).components.seconds)
+merger.shutdown()
+// Then: every change applied.
+guard applied == rows else {
+    FileHandle.standardError.write(Data("only \(applied) of \(rows) changes applied\n".utf8))
+    exit(1)
+}
+print(String(format: "%d %.3f %.0f", rows, seconds, Double(rows) / seconds))

@@ -1,0 +1,65 @@
+import FerryCore
+import FerryPublisher
+
+/// The merge engine's own tables in PostgreSQL.
+///
+/// - `ferry_changes`: one row per processed change id with the answer sent, written in the same transaction as
+///   the change itself (exactly once: a resent id gets this answer back and nothing is written again).
+/// - `ferry_tombstones`: one row per deleted key (the book's `deleted_records`), so a later edit or re-insert of
+///   that key from a device still holding an old snapshot is answered `gone`.
+enum ChangeLog {
+    static let ddl = """
+        CREATE TABLE IF NOT EXISTS ferry_changes(
+          id text PRIMARY KEY,
+          dataset text NOT NULL,
+          client_id text NOT NULL,
+          result jsonb NOT NULL,
+          processed_at timestamptz NOT NULL);
+        CREATE INDEX IF NOT EXISTS ferry_changes_processed_at ON ferry_changes(dataset, processed_at);
+        CREATE TABLE IF NOT EXISTS ferry_tombstones(
+          dataset text NOT NULL,
+          tbl text NOT NULL,
+          key jsonb NOT NULL,
+          deleted_at timestamptz NOT NULL,
+          PRIMARY KEY (dataset, tbl, key));
+        CREATE INDEX IF NOT EXISTS ferry_tombstones_deleted_at ON ferry_tombstones(dataset, deleted_at);
+        """
+
+    /// Creates the tables if missing; an advisory lock keeps two servers starting at once from racing.
+    static func install(on pg: PostgresConnection) throws {
+        try pg.execute("BEGIN; SELECT pg_advisory_xact_lock(7301700); \(ddl) COMMIT;")
+    }
+
+    static func pruneTombstones(dataset: String, before cutoff: String, on pg: PostgresConnection) throws -> Int {
+        let rows = try pg.run(
+            "WITH d AS (DELETE FROM ferry_tombstones WHERE dataset = $1 AND deleted_at < $2::timestamptz RETURNING 1) SELECT count(*)::text FROM d",
+            [dataset, cutoff])
+        let value = rows.first?.first ?? nil
+        return Int(value ?? "0") ?? 0
+    }
+
+    static func pruneChanges(dataset: String, before cutoff: String, on pg: PostgresConnection) throws -> Int {
+        let rows = try pg.run(
+            "WITH d AS (DELETE FROM ferry_changes WHERE dataset = $1 AND processed_at < $2::timestamptz RETURNING 1) SELECT count(*)::text FROM d",
+            [dataset, cutoff])
+        let value = rows.first?.first ?? nil
+        return Int(value ?? "0") ?? 0
+    }
+
+    /// A PostgreSQL text-array literal (`{"a","b",NULL}`) for binding many values as one parameter.
+    static func arrayLiteral(_ values: [String?]) -> String {
+        var out = "{"
+        out.reserveCapacity(values.count * 12)
+        for (i, value) in values.enumerated() {
+            if i > 0 { out += "," }
+            guard let value else { out += "NULL"; continue }
+            out += "\""
+            for ch in value.unicodeScalars {
+                if ch == "\"" || ch == "\\" { out += "\\" }
+                out.unicodeScalars.append(ch)
+            }
+            out += "\""
+        }
+        return out + "}"
+    }
+}

@@ -1,0 +1,336 @@
+import FerryCore
+import FerryPublisher
+import Foundation
+
+/// The SQL side of a batch. Fast path: the whole batch in one transaction with a handful of statements per
+/// segment (a lookup of processed ids, one locking read per table, one write per table and shape, one insert
+/// into `ferry_changes`), so 500 updates cost about seven round trips. If PostgreSQL refuses anything (a value a
+/// constraint rejects, a concurrent insert of the same key, a deadlock), the transaction is rolled back and
+/// every change is redone in its own transaction, so one bad change never stops the others.
+extension ChangeMerger {
+    static func merge(_ prepared: [PreparedChange], context: BatchContext, on pg: PostgresConnection) throws -> [ChangeResult] {
+        guard !prepared.isEmpty else { return [] }
+        do {
+            try pg.execute("BEGIN")
+            try lockChangeIDs(prepared.map(\.change.id), on: pg)
+            var results: [ChangeResult] = []
+            results.reserveCapacity(prepared.count)
+            for segment in segments(prepared) {
+                results += try mergeSegment(segment, context: context, on: pg)
+            }
+            try pg.execute("COMMIT")
+            return results
+        } catch {
+            try? pg.execute("ROLLBACK")
+            guard pg.isConnected else { throw error }
+        }
+        // Slow path: a transaction per change.
+        return try prepared.map { try mergeAlone($0, context: context, on: pg) }
+    }
+
+    /// One change in its own transaction, retried on transient conflicts; a refusal becomes `invalid`.
+    static func mergeAlone(_ change: PreparedChange, context: BatchContext, on pg: PostgresConnection) throws -> ChangeResult {
+        var lastError = ""
+        for attempt in 1...3 {
+            do {
+                try pg.execute("BEGIN")
+                try lockChangeIDs([change.change.id], on: pg)
+                let result = try mergeSegment([change], context: context, on: pg)[0]
+                try pg.execute("COMMIT")
+                return result
+            } catch let error as PostgresQueryError {
+                try? pg.execute("ROLLBACK")
+                guard pg.isConnected else { throw FerryError(.database, "lost the PostgreSQL connection: \(error.message)") }
+                lastError = error.message
+                if error.isTransient && attempt < 3 { continue }
+                break
+            } catch {
+                try? pg.execute("ROLLBACK")
+                guard pg.isConnected else { throw error }
+                lastError = "\(error)"
+                break
+            }
+        }
+        let result = ChangeResult(
+            id: change.change.id, status: .invalid, row: nil, message: "PostgreSQL refused the change to \(change.change.table): \(lastError)")
+        // Store the refusal; if another request stored an answer for this id meanwhile, that answer wins.
+        let stored = try pg.run(
+            """
+            WITH ins AS (INSERT INTO ferry_changes(id, dataset, client_id, result, processed_at)
+                         VALUES ($1, $2, $3, $4::jsonb, $5::timestamptz) ON CONFLICT (id) DO NOTHING RETURNING result)
+            SELECT result::text FROM ins UNION ALL SELECT result::text FROM ferry_changes WHERE id = $1
+            """,
+            [change.change.id, context.dataset, context.clientId, try encode(result), context.nowText])
+        if let text = stored.first?.first ?? nil, let decoded = try? JSONDecoder().decode(ChangeResult.self, from: Data(text.utf8)) {
+            return decoded
+        }
+        return result
+    }
+
+    /// Serialises concurrent requests carrying the same change id (a device retrying while its first upload is
+    /// still being processed): locks are taken in one sorted order, so two batches never deadlock on them.
+    static func lockChangeIDs(_ ids: [String], on pg: PostgresConnection) throws {
+        _ = try pg.run(
+            "SELECT pg_advisory_xact_lock(h) FROM (SELECT DISTINCT hashtextextended(i, 7301) AS h FROM unnest($1::text[]) AS i ORDER BY 1) s",
+            [ChangeLog.arrayLiteral(ids)])
+    }
+
+    /// Splits a batch where a change id or a row repeats, so that within a segment every decision can be made
+    /// from one read and later changes of the same row see the earlier ones.
+    static func segments(_ prepared: [PreparedChange]) -> [[PreparedChange]] {
+        var out: [[PreparedChange]] = []
+        var current: [PreparedChange] = []
+        var ids: Set<String> = []
+        var rows: Set<String> = []
+        for change in prepared {
+            let row = change.validChange?.rowIdentity
+            if ids.contains(change.change.id) || (row.map { rows.contains($0) } ?? false) {
+                out.append(current)
+                current = []
+                ids = []
+                rows = []
+            }
+            current.append(change)
+            ids.insert(change.change.id)
+            if let row { rows.insert(row) }
+        }
+        if !current.isEmpty { out.append(current) }
+        return out
+    }
+
+    /// Decides and writes one segment inside the caller's transaction.
+    static func mergeSegment(_ segment: [PreparedChange], context: BatchContext, on pg: PostgresConnection) throws -> [ChangeResult] {
+        var results = [ChangeResult?](repeating: nil, count: segment.count)
+        var fresh: [Int] = []  // answers to store
+
+        // Answers given before.
+        let stored = try pg.run(
+            "SELECT id, result::text FROM ferry_changes WHERE id = ANY($1::text[])", [ChangeLog.arrayLiteral(segment.map(\.change.id))])
+        var storedByID: [String: ChangeResult] = [:]
+        for row in stored {
+            guard let id = row[0], let text = row[1] else { continue }
+            storedByID[id] = try JSONDecoder().decode(ChangeResult.self, from: Data(text.utf8))
+        }
+
+        var byTable: [String: [Int]] = [:]
+        for (i, change) in segment.enumerated() {
+            if let answer = storedByID[change.change.id] {
+                results[i] = answer
+                continue
+            }
+            fresh.append(i)
+            switch change.body {
+            case .invalid(let message):
+                results[i] = ChangeResult(id: change.change.id, status: .invalid, row: nil, message: message)
+            case .valid(let valid):
+                byTable[valid.schema.name, default: []].append(i)
+            }
+        }
+
+        // Tables in one fixed order, rows locked in key order: two batches never deadlock on row locks.
+        for name in byTable.keys.sorted() {
+            let indexes = byTable[name]!
+            let changes = indexes.map { segment[$0].validChange! }
+            let schema = changes[0].schema
+            let current = try lockRows(changes, schema: schema, on: pg)
+            let insertsWithoutRow = changes.indices.filter { changes[$0].op == .insert && current[$0] == nil }
+            let tombstoned = try tombstones(insertsWithoutRow.map { changes[$0] }, schema: schema, context: context, on: pg)
+                .map { insertsWithoutRow[$0] }
+
+            var decisions: [MergeDecision] = []
+            for (j, change) in changes.enumerated() {
+                decisions.append(
+                    MergeDecision.decide(
+                        op: change.op, rule: schema.table.merge,
+                        row: current[j].map { MergeDecision.ServerRow(updatedMillis: $0.updatedMillis) },
+                        tombstoned: tombstoned.contains(j), baseMillis: change.baseMillis, editedMillis: change.editedMillis))
+            }
+
+            let updates = decisions.indices.filter { decisions[$0] == .update }
+            let inserts = decisions.indices.filter { decisions[$0] == .insert }
+            let deletes = decisions.indices.filter { decisions[$0] == .delete }
+            var written: [Int: [String: JSONValue]] = [:]
+            for group in grouped(updates, changes) {
+                for (k, row) in try update(group.map { changes[$0] }, schema: schema, context: context, on: pg) { written[group[k]] = row }
+            }
+            for group in grouped(inserts, changes) {
+                for (k, row) in try insert(group.map { changes[$0] }, schema: schema, context: context, on: pg) { written[group[k]] = row }
+            }
+            if !deletes.isEmpty {
+                try delete(deletes.map { changes[$0] }, schema: schema, context: context, on: pg)
+            }
+
+            for (j, decision) in decisions.enumerated() {
+                let id = segment[indexes[j]].change.id
+                let result: ChangeResult
+                switch decision {
+                case .insert, .update:
+                    guard let row = written[j] else {
+                        throw PostgresQueryError(sqlState: "", message: "a write of \(name) returned no row")
+                    }
+                    result = ChangeResult(id: id, status: .applied, row: row, message: nil)
+                case .delete:
+                    result = ChangeResult(id: id, status: .applied, row: nil, message: nil)
+                case .reject(let message):
+                    result = ChangeResult(id: id, status: .rejected, row: current[j]?.row, message: message)
+                case .gone(let message):
+                    result = ChangeResult(id: id, status: .gone, row: nil, message: message)
+                }
+                results[indexes[j]] = result
+            }
+        }
+
+        let answers = results.map { $0! }
+        if !fresh.isEmpty {
+            _ = try pg.run(
+                """
+                INSERT INTO ferry_changes(id, dataset, client_id, result, processed_at)
+                SELECT x.i, $2, $3, x.r::jsonb, $4::timestamptz FROM unnest($1::text[], $5::text[]) AS x(i, r)
+                """,
+                [
+                    ChangeLog.arrayLiteral(fresh.map { answers[$0].id }), context.dataset, context.clientId, context.nowText,
+                    ChangeLog.arrayLiteral(try fresh.map { try encode(answers[$0]) }),
+                ])
+        }
+        return answers
+    }
+
+    static func encode(_ result: ChangeResult) throws -> String {
+        String(decoding: try JSONEncoder().encode(result), as: UTF8.self)
+    }
+
+    /// Indexes grouped by the shape of their SQL (same changed columns), in first-seen order.
+    static func grouped(_ indexes: [Int], _ changes: [ValidChange]) -> [[Int]] {
+        var order: [String] = []
+        var groups: [String: [Int]] = [:]
+        for i in indexes {
+            let shape = changes[i].shape
+            if groups[shape] == nil { order.append(shape) }
+            groups[shape, default: []].append(i)
+        }
+        return order.map { groups[$0]! }
+    }
+
+    // MARK: - Statements
+
+    /// `unnest($1::text[], …) WITH ORDINALITY AS k(k1…, v1…, ord)` over the changes' key and value texts.
+    static func unnest(_ changes: [ValidChange], keys: Int, values: Int, firstParameter: Int) -> (sql: String, parameters: [String]) {
+        var parameters: [String] = []
+        for c in 0..<keys { parameters.append(ChangeLog.arrayLiteral(changes.map { $0.keyParameters[c] })) }
+        for c in 0..<values { parameters.append(ChangeLog.arrayLiteral(changes.map { $0.valueParameters[c] })) }
+        let arrays = parameters.indices.map { "$\(firstParameter + $0)::text[]" }.joined(separator: ", ")
+        let names = (0..<keys).map { "k\($0)" } + (0..<values).map { "v\($0)" } + ["ord"]
+        return ("unnest(\(arrays)) WITH ORDINALITY AS k(\(names.joined(separator: ", ")))", parameters)
+    }
+
+    /// `t.id = k.k0::int AND …`
+    static func keyMatch(_ schema: TableSchema, alias: String) -> String {
+        schema.key.enumerated().map { "\(alias).\($0.element.quoted) = \(TableSchema.input($0.element, "k.k\($0.offset)"))" }
+            .joined(separator: " AND ")
+    }
+
+    struct CurrentRow {
+        let updatedMillis: Int64
+        let row: [String: JSONValue]
+    }
+
+    /// Reads and locks (`FOR UPDATE`) the rows the changes name, in key order; nil where there is no row.
+    static func lockRows(_ changes: [ValidChange], schema: TableSchema, on pg: PostgresConnection) throws -> [CurrentRow?] {
+        let (from, parameters) = unnest(changes, keys: schema.key.count, values: 0, firstParameter: 1)
+        let order = schema.key.map { "t.\($0.quoted)" }.joined(separator: ", ")
+        let rows = try pg.run(
+            """
+            SELECT k.ord::text, \(schema.updatedMillis(from: "t")), \(schema.outputs(from: "t"))
+            FROM \(schema.sqlName) AS t JOIN \(from) ON \(keyMatch(schema, alias: "t"))
+            ORDER BY \(order) FOR UPDATE OF t
+            """, parameters)
+        var out = [CurrentRow?](repeating: nil, count: changes.count)
+        for row in rows {
+            guard let ord = row[0].flatMap({ Int($0) }), let millis = row[1].flatMap({ Int64($0) }) else { continue }
+            out[ord - 1] = CurrentRow(updatedMillis: millis, row: schema.row(row, at: 2))
+        }
+        return out
+    }
+
+    /// Which of `changes` name a tombstoned key (indexes into `changes`).
+    static func tombstones(_ changes: [ValidChange], schema: TableSchema, context: BatchContext, on pg: PostgresConnection) throws -> [Int] {
+        guard !changes.isEmpty else { return [] }
+        let (from, parameters) = unnest(changes, keys: schema.key.count, values: 0, firstParameter: 3)
+        let key = schema.keyObject { column in TableSchema.input(column, "k.k\(schema.key.firstIndex { $0.name == column.name }!)") }
+        let rows = try pg.run(
+            """
+            SELECT k.ord::text FROM \(from)
+            WHERE EXISTS (SELECT 1 FROM ferry_tombstones f WHERE f.dataset = $1 AND f.tbl = $2 AND f.key = \(key))
+            """, [context.dataset, schema.name] + parameters)
+        return rows.compactMap { $0[0].flatMap { Int($0) }.map { $0 - 1 } }
+    }
+
+    /// Writes the changes' values over existing rows (one shape), stamping `updated_at`; returns the new rows.
+    static func update(_ changes: [ValidChange], schema: TableSchema, context: BatchContext, on pg: PostgresConnection) throws -> [Int: [String: JSONValue]] {
+        let columns = changes[0].columns
+        let (from, parameters) = unnest(changes, keys: schema.key.count, values: columns.count, firstParameter: 2)
+        var sets = columns.enumerated().map { "\($0.element.quoted) = \(TableSchema.input($0.element, "k.v\($0.offset)"))" }
+        if let updated = schema.updated { sets.append("\(updated.quoted) = \(TableSchema.input(updated, "$1"))") }
+        let rows = try pg.run(
+            """
+            UPDATE \(schema.sqlName) AS t SET \(sets.joined(separator: ", "))
+            FROM \(from) WHERE \(keyMatch(schema, alias: "t"))
+            RETURNING k.ord::text, \(schema.outputs(from: "t"))
+            """, [context.nowText] + parameters)
+        return try byOrdinal(rows, schema: schema, expected: changes.count, what: "update")
+    }
+
+    /// Creates rows (one shape), stamping `created_at` and `updated_at`; returns the new rows.
+    static func insert(_ changes: [ValidChange], schema: TableSchema, context: BatchContext, on pg: PostgresConnection) throws -> [Int: [String: JSONValue]] {
+        let columns = changes[0].columns
+        let (from, parameters) = unnest(changes, keys: schema.key.count, values: columns.count, firstParameter: 2)
+        var targets = schema.key.map(\.quoted) + columns.map(\.quoted)
+        var values = schema.key.enumerated().map { TableSchema.input($0.element, "k.k\($0.offset)") }
+            + columns.enumerated().map { TableSchema.input($0.element, "k.v\($0.offset)") }
+        for stamp in [schema.created, schema.updated].compactMap({ $0 }) {
+            targets.append(stamp.quoted)
+            values.append(TableSchema.input(stamp, "$1"))
+        }
+        let returnedKeys = schema.key.enumerated().map { "t.\($0.element.quoted) AS ferry_k\($0.offset)" }
+        let outputs = schema.columns.enumerated().map { "\(TableSchema.output($0.element, from: "t")) AS ferry_o\($0.offset)" }
+        let join = schema.key.enumerated().map { "ins.ferry_k\($0.offset) = \(TableSchema.input($0.element, "k.k\($0.offset)"))" }
+        let rows = try pg.run(
+            """
+            WITH ins AS (
+              INSERT INTO \(schema.sqlName) AS t (\(targets.joined(separator: ", ")))
+              SELECT \(values.joined(separator: ", ")) FROM \(from)
+              RETURNING \((returnedKeys + outputs).joined(separator: ", ")))
+            SELECT k.ord::text, \(schema.columns.indices.map { "ins.ferry_o\($0)" }.joined(separator: ", "))
+            FROM ins JOIN \(from) ON \(join.joined(separator: " AND "))
+            """, [context.nowText] + parameters)
+        return try byOrdinal(rows, schema: schema, expected: changes.count, what: "insert")
+    }
+
+    /// Deletes rows and writes their tombstones in one statement.
+    static func delete(_ changes: [ValidChange], schema: TableSchema, context: BatchContext, on pg: PostgresConnection) throws {
+        let (from, parameters) = unnest(changes, keys: schema.key.count, values: 0, firstParameter: 4)
+        let key = schema.keyObject { "t.\($0.quoted)" }
+        let rows = try pg.run(
+            """
+            WITH d AS (DELETE FROM \(schema.sqlName) AS t USING \(from) WHERE \(keyMatch(schema, alias: "t")) RETURNING \(key) AS key)
+            INSERT INTO ferry_tombstones(dataset, tbl, key, deleted_at) SELECT $1, $2, d.key, $3::timestamptz FROM d
+            ON CONFLICT (dataset, tbl, key) DO UPDATE SET deleted_at = EXCLUDED.deleted_at
+            RETURNING 1
+            """, [context.dataset, schema.name, context.nowText] + parameters)
+        guard rows.count == changes.count else {
+            throw PostgresQueryError(sqlState: "", message: "deleted \(rows.count) rows of \(schema.name), expected \(changes.count)")
+        }
+    }
+
+    static func byOrdinal(_ rows: [[String?]], schema: TableSchema, expected: Int, what: String) throws -> [Int: [String: JSONValue]] {
+        guard rows.count == expected else {
+            throw PostgresQueryError(sqlState: "", message: "\(what) of \(schema.name) wrote \(rows.count) rows, expected \(expected)")
+        }
+        var out: [Int: [String: JSONValue]] = [:]
+        for row in rows {
+            guard let ord = row[0].flatMap({ Int($0) }) else { continue }
+            out[ord - 1] = schema.row(row, at: 1)
+        }
+        return out
+    }
+}

@@ -1,0 +1,157 @@
+import FerryCore
+import FerryPublisher
+import Foundation
+import Logging
+import ServiceLifecycle
+
+/// The merge engine behind `POST /v1/datasets/{dataset}/changes`: applies a device's ``ChangeBatch`` to
+/// PostgreSQL under each table's ``MergeRule`` and answers one ``ChangeResult`` per change, in request order.
+///
+/// Exactly once: every answer is stored in `ferry_changes` in the same transaction as the change, and a change
+/// id seen before gets its stored answer back with nothing written. Deletes leave tombstones in
+/// `ferry_tombstones`. Both tables are created at start-up. See docs/merge-rules.md.
+///
+/// It is a `Service`: run it in the server's `ServiceGroup` so its connections close on shutdown.
+///
+/// ```swift
+/// let merger = try await ChangeMerger.start(
+///     dataset: "trips", tables: [MergeTable(name: "trips", source: "trips", writable: true)],
+///     configuration: .init(databaseURL: url), logger: logger)
+/// let answer = try await merger.apply(batch)   // ChangeResults
+/// ```
+public final class ChangeMerger: Service, Sendable {
+    /// Settings of the merge engine.
+    ///
+    /// ```swift
+    /// var configuration = ChangeMerger.Configuration(databaseURL: "postgres://ferry@127.0.0.1/app")
+    /// configuration.connections = 8
+    /// ```
+    public struct Configuration: Sendable {
+        /// PostgreSQL URL (its password never appears in errors or logs).
+        public var databaseURL: String
+        /// Most connections open at once; batches beyond that wait their turn. Default 4.
+        public var connections: Int
+        /// The server clock; tests inject a fixed or skewed one. Default: the system clock.
+        public var now: @Sendable () -> Date
+
+        public init(databaseURL: String, connections: Int = 4, now: @escaping @Sendable () -> Date = { Date() }) {
+            self.databaseURL = databaseURL
+            self.connections = connections
+            self.now = now
+        }
+    }
+
+    /// The dataset whose tables this merger writes.
+    public let dataset: String
+    let schemas: [String: TableSchema]
+    let readOnly: Set<String>
+    let configuration: Configuration
+    let pool: PostgresPool
+    let logger: Logger
+
+    init(dataset: String, schemas: [String: TableSchema], readOnly: Set<String>, configuration: Configuration, pool: PostgresPool, logger: Logger) {
+        self.dataset = dataset
+        self.schemas = schemas
+        self.readOnly = readOnly
+        self.configuration = configuration
+        self.pool = pool
+        self.logger = logger
+    }
+
+    /// Connects, creates `ferry_changes` and `ferry_tombstones` if missing, and reads the catalog for every
+    /// writable table (failing with the table and the fix when a name does not match PostgreSQL).
+    ///
+    /// ```swift
+    /// let merger = try await ChangeMerger.start(dataset: "trips", tables: tables, configuration: .init(databaseURL: url), logger: logger)
+    /// ```
+    public static func start(dataset: String, tables: [MergeTable], configuration: Configuration, logger: Logger) async throws -> ChangeMerger {
+        try DatasetName.validate(dataset)
+        let pool = PostgresPool(url: configuration.databaseURL, size: configuration.connections)
+        do {
+            let schemas = try await pool.withConnection { pg -> [TableSchema] in
+                try ChangeLog.install(on: pg)
+                return try tables.filter(\.writable).map { try TableSchema.resolve($0, on: pg) }
+            }
+            let readOnly = Set(tables.filter { !$0.writable }.map(\.name))
+            logger.info("change merger ready", metadata: ["dataset": "\(dataset)", "writable": "\(schemas.map(\.name).sorted())"])
+            return ChangeMerger(
+                dataset: dataset, schemas: Dictionary(uniqueKeysWithValues: schemas.map { ($0.name, $0) }), readOnly: readOnly,
+                configuration: configuration, pool: pool, logger: logger)
+        } catch {
+            pool.close()
+            throw error
+        }
+    }
+
+    /// Waits for graceful shutdown, then closes the connections.
+    public func run() async throws {
+        try? await gracefulShutdown()
+        pool.close()
+    }
+
+    /// Closes the connections now (for use without a ServiceGroup, e.g. in tests).
+    public func shutdown() { pool.close() }
+
+    /// Applies a batch and returns one result per change, in request order.
+    ///
+    /// Throws only when the batch as a whole is unusable (`sentAt` is not a timestamp) or PostgreSQL is
+    /// unreachable; a bad change becomes an `invalid` result and the others still apply.
+    ///
+    /// ```swift
+    /// let results = try await merger.apply(ChangeBatch(clientId: "d1", sentAt: Timestamp.format(Date()), changes: changes))
+    /// ```
+    public func apply(_ batch: ChangeBatch) async throws -> ChangeResults {
+        let nowMillis = Int64((configuration.now().timeIntervalSince1970 * 1000).rounded(.down))
+        guard let sentMillis = Timestamp.parseMillis(batch.sentAt) else {
+            throw FerryError(.badInput, "sentAt '\(batch.sentAt)' is not an ISO-8601 timestamp such as 2026-11-21T10:00:00.000Z", key: "sentAt")
+        }
+        let prepared = batch.changes.map { prepare($0, sentMillis: sentMillis, nowMillis: nowMillis) }
+        let context = BatchContext(
+            dataset: dataset, clientId: batch.clientId, nowMillis: nowMillis, nowText: Timestamp.format(unixMillis: nowMillis))
+        let results = try await pool.withConnection { pg in
+            try Self.merge(prepared, context: context, on: pg)
+        }
+        logger.debug(
+            "merged changes",
+            metadata: ["dataset": "\(dataset)", "client": "\(batch.clientId)", "changes": "\(batch.changes.count)"])
+        return ChangeResults(results: results)
+    }
+
+    /// Deletes tombstones older than `cutoff`, returning how many went. Call it after each publish with the
+    /// `createdAt` of the oldest snapshot still retained: a device holding that snapshot may still send an edit
+    /// of a row deleted since, and the tombstone is what answers it `gone` rather than re-creating the row.
+    ///
+    /// ```swift
+    /// let removed = try await merger.pruneTombstones(before: oldestRetainedSnapshotCreatedAt)
+    /// ```
+    @discardableResult
+    public func pruneTombstones(before cutoff: Date) async throws -> Int {
+        let (dataset, text) = (self.dataset, Timestamp.format(cutoff))
+        return try await pool.withConnection { pg in
+            try ChangeLog.pruneTombstones(dataset: dataset, before: text, on: pg)
+        }
+    }
+
+    /// Deletes stored answers processed before `cutoff` (after that a device resending such an old change is
+    /// answered afresh). Keep them at least as long as a device may stay offline with an unacknowledged upload.
+    ///
+    /// ```swift
+    /// try await merger.pruneProcessedChanges(before: Date().addingTimeInterval(-90 * 86_400))
+    /// ```
+    @discardableResult
+    public func pruneProcessedChanges(before cutoff: Date) async throws -> Int {
+        let (dataset, text) = (self.dataset, Timestamp.format(cutoff))
+        return try await pool.withConnection { pg in
+            try ChangeLog.pruneChanges(dataset: dataset, before: text, on: pg)
+        }
+    }
+}
+
+/// What every change of one batch shares.
+struct BatchContext: Sendable {
+    let dataset: String
+    let clientId: String
+    let nowMillis: Int64
+    /// The server's now as ISO-8601 ms: the value stamped into created/updated columns.
+    let nowText: String
+}

@@ -1,0 +1,78 @@
+import FerryCore
+import Foundation
+import Hummingbird
+import NIOCore
+
+/// `POST /v1/datasets/{dataset}/changes`: decodes and checks the batch (400 with a JSON error and nothing applied
+/// when malformed), hands it to the dataset's ``ChangeMerger`` and answers `200 {"results":[…]}` in request order.
+///
+/// ```swift
+/// let router = Router()
+/// ChangesRoute(mergers: ["trips": merger]).register(on: router)
+/// ```
+public struct ChangesRoute: Sendable {
+    /// One merger per dataset that has writable tables.
+    public let mergers: [String: ChangeMerger]
+    /// Body size and batch limits.
+    public let limits: ChangeRequest.Limits
+
+    public init(mergers: [String: ChangeMerger], limits: ChangeRequest.Limits = .init()) {
+        self.mergers = mergers
+        self.limits = limits
+    }
+
+    /// Adds the route to `router`.
+    ///
+    /// ```swift
+    /// ChangesRoute(mergers: mergers).register(on: router)
+    /// ```
+    public func register<Context: RequestContext>(on router: Router<Context>) {
+        router.post("/v1/datasets/:dataset/changes") { request, context in
+            try await self.respond(to: request, dataset: context.parameters.get("dataset") ?? "")
+        }
+    }
+
+    func respond(to request: Request, dataset: String) async throws -> Response {
+        guard DatasetName.isValid(dataset) else {
+            return Self.error(.badRequest, code: .badInput, "dataset name '\(dataset.prefix(64))' is invalid: use 1-64 characters from a-z, 0-9, '_' and '-'")
+        }
+        guard let merger = mergers[dataset] else {
+            return Self.error(.notFound, code: .notFound, "dataset '\(dataset)' accepts no changes (unknown, or no table is writable: true)")
+        }
+        let body: ByteBuffer
+        do {
+            body = try await request.body.collect(upTo: limits.maxBodyBytes)
+        } catch is NIOTooManyBytesError {
+            return Self.error(.badRequest, code: .badInput, "the request body is over the limit of \(limits.maxBodyBytes) bytes; send fewer changes per batch")
+        }
+        let batch: ChangeBatch
+        do {
+            batch = try ChangeRequest.decode(Data(body.readableBytesView), limits: limits)
+        } catch let error as FerryError {
+            return Self.error(.badRequest, code: error.code, error.description)
+        }
+        let results: ChangeResults
+        do {
+            results = try await merger.apply(batch)
+        } catch let error as FerryError where error.code == .badInput {
+            return Self.error(.badRequest, code: error.code, error.description)
+        } catch {
+            return Self.error(.serviceUnavailable, code: .database, "the changes could not be applied; retry later (\(error))")
+        }
+        var headers = HTTPFields()
+        headers[.contentType] = "application/json"
+        return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: try JSONEncoder().encode(results))))
+    }
+
+    /// `{"error":{"code","message"}}`, the server's error shape.
+    static func error(_ status: HTTPResponse.Status, code: FerryError.Code, _ message: String) -> Response {
+        struct Envelope: Encodable {
+            struct Body: Encodable { let code: String; let message: String }
+            let error: Body
+        }
+        let data = (try? JSONEncoder().encode(Envelope(error: .init(code: code.rawValue, message: message)))) ?? Data()
+        var headers = HTTPFields()
+        headers[.contentType] = "application/json"
+        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))
+    }
+}

@@ -1,0 +1,65 @@
+import FerryCore
+
+/// How the server settles a conflict: an edit whose row changed on the server since the device last saw it
+/// (thesis Table 3.5.1; see docs/merge-rules.md).
+///
+/// ```swift
+/// let rule = try MergeRule(parsing: "newest-wins")   // .newestWins
+/// ```
+public enum MergeRule: String, Sendable, CaseIterable, Codable {
+    /// The later of the device's (clock-normalised) edit time and the server row's `updated_at` wins.
+    case newestWins = "newest-wins"
+    /// The server's row is kept; the edit is rejected.
+    case serverWins = "server-wins"
+    /// The device's edit overwrites the server's row.
+    case clientWins = "client-wins"
+
+    /// Parses the template's `merge:` value; the error names the accepted spellings.
+    public init(parsing text: String) throws {
+        guard let rule = MergeRule(rawValue: text) else {
+            throw FerryError(
+                .badTemplate, "unknown merge rule '\(text)'; use one of newest-wins, server-wins, client-wins", key: "merge")
+        }
+        self = rule
+    }
+}
+
+/// One table of a dataset as the merge engine needs it; the lead maps the publisher's template onto it.
+/// Column types are not given here: ``ChangeMerger`` reads them from PostgreSQL's catalog at start-up.
+///
+/// ```swift
+/// let trips = MergeTable(name: "trips", source: "public.trips", primaryKey: ["id"], writable: true, merge: .newestWins)
+/// ```
+public struct MergeTable: Sendable, Equatable {
+    /// The table's name in the snapshot and in change requests.
+    public var name: String
+    /// The PostgreSQL table (schema-qualified allowed), resolved with `to_regclass`.
+    public var source: String
+    /// Primary-key columns; empty means the source table's own primary key.
+    public var primaryKey: [String]
+    /// The columns the template exports (after `query`/`exclude`); nil means every column of `source`.
+    /// Changes may only touch these.
+    public var columns: [String]?
+    /// Whether devices may edit the table (`writable:` in the template).
+    public var writable: Bool
+    /// The conflict rule (`merge:` in the template).
+    public var merge: MergeRule
+    /// Column the server stamps on insert (`timestamps.created`); nil when the table has none.
+    public var createdColumn: String?
+    /// Column the server stamps on every write (`timestamps.updated`); required for writable tables.
+    public var updatedColumn: String?
+
+    public init(
+        name: String, source: String, primaryKey: [String] = [], columns: [String]? = nil, writable: Bool,
+        merge: MergeRule = .newestWins, createdColumn: String? = "created_at", updatedColumn: String? = "updated_at"
+    ) {
+        self.name = name
+        self.source = source
+        self.primaryKey = primaryKey
+        self.columns = columns
+        self.writable = writable
+        self.merge = merge
+        self.createdColumn = createdColumn
+        self.updatedColumn = updatedColumn
+    }
+}

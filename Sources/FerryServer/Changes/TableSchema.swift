@@ -1,0 +1,260 @@
+import FerryCore
+import FerryPublisher
+import Foundation
+
+/// A writable table resolved against PostgreSQL's catalog at start-up: every identifier the merge engine puts
+/// into SQL comes from here (names read from `pg_attribute`, quoted by ``quote(_:)``), never from a request.
+struct TableSchema: Sendable {
+    /// How a column's values travel: the SQLite/JSON form of the publisher's type mapping (issue 2).
+    enum Kind: Sendable, Equatable {
+        case integer, boolean, real, numeric, text, uuid, timestamptz, timestamp, date, json, bytea, array
+    }
+
+    struct Column: Sendable {
+        let name: String
+        /// `format_type(atttypid, atttypmod)`: the cast target for bound text parameters.
+        let typeName: String
+        let kind: Kind
+        var quoted: String { TableSchema.quote(name) }
+    }
+
+    let table: MergeTable
+    /// The table as PostgreSQL prints its regclass (schema-qualified and quoted as needed).
+    let sqlName: String
+    /// Exported columns in catalog order.
+    let columns: [Column]
+    let byName: [String: Column]
+    let key: [Column]
+    let created: Column?
+    let updated: Column?
+
+    var name: String { table.name }
+
+    /// Quotes an identifier that came from the catalog.
+    static func quote(_ identifier: String) -> String {
+        "\"" + identifier.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+    }
+
+    /// A SQL string literal (for column names inside `jsonb_build_object`).
+    static func literal(_ text: String) -> String {
+        "'" + text.replacingOccurrences(of: "'", with: "''") + "'"
+    }
+
+    /// Reads the catalog for `table` and checks the template's names against it.
+    static func resolve(_ table: MergeTable, on pg: PostgresConnection) throws -> TableSchema {
+        func fail(_ message: String) -> FerryError { FerryError(.badTemplate, message, key: "tables.\(table.name)") }
+        let found: [[String?]]
+        do {
+            found = try pg.run("SELECT c.oid::text, c.oid::regclass::text FROM pg_class c WHERE c.oid = to_regclass($1)", [table.source])
+        } catch {
+            throw fail("cannot look up source '\(table.source)': \(error.message)")
+        }
+        guard let first = found.first, let oid = first[0], let sqlName = first[1] else {
+            throw fail("source table '\(table.source)' does not exist in PostgreSQL; check `source:`")
+        }
+        let rows = try pg.run(
+            """
+            SELECT a.attname, format_type(a.atttypid, a.atttypmod), t.typname, t.typcategory,
+                   COALESCE(e.typname, ''), a.attnum = ANY(COALESCE(i.indkey::int2[], '{}'))
+            FROM pg_attribute a
+            JOIN pg_type t ON t.oid = a.atttypid
+            LEFT JOIN pg_type e ON e.oid = t.typbasetype
+            LEFT JOIN pg_index i ON i.indrelid = a.attrelid AND i.indisprimary
+            WHERE a.attrelid = $1::oid AND a.attnum > 0 AND NOT a.attisdropped
+            ORDER BY a.attnum
+            """, [oid])
+        var all: [Column] = []
+        var catalogKey: [String] = []
+        for row in rows {
+            guard let name = row[0], let typeName = row[1], let typname = row[2], let category = row[3] else { continue }
+            let base = row[4] ?? ""
+            all.append(Column(name: name, typeName: typeName, kind: kind(typname: base.isEmpty ? typname : base, category: category)))
+            if row[5] == "t" { catalogKey.append(name) }
+        }
+        let allByName = Dictionary(uniqueKeysWithValues: all.map { ($0.name, $0) })
+        var columns = all
+        if let wanted = table.columns {
+            for name in wanted where allByName[name] == nil {
+                throw fail("column '\(name)' is not a column of \(sqlName); check the template's query/exclude")
+            }
+            columns = all.filter { wanted.contains($0.name) }
+        }
+        let byName = Dictionary(uniqueKeysWithValues: columns.map { ($0.name, $0) })
+        let keyNames = table.primaryKey.isEmpty ? catalogKey : table.primaryKey
+        guard !keyNames.isEmpty else {
+            throw fail("\(sqlName) has no primary key; declare `primaryKey:` in the template")
+        }
+        let key = try keyNames.map { name in
+            guard let column = byName[name] else { throw fail("primary-key column '\(name)' is not an exported column of \(sqlName)") }
+            return column
+        }
+        func stamp(_ name: String?, _ what: String) throws -> Column? {
+            guard let name else { return nil }
+            guard let column = byName[name] else {
+                if table.writable { throw fail("\(what) column '\(name)' is not a column of \(sqlName); check `timestamps:`") }
+                return nil
+            }
+            guard column.kind == .timestamptz || column.kind == .timestamp else {
+                throw fail("\(what) column '\(name)' of \(sqlName) is \(column.typeName); it must be a timestamp")
+            }
+            return column
+        }
+        let created = try stamp(table.createdColumn, "created")
+        let updated = try stamp(table.updatedColumn, "updated")
+        if table.writable && updated == nil {
+            throw fail("writable table needs an updated-at column (timestamps.updated) to detect conflicts")
+        }
+        return TableSchema(
+            table: table, sqlName: sqlName, columns: columns, byName: byName, key: key, created: created, updated: updated)
+    }
+
+    static func kind(typname: String, category: String) -> Kind {
+        switch typname {
+        case "int2", "int4", "int8": return .integer
+        case "bool": return .boolean
+        case "float4", "float8": return .real
+        case "numeric": return .numeric
+        case "uuid": return .uuid
+        case "timestamptz": return .timestamptz
+        case "timestamp": return .timestamp
+        case "date": return .date
+        case "json", "jsonb": return .json
+        case "bytea": return .bytea
+        default: return category == "A" ? .array : .text
+        }
+    }
+
+    // MARK: - SQL pieces
+
+    /// The text form of a column as snapshots hold it (issue 2's mapping), read back by ``value(_:of:)``.
+    static func output(_ column: Column, from alias: String) -> String {
+        let c = "\(alias).\(column.quoted)"
+        switch column.kind {
+        case .boolean: return "(\(c))::int::text"
+        case .timestamptz: return "to_char(\(c) AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
+        case .timestamp: return "to_char(\(c), 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
+        case .date: return "to_char(\(c), 'YYYY-MM-DD')"
+        case .bytea: return "translate(encode(\(c), 'base64'), E'\\n', '')"
+        case .array: return "array_to_json(\(c))::text"
+        default: return "(\(c))::text"
+        }
+    }
+
+    /// Every exported column's text form, in ``columns`` order.
+    func outputs(from alias: String) -> String {
+        columns.map { Self.output($0, from: alias) }.joined(separator: ", ")
+    }
+
+    /// The server row's `updated_at` in milliseconds since the epoch.
+    func updatedMillis(from alias: String) -> String {
+        guard let updated else { return "NULL::int8" }
+        return "floor(extract(epoch FROM \(alias).\(updated.quoted)) * 1000)::int8::text"
+    }
+
+    /// A bound text value (or text column of an `unnest`) cast to the column's type.
+    static func input(_ column: Column, _ text: String) -> String {
+        switch column.kind {
+        case .bytea: return "decode(\(text), 'base64')"
+        case .array: return "ARRAY(SELECT jsonb_array_elements_text((\(text))::jsonb))::\(column.typeName)"
+        default: return "(\(text))::\(column.typeName)"
+        }
+    }
+
+    /// `jsonb_build_object('id', <typed>)`: the tombstone key, compared by PostgreSQL's own jsonb equality.
+    func keyObject(_ typed: (Column) -> String) -> String {
+        "jsonb_build_object(" + key.map { "\(Self.literal($0.name)), \(typed($0))" }.joined(separator: ", ") + ")"
+    }
+
+    /// Turns an output text (see ``output(_:from:)``) into the JSON value the snapshot holds.
+    static func value(_ text: String?, of column: Column) -> JSONValue {
+        guard let text else { return .null }
+        switch column.kind {
+        case .integer, .boolean:
+            return Int64(text).map(JSONValue.int) ?? .string(text)
+        case .real:
+            if let d = Double(text), d.isFinite { return .double(d) }
+            return .string(text)
+        default:
+            return .string(text)
+        }
+    }
+
+    /// Reads a row of ``outputs(from:)`` starting at `offset`.
+    func row(_ values: [String?], at offset: Int) -> [String: JSONValue] {
+        var out: [String: JSONValue] = [:]
+        out.reserveCapacity(columns.count)
+        for (i, column) in columns.enumerated() {
+            out[column.name] = Self.value(values[offset + i], of: column)
+        }
+        return out
+    }
+
+    // MARK: - Request values
+
+    /// Converts a request value to the text PostgreSQL parses for the column (nil is NULL), or explains in a
+    /// message naming the column why it does not fit.
+    static func parameter(_ value: JSONValue, for column: Column, table: String) -> Result<String?, ConversionError> {
+        func bad(_ expected: String) -> Result<String?, ConversionError> {
+            .failure(ConversionError(message: "column \(table).\(column.name) (\(column.typeName)) needs \(expected), got \(describe(value))"))
+        }
+        if case .string(let s) = value, s.utf8.contains(0) {
+            return .failure(ConversionError(message: "column \(table).\(column.name) cannot hold a NUL character"))
+        }
+        switch (column.kind, value) {
+        case (_, .null): return .success(nil)
+        case (.integer, .int(let i)): return .success(String(i))
+        case (.integer, .double(let d)) where d.rounded() == d && abs(d) < 9.2e18: return .success(String(Int64(d)))
+        case (.integer, _): return bad("an integer")
+        case (.boolean, .bool(let b)): return .success(b ? "true" : "false")
+        case (.boolean, .int(let i)) where i == 0 || i == 1: return .success(i == 1 ? "true" : "false")
+        case (.boolean, _): return bad("0, 1, true or false")
+        case (.real, .int(let i)): return .success(String(i))
+        case (.real, .double(let d)): return .success(String(d))
+        case (.real, _): return bad("a number")
+        case (.numeric, .int(let i)): return .success(String(i))
+        case (.numeric, .double(let d)) where d.isFinite: return .success(String(d))
+        case (.numeric, .string(let s)) where Decimal(string: s) != nil && !s.isEmpty: return .success(s)
+        case (.numeric, _): return bad("a number or a decimal string")
+        case (.text, .string(let s)): return .success(s)
+        case (.text, .int(let i)): return .success(String(i))
+        case (.text, .double(let d)): return .success(String(d))
+        case (.text, _): return bad("a string")
+        case (.uuid, .string(let s)) where UUID(uuidString: s) != nil: return .success(s.lowercased())
+        case (.uuid, _): return bad("a UUID string")
+        case (.timestamptz, .string(let s)), (.timestamp, .string(let s)):
+            guard let millis = Timestamp.parseMillis(s) else { return bad("an ISO-8601 timestamp such as 2018-04-29T11:21:02.000Z") }
+            return .success(Timestamp.format(unixMillis: millis))
+        case (.timestamptz, _), (.timestamp, _): return bad("an ISO-8601 timestamp string")
+        case (.date, .string(let s)) where isDate(s): return .success(s)
+        case (.date, _): return bad("a date string YYYY-MM-DD")
+        case (.json, .string(let s)) where isJSON(s): return .success(s)
+        case (.json, _): return bad("a string holding JSON")
+        case (.bytea, .string(let s)) where Data(base64Encoded: s) != nil: return .success(s)
+        case (.bytea, _): return bad("a base64 string")
+        case (.array, .string(let s)) where s.hasPrefix("[") && isJSON(s): return .success(s)
+        case (.array, _): return bad("a JSON array in a string")
+        }
+    }
+
+    struct ConversionError: Error { let message: String }
+
+    static func describe(_ value: JSONValue) -> String {
+        switch value {
+        case .null: return "null"
+        case .bool(let b): return "boolean \(b)"
+        case .int(let i): return "integer \(i)"
+        case .double(let d): return "number \(d)"
+        case .string(let s): return "string \"\(s.count > 40 ? String(s.prefix(40)) + "…" : s)\""
+        }
+    }
+
+    static func isDate(_ s: String) -> Bool {
+        let b = Array(s.utf8)
+        guard b.count == 10, b[4] == UInt8(ascii: "-"), b[7] == UInt8(ascii: "-") else { return false }
+        return Timestamp.parseMillis(s + "T00:00:00Z") != nil
+    }
+
+    static func isJSON(_ s: String) -> Bool {
+        (try? JSONSerialization.jsonObject(with: Data(s.utf8), options: [.fragmentsAllowed])) != nil
+    }
+}
