@@ -1,29 +1,5 @@
 import FerryCore
 
-/// How the server settles a conflict: an edit whose row changed on the server since the device last saw it
-/// (thesis Table 3.5.1; see docs/merge-rules.md).
-///
-/// ```swift
-/// let rule = try MergeRule(parsing: "newest-wins")   // .newestWins
-/// ```
-public enum MergeRule: String, Sendable, CaseIterable, Codable {
-    /// The later of the device's (clock-normalised) edit time and the server row's `updated_at` wins.
-    case newestWins = "newest-wins"
-    /// The server's row is kept; the edit is rejected.
-    case serverWins = "server-wins"
-    /// The device's edit overwrites the server's row.
-    case clientWins = "client-wins"
-
-    /// Parses the template's `merge:` value; the error names the accepted spellings.
-    public init(parsing text: String) throws {
-        guard let rule = MergeRule(rawValue: text) else {
-            throw FerryError(
-                .badTemplate, "unknown merge rule '\(text)'; use one of newest-wins, server-wins, client-wins", key: "merge")
-        }
-        self = rule
-    }
-}
-
 /// One table of a dataset as the merge engine needs it; the lead maps the publisher's template onto it.
 /// Column types are not given here: ``ChangeMerger`` reads them from PostgreSQL's catalog at start-up.
 ///
