@@ -10,6 +10,7 @@ struct Ferry: AsyncParsableCommand {
         subcommands: [
             PublishCommand.self,
             ScheduleCommand.self,
+            ServeCommand.self,
         ]
     )
 }

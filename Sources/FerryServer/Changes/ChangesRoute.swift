@@ -6,11 +6,12 @@ import NIOCore
 /// `POST /v1/datasets/{dataset}/changes`: decodes and checks the batch (400 with a JSON error and nothing applied
 /// when malformed), hands it to the dataset's ``ChangeMerger`` and answers `200 {"results":[…]}` in request order.
 ///
+/// It is a ``ServerRouteGroup``: pass it to ``buildApplication(_:logger:extraRoutes:onServerRunning:)``.
+///
 /// ```swift
-/// let router = Router()
-/// ChangesRoute(mergers: ["trips": merger]).register(on: router)
+/// let app = try await buildApplication(configuration, logger: logger, extraRoutes: [ChangesRoute(mergers: ["trips": merger])])
 /// ```
-public struct ChangesRoute: Sendable {
+public struct ChangesRoute: ServerRouteGroup {
     /// One merger per dataset that has writable tables.
     public let mergers: [String: ChangeMerger]
     /// Body size and batch limits.
@@ -21,13 +22,9 @@ public struct ChangesRoute: Sendable {
         self.limits = limits
     }
 
-    /// Adds the route to `router`.
-    ///
-    /// ```swift
-    /// ChangesRoute(mergers: mergers).register(on: router)
-    /// ```
-    public func register<Context: RequestContext>(on router: Router<Context>) {
-        router.post("/v1/datasets/:dataset/changes") { request, context in
+    /// Adds `POST /v1/datasets/{dataset}/changes` to the server's routes.
+    public func addRoutes(to routes: ServerRoutes) throws {
+        routes.on("/v1/datasets/{dataset}/changes", method: .post) { request, context in
             try await self.respond(to: request, dataset: context.parameters.get("dataset") ?? "")
         }
     }

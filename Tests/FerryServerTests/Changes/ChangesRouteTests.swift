@@ -2,6 +2,7 @@ import FerryCore
 @testable import FerryServer
 import Foundation
 import Hummingbird
+import Logging
 import HummingbirdTesting
 import NIOCore
 import Testing
@@ -13,9 +14,14 @@ import Testing
     func withServer(limits: ChangeRequest.Limits = .init(), _ body: @Sendable (MergeFixture, any TestClientProtocol) async throws -> Void) async throws {
         let f = try await MergeFixture.make(rule: .newestWins, clock: "2026-11-21T10:00:00.000Z")
         defer { f.close() }
-        let router = Router()
-        ChangesRoute(mergers: ["trips": f.merger], limits: limits).register(on: router)
-        let app = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)))
+        // The real server (empty snapshot store) with the changes route as its extra route group.
+        let store = try TemporaryDirectory("merge-store")
+        defer { store.remove() }
+        var logger = Logger(label: "test")
+        logger.logLevel = .warning
+        let app = try await buildApplication(
+            ServerConfiguration(storePath: store.url, port: 0), logger: logger,
+            extraRoutes: [ChangesRoute(mergers: ["trips": f.merger], limits: limits)])
         nonisolated(unsafe) let fixture = f
         try await app.test(.live) { client in try await body(fixture, client) }
     }
