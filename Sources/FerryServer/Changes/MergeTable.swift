@@ -25,6 +25,9 @@ public struct MergeTable: Sendable, Equatable {
     /// Column the server stamps on every write (`timestamps.updated`); required for writable tables.
     public var updatedColumn: String?
 
+    /// Columns the template excludes (`exclude:`): never exported, so never writable from a device.
+    public var excludedColumns: [String] = []
+
     public init(
         name: String, source: String, primaryKey: [String] = [], columns: [String]? = nil, writable: Bool,
         merge: MergeRule = .newestWins, createdColumn: String? = "created_at", updatedColumn: String? = "updated_at"

@@ -79,6 +79,8 @@ struct TableSchema: Sendable {
             }
             columns = all.filter { wanted.contains($0.name) }
         }
+        // Redacted columns are never exported, so devices can neither see nor write them.
+        columns.removeAll { table.excludedColumns.contains($0.name) && !table.primaryKey.contains($0.name) }
         let byName = Dictionary(uniqueKeysWithValues: columns.map { ($0.name, $0) })
         let keyNames = table.primaryKey.isEmpty ? catalogKey : table.primaryKey
         guard !keyNames.isEmpty else {

@@ -1,0 +1,31 @@
+import FerryCore
+import FerryPublisher
+import Logging
+
+extension MergeTable {
+    /// The merge engine's view of a template table: same names, key, rule, timestamp columns and redactions.
+    ///
+    /// ```swift
+    /// let template = try Template.load(path: "templates/trips.yml")
+    /// let tables = template.tables.map { MergeTable($0, timestamps: template.timestamps) }
+    /// ```
+    public init(_ table: Template.Table, timestamps: Template.Timestamps) {
+        self.init(
+            name: table.name, source: table.source, primaryKey: table.primaryKey ?? [], columns: nil, writable: table.writable,
+            merge: table.merge, createdColumn: timestamps.created, updatedColumn: timestamps.updated)
+        excludedColumns = table.exclude
+    }
+}
+
+extension ChangeMerger {
+    /// Starts the merger for one template's dataset (only its `writable: true` tables accept changes).
+    ///
+    /// ```swift
+    /// let merger = try await ChangeMerger.start(template: template, databaseURL: url, logger: logger)
+    /// ```
+    public static func start(template: Template, databaseURL: String, connections: Int = 2, logger: Logger) async throws -> ChangeMerger {
+        try await start(
+            dataset: template.dataset, tables: template.tables.map { MergeTable($0, timestamps: template.timestamps) },
+            configuration: Configuration(databaseURL: databaseURL, connections: connections), logger: logger)
+    }
+}
