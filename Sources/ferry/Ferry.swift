@@ -7,6 +7,8 @@ struct Ferry: AsyncParsableCommand {
         commandName: "ferry",
         abstract: "Get a server's PostgreSQL data onto offline-capable devices, and their edits back.",
         version: "0.1.0",
-        subcommands: []
+        subcommands: [
+            FetchCommand.self, ApplyCommand.self, StatusCommand.self, RollbackCommand.self,
+        ]
     )
 }
