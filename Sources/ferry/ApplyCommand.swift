@@ -1,5 +1,6 @@
 import ArgumentParser
 import FerryClient
+import FerryCore
 import Foundation
 
 /// `ferry apply`: swaps the pending updated.db in as database.db.
@@ -15,6 +16,7 @@ struct ApplyCommand: AsyncParsableCommand {
     var json = false
 
     func run() async throws {
+        try options.requireExisting()
         var configuration = FerryClient.Configuration(directory: options.directoryURL)
         configuration.applyPendingOnOpen = false
         let client = try await FerryClient.open(configuration: configuration, logger: options.logger())

@@ -20,6 +20,14 @@ struct ClientDirectoryOptions: ParsableArguments {
 
     var directoryURL: URL { URL(fileURLWithPath: dir) }
 
+    /// Fails (exit 1) when the directory does not exist: apply and rollback never create one.
+    func requireExisting() throws {
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: dir, isDirectory: &isDirectory), isDirectory.boolValue else {
+            throw FerryError(.notFound, "no client directory here: run `ferry fetch --dir \(dir) ...` first", path: dir)
+        }
+    }
+
     /// A logger on stderr (stdout stays clean for --json); warnings only unless --verbose.
     func logger() -> Logger {
         var logger = Logger(label: "ferry.client") { StreamLogHandler.standardError(label: $0) }

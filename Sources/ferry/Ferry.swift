@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 
 /// `ferry`: the command line. Each subcommand parses its arguments and calls a library target.
 @main
@@ -11,4 +12,22 @@ struct Ferry: AsyncParsableCommand {
             FetchCommand.self, ApplyCommand.self, StatusCommand.self, RollbackCommand.self,
         ]
     )
+
+    /// Exit codes: 0 success, 2 usage (ArgumentParser's own is 64), 1 failure with a one-line reason on stderr.
+    static func main() async {
+        do {
+            var command = try parseAsRoot()
+            if var asyncCommand = command as? any AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            if exitCode(for: error) == .validationFailure {
+                FileHandle.standardError.write(Data((fullMessage(for: error) + "\n").utf8))
+                Foundation.exit(2)
+            }
+            exit(withError: error)
+        }
+    }
 }

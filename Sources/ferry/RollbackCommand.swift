@@ -1,5 +1,6 @@
 import ArgumentParser
 import FerryClient
+import FerryCore
 import Foundation
 
 /// `ferry rollback`: puts previous.db back as database.db.
@@ -14,6 +15,7 @@ struct RollbackCommand: AsyncParsableCommand {
     var json = false
 
     func run() async throws {
+        try options.requireExisting()
         var configuration = FerryClient.Configuration(directory: options.directoryURL)
         configuration.applyPendingOnOpen = false
         let client = try await FerryClient.open(configuration: configuration, logger: options.logger())

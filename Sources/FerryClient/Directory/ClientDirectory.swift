@@ -101,7 +101,14 @@ public struct ClientDirectory: Sendable, Equatable {
             }
             try DurableFile.syncDirectory(privateDirectory)
         case .replacePrevious:
-            try DurableFile.rename(previousLink, to: previous)
+            // rename(2) between two links of one file does nothing and leaves both (after a crash between the
+            // previous apply's steps, previous.db already is database.db): drop the extra link instead.
+            if let link = FileIdentity.of(previousLink), let old = FileIdentity.of(previous), link.inode == old.inode {
+                try FileManager.default.removeItem(at: previousLink)
+                try DurableFile.syncDirectory(privateDirectory)
+            } else {
+                try DurableFile.rename(previousLink, to: previous)
+            }
         case .installUpdate:
             try DurableFile.rename(updated, to: database)
         case .restorePrevious:
