@@ -9,6 +9,7 @@ struct Ferry: AsyncParsableCommand {
         abstract: "Get a server's PostgreSQL data onto offline-capable devices, and their edits back.",
         version: "0.1.0",
         subcommands: [
+            ServeCommand.self,
             FetchCommand.self, ApplyCommand.self, StatusCommand.self, RollbackCommand.self,
         ]
     )

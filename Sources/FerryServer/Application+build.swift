@@ -1,0 +1,192 @@
+import FerryCore
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+import NIOCore
+import NIOPosix
+
+/// Builds the Ferry HTTP application over `configuration.storePath`: loads the store once (so the first request
+/// already sees every dataset), then serves it with the catalog poller running as a service of the application.
+/// Shared by `ferry serve` and the tests.
+///
+/// ```swift
+/// let app = try await buildApplication(ServerConfiguration(storePath: storeURL), logger: logger)
+/// try await app.runService()
+/// ```
+///
+/// - Parameters:
+///   - extraRoutes: more route groups (e.g. the outbox endpoint) added after the read-path routes.
+///   - onServerRunning: called with the bound port once the server listens (useful with port 0).
+public func buildApplication(
+    _ configuration: ServerConfiguration, logger: Logger, extraRoutes: [any ServerRouteGroup] = [],
+    onServerRunning: @escaping @Sendable (_ port: Int) async -> Void = { _ in }
+) async throws -> some ApplicationProtocol {
+    var isDirectory: ObjCBool = false
+    guard FileManager.default.fileExists(atPath: configuration.storePath.path, isDirectory: &isDirectory), isDirectory.boolValue else {
+        throw FerryError(
+            .notFound, "the snapshot store does not exist: create it by publishing, or pass the right --store",
+            path: configuration.storePath.path)
+    }
+    let metrics = ServerMetrics(registry: configuration.metricsRegistry)
+    let catalog = SnapshotCatalog(
+        store: FileSnapshotStore(root: configuration.storePath), pollInterval: configuration.effectivePollInterval,
+        logger: logger, metrics: metrics)
+    try await catalog.refresh()
+    let router = try buildRouter(configuration, catalog: catalog, metrics: metrics, logger: logger, extraRoutes: extraRoutes)
+    var app = Application(
+        router: router,
+        configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: nil),
+        onServerRunning: { channel in
+            let port = channel.localAddress?.port ?? configuration.port
+            logger.info(
+                "ferry serve listening on http://\(configuration.host):\(port)",
+                metadata: [
+                    "store": .string(configuration.storePath.path),
+                    "datasets": .string(catalog.manifests.map { "\($0.dataset)@\($0.version)" }.joined(separator: ", ")),
+                ])
+            await onServerRunning(port)
+        },
+        logger: logger)
+    app.addServices(catalog)
+    return app
+}
+
+/// Builds the router: `/v1/datasets`, `/v1/datasets/{dataset}/manifest`, `/snapshot`, `/versions/{version}`,
+/// `/healthz`, `/metrics`, then each of `extraRoutes`.
+///
+/// ```swift
+/// let router = try buildRouter(configuration, catalog: catalog, logger: logger)
+/// ```
+public func buildRouter(
+    _ configuration: ServerConfiguration, catalog: SnapshotCatalog, logger: Logger,
+    extraRoutes: [any ServerRouteGroup] = []
+) throws -> Router<BasicRequestContext> {
+    try buildRouter(
+        configuration, catalog: catalog, metrics: catalog.metrics ?? ServerMetrics(registry: configuration.metricsRegistry),
+        logger: logger, extraRoutes: extraRoutes)
+}
+
+func buildRouter(
+    _ configuration: ServerConfiguration, catalog: SnapshotCatalog, metrics: ServerMetrics, logger: Logger,
+    extraRoutes: [any ServerRouteGroup]
+) throws -> Router<BasicRequestContext> {
+    let router = Router(context: BasicRequestContext.self)
+    let table = Locked(RouteTable())
+    router.add(middleware: ServerMiddleware(metrics: metrics, routes: table))
+    let routes = ServerRoutes(router: router, table: table, configuration: configuration, catalog: catalog, logger: logger)
+    let groups: [any ServerRouteGroup] =
+        [
+            ReadRoutes(
+                snapshots: SnapshotResponder(
+                    catalog: catalog, chunkSize: max(64 * 1024, configuration.chunkSize), threadPool: .singleton),
+                metrics: metrics)
+        ] + extraRoutes
+    for group in groups { try group.addRoutes(to: routes) }
+    return router
+}
+
+/// A set of routes added to the server, the extension point for endpoints beyond the read path.
+///
+/// ```swift
+/// struct OutboxRoutes: ServerRouteGroup {
+///     func addRoutes(to routes: ServerRoutes) throws {
+///         routes.on("/v1/datasets/{dataset}/changes", method: .post) { request, context in
+///             HTTPResponse.Status.ok
+///         }
+///     }
+/// }
+/// let app = try await buildApplication(configuration, logger: logger, extraRoutes: [OutboxRoutes()])
+/// ```
+public protocol ServerRouteGroup: Sendable {
+    /// Registers the group's routes. Throw to refuse to start (e.g. a bad template).
+    func addRoutes(to routes: ServerRoutes) throws
+}
+
+/// What a ``ServerRouteGroup`` registers its routes on: the router, plus the configuration and catalog.
+/// Register through ``on(_:method:use:)`` so the path also answers 405 for other methods, and throw
+/// ``ServerError`` for JSON errors.
+public struct ServerRoutes: Sendable {
+    /// The Hummingbird router; the server's middleware (errors, metrics, logging) applies to every route.
+    public let router: Router<BasicRequestContext>
+    let table: Locked<RouteTable>
+    public let configuration: ServerConfiguration
+    public let catalog: SnapshotCatalog
+    public let logger: Logger
+
+    /// Adds a route (`{name}` marks a parameter, read with `context.parameters.get("name")`).
+    ///
+    /// ```swift
+    /// routes.on("/v1/datasets/{dataset}/changes", method: .post) { request, context in HTTPResponse.Status.ok }
+    /// ```
+    public func on<Output: ResponseGenerator>(
+        _ path: String, method: HTTPRequest.Method,
+        use handler: @escaping @Sendable (Request, BasicRequestContext) async throws -> Output
+    ) {
+        table.withLock { $0.add(path, method: method) }
+        router.on(RouterPath(path), method: method, use: handler)
+    }
+}
+
+extension Router: @retroactive @unchecked Sendable {}
+
+/// The read path: datasets, manifests, snapshots, versions, health and metrics.
+struct ReadRoutes: ServerRouteGroup {
+    let snapshots: SnapshotResponder
+    let metrics: ServerMetrics
+
+    func addRoutes(to routes: ServerRoutes) throws {
+        let catalog = routes.catalog
+        let snapshots = self.snapshots
+        let metrics = self.metrics
+        routes.on("/v1/datasets", method: .get) { _, _ in Self.json(catalog.listBody) }
+        routes.on("/v1/datasets", method: .head) { _, _ in Self.json(catalog.listBody).createHeadResponse() }
+        for method in [HTTPRequest.Method.get, .head] {
+            routes.on("/v1/datasets/{dataset}/manifest", method: method) { request, context in
+                try Self.manifest(request, context: context, catalog: catalog)
+            }
+            routes.on("/v1/datasets/{dataset}/snapshot", method: method) { request, context in
+                try snapshots.latest(request, context: context)
+            }
+            routes.on("/v1/datasets/{dataset}/versions/{version}", method: method) { request, context in
+                try snapshots.version(request, context: context)
+            }
+        }
+        routes.on("/healthz", method: .get) { _, _ in Self.json(ByteBuffer(string: #"{"status":"ok"}"#)) }
+        routes.on("/metrics", method: .get) { _, _ in
+            catalog.updateGauges()
+            var headers = HTTPFields()
+            headers[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
+            headers[.cacheControl] = "no-store"
+            return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: metrics.render())))
+        }
+    }
+
+    static func json(_ body: ByteBuffer, headers extra: HTTPFields = [:]) -> Response {
+        var headers = extra
+        headers[.contentType] = "application/json"
+        if headers[.cacheControl] == nil { headers[.cacheControl] = "no-cache" }
+        return Response(status: .ok, headers: headers, body: .init(byteBuffer: body))
+    }
+
+    static func manifest(_ request: Request, context: BasicRequestContext, catalog: SnapshotCatalog) throws -> Response {
+        let name = try SnapshotResponder.datasetName(context)
+        guard let dataset = catalog.dataset(name) else { throw SnapshotResponder.unknownDataset(name) }
+        var headers = HTTPFields()
+        headers[.eTag] = dataset.manifestETag
+        headers[.ferryVersion] = String(dataset.manifest.version)
+        if let value = request.headers[.ifNoneMatch], let condition = ConditionalHeaders.noneMatch(value[...]) {
+            let matches: Bool
+            switch condition {
+            case .any: matches = true
+            case .tags(let tags): matches = tags.contains { $0 == dataset.manifest.sha256 }
+            }
+            if matches {
+                headers[.cacheControl] = "no-cache"
+                return Response(status: .notModified, headers: headers)
+            }
+        }
+        let response = json(dataset.manifestBody, headers: headers)
+        return request.method == .head ? response.createHeadResponse() : response
+    }
+}

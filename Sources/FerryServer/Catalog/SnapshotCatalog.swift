@@ -1,0 +1,249 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import FerryCore
+import Foundation
+import Logging
+import NIOCore
+import NIOPosix
+import ServiceLifecycle
+
+/// The server's in-memory view of the store: each dataset's current manifest, its retained versions with their
+/// files held open and their header values precomputed. A `Service` that polls every `manifest.json`
+/// (inode, size, mtime) at the configured interval (at most 1 s) and swaps in the new state, so requests never
+/// touch the file system except to read body bytes.
+///
+/// Only files named by a manifest and its version records are opened, and only after the manifest that names
+/// them was renamed into place, so a half-written file is never served. A version dropped by retention stays
+/// readable for the downloads that hold its ``OpenFile``.
+///
+/// ```swift
+/// let catalog = SnapshotCatalog(store: FileSnapshotStore(root: url), pollInterval: .milliseconds(500), logger: logger)
+/// try await catalog.refresh()
+/// let manifest = catalog.dataset("campgrounds")?.manifest
+/// ```
+public final class SnapshotCatalog: Service, Sendable {
+    /// What the server knows about one dataset.
+    struct DatasetState: Sendable {
+        let manifest: Manifest
+        let manifestBody: ByteBuffer
+        /// `"<sha256>"` of the latest snapshot.
+        let manifestETag: String
+        let latest: VersionEntry
+        let versions: [Int: VersionEntry]
+        let identity: FileIdentity
+    }
+
+    struct State: Sendable {
+        var datasets: [String: DatasetState] = [:]
+        var listBody = ByteBuffer(string: #"{"datasets":[]}"#)
+        /// Manifests that failed to load, by dataset, so a broken file is reported once, not every poll.
+        var failed: [String: FileIdentity] = [:]
+    }
+
+    let store: FileSnapshotStore
+    let pollInterval: Duration
+    let logger: Logger
+    let metrics: ServerMetrics?
+    private let state = Locked(State())
+
+    /// Creates an empty catalog; call ``refresh()`` once before serving, then run it as a service.
+    public convenience init(store: FileSnapshotStore, pollInterval: Duration, logger: Logger) {
+        self.init(store: store, pollInterval: pollInterval, logger: logger, metrics: nil)
+    }
+
+    init(store: FileSnapshotStore, pollInterval: Duration, logger: Logger, metrics: ServerMetrics?) {
+        self.store = store
+        self.pollInterval = pollInterval
+        self.logger = logger
+        self.metrics = metrics
+    }
+
+    /// The dataset's current state, or nil when it has no (loadable) manifest.
+    func dataset(_ name: String) -> DatasetState? {
+        state.withLock { $0.datasets[name] }
+    }
+
+    /// `{"datasets":[<manifest>...]}`, sorted by name.
+    var listBody: ByteBuffer { state.withLock { $0.listBody } }
+
+    /// Current manifests sorted by dataset name.
+    public var manifests: [Manifest] {
+        state.current.datasets.values.map(\.manifest).sorted { $0.dataset < $1.dataset }
+    }
+
+    /// Polls until graceful shutdown. Load errors are logged and retried on the next poll.
+    public func run() async throws {
+        while !Task.isShuttingDownGracefully && !Task.isCancelled {
+            do {
+                try await cancelWhenGracefulShutdown { try await Task.sleep(for: self.pollInterval) }
+            } catch {
+                break
+            }
+            do {
+                try await refresh()
+            } catch {
+                logger.error("snapshot catalog refresh failed: \(error)")
+            }
+        }
+    }
+
+    /// Re-reads the store now (on NIO's thread pool) and swaps in what changed.
+    public func refresh() async throws {
+        try await NIOThreadPool.singleton.runIfActive { self.refreshBlocking() }
+    }
+
+    /// Updates the per-dataset gauges (version, age) from the current state.
+    func updateGauges(now: Date = Date()) {
+        guard let metrics else { return }
+        for (name, dataset) in state.current.datasets {
+            metrics.setDataset(name, version: dataset.manifest.version, createdAt: dataset.manifest.createdAt, now: now)
+        }
+    }
+
+    func refreshBlocking() {
+        let names = Self.datasetNames(root: store.root)
+        let before = state.current
+        var datasets = before.datasets
+        var failed = before.failed
+        var changed = false
+        for name in names {
+            guard let identity = FileIdentity(path: store.manifestURL(dataset: name).path) else {
+                if datasets.removeValue(forKey: name) != nil { changed = true }
+                continue
+            }
+            let previous = datasets[name]
+            if previous?.identity == identity || failed[name] == identity { continue }
+            do {
+                let loaded = try load(dataset: name, identity: identity, previous: previous)
+                datasets[name] = loaded
+                failed[name] = nil
+                changed = true
+                if previous?.manifest.version != loaded.manifest.version {
+                    logger.info(
+                        "serving dataset",
+                        metadata: [
+                            "dataset": .string(name), "version": .stringConvertible(loaded.manifest.version),
+                            "retained": .string(loaded.manifest.versions.map(String.init).joined(separator: ",")),
+                        ])
+                }
+            } catch {
+                failed[name] = identity
+                logger.warning(
+                    "cannot load dataset; keeping what was served before and retrying when manifest.json changes",
+                    metadata: ["dataset": .string(name), "error": .string("\(error)")])
+            }
+        }
+        for name in datasets.keys where !names.contains(name) {
+            datasets[name] = nil
+            metrics?.removeDataset(name)
+            changed = true
+        }
+        if changed {
+            let list = Self.listBody(datasets)
+            state.withLock {
+                $0.datasets = datasets
+                $0.listBody = list
+                $0.failed = failed
+            }
+        } else if failed != before.failed {
+            state.withLock { $0.failed = failed }
+        }
+        updateGauges()
+    }
+
+    private func load(dataset name: String, identity: FileIdentity, previous: DatasetState?) throws -> DatasetState {
+        let manifestPath = store.manifestURL(dataset: name).path
+        guard let data = FileManager.default.contents(atPath: manifestPath) else {
+            throw FerryError(.io, "cannot read manifest", path: manifestPath)
+        }
+        let manifest = try Manifest.decode(data, path: manifestPath)
+        guard manifest.dataset == name else {
+            throw FerryError(.store, "manifest names dataset '\(manifest.dataset)' but lives in '\(name)'", path: manifestPath, key: "dataset")
+        }
+        var versions: [Int: VersionEntry] = [:]
+        for number in Set(manifest.versions + [manifest.version]) {
+            if let reused = previous?.versions[number] {
+                versions[number] = reused
+            } else if let entry = try openVersion(dataset: name, version: number) {
+                versions[number] = entry
+            }
+        }
+        guard let latest = versions[manifest.version] else {
+            throw FerryError(.store, "the latest version's files are missing", path: store.snapshotURL(dataset: name, version: manifest.version).path)
+        }
+        guard latest.sha256 == manifest.sha256 else {
+            throw FerryError(.store, "manifest sha256 differs from version \(manifest.version)'s record", path: manifestPath, key: "sha256")
+        }
+        return DatasetState(
+            manifest: manifest, manifestBody: ByteBuffer(bytes: try manifest.jsonData()),
+            manifestETag: "\"\(manifest.sha256)\"", latest: latest, versions: versions, identity: identity)
+    }
+
+    /// Opens a version's files; nil when retention already removed them.
+    private func openVersion(dataset: String, version: Int) throws -> VersionEntry? {
+        guard let record = try store.record(dataset: dataset, version: version) else { return nil }
+        let path = store.snapshotURL(dataset: dataset, version: version).path
+        guard SHA256Hex.isValid(record.sha256) else {
+            throw FerryError(.store, "version record has a malformed sha256", path: store.recordURL(dataset: dataset, version: version).path, key: "sha256")
+        }
+        guard let snapshot = try OpenFile.open(path: path) else { return nil }
+        guard snapshot.size == record.size else {
+            throw FerryError(.store, "snapshot is \(snapshot.size) bytes but its record says \(record.size)", path: path)
+        }
+        var gzipFile: OpenFile?
+        var gzipSHA256: String?
+        let gzipPath = store.gzipURL(dataset: dataset, version: version).path
+        if let file = try OpenFile.open(path: gzipPath) {
+            if file.size == record.gzipSize {
+                gzipFile = file
+                gzipSHA256 = try file.sha256Hex()
+            } else {
+                logger.warning("gzip copy has the wrong size; serving identity only", metadata: ["path": .string(gzipPath)])
+            }
+        }
+        return VersionEntry(dataset: dataset, record: record, snapshot: snapshot, gzipFile: gzipFile, gzipSHA256: gzipSHA256)
+    }
+
+    static func datasetNames(root: URL) -> Set<String> {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: root.path)) ?? []
+        return Set(names.filter(DatasetName.isValid))
+    }
+
+    static func listBody(_ datasets: [String: DatasetState]) -> ByteBuffer {
+        var buffer = ByteBuffer(string: #"{"datasets":["#)
+        for (index, name) in datasets.keys.sorted().enumerated() {
+            if index > 0 { buffer.writeString(",") }
+            var body = datasets[name]!.manifestBody
+            buffer.writeBuffer(&body)
+        }
+        buffer.writeString("]}")
+        return buffer
+    }
+}
+
+/// What identifies one version of `manifest.json`: a rename gives a new inode, an edit a new size or mtime.
+struct FileIdentity: Equatable, Sendable {
+    let device: UInt64
+    let inode: UInt64
+    let size: Int64
+    let modifiedSeconds: Int
+    let modifiedNanoseconds: Int
+
+    init?(path: String) {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        device = UInt64(info.st_dev)
+        inode = UInt64(info.st_ino)
+        size = Int64(info.st_size)
+        #if canImport(Darwin)
+        modifiedSeconds = Int(info.st_mtimespec.tv_sec)
+        modifiedNanoseconds = Int(info.st_mtimespec.tv_nsec)
+        #else
+        modifiedSeconds = Int(info.st_mtim.tv_sec)
+        modifiedNanoseconds = Int(info.st_mtim.tv_nsec)
+        #endif
+    }
+}

@@ -1,0 +1,87 @@
+import FerryCore
+import HTTPTypes
+import Hummingbird
+
+/// One retained version with its files held open and every header value precomputed, so answering a request
+/// costs no file-system call. Immutable; shared between the catalog and the responses streaming it.
+final class VersionEntry: Sendable {
+    /// One encoding of the snapshot: the SQLite file itself or its stored gzip copy.
+    struct Representation: Sendable {
+        let file: OpenFile
+        /// Strong entity tag including quotes: `"<sha256>"` for identity, `"<sha256>-gzip"` for gzip.
+        let etag: String
+        /// The opaque tag without quotes, for comparisons.
+        let opaqueTag: Substring
+        let size: Int64
+        /// Headers of a 200 on the latest URL (`Cache-Control: no-cache`) and on the version URL (immutable),
+        /// without Content-Length.
+        let latestHeaders: HTTPFields
+        let versionHeaders: HTTPFields
+    }
+
+    let dataset: String
+    let version: Int
+    let sha256: String
+    let createdAt: String
+    let identity: Representation
+    let gzip: Representation?
+
+    init(dataset: String, record: VersionRecord, snapshot: OpenFile, gzipFile: OpenFile?, gzipSHA256: String?) {
+        self.dataset = dataset
+        self.version = record.version
+        self.sha256 = record.sha256
+        self.createdAt = record.createdAt
+        identity = Self.representation(
+            file: snapshot, tag: record.sha256, digestHex: record.sha256, encoding: nil, version: record.version)
+        if let gzipFile, let gzipSHA256 {
+            gzip = Self.representation(
+                file: gzipFile, tag: record.sha256 + "-gzip", digestHex: gzipSHA256, encoding: "gzip",
+                version: record.version)
+        } else {
+            gzip = nil
+        }
+    }
+
+    private static func representation(
+        file: OpenFile, tag: String, digestHex: String, encoding: String?, version: Int
+    ) -> Representation {
+        var base = HTTPFields()
+        base[.contentType] = "application/vnd.sqlite3"
+        base[.eTag] = "\"\(tag)\""
+        base[.ferryVersion] = String(version)
+        if let digest = FileDigest.reprDigest(hex: digestHex) { base[.reprDigest] = digest }
+        base[.acceptRanges] = "bytes"
+        base[.vary] = "Accept-Encoding"
+        if let encoding { base[.contentEncoding] = encoding }
+        var latest = base
+        latest[.cacheControl] = CachePolicy.latest
+        var pinned = base
+        pinned[.cacheControl] = CachePolicy.version
+        let etag = "\"\(tag)\""
+        return Representation(
+            file: file, etag: etag, opaqueTag: Substring(tag), size: file.size, latestHeaders: latest,
+            versionHeaders: pinned)
+    }
+
+    /// The representation whose opaque tag equals `tag` (identity or gzip), if any.
+    func representation(matchingOpaqueTag tag: Substring) -> Representation? {
+        if tag == identity.opaqueTag { return identity }
+        if let gzip, tag == gzip.opaqueTag { return gzip }
+        return nil
+    }
+}
+
+/// Cache-Control values of the snapshot routes.
+enum CachePolicy {
+    /// The latest snapshot changes with every publish: caches must revalidate every time.
+    static let latest = "no-cache"
+    /// A version URL never changes its bytes.
+    static let version = "public, max-age=31536000, immutable"
+}
+
+extension HTTPField.Name {
+    /// `Ferry-Version: <n>`: the version number of the snapshot in the response.
+    static let ferryVersion = HTTPField.Name("Ferry-Version")!
+    /// RFC 9530 `Repr-Digest`.
+    static let reprDigest = HTTPField.Name("Repr-Digest")!
+}

@@ -1,0 +1,88 @@
+import FerryCore
+import Foundation
+import Metrics
+import Prometheus
+
+/// The server's metrics, created through swift-metrics with a factory bound to the configuration's Prometheus
+/// registry (so the library never touches the global `MetricsSystem`, and every test has its own registry).
+///
+/// - `ferry_http_requests_total{route,status}`
+/// - `ferry_http_response_bytes_total{route}`: body bytes written
+/// - `ferry_http_not_modified_total{route}`: 304 answers
+/// - `ferry_dataset_version{dataset}` and `ferry_dataset_age_seconds{dataset}`
+final class ServerMetrics: Sendable {
+    struct Key: Hashable {
+        let route: String
+        let status: Int
+    }
+
+    let registry: PrometheusCollectorRegistry
+    private let factory: PrometheusMetricsFactory
+    private let requests = Locked([Key: Metrics.Counter]())
+    private let bytes = Locked([String: Metrics.Counter]())
+    private let notModified = Locked([String: Metrics.Counter]())
+    private let datasetGauges = Locked([String: (version: Metrics.Gauge, age: Metrics.Gauge)]())
+    private let createdAt = Locked([String: Date]())
+
+    init(registry: PrometheusCollectorRegistry) {
+        self.registry = registry
+        self.factory = PrometheusMetricsFactory(registry: registry)
+    }
+
+    func recordRequest(route: String, status: Int) {
+        let key = Key(route: route, status: status)
+        let counter = requests.withLock { counters in
+            if let counter = counters[key] { return counter }
+            let counter = Metrics.Counter(
+                label: "ferry_http_requests_total", dimensions: [("route", route), ("status", String(status))],
+                factory: factory)
+            counters[key] = counter
+            return counter
+        }
+        counter.increment()
+        if status == 304 {
+            notModified.withLock { counters in
+                if let counter = counters[route] { return counter }
+                let counter = Metrics.Counter(label: "ferry_http_not_modified_total", dimensions: [("route", route)], factory: factory)
+                counters[route] = counter
+                return counter
+            }.increment()
+        }
+    }
+
+    /// The counter of body bytes for `route`; streaming bodies increment it per chunk.
+    func bytesCounter(route: String) -> Metrics.Counter {
+        bytes.withLock { counters in
+            if let counter = counters[route] { return counter }
+            let counter = Metrics.Counter(label: "ferry_http_response_bytes_total", dimensions: [("route", route)], factory: factory)
+            counters[route] = counter
+            return counter
+        }
+    }
+
+    func setDataset(_ name: String, version: Int, createdAt: String, now: Date) {
+        let gauges = datasetGauges.withLock { gauges in
+            if let pair = gauges[name] { return pair }
+            let pair = (
+                version: Metrics.Gauge(label: "ferry_dataset_version", dimensions: [("dataset", name)], factory: factory),
+                age: Metrics.Gauge(label: "ferry_dataset_age_seconds", dimensions: [("dataset", name)], factory: factory)
+            )
+            gauges[name] = pair
+            return pair
+        }
+        gauges.version.record(version)
+        if let created = Timestamp.parse(createdAt) {
+            gauges.age.record(max(0, now.timeIntervalSince(created)))
+        }
+    }
+
+    func removeDataset(_ name: String) {
+        if let pair = datasetGauges.withLock({ $0.removeValue(forKey: name) }) {
+            pair.version.destroy()
+            pair.age.destroy()
+        }
+    }
+
+    /// Prometheus text exposition of the registry.
+    func render() -> [UInt8] { registry.emitToBuffer() }
+}

@@ -1,1 +1,0 @@
-// FerryServer: see docs/ARCHITECTURE.md

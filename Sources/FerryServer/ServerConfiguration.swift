@@ -1,0 +1,76 @@
+import Foundation
+import FerryCore
+import Prometheus
+
+/// Everything `ferry serve` and the tests need to start a server over a snapshot store.
+///
+/// Defaults: host `127.0.0.1`, port 8080, poll interval 0.5 s, drain timeout 30 s, a fresh metrics registry, no
+/// outbox. Port 0 asks the kernel for a free port (tests use it).
+///
+/// ```swift
+/// var configuration = ServerConfiguration(storePath: URL(fileURLWithPath: "snapshots"))
+/// configuration.port = 0
+/// let app = try await buildApplication(configuration, logger: Logger(label: "ferry"))
+/// ```
+public struct ServerConfiguration: Sendable {
+    /// The snapshot store directory (the publisher's `--store`).
+    public var storePath: URL
+    /// Address to bind. Default `127.0.0.1`.
+    public var host: String
+    /// Port to bind; 0 picks a free port. Default 8080.
+    public var port: Int
+    /// How often the catalog checks every `manifest.json` for a new version. At most 1 s (the issue's bound);
+    /// larger values are clamped to 1 s. Default 0.5 s.
+    public var pollInterval: Duration
+    /// How long SIGTERM waits for in-flight downloads before the process exits anyway. Default 30 s.
+    public var drainTimeout: Duration
+    /// Where the server's metrics are registered and what `GET /metrics` renders. The library never bootstraps
+    /// the global `MetricsSystem`; `ferry serve` does, with this same registry.
+    public var metricsRegistry: PrometheusCollectorRegistry
+    /// Size of each read from a snapshot file while streaming a body. Default 1 MiB.
+    public var chunkSize: Int
+    /// Settings of the outbox endpoint (`POST /v1/datasets/{dataset}/changes`); nil serves the read path only.
+    public var outbox: OutboxSettings?
+
+    /// Settings passed through to the outbox route group (added by the merge issue).
+    ///
+    /// ```swift
+    /// configuration.outbox = .init(templatePaths: [URL(fileURLWithPath: "templates/trips.yml")],
+    ///                              databaseURL: "postgres://ferry@db/app")
+    /// ```
+    public struct OutboxSettings: Sendable, CustomStringConvertible {
+        /// Template files (`--config`), one per dataset.
+        public var templatePaths: [URL]
+        /// PostgreSQL URL (`--database-url`). Never logged as is: ``description`` redacts the password.
+        public var databaseURL: String
+
+        public init(templatePaths: [URL], databaseURL: String) {
+            self.templatePaths = templatePaths
+            self.databaseURL = databaseURL
+        }
+
+        public var description: String {
+            "OutboxSettings(templates: \(templatePaths.map(\.path)), database: \(redactURL(databaseURL)))"
+        }
+    }
+
+    public init(
+        storePath: URL, host: String = "127.0.0.1", port: Int = 8080, pollInterval: Duration = .milliseconds(500),
+        drainTimeout: Duration = .seconds(30), metricsRegistry: PrometheusCollectorRegistry = PrometheusCollectorRegistry(),
+        chunkSize: Int = 1 << 20, outbox: OutboxSettings? = nil
+    ) {
+        self.storePath = storePath
+        self.host = host
+        self.port = port
+        self.pollInterval = pollInterval
+        self.drainTimeout = drainTimeout
+        self.metricsRegistry = metricsRegistry
+        self.chunkSize = chunkSize
+        self.outbox = outbox
+    }
+
+    /// The poll interval actually used: clamped to 10 ms ... 1 s.
+    var effectivePollInterval: Duration {
+        min(max(pollInterval, .milliseconds(10)), .seconds(1))
+    }
+}

@@ -1,0 +1,105 @@
+import ArgumentParser
+import FerryCore
+import FerryServer
+import Foundation
+import Logging
+import Metrics
+import Prometheus
+import ServiceLifecycle
+
+/// `ferry serve`: serves a snapshot store over HTTP until SIGTERM/SIGINT, then drains in-flight downloads.
+struct ServeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "serve",
+        abstract: "Serve a snapshot store over HTTP (manifests, snapshots, retained versions).",
+        discussion: """
+            Picks up new versions within a second, keeps files open for downloads in flight, and on SIGTERM \
+            stops accepting connections and waits up to --drain-timeout seconds for downloads to finish.
+            Prints "ferry serve listening on http://HOST:PORT" once bound (useful with --port 0).
+            """
+    )
+
+    @Option(name: .long, help: "The snapshot store directory the publisher writes.")
+    var store: String
+
+    @Option(name: .long, help: "Address to listen on.")
+    var host: String = "127.0.0.1"
+
+    @Option(name: .long, help: "Port to listen on (0 picks a free port).")
+    var port: Int = 8080
+
+    @Option(name: .long, help: "Template files for the outbox endpoint (repeatable); needs --database-url.")
+    var config: [String] = []
+
+    @Option(name: .customLong("database-url"), help: "PostgreSQL URL for the outbox endpoint; needs --config.")
+    var databaseURL: String?
+
+    @Option(name: .customLong("drain-timeout"), help: "Seconds SIGTERM waits for in-flight downloads.")
+    var drainTimeout: Double = 30
+
+    @Flag(name: .long, help: "Log one line per request (debug level).")
+    var verbose = false
+
+    func validate() throws {
+        guard (0...65535).contains(port) else { throw ValidationError("--port must be between 0 and 65535, got \(port)") }
+        guard drainTimeout >= 0 else { throw ValidationError("--drain-timeout must not be negative") }
+        if !config.isEmpty && databaseURL == nil {
+            throw ValidationError("--config needs --database-url (the outbox endpoint writes to PostgreSQL)")
+        }
+        if databaseURL != nil && config.isEmpty {
+            throw ValidationError("--database-url needs at least one --config template for the outbox endpoint")
+        }
+        if let databaseURL, !(databaseURL.hasPrefix("postgres://") || databaseURL.hasPrefix("postgresql://")) {
+            throw ValidationError("--database-url must be a postgres:// URL, got '\(redactURL(databaseURL))'")
+        }
+        for path in config where !FileManager.default.fileExists(atPath: path) {
+            throw ValidationError("--config file '\(path)' does not exist")
+        }
+    }
+
+    func run() async throws {
+        let level: Logger.Level = verbose ? .debug : .info
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        var logger = Logger(label: "ferry.serve")
+        logger.logLevel = level
+
+        let registry = PrometheusCollectorRegistry()
+        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
+
+        var configuration = ServerConfiguration(
+            storePath: URL(fileURLWithPath: store), host: host, port: port,
+            drainTimeout: .milliseconds(Int64(drainTimeout * 1000)), metricsRegistry: registry)
+        if let databaseURL {
+            configuration.outbox = .init(templatePaths: config.map { URL(fileURLWithPath: $0) }, databaseURL: databaseURL)
+        }
+
+        let app: any Service
+        let host = self.host
+        do {
+            app = try await buildApplication(configuration, logger: logger) { port in
+                let url = "http://\(host):\(port)"
+                FileHandle.standardOutput.write(Data("ferry serve listening on \(url)\n".utf8))
+            }
+        } catch {
+            FileHandle.standardError.write(Data("ferry serve: \(error)\n".utf8))
+            throw ExitCode(1)
+        }
+        var groupConfiguration = ServiceGroupConfiguration(services: [app], logger: logger)
+        groupConfiguration.gracefulShutdownSignals = [.sigterm, .sigint]
+        groupConfiguration.maximumGracefulShutdownDuration = configuration.drainTimeout
+        groupConfiguration.maximumCancellationDuration = .seconds(2)
+        do {
+            try await ServiceGroup(configuration: groupConfiguration).run()
+        } catch let error as ServiceGroupError {
+            logger.warning("stopped without draining every download: \(error)")
+        } catch {
+            FileHandle.standardError.write(Data("ferry serve: \(error)\n".utf8))
+            throw ExitCode(1)
+        }
+        logger.info("ferry serve stopped")
+    }
+}

@@ -1,0 +1,93 @@
+import FerryCore
+@testable import FerryServer
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import Testing
+
+@Suite struct CatalogTests {
+    @Test func aVersionPublishedWhileServingIsPickedUpWithinASecond() async throws {
+        // Given a server on the default poll interval, serving version 1
+        let store = try TestStore()
+        defer { store.remove() }
+        let v1 = try store.publish()
+        var configuration = store.configuration()
+        configuration.pollInterval = ServerConfiguration(storePath: store.store.root).pollInterval
+
+        try await store.withLiveServer(configuration) { client in
+            let before = try await client.execute(uri: "/v1/datasets/trips/snapshot", method: .get)
+            #expect(before.header("Ferry-Version") == "1")
+
+            // When version 2 is published
+            let v2 = try store.publish()
+            let published = ContinuousClock.now
+
+            // Then the server answers with it within about a second, with the bytes of version 2
+            var seen: TestResponse?
+            while ContinuousClock.now - published < .seconds(3) {
+                let response = try await client.execute(uri: "/v1/datasets/trips/snapshot", method: .get)
+                if response.header("Ferry-Version") == "2" {
+                    seen = response
+                    break
+                }
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            let elapsed = ContinuousClock.now - published
+            let response = try #require(seen)
+            #expect(elapsed < .milliseconds(1500))
+            #expect(sha256Hex(response.body) == v2.sha256)
+            // The old ETag is no longer current, and the manifest moved too
+            let old = try await client.execute(
+                uri: "/v1/datasets/trips/snapshot", method: .get, headers: [.ifNoneMatch: "\"\(v1.sha256)\""])
+            #expect(old.status == .ok)
+            let manifest = try await client.execute(uri: "/v1/datasets/trips/manifest", method: .get)
+            #expect(try Manifest.decode(manifest.bodyData).version == 2)
+
+            // And a dataset published for the first time appears too
+            try store.publish("parks")
+            try await Task.sleep(for: .milliseconds(1200))
+            let parks = try await client.execute(uri: "/v1/datasets/parks/snapshot", method: .head)
+            #expect(parks.status == .ok)
+        }
+    }
+
+    @Test func aDownloadOfAVersionDeletedByRetentionCompletesWithTheRightBytes() async throws {
+        // Given a 24 MB version 1, served by a server that reads it in 64 KiB chunks
+        let store = try TestStore()
+        defer { store.remove() }
+        let v1 = try store.publish(blobBytes: 24 << 20, keep: 1)
+        let expected = v1.sha256
+
+        try await store.withLiveServer { client in
+            let port = try #require(client.port)
+            let connection = try RawHTTPConnection(port: port)
+            try connection.send("GET /v1/datasets/trips/versions/1 HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            let head = try connection.readHead()
+            #expect(head.status == 200)
+            let length = try #require(Int(head.headers["content-length"] ?? ""))
+            #expect(Int64(length) == v1.size)
+            var hasher = FileHasher()
+            let first = try connection.read(1 << 20)
+            first.withUnsafeBytes { hasher.update($0) }
+
+            // When retention deletes version 1 (keep = 1) while the body is still being sent
+            try store.publish(keep: 1)
+            #expect(!FileManager.default.fileExists(atPath: store.store.snapshotURL(dataset: "trips", version: 1).path))
+            try await Task.sleep(for: .milliseconds(400))  // let the catalog drop version 1
+
+            // Then the download finishes with exactly the bytes of version 1
+            var received = first.count
+            while received < length {
+                let part = try connection.read(min(1 << 20, length - received))
+                part.withUnsafeBytes { hasher.update($0) }
+                received += part.count
+            }
+            #expect(hasher.finalizeHex() == expected)
+
+            // And a new request for version 1 is a 404 now
+            let gone = try await client.execute(uri: "/v1/datasets/trips/versions/1", method: .get)
+            #expect(gone.status == .notFound)
+        }
+    }
+}

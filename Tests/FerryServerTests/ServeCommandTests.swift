@@ -1,0 +1,79 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import FerryCore
+@testable import FerryServer
+import Foundation
+import Testing
+
+@Suite struct ServeCommandTests {
+    @Test func serveAnswersThenDrainsADownloadOnSIGTERMAndExitsZero() throws {
+        // Given a store with a 16 MB snapshot and `ferry serve --port 0`
+        let store = try TestStore()
+        defer { store.remove() }
+        let manifest = try store.publish(blobBytes: 16 << 20)
+        let process = Process()
+        process.executableURL = TestPaths.ferryBinary
+        process.arguments = ["serve", "--store", store.store.root.path, "--port", "0", "--drain-timeout", "20"]
+        let out = Pipe()
+        let err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        try process.run()
+        defer { if process.isRunning { process.terminate() } }
+
+        // When it prints the URL it listens on
+        var printed = ""
+        while !printed.contains("\n") {
+            let data = out.fileHandleForReading.availableData
+            if data.isEmpty { break }
+            printed += String(decoding: data, as: UTF8.self)
+        }
+        let line = try #require(printed.split(separator: "\n").first { $0.hasPrefix("ferry serve listening on http://127.0.0.1:") })
+        let port = try #require(Int(line.split(separator: ":").last ?? ""))
+
+        // Then a 200 and a 304 come back
+        let first = try RawHTTPConnection(port: port)
+        try first.send("GET /v1/datasets/trips/snapshot HTTP/1.1\r\nHost: x\r\nIf-None-Match: \"\(manifest.sha256)\"\r\n\r\n")
+        #expect(try first.readHead().status == 304)
+
+        // And a download in flight when SIGTERM arrives still completes, then the process exits 0
+        let download = try RawHTTPConnection(port: port)
+        try download.send("GET /v1/datasets/trips/snapshot HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        let head = try download.readHead()
+        #expect(head.status == 200)
+        let length = try #require(Int(head.headers["content-length"] ?? ""))
+        var hasher = FileHasher()
+        let start = try download.read(1 << 20)
+        start.withUnsafeBytes { hasher.update($0) }
+        kill(process.processIdentifier, SIGTERM)
+        var received = start.count
+        while received < length {
+            let part = try download.read(min(1 << 20, length - received))
+            part.withUnsafeBytes { hasher.update($0) }
+            received += part.count
+        }
+        #expect(hasher.finalizeHex() == manifest.sha256)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0)
+        let log = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(log.contains("ferry serve listening on http://127.0.0.1:\(port)"))
+        #expect(log.contains("trips@1"))
+    }
+
+    @Test func usageErrorsExitTwoAndAMissingStoreExitsOne() throws {
+        let missingStore = try runFerry(["serve"])
+        #expect(missingStore.status == 2)
+        let urlWithoutConfig = try runFerry(["serve", "--store", "/tmp", "--database-url", "postgres://u:secret@h/db"])
+        #expect(urlWithoutConfig.status == 2)
+        #expect(urlWithoutConfig.stderr.contains("--database-url needs"))
+        #expect(!urlWithoutConfig.stderr.contains("secret"))
+        let badPort = try runFerry(["serve", "--store", "/tmp", "--port", "70000"])
+        #expect(badPort.status == 2)
+        let nowhere = try runFerry(["serve", "--store", "/nonexistent/ferry-store-\(UUID().uuidString)", "--port", "0"])
+        #expect(nowhere.status == 1)
+        #expect(nowhere.stderr.contains("snapshot store does not exist"))
+    }
+}
