@@ -72,6 +72,7 @@ let package = Package(
             dependencies: [
                 "FerryCore", "CSQLite",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
             ]

@@ -12,6 +12,7 @@ struct Ferry: AsyncParsableCommand {
             PublishCommand.self,
             ScheduleCommand.self,
             ServeCommand.self,
+            FetchCommand.self, ApplyCommand.self, StatusCommand.self, RollbackCommand.self,
         ]
     )
 
@@ -21,6 +22,8 @@ struct Ferry: AsyncParsableCommand {
         do {
             var command = try parseAsRoot()
             if var asyncCommand = command as? AsyncParsableCommand {
+    /// Exit codes: 0 success, 2 usage (ArgumentParser's own is 64), 1 failure with a one-line reason on stderr.
+            if var asyncCommand = command as? any AsyncParsableCommand {
                 try await asyncCommand.run()
             } else {
                 try command.run()
@@ -28,6 +31,7 @@ struct Ferry: AsyncParsableCommand {
         } catch {
             let code = exitCode(for: error)
             if code == .validationFailure {
+            if exitCode(for: error) == .validationFailure {
                 FileHandle.standardError.write(Data((fullMessage(for: error) + "\n").utf8))
                 Foundation.exit(2)
             }

@@ -1,0 +1,67 @@
+import FerryCore
+import Foundation
+
+extension FerryClient {
+    /// Runs on the pending snapshot, opened read-write inside one transaction, just before it becomes
+    /// `database.db` in the same swap. `live` is the current `database.db` (read-only), nil on a first apply.
+    /// The outbox uses it to re-apply local edits on top of fresh server data. It must be idempotent: a crash after
+    /// it committed but before the rename runs it again on the same file at the next apply.
+    public typealias PrepareUpdate = @Sendable (_ updated: SQLiteConnection, _ live: SQLiteConnection?) throws -> Void
+
+    /// How a ``FerryClient`` works. Only `directory` is required; fetching also needs `serverURL` and `dataset`.
+    ///
+    /// ```swift
+    /// var config = FerryClient.Configuration(directory: URL(fileURLWithPath: "/data/ferry"))
+    /// config.serverURL = URL(string: "https://ferry.example.org")!
+    /// config.dataset = "campgrounds"
+    /// config.acceptedSchemaVersions = [3]
+    /// ```
+    public struct Configuration: Sendable {
+        /// The client directory (created when missing); see ``ClientDirectory`` for its layout.
+        public var directory: URL
+        /// Base URL of the Ferry server, e.g. `http://127.0.0.1:8080`. Required by ``FerryClient/checkForUpdates(progress:)``.
+        public var serverURL: URL?
+        /// The dataset to fetch, `[a-z0-9_-]+`. Required by ``FerryClient/checkForUpdates(progress:)``.
+        public var dataset: String?
+        /// Schema versions this app can read; nil (the default) accepts any. A snapshot of another schema version is
+        /// refused with ``FerryError/Code/schemaVersion`` and not downloaded again while it stays refused.
+        public var acceptedSchemaVersions: Set<Int>?
+        /// Apply a pending `updated.db` in ``FerryClient/open(configuration:logger:transport:)`` before any
+        /// connection is handed out (the book's "on launch"). Default true.
+        public var applyPendingOnOpen: Bool = true
+        /// Bytes buffered before each write to the partial file. Default 1 MiB.
+        public var writeBufferSize: Int = 1 << 20
+        /// Download at most this many bytes per second (like curl's `--limit-rate`); nil (default) is unlimited.
+        public var maxBytesPerSecond: Int64?
+        /// Runs on the pending snapshot inside the swap; see ``PrepareUpdate``. Default none.
+        public var prepareUpdate: PrepareUpdate?
+
+        public init(directory: URL, serverURL: URL? = nil, dataset: String? = nil, acceptedSchemaVersions: Set<Int>? = nil) {
+            self.directory = directory
+            self.serverURL = serverURL
+            self.dataset = dataset
+            self.acceptedSchemaVersions = acceptedSchemaVersions
+        }
+
+        /// `SERVER/v1/datasets/DATASET/snapshot`, after validating both.
+        func snapshotURL() throws -> (URL, String) {
+            guard let serverURL else {
+                throw FerryError(.badInput, "no server URL configured: set Configuration.serverURL (ferry fetch --server URL)", key: "serverURL")
+            }
+            guard let dataset else {
+                throw FerryError(.badInput, "no dataset configured: set Configuration.dataset (ferry fetch --dataset NAME)", key: "dataset")
+            }
+            try DatasetName.validate(dataset)
+            guard let scheme = serverURL.scheme?.lowercased(), scheme == "http" || scheme == "https", serverURL.host != nil else {
+                throw FerryError(
+                    .badInput, "server URL '\(redactURL(serverURL.absoluteString))' must be http:// or https:// with a host", key: "serverURL")
+            }
+            var base = serverURL.absoluteString
+            while base.hasSuffix("/") { base.removeLast() }
+            guard let url = URL(string: "\(base)/v1/datasets/\(dataset)/snapshot") else {
+                throw FerryError(.badInput, "server URL '\(redactURL(base))' is malformed", key: "serverURL")
+            }
+            return (url, dataset)
+        }
+    }
+}

@@ -1,0 +1,56 @@
+import FerryCore
+
+/// What one ``FerryClient/checkForUpdates(progress:)`` did.
+///
+/// ```swift
+/// let result = try await client.checkForUpdates()
+/// if result.outcome == .updateDownloaded { try await client.applyPendingUpdate() }
+/// ```
+public struct FetchResult: Sendable, Equatable {
+    public enum Outcome: String, Sendable {
+        /// 304: nothing new (or only something refused).
+        case notModified
+        /// There was no database.db: the snapshot went straight to `database.db`.
+        case initialSync
+        /// A verified snapshot now waits as `updated.db`.
+        case updateDownloaded
+    }
+
+    public var outcome: Outcome
+    /// Version and checksum of what was downloaded, nil for ``Outcome/notModified``.
+    public var version: Int?
+    public var sha256: String?
+    /// Bytes transferred by this call (a resumed prefix is not counted).
+    public var bytesReceived: Int64
+    /// The byte the transfer resumed from (0 when it started fresh).
+    public var resumedFrom: Int64
+    /// The directory's status afterwards.
+    public var status: ClientStatus
+}
+
+/// What one ``FerryClient/applyPendingUpdate()`` did.
+///
+/// ```swift
+/// let result = try await client.applyPendingUpdate()
+/// print(result.applied ? "now version \(result.version ?? 0)" : result.message)
+/// ```
+public struct ApplyResult: Sendable, Equatable {
+    /// False when nothing was pending: then the call changed nothing.
+    public var applied: Bool
+    /// The live version afterwards.
+    public var version: Int?
+    /// The version kept as `previous.db`, when applied.
+    public var previousVersion: Int?
+    /// One line for a person.
+    public var message: String
+    public var status: ClientStatus
+}
+
+/// What one ``FerryClient/rollback()`` did.
+public struct RollbackResult: Sendable, Equatable {
+    /// The live version afterwards (the former previous.db).
+    public var version: Int?
+    /// The version that was rolled back; it is not downloaded again.
+    public var rolledBackVersion: Int?
+    public var status: ClientStatus
+}

@@ -1,0 +1,148 @@
+import FerryCore
+import Foundation
+
+/// The files of a client directory (`--dir DIR`) and the crash-safe steps that move them.
+///
+/// ```
+/// DIR/database.db            the live database the app reads; never written in place by a fetch
+/// DIR/updated.db             a verified snapshot waiting to be applied (state updatePending)
+/// DIR/previous.db            the version before the last apply; rollback() puts it back
+/// DIR/.ferry/partial.sqlite  a download in progress (resumed with Range + If-Range)
+/// DIR/.ferry/partial.json    what the partial download was promised to become: {"sha256","size","version"}
+/// DIR/.ferry/state.json      checksum cache (by inode, size, mtime) and versions refused by rollback or schema
+/// DIR/.ferry/lock            held by the one FerryClient using the directory
+/// DIR/.ferry/previous.db.tmp a hard link made during apply; garbage after a crash
+/// ```
+///
+/// ```swift
+/// let dir = ClientDirectory(URL(fileURLWithPath: "/data/ferry"))
+/// print(dir.database.path)   // /data/ferry/database.db
+/// ```
+public struct ClientDirectory: Sendable, Equatable {
+    public let url: URL
+
+    public init(_ url: URL) {
+        self.url = url.standardizedFileURL
+    }
+
+    /// `DIR/database.db`, the live database.
+    public var database: URL { url.appendingPathComponent("database.db") }
+    /// `DIR/updated.db`, the verified pending update.
+    public var updated: URL { url.appendingPathComponent("updated.db") }
+    /// `DIR/previous.db`, what rollback restores.
+    public var previous: URL { url.appendingPathComponent("previous.db") }
+    var privateDirectory: URL { url.appendingPathComponent(".ferry", isDirectory: true) }
+    var partial: URL { privateDirectory.appendingPathComponent("partial.sqlite") }
+    var partialRecord: URL { privateDirectory.appendingPathComponent("partial.json") }
+    var stateFile: URL { privateDirectory.appendingPathComponent("state.json") }
+    var lockFile: URL { privateDirectory.appendingPathComponent("lock") }
+    var previousLink: URL { privateDirectory.appendingPathComponent("previous.db.tmp") }
+
+    func exists(_ file: URL) -> Bool { FileManager.default.fileExists(atPath: file.path) }
+
+    /// Creates `DIR` and `DIR/.ferry` when missing.
+    func create() throws {
+        try DurableFile.makeDirectory(privateDirectory)
+    }
+
+    /// Removes what a crash can leave in `.ferry`: the apply's hard link and a partial without its record.
+    func removeLeftovers() {
+        let fm = FileManager.default
+        try? fm.removeItem(at: previousLink)
+        for name in (try? fm.contentsOfDirectory(atPath: privateDirectory.path)) ?? [] where name.hasSuffix(".tmp") {
+            try? fm.removeItem(at: privateDirectory.appendingPathComponent(name))
+        }
+        if exists(partial) != exists(partialRecord) { discardPartial() }
+    }
+
+    /// Deletes the partial download and its record.
+    func discardPartial() {
+        try? FileManager.default.removeItem(at: partial)
+        try? FileManager.default.removeItem(at: partialRecord)
+    }
+
+    // MARK: The swap
+
+    /// One step of apply or rollback. Each is atomic on its own (a rename or link followed by a directory fsync),
+    /// and after every prefix of a plan `database.db` is a complete published version (see ``applyPlan(hasDatabase:)``).
+    enum SwapStep: Equatable, Sendable, CaseIterable {
+        /// Hard-link `database.db` to `.ferry/previous.db.tmp` (a fresh copy where links are unsupported).
+        case linkLiveToTemp
+        /// Rename `.ferry/previous.db.tmp` over `previous.db`: now previous.db and database.db are the same file.
+        case replacePrevious
+        /// Rename `updated.db` over `database.db`: the one instant the live version changes.
+        case installUpdate
+        /// Rename `previous.db` over `database.db` (rollback).
+        case restorePrevious
+    }
+
+    /// The steps of apply. The live file is never absent: it is linked to previous.db first, and then replaced by
+    /// one rename. A crash after step 1 or 2 leaves the old version live and the update still pending.
+    static func applyPlan(hasDatabase: Bool) -> [SwapStep] {
+        hasDatabase ? [.linkLiveToTemp, .replacePrevious, .installUpdate] : [.installUpdate]
+    }
+
+    /// Performs one swap step durably.
+    func perform(_ step: SwapStep) throws {
+        switch step {
+        case .linkLiveToTemp:
+            try? FileManager.default.removeItem(at: previousLink)
+            do {
+                try FileManager.default.linkItem(at: database, to: previousLink)
+            } catch {
+                // File systems without hard links: a full copy, synced, is as safe (only slower).
+                do {
+                    try FileManager.default.copyItem(at: database, to: previousLink)
+                } catch {
+                    try? FileManager.default.removeItem(at: previousLink)
+                    throw ClientDirectory.ioError("cannot keep a copy of database.db as previous.db: \(error.localizedDescription)", previousLink)
+                }
+                try DurableFile.sync(previousLink)
+            }
+            try DurableFile.syncDirectory(privateDirectory)
+        case .replacePrevious:
+            // rename(2) between two links of one file does nothing and leaves both (after a crash between the
+            // previous apply's steps, previous.db already is database.db): drop the extra link instead.
+            if let link = FileIdentity.of(previousLink), let old = FileIdentity.of(previous), link.inode == old.inode {
+                try FileManager.default.removeItem(at: previousLink)
+                try DurableFile.syncDirectory(privateDirectory)
+            } else {
+                try DurableFile.rename(previousLink, to: previous)
+            }
+        case .installUpdate:
+            try DurableFile.rename(updated, to: database)
+        case .restorePrevious:
+            try DurableFile.rename(previous, to: database)
+        }
+    }
+
+    /// SQLite files that belong to `database.db` (`-wal`, `-journal`). Swapping the file under one of them would let
+    /// SQLite replay the old journal into the new database, so apply and rollback refuse while they exist.
+    func databaseSidecars() -> [URL] {
+        ["-wal", "-journal"].map { URL(fileURLWithPath: database.path + $0) }.filter { exists($0) }
+    }
+
+    static func ioError(_ message: String, _ url: URL) -> FerryError {
+        FerryError(.io, message, path: url.path)
+    }
+}
+
+/// `stat` facts that tell whether a file is still the one whose checksum was cached.
+struct FileIdentity: Codable, Equatable, Sendable {
+    var inode: UInt64
+    var size: Int64
+    /// Modification time, seconds since 1970.
+    var modified: Double
+
+    /// Reads the identity of `url`, nil when it does not exist.
+    static func of(_ url: URL) -> FileIdentity? {
+        guard let attributes = try? FileManager.default.attributesOfItem(atPath: url.path) else { return nil }
+        let inode = (attributes[.systemFileNumber] as? NSNumber)?.uint64Value ?? 0
+        let size = (attributes[.size] as? NSNumber)?.int64Value ?? 0
+        let modified = (attributes[.modificationDate] as? Date)?.timeIntervalSince1970 ?? 0
+        return FileIdentity(inode: inode, size: size, modified: modified)
+    }
+
+    /// Size of `url` in bytes, nil when it does not exist.
+    static func size(of url: URL) -> Int64? { of(url)?.size }
+}

@@ -1,0 +1,121 @@
+import FerryCore
+import Foundation
+
+/// What the client knows about one snapshot file: its published checksum and the version inside it.
+///
+/// ```swift
+/// let info = try client.status()   // built from SnapshotInfo of database.db and updated.db
+/// ```
+public struct SnapshotInfo: Codable, Equatable, Sendable {
+    /// SHA-256 hex of the file as published.
+    public var sha256: String
+    /// `ferry_snapshot.version`, nil when the file has no readable metadata.
+    public var version: Int?
+    /// `ferry_snapshot.schemaVersion`, nil when the file has no readable metadata.
+    public var schemaVersion: Int?
+    /// `ferry_snapshot.dataset`, nil when the file has no readable metadata.
+    public var dataset: String?
+
+    public init(sha256: String, version: Int?, schemaVersion: Int?, dataset: String?) {
+        self.sha256 = sha256
+        self.version = version
+        self.schemaVersion = schemaVersion
+        self.dataset = dataset
+    }
+}
+
+/// `DIR/.ferry/state.json`: a cache, never the truth. The files decide the state; this only saves rehashing a large
+/// file on every status call, and remembers snapshots the app refused (rolled back, or a schema it does not accept)
+/// so they are sent in `If-None-Match` and not downloaded again. Losing it costs one rehash, nothing else.
+struct ClientStateFile: Codable, Equatable, Sendable {
+    struct CachedChecksum: Codable, Equatable, Sendable {
+        var identity: FileIdentity
+        var info: SnapshotInfo
+    }
+
+    enum RefusalReason: String, Codable, Sendable {
+        case rollback
+        case schema
+    }
+
+    struct Refused: Codable, Equatable, Sendable {
+        var sha256: String
+        var version: Int?
+        var reason: RefusalReason
+        var schemaVersion: Int?
+    }
+
+    var checksums: [CachedChecksum] = []
+    var refused: [Refused] = []
+
+    static let maxEntries = 8
+
+    /// Loads the cache; a missing or unreadable file is an empty cache (it is rebuilt by hashing).
+    static func load(from url: URL) -> ClientStateFile {
+        guard let data = FileManager.default.contents(atPath: url.path),
+            var state = try? JSONDecoder().decode(ClientStateFile.self, from: data)
+        else { return ClientStateFile() }
+        state.checksums = state.checksums.filter { SHA256Hex.isValid($0.info.sha256) }
+        state.refused = state.refused.filter { SHA256Hex.isValid($0.sha256) }
+        return state
+    }
+
+    /// Writes the cache durably (temp, fsync, rename).
+    func save(to url: URL) throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        try DurableFile.write(try encoder.encode(self), to: url)
+    }
+
+    func cached(_ identity: FileIdentity) -> SnapshotInfo? {
+        checksums.first { $0.identity == identity }?.info
+    }
+
+    mutating func remember(_ identity: FileIdentity, _ info: SnapshotInfo) {
+        checksums.removeAll { $0.identity.inode == identity.inode }
+        checksums.append(CachedChecksum(identity: identity, info: info))
+        if checksums.count > Self.maxEntries { checksums.removeFirst(checksums.count - Self.maxEntries) }
+    }
+
+    mutating func refuse(_ info: SnapshotInfo, reason: RefusalReason) {
+        refused.removeAll { $0.sha256 == info.sha256 }
+        refused.append(Refused(sha256: info.sha256, version: info.version, reason: reason, schemaVersion: info.schemaVersion))
+        if refused.count > Self.maxEntries { refused.removeFirst(refused.count - Self.maxEntries) }
+    }
+
+    /// Checksums the server should answer 304 for: refused snapshots that are still refused under `accepts`.
+    func refusedChecksums(accepts: (Int) -> Bool) -> [String] {
+        refused.filter { entry in
+            switch entry.reason {
+            case .rollback: return true
+            case .schema: return entry.schemaVersion.map { !accepts($0) } ?? true
+            }
+        }.map(\.sha256)
+    }
+}
+
+extension ClientDirectory {
+    /// The checksum and version of `file`, from the cache when its inode, size and mtime are unchanged, else by
+    /// hashing it and reading its `ferry_snapshot` row (then cached in `state`). Nil when the file does not exist.
+    func info(of file: URL, state: inout ClientStateFile) throws -> SnapshotInfo? {
+        guard let identity = FileIdentity.of(file) else { return nil }
+        if let cached = state.cached(identity) { return cached }
+        let sha256 = try FileDigest.sha256Hex(of: file)
+        let metadata = try? SnapshotMetadata.read(from: SQLiteConnection(path: file.path, mode: .readOnly))
+        let info = SnapshotInfo(
+            sha256: sha256, version: metadata?.version, schemaVersion: metadata?.schemaVersion, dataset: metadata?.dataset)
+        state.remember(identity, info)
+        return info
+    }
+
+    /// Reads the directory's status without changing any database file (the cache may be refreshed).
+    func status(state: inout ClientStateFile) throws -> ClientStatus {
+        let live = try info(of: database, state: &state)
+        let pending = try info(of: updated, state: &state)
+        let previousInfo = try info(of: previous, state: &state)
+        return ClientStatus(
+            state: SyncState.derive(hasDatabase: live != nil, hasUpdate: pending != nil),
+            version: live?.version, sha256: live?.sha256, pendingVersion: pending?.version, pendingSha256: pending?.sha256,
+            previousVersion: previousInfo?.version)
+    }
+}

@@ -1,1 +1,0 @@
-// FerryClient: see docs/ARCHITECTURE.md

@@ -1,0 +1,73 @@
+import AsyncHTTPClient
+import FerryCore
+import Foundation
+import NIOCore
+
+/// The default ``SnapshotTransport``: AsyncHTTPClient, streaming the body chunk by chunk (memory stays flat).
+///
+/// Uses `HTTPClient.shared` unless a client is injected; an injected client belongs to the caller, who shuts it down.
+///
+/// ```swift
+/// let transport = AsyncHTTPClientTransport()                       // HTTPClient.shared
+/// let client = try await FerryClient.open(configuration: config, logger: logger, transport: transport)
+/// ```
+public struct AsyncHTTPClientTransport: SnapshotTransport {
+    public let client: HTTPClient
+    /// Upper bound for one whole exchange, body included. A stalled transfer ends earlier through the HTTP client's
+    /// read timeout (60 s with ``makeHTTPClient()``, 90 s with `HTTPClient.shared`).
+    public var deadline: TimeAmount
+
+    public init(client: HTTPClient = .shared, deadline: TimeAmount = .hours(6)) {
+        self.client = client
+        self.deadline = deadline
+    }
+
+    /// An `HTTPClient` configured for snapshot downloads (connect timeout, 60 s read, no decompression).
+    /// AsyncHTTPClient retries a refused connection until the connect timeout, so this is also how long it takes
+    /// to report ``FerryError/Code/offline``.
+    /// The caller owns it: `try await client.shutdown()` when done.
+    ///
+    /// ```swift
+    /// let http = AsyncHTTPClientTransport.makeHTTPClient()
+    /// defer { Task { try? await http.shutdown() } }
+    /// ```
+    public static func makeHTTPClient(connectTimeout: TimeAmount = .seconds(10)) -> HTTPClient {
+        var configuration = HTTPClient.Configuration()
+        configuration.timeout = .init(connect: connectTimeout, read: .seconds(60))
+        configuration.decompression = .disabled
+        configuration.redirectConfiguration = .follow(max: 5, allowCycles: false)
+        return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+    }
+
+    public func get<Result: Sendable>(
+        _ request: SnapshotRequest,
+        _ handle: (SnapshotResponseHead, SnapshotResponseBody) async throws -> Result
+    ) async throws -> Result {
+        var httpRequest = HTTPClientRequest(url: request.url.absoluteString)
+        httpRequest.method = .GET
+        for (name, value) in request.headers.sorted(by: { $0.key < $1.key }) {
+            httpRequest.headers.add(name: name, value: value)
+        }
+        let response: HTTPClientResponse
+        do {
+            // AsyncHTTPClient's deadline covers the whole exchange, body included, so it is generous.
+            response = try await client.execute(httpRequest, deadline: .now() + deadline)
+        } catch {
+            throw FerryError(
+                .offline,
+                "cannot reach \(request.url.absoluteString): \(error); offline is normal: the app keeps using database.db, try again later")
+        }
+        var headers: [String: String] = [:]
+        for field in response.headers {
+            let name = field.name.lowercased()
+            headers[name] = headers[name].map { "\($0), \(field.value)" } ?? field.value
+        }
+        let head = SnapshotResponseHead(status: Int(response.status.code), headers: headers)
+        var iterator = response.body.makeAsyncIterator()
+        let body = SnapshotResponseBody {
+            guard let buffer = try await iterator.next() else { return nil }
+            return Data(buffer.readableBytesView)
+        }
+        return try await handle(head, body)
+    }
+}

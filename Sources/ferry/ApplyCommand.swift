@@ -1,0 +1,38 @@
+import ArgumentParser
+import FerryClient
+import FerryCore
+import Foundation
+
+/// `ferry apply`: swaps the pending updated.db in as database.db.
+struct ApplyCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "apply",
+        abstract: "Apply the pending update: updated.db becomes database.db, the old one is kept as previous.db.",
+        discussion: "With nothing pending it changes nothing and says so (exit status 0).")
+
+    @OptionGroup var options: ClientDirectoryOptions
+
+    @Flag(name: .long, help: "Print the result as one line of JSON.")
+    var json = false
+
+    func run() async throws {
+        try options.requireExisting()
+        var configuration = FerryClient.Configuration(directory: options.directoryURL)
+        configuration.applyPendingOnOpen = false
+        let client = try await FerryClient.open(configuration: configuration, logger: options.logger())
+        let result: ApplyResult
+        do {
+            result = try await client.applyPendingUpdate()
+        } catch {
+            await client.close()
+            throw error
+        }
+        await client.close()
+        if json {
+            print(result.status.json(adding: [("applied", .bool(result.applied))]))
+        } else {
+            print(result.message)
+            print(result.status.text)
+        }
+    }
+}

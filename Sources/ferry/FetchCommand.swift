@@ -1,0 +1,106 @@
+import ArgumentParser
+import FerryClient
+import FerryCore
+import Foundation
+
+/// `ferry fetch`: one check with the server; downloads, verifies and stores a new snapshot.
+struct FetchCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "fetch",
+        abstract: "Check the server once and download a new snapshot into the client directory.",
+        discussion: """
+            The first fetch becomes DIR/database.db; later ones wait as DIR/updated.db until applied (--apply, \
+            `ferry apply`, or the app's next launch). An interrupted download resumes on the next fetch. \
+            Exit status: 0 success (also when already up to date), 1 failure (reason on stderr), 2 usage.
+            """)
+
+    @Option(name: .long, help: "Base URL of the Ferry server, e.g. http://127.0.0.1:8080.")
+    var server: String
+
+    @Option(name: .long, help: "The dataset to fetch.")
+    var dataset: String
+
+    @OptionGroup var options: ClientDirectoryOptions
+
+    @Flag(name: .long, help: "Apply the update right after a successful download.")
+    var apply = false
+
+    @Flag(name: .long, help: "Print the result as one line of JSON.")
+    var json = false
+
+    @Option(name: .customLong("accept-schema"), help: "A schema version this client accepts (repeatable; default: any).")
+    var acceptSchema: [Int] = []
+
+    @Option(name: .customLong("limit-rate"), help: "Download at most this many bytes per second (e.g. 500K, 2M).")
+    var limitRate: ByteRate?
+
+    func validate() throws {
+        guard let url = URL(string: server), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme), url.host != nil
+        else { throw ValidationError("--server must be an http:// or https:// URL, e.g. http://127.0.0.1:8080") }
+        guard DatasetName.isValid(dataset) else {
+            throw ValidationError("--dataset '\(dataset)' is invalid: use 1-64 characters from a-z, 0-9, '_' and '-'")
+        }
+    }
+
+    func run() async throws {
+        var configuration = FerryClient.Configuration(
+            directory: options.directoryURL, serverURL: URL(string: server), dataset: dataset,
+            acceptedSchemaVersions: acceptSchema.isEmpty ? nil : Set(acceptSchema))
+        configuration.applyPendingOnOpen = false
+        configuration.maxBytesPerSecond = limitRate?.bytesPerSecond
+        let http = AsyncHTTPClientTransport.makeHTTPClient()
+        do {
+            let client = try await FerryClient.open(
+                configuration: configuration, logger: options.logger(), transport: AsyncHTTPClientTransport(client: http))
+            let bar = json ? nil : ProgressBar.ifTerminal()
+            var onProgress: (@Sendable (FetchProgress) -> Void)?
+            if let bar { onProgress = { bar.update($0) } }
+            let result: FetchResult
+            do {
+                result = try await client.checkForUpdates(progress: onProgress)
+                bar?.finish()
+            } catch {
+                bar?.finish()
+                await client.close()
+                throw error
+            }
+            var status = result.status
+            var applied: ApplyResult?
+            if apply && status.state == .updatePending {
+                applied = try await client.applyPendingUpdate()
+                status = applied?.status ?? status
+            }
+            await client.close()
+            try? await http.shutdown()
+            if json {
+                print(
+                    status.json(adding: [
+                        ("result", .string(result.outcome.rawValue)), ("applied", .bool(applied?.applied ?? false)),
+                        ("bytesReceived", .int(Int(result.bytesReceived))), ("resumedFrom", .int(Int(result.resumedFrom))),
+                    ]))
+            } else {
+                print(Self.summary(result, applied: applied, dir: options.dir))
+                print(status.text)
+            }
+        } catch {
+            try? await http.shutdown()
+            throw error
+        }
+    }
+
+    static func summary(_ result: FetchResult, applied: ApplyResult?, dir: String) -> String {
+        let version = result.version.map { "version \($0)" } ?? "a new version"
+        let size = ProgressBar.bytes(result.bytesReceived + result.resumedFrom)
+        let resumed = result.resumedFrom > 0 ? ", resumed at \(ProgressBar.bytes(result.resumedFrom))" : ""
+        switch result.outcome {
+        case .notModified:
+            if let applied, applied.applied { return applied.message }
+            return result.status.state == .updatePending ? "no newer version; an update is pending" : "already up to date"
+        case .initialSync:
+            return "initial sync: \(version) (\(size)\(resumed)) is now database.db"
+        case .updateDownloaded:
+            if let applied, applied.applied { return "downloaded \(version) (\(size)\(resumed)); \(applied.message)" }
+            return "downloaded \(version) (\(size)\(resumed)); it waits as updated.db: run `ferry apply --dir \(dir)` to use it"
+        }
+    }
+}

@@ -1,0 +1,37 @@
+import ArgumentParser
+import FerryClient
+import FerryCore
+import Foundation
+
+/// `ferry rollback`: puts previous.db back as database.db.
+struct RollbackCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "rollback",
+        abstract: "Put previous.db back as database.db; the rolled-back version is not downloaded again.")
+
+    @OptionGroup var options: ClientDirectoryOptions
+
+    @Flag(name: .long, help: "Print the result as one line of JSON.")
+    var json = false
+
+    func run() async throws {
+        try options.requireExisting()
+        var configuration = FerryClient.Configuration(directory: options.directoryURL)
+        configuration.applyPendingOnOpen = false
+        let client = try await FerryClient.open(configuration: configuration, logger: options.logger())
+        let result: RollbackResult
+        do {
+            result = try await client.rollback()
+        } catch {
+            await client.close()
+            throw error
+        }
+        await client.close()
+        if json {
+            print(result.status.json(adding: [("rolledBackVersion", .int(result.rolledBackVersion))]))
+        } else {
+            print("rolled back version \(result.rolledBackVersion.map(String.init) ?? "?") to version \(result.version.map(String.init) ?? "?")")
+            print(result.status.text)
+        }
+    }
+}

@@ -1,0 +1,143 @@
+import FerryCore
+import Foundation
+import Testing
+
+@testable import FerryClient
+
+/// The pure parts of the client: state derivation, response decisions, header parsing, swap plans, status JSON.
+/// No files, no network.
+@Suite struct ClientStateMachineTests {
+    let sha = String(repeating: "ab", count: 32)
+    let other = String(repeating: "cd", count: 32)
+    let url = "http://127.0.0.1:1/v1/datasets/x/snapshot"
+
+    func head(_ status: Int, _ headers: [String: String] = [:]) -> SnapshotResponseHead {
+        SnapshotResponseHead(status: status, headers: headers)
+    }
+
+    func base64(_ hex: String) -> String { Data(FileDigest.bytes(fromHex: hex)!).base64EncodedString() }
+
+    @Test func stateIsDerivedFromFiles() {
+        #expect(SyncState.derive(hasDatabase: false, hasUpdate: false) == .initialSyncRequired)
+        #expect(SyncState.derive(hasDatabase: true, hasUpdate: false) == .upToDate)
+        #expect(SyncState.derive(hasDatabase: true, hasUpdate: true) == .updatePending)
+        #expect(SyncState.derive(hasDatabase: false, hasUpdate: true) == .updatePending)
+    }
+
+    @Test func notModified() throws {
+        #expect(try ResponsePlan.decide(head: head(304, ["ETag": "\"\(sha)\""]), resumeFrom: nil, partial: nil, url: url) == .notModified)
+    }
+
+    @Test func fullResponseTakesChecksumSizeAndVersion() throws {
+        let plan = try ResponsePlan.decide(
+            head: head(200, ["ETag": "\"\(sha)\"", "Repr-Digest": "sha-256=:\(base64(sha)):", "Content-Length": "1234", "Ferry-Version": "7"]),
+            resumeFrom: nil, partial: nil, url: url)
+        #expect(plan == .full(ExpectedSnapshot(sha256: sha, size: 1234, version: 7)))
+        // A server that ignores Range answers 200 to a range request: the plan is a fresh, full download.
+        let ignored = try ResponsePlan.decide(
+            head: head(200, ["ETag": "\"\(sha)\"", "Content-Length": "1234"]), resumeFrom: 100,
+            partial: ExpectedSnapshot(sha256: sha, size: 1234, version: nil), url: url)
+        #expect(ignored == .full(ExpectedSnapshot(sha256: sha, size: 1234, version: nil)))
+    }
+
+    @Test func fullResponseWithoutUsableChecksumIsRefused() {
+        #expect(throws: FerryError.self) {
+            try ResponsePlan.decide(head: head(200, ["Content-Length": "10"]), resumeFrom: nil, partial: nil, url: url)
+        }
+        #expect(throws: FerryError.self) {  // weak ETag only
+            try ResponsePlan.decide(head: head(200, ["ETag": "W/\"\(sha)\""]), resumeFrom: nil, partial: nil, url: url)
+        }
+        #expect(throws: FerryError.self) {  // ETag and Repr-Digest disagree
+            try ResponsePlan.decide(
+                head: head(200, ["ETag": "\"\(sha)\"", "Repr-Digest": "sha-256=:\(base64(other)):"]), resumeFrom: nil, partial: nil, url: url)
+        }
+        #expect(throws: FerryError.self) {  // compressed although identity was asked for
+            try ResponsePlan.decide(head: head(200, ["ETag": "\"\(sha)\"", "Content-Encoding": "gzip"]), resumeFrom: nil, partial: nil, url: url)
+        }
+        // Repr-Digest alone is enough.
+        #expect(
+            (try? ResponsePlan.decide(head: head(200, ["Repr-Digest": "sha-256=:\(base64(sha)):"]), resumeFrom: nil, partial: nil, url: url))
+                == .full(ExpectedSnapshot(sha256: sha, size: nil, version: nil)))
+    }
+
+    @Test func partialContentMustContinueExactly() throws {
+        let partial = ExpectedSnapshot(sha256: sha, size: 1000, version: 3)
+        func decide(_ headers: [String: String], from: Int64? = 400) throws -> ResponsePlan {
+            try ResponsePlan.decide(head: head(206, headers), resumeFrom: from, partial: from == nil ? nil : partial, url: url)
+        }
+        #expect(try decide(["Content-Range": "bytes 400-999/1000", "ETag": "\"\(sha)\"", "Content-Length": "600"]) == .resume(from: 400, partial))
+        // Starts elsewhere, stops early, other total, other ETag, bad length, no Content-Range, unrequested.
+        for headers in [
+            ["Content-Range": "bytes 0-999/1000"], ["Content-Range": "bytes 400-899/1000"], ["Content-Range": "bytes 400-1199/1200"],
+            ["Content-Range": "bytes 400-999/1000", "ETag": "\"\(other)\""],
+            ["Content-Range": "bytes 400-999/1000", "Content-Length": "10"], [:],
+        ] {
+            guard case .restartFromZero = try decide(headers) else {
+                Issue.record("expected a restart for \(headers)")
+                continue
+            }
+        }
+        guard case .restartFromZero = try decide(["Content-Range": "bytes 0-999/1000"], from: nil) else {
+            Issue.record("a 206 to a request without Range must restart")
+            return
+        }
+    }
+
+    @Test func otherStatuses() throws {
+        guard case .restartFromZero = try ResponsePlan.decide(
+            head: head(416, ["Content-Range": "bytes */900"]), resumeFrom: 950, partial: ExpectedSnapshot(sha256: sha, size: 1000), url: url)
+        else {
+            Issue.record("416 to a range request must restart")
+            return
+        }
+        let notFound = #expect(throws: FerryError.self) { try ResponsePlan.decide(head: head(404), resumeFrom: nil, partial: nil, url: url) }
+        #expect(notFound?.code == .notFound)
+        let broken = #expect(throws: FerryError.self) { try ResponsePlan.decide(head: head(503), resumeFrom: nil, partial: nil, url: url) }
+        #expect(broken?.code == .network)
+    }
+
+    @Test func headerParsers() throws {
+        #expect(SnapshotHeaders.contentRange("bytes 0-0/1")! == (0, 0, 1))
+        #expect(SnapshotHeaders.contentRange("bytes 5-9/10")! == (5, 9, 10))
+        for bad in ["bytes */10", "bytes 9-5/10", "bytes 5-10/10", "items 0-1/2", "bytes -1-2/3", "bytes 1-2", ""] {
+            #expect(SnapshotHeaders.contentRange(bad) == nil, "\(bad)")
+        }
+        #expect(SnapshotHeaders.strongSHA256ETag("\"\(sha.uppercased())\"") == sha)
+        #expect(SnapshotHeaders.strongSHA256ETag("\"abc\"") == nil)
+        #expect(try SnapshotHeaders.reprDigestSHA256("sha-512=:AAAA:, sha-256=:\(base64(sha)):") == sha)
+        #expect(try SnapshotHeaders.reprDigestSHA256("md5=:AAAA:") == nil)
+        #expect(throws: FerryError.self) { try SnapshotHeaders.reprDigestSHA256("sha-256=:notbase64:") }
+        #expect(SnapshotHeaders.nonNegative("12") == 12)
+        #expect(SnapshotHeaders.nonNegative("-1") == nil)
+        #expect(SnapshotHeaders.nonNegative("1e3") == nil)
+    }
+
+    @Test func applyNeverLeavesTheLiveFileMissing() {
+        // The live file is linked to previous.db before it is replaced, and replaced by one rename.
+        #expect(ClientDirectory.applyPlan(hasDatabase: true) == [.linkLiveToTemp, .replacePrevious, .installUpdate])
+        #expect(ClientDirectory.applyPlan(hasDatabase: false) == [.installUpdate])
+    }
+
+    @Test func refusedChecksumsFollowTheAcceptedSchemas() {
+        var state = ClientStateFile()
+        state.refuse(SnapshotInfo(sha256: sha, version: 2, schemaVersion: 2, dataset: "x"), reason: .schema)
+        state.refuse(SnapshotInfo(sha256: other, version: 3, schemaVersion: 1, dataset: "x"), reason: .rollback)
+        #expect(state.refusedChecksums(accepts: { $0 == 1 }) == [sha, other])
+        // Once the app accepts schema 2, that snapshot is wanted again; a rolled-back one stays refused.
+        #expect(state.refusedChecksums(accepts: { _ in true }) == [other])
+    }
+
+    /// `ferry status --json` is a contract: exactly these keys, in this order, null when absent.
+    @Test func statusJSONGolden() {
+        #expect(
+            ClientStatus(state: .initialSyncRequired).json()
+                == #"{"state":"initialSyncRequired","version":null,"sha256":null,"pendingVersion":null,"pendingSha256":null}"#)
+        #expect(
+            ClientStatus(state: .upToDate, version: 3, sha256: sha).json()
+                == #"{"state":"upToDate","version":3,"sha256":"\#(sha)","pendingVersion":null,"pendingSha256":null}"#)
+        #expect(
+            ClientStatus(state: .updatePending, version: 3, sha256: sha, pendingVersion: 4, pendingSha256: other, previousVersion: 2).json()
+                == #"{"state":"updatePending","version":3,"sha256":"\#(sha)","pendingVersion":4,"pendingSha256":"\#(other)"}"#)
+        #expect(JSONScalar.object([("a", .string("q\"\\\n")), ("b", .bool(true))]) == #"{"a":"q\"\\\n","b":true}"#)
+    }
+}
