@@ -13,6 +13,7 @@ struct Ferry: AsyncParsableCommand {
             ScheduleCommand.self,
             ServeCommand.self,
             FetchCommand.self, ApplyCommand.self, StatusCommand.self, RollbackCommand.self,
+            ExecCommand.self, PushCommand.self, SyncCommand.self,
         ]
     )
 

@@ -47,6 +47,7 @@ struct FetchCommand: AsyncParsableCommand {
             directory: options.directoryURL, serverURL: URL(string: server), dataset: dataset,
             acceptedSchemaVersions: acceptSchema.isEmpty ? nil : Set(acceptSchema))
         configuration.applyPendingOnOpen = false
+        configuration.pushOnOpen = false  // `ferry sync` pushes; fetch only fetches
         configuration.maxBytesPerSecond = limitRate?.bytesPerSecond
         let http = AsyncHTTPClientTransport.makeHTTPClient()
         do {

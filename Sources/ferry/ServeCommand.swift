@@ -1,5 +1,6 @@
 import ArgumentParser
 import FerryCore
+import FerryPublisher
 import FerryServer
 import Foundation
 import Logging
@@ -16,6 +17,8 @@ struct ServeCommand: AsyncParsableCommand {
             Picks up new versions within a second, keeps files open for downloads in flight, and on SIGTERM \
             stops accepting connections and waits up to --drain-timeout seconds for downloads to finish.
             Prints "ferry serve listening on http://HOST:PORT" once bound (useful with --port 0).
+            With --config and --database-url it also accepts device edits at POST /v1/datasets/{dataset}/changes, \
+            and with --publish-every it publishes those templates into the store on a schedule, in-process.
             """
     )
 
@@ -33,6 +36,15 @@ struct ServeCommand: AsyncParsableCommand {
 
     @Option(name: .customLong("database-url"), help: "PostgreSQL URL for the outbox endpoint; needs --config.")
     var databaseURL: String?
+
+    @Option(
+        name: .customLong("publish-every"),
+        help: ArgumentHelp("Also publish each --config template at this interval (e.g. 30s, 15m).", valueName: "duration"),
+        transform: { try PublishInterval(parsing: $0) })
+    var publishEvery: PublishInterval?
+
+    @Option(name: .long, help: "Versions to keep per dataset when publishing with --publish-every.")
+    var keep: Int = 5
 
     @Option(name: .customLong("drain-timeout"), help: "Seconds SIGTERM waits for in-flight downloads.")
     var drainTimeout: Double = 30
@@ -52,6 +64,10 @@ struct ServeCommand: AsyncParsableCommand {
         if let databaseURL, !(databaseURL.hasPrefix("postgres://") || databaseURL.hasPrefix("postgresql://")) {
             throw ValidationError("--database-url must be a postgres:// URL, got '\(redactURL(databaseURL))'")
         }
+        if publishEvery != nil && config.isEmpty {
+            throw ValidationError("--publish-every needs --config templates and --database-url to publish")
+        }
+        guard keep >= 1 else { throw ValidationError("--keep must be at least 1") }
         for path in config where !FileManager.default.fileExists(atPath: path) {
             throw ValidationError("--config file '\(path)' does not exist")
         }
@@ -77,10 +93,28 @@ struct ServeCommand: AsyncParsableCommand {
             configuration.outbox = .init(templatePaths: config.map { URL(fileURLWithPath: $0) }, databaseURL: databaseURL)
         }
 
+        // ServiceGroup stops services in reverse order: schedules first, then the HTTP server drains, then the
+        // mergers close their PostgreSQL connections.
+        var mergerServices: [any Service] = []
+        var scheduleServices: [any Service] = []
+        var extraRoutes: [any ServerRouteGroup] = []
         let app: any Service
         let host = self.host
         do {
-            app = try await buildApplication(configuration, logger: logger) { port in
+            if let outbox = configuration.outbox {
+                let mergers = try await outbox.startMergers(logger: logger)
+                mergerServices = mergers.keys.sorted().map { mergers[$0]! as any Service }
+                extraRoutes.append(ChangesRoute(mergers: mergers))
+                if let publishEvery {
+                    for path in config {
+                        let publisher = Publisher(
+                            configuration: .init(templatePath: path, databaseURL: outbox.databaseURL, store: URL(fileURLWithPath: store), keep: keep),
+                            logger: logger)
+                        scheduleServices.append(PublishSchedule(publisher: publisher, every: publishEvery, logger: logger))
+                    }
+                }
+            }
+            app = try await buildApplication(configuration, logger: logger, extraRoutes: extraRoutes) { port in
                 let url = "http://\(host):\(port)"
                 FileHandle.standardOutput.write(Data("ferry serve listening on \(url)\n".utf8))
             }
@@ -88,7 +122,7 @@ struct ServeCommand: AsyncParsableCommand {
             FileHandle.standardError.write(Data("ferry serve: \(error)\n".utf8))
             throw ExitCode(1)
         }
-        var groupConfiguration = ServiceGroupConfiguration(services: [app], logger: logger)
+        var groupConfiguration = ServiceGroupConfiguration(services: mergerServices + [app] + scheduleServices, logger: logger)
         groupConfiguration.gracefulShutdownSignals = [.sigterm, .sigint]
         groupConfiguration.maximumGracefulShutdownDuration = configuration.drainTimeout
         groupConfiguration.maximumCancellationDuration = .seconds(2)

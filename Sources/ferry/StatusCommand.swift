@@ -8,7 +8,7 @@ struct StatusCommand: AsyncParsableCommand {
         commandName: "status",
         abstract: "Show the client directory's state (initialSyncRequired, upToDate, updatePending) and versions.",
         discussion: """
-            --json prints {"state":…,"version":N|null,"sha256":…,"pendingVersion":N|null,"pendingSha256":…}. \
+            --json prints {"state":…,"version":N|null,"sha256":…,"pendingVersion":N|null,"pendingSha256":…,"outbox":N}. \
             Reads only; never applies anything.
             """)
 

@@ -35,6 +35,16 @@ extension FerryClient {
         public var maxBytesPerSecond: Int64?
         /// Runs on the pending snapshot inside the swap; see ``PrepareUpdate``. Default none.
         public var prepareUpdate: PrepareUpdate?
+        /// Push pending edits when the client opens (the thesis' "did become active"), if a server is set. Default true.
+        public var pushOnOpen = true
+        /// Upload attempts per batch before ``FerryClient/push(batchSize:)`` gives up (edits stay queued). Default 3.
+        public var pushAttempts = 3
+        /// Wait before the first retry of an upload; doubled each time. Default 0.5 s.
+        public var pushBackoff: Duration = .milliseconds(500)
+        /// How edits are uploaded; nil (default) uses ``HTTPChangeUploader`` against `serverURL`.
+        public var uploader: (any ChangeUploader)?
+        /// The device clock, for `sentAt` (the server derives the clock offset from it). Default `Date()`.
+        public var clock: @Sendable () -> Date = { Date() }
 
         public init(directory: URL, serverURL: URL? = nil, dataset: String? = nil, acceptedSchemaVersions: Set<Int>? = nil) {
             self.directory = directory

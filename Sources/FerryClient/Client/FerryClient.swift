@@ -28,6 +28,9 @@ public actor FerryClient {
     private var connection: SQLiteConnection?
     private var state: ClientStateFile
     private var runningCheck: Task<FetchResult, any Error>?
+    var runningPush: Task<PushResult, any Error>?
+    /// The live database's tables as its snapshot describes them (for the outbox).
+    var liveTables: [SnapshotMetadata.TableInfo] = []
 
     private init(configuration: Configuration, logger: Logger, transport: any SnapshotTransport) throws {
         self.configuration = configuration
@@ -58,6 +61,7 @@ public actor FerryClient {
     ) async throws -> FerryClient {
         let client = try FerryClient(configuration: configuration, logger: logger, transport: transport)
         try await client.launch()
+        await client.pushOnLaunch()
         return client
     }
 
@@ -106,8 +110,9 @@ public actor FerryClient {
 
     // MARK: Live database
 
-    /// Runs `body` with the live database (read-only). Apply and rollback wait until it returns, so the connection
-    /// never sees a file being swapped. Throws ``FerryError/Code/noDatabase`` before the initial sync.
+    /// Runs `body` with the live database. Reads see local edits at once; writes to writable tables are recorded in
+    /// the outbox in the same transaction, writes to read-only tables fail. Apply and rollback wait until it returns,
+    /// so the connection never sees a file being swapped. Throws ``FerryError/Code/noDatabase`` before the initial sync.
     ///
     /// ```swift
     /// let count = try await client.withDatabase { db in try db.scalar("SELECT count(*) FROM trips")?.integer ?? 0 }
@@ -122,9 +127,19 @@ public actor FerryClient {
         return try body(connection)
     }
 
+    /// Opens database.db read-write and installs the outbox triggers from its `ferry_tables`, recording the
+    /// published checksum inside the file first (local edits change its bytes, not its version).
     private func openConnection() throws {
-        guard connection == nil, directory.exists(directory.database) else { return }
-        connection = try SQLiteConnection(path: directory.database.path, mode: .readOnly)
+        guard connection == nil, let live = try directory.info(of: directory.database, state: &state) else { return }
+        let db = try SQLiteConnection(path: directory.database.path, mode: .readWrite)
+        let tables = (try? SnapshotMetadata.read(from: db))?.tables ?? []
+        if !tables.isEmpty {
+            try OutboxSchema.install(on: db, tables: tables, origin: live.sha256)
+            if let identity = FileIdentity.of(directory.database) { state.remember(identity, live) }
+            try? state.save(to: directory.stateFile)
+        }
+        liveTables = tables
+        connection = db
     }
 
     // MARK: Fetch
@@ -257,9 +272,7 @@ public actor FerryClient {
         let live = try directory.info(of: directory.database, state: &state)
         try? state.save(to: directory.stateFile)
         try closeLiveDatabase()
-        if let prepareUpdate = configuration.prepareUpdate {
-            try prepare(with: prepareUpdate, pending: pending)
-        }
+        try prepare(with: configuration.prepareUpdate, pending: pending)
         for step in ClientDirectory.applyPlan(hasDatabase: live != nil) {
             try directory.perform(step)
         }
@@ -270,12 +283,19 @@ public actor FerryClient {
         return (live, pending)
     }
 
-    /// Runs the prepare hook on updated.db in one transaction; the cached checksum stays the published one.
-    private func prepare(with hook: PrepareUpdate, pending: SnapshotInfo) throws {
-        let liveConnection = directory.exists(directory.database) ? try SQLiteConnection(path: directory.database.path, mode: .readOnly) : nil
+    /// Prepares updated.db inside the swap: carries the outbox over from database.db and replays every queued edit
+    /// on top of the new data (so a fresh snapshot never hides a pending edit), then runs the app's hook, each in
+    /// its own transaction. Idempotent, as a crash before the rename repeats it. The cached checksum stays the
+    /// published one.
+    private func prepare(with hook: PrepareUpdate?, pending: SnapshotInfo) throws {
         do {
             let updated = try SQLiteConnection(path: directory.updated.path, mode: .readWrite)
-            try updated.transaction { try hook(updated, liveConnection) }
+            let tables = try SnapshotMetadata.read(from: updated).tables
+            try Outbox.carryOver(fromLiveDatabaseAt: directory.database.path, into: updated, tables: tables, origin: pending.sha256)
+            if let hook {
+                let liveConnection = directory.exists(directory.database) ? try SQLiteConnection(path: directory.database.path, mode: .readOnly) : nil
+                try updated.transaction { try hook(updated, liveConnection) }
+            }
         }
         try DurableFile.sync(directory.updated)
         if let identity = FileIdentity.of(directory.updated) { state.remember(identity, pending) }

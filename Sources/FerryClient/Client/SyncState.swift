@@ -43,11 +43,14 @@ public struct ClientStatus: Sendable, Equatable {
     public var pendingSha256: String?
     /// Version of `previous.db` (what ``FerryClient/rollback()`` restores), nil when there is none.
     public var previousVersion: Int?
+    /// Local edits waiting for the server's answer (the outbox).
+    public var outbox: Int
 
     public init(
         state: SyncState, version: Int? = nil, sha256: String? = nil, pendingVersion: Int? = nil,
-        pendingSha256: String? = nil, previousVersion: Int? = nil
+        pendingSha256: String? = nil, previousVersion: Int? = nil, outbox: Int = 0
     ) {
+        self.outbox = outbox
         self.state = state
         self.version = version
         self.sha256 = sha256
@@ -59,7 +62,7 @@ public struct ClientStatus: Sendable, Equatable {
     /// The `ferry status --json` object: exactly these keys in this order, `null` when absent.
     ///
     /// ```json
-    /// {"state":"updatePending","version":3,"sha256":"…","pendingVersion":4,"pendingSha256":"…"}
+    /// {"state":"updatePending","version":3,"sha256":"…","pendingVersion":4,"pendingSha256":"…","outbox":0}
     /// ```
     public var jsonFields: [(String, JSONScalar)] {
         [
@@ -68,6 +71,7 @@ public struct ClientStatus: Sendable, Equatable {
             ("sha256", .string(sha256)),
             ("pendingVersion", .int(pendingVersion)),
             ("pendingSha256", .string(pendingSha256)),
+            ("outbox", .int(outbox)),
         ]
     }
 
@@ -83,6 +87,7 @@ public struct ClientStatus: Sendable, Equatable {
         lines.append(
             "pending: " + (pendingVersion.map { "version \($0)" } ?? (pendingSha256 == nil ? "none" : "unknown version"))
                 + (pendingSha256.map { " (sha256 \($0))" } ?? ""))
+        lines.append("outbox: \(outbox) local edit\(outbox == 1 ? "" : "s") waiting for upload")
         if let previousVersion { lines.append("previous: version \(previousVersion) (ferry rollback restores it)") }
         return lines.joined(separator: "\n")
     }

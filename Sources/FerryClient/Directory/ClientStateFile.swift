@@ -100,8 +100,11 @@ extension ClientDirectory {
     func info(of file: URL, state: inout ClientStateFile) throws -> SnapshotInfo? {
         guard let identity = FileIdentity.of(file) else { return nil }
         if let cached = state.cached(identity) { return cached }
-        let sha256 = try FileDigest.sha256Hex(of: file)
-        let metadata = try? SnapshotMetadata.read(from: SQLiteConnection(path: file.path, mode: .readOnly))
+        let connection = try? SQLiteConnection(path: file.path, mode: .readOnly)
+        let metadata = connection.flatMap { try? SnapshotMetadata.read(from: $0) }
+        // A database the outbox has written to keeps its published checksum inside (ferry_origin): its bytes
+        // changed with the local edits, its version did not.
+        let sha256 = try connection.flatMap { OutboxSchema.origin(of: $0) } ?? FileDigest.sha256Hex(of: file)
         let info = SnapshotInfo(
             sha256: sha256, version: metadata?.version, schemaVersion: metadata?.schemaVersion, dataset: metadata?.dataset)
         state.remember(identity, info)
@@ -116,6 +119,7 @@ extension ClientDirectory {
         return ClientStatus(
             state: SyncState.derive(hasDatabase: live != nil, hasUpdate: pending != nil),
             version: live?.version, sha256: live?.sha256, pendingVersion: pending?.version, pendingSha256: pending?.sha256,
-            previousVersion: previousInfo?.version)
+            previousVersion: previousInfo?.version,
+            outbox: live == nil ? 0 : ((try? Outbox.count(in: SQLiteConnection(path: database.path, mode: .readOnly))) ?? 0))
     }
 }

@@ -7,7 +7,7 @@ import Foundation
 /// (URLSession, say); ``HTTPChangeUploader`` is the AsyncHTTPClient one.
 ///
 /// Contract: returns only when the server answered 200 with a well-formed body; throws a ``FerryError`` with code
-/// `.network` when the server could not be reached or failed (the edits stay queued and are retried), and
+/// `.offline` when the server could not be reached, `.network` when it failed (the edits stay queued and are retried), and
 /// `.badInput` when it refused the request itself (a 4xx: retrying the same batch will not help).
 public protocol ChangeUploader: Sendable {
     func upload(_ batch: ChangeBatch, dataset: String) async throws -> ChangeResults
@@ -57,7 +57,7 @@ public struct HTTPChangeUploader: ChangeUploader {
             bytes = try await response.body.collect(upTo: maxResponseBytes)
         } catch {
             throw FerryError(
-                .network, "cannot reach \(server.absoluteString) to upload edits; they stay queued and will be sent later",
+                .offline, "cannot reach \(server.absoluteString) to upload edits; they stay queued and will be sent later",
                 underlying: error)
         }
         let data = Data(bytes.readableBytesView)

@@ -117,8 +117,10 @@ public enum Outbox {
 
     /// Carries the queue from the live database into a freshly fetched snapshot and replays every queued edit on
     /// top of it, so a new snapshot never hides a pending edit. Runs on the new file before it is swapped in.
-    public static func carryOver(fromLiveDatabaseAt livePath: String, into db: SQLiteConnection, tables: [SnapshotMetadata.TableInfo]) throws {
-        try OutboxSchema.install(on: db, tables: tables)
+    public static func carryOver(
+        fromLiveDatabaseAt livePath: String, into db: SQLiteConnection, tables: [SnapshotMetadata.TableInfo], origin: String? = nil
+    ) throws {
+        try OutboxSchema.install(on: db, tables: tables, origin: origin)
         guard FileManager.default.fileExists(atPath: livePath) else { return }
         try db.run("ATTACH DATABASE ? AS live", [.text(livePath)])
         defer { try? db.execute("DETACH DATABASE live") }

@@ -45,6 +45,12 @@ public enum OutboxSchema {
         || substr('89ab', 1 + (abs(random()) % 4), 1) || substr(lower(hex(randomblob(2))), 2) || '-' || lower(hex(randomblob(6))))
         """
     static let capturing = "(SELECT enabled FROM ferry_capture LIMIT 1) = 1"
+    /// The published checksum recorded by ``install(on:tables:origin:)``, nil when the file has none.
+    public static func origin(of db: SQLiteConnection) -> String? {
+        guard let text = try? db.scalar("SELECT sha256 FROM ferry_origin LIMIT 1")?.text, SHA256Hex.isValid(text) else { return nil }
+        return text
+    }
+
     /// GLOB pattern of a UUID in text form.
     static let uuidGlob: String = {
         let h = "[0-9a-fA-F]"
@@ -52,9 +58,15 @@ public enum OutboxSchema {
     }()
 
     /// Installs (or re-installs) the queue and the triggers for `tables`. Idempotent; runs in one transaction.
-    public static func install(on db: SQLiteConnection, tables: [SnapshotMetadata.TableInfo]) throws {
+    /// `origin` is the checksum the file had as published: once local edits change the bytes, it is still the
+    /// version's identity for `If-None-Match` and `ferry status` (kept in `ferry_origin`).
+    public static func install(on db: SQLiteConnection, tables: [SnapshotMetadata.TableInfo], origin: String? = nil) throws {
         try db.transaction {
             try db.execute(queueDDL)
+            if let origin {
+                try db.execute("CREATE TABLE IF NOT EXISTS ferry_origin(sha256 TEXT NOT NULL); DELETE FROM ferry_origin;")
+                try db.run("INSERT INTO ferry_origin(sha256) VALUES (?)", [.text(origin)])
+            }
             for table in tables {
                 let columns = try existingColumns(db, table.name)
                 for trigger in try triggers(for: table, existing: columns) {

@@ -1,0 +1,139 @@
+import FerryCore
+import Foundation
+import Logging
+
+/// What one ``FerryClient/push(batchSize:)`` did.
+public struct PushResult: Sendable, Equatable {
+    /// Per-status counts of the server's answers.
+    public var summary: Outbox.Summary
+    /// Edits uploaded (answered or not).
+    public var sent: Int
+    /// Edits still queued afterwards.
+    public var remaining: Int
+}
+
+/// What one ``FerryClient/sync()`` did: push, then fetch, then apply.
+public struct SyncResult: Sendable, Equatable {
+    public var push: PushResult
+    public var fetch: FetchResult
+    public var apply: ApplyResult?
+}
+
+extension FerryClient {
+    /// Number of local edits waiting for the server's answer.
+    ///
+    /// ```swift
+    /// let waiting = try await client.pendingEdits()
+    /// ```
+    public func pendingEdits() throws -> Int {
+        guard directory.exists(directory.database) else { return 0 }
+        return try withDatabase { try Outbox.count(in: $0) }
+    }
+
+    /// Runs one SQL statement on the live database (what `ferry exec` does): selects return rows, writes to
+    /// writable tables are captured in the outbox, writes to read-only tables fail with a clear error.
+    ///
+    /// ```swift
+    /// let result = try await client.execute("UPDATE trips SET passengers = 1 WHERE name = 'Växjö-Kalmar'")
+    /// ```
+    public func execute(_ sql: String) throws -> StatementResult {
+        try withDatabase { try LocalStatement.run(sql, on: $0) }
+    }
+
+    /// Uploads the outbox in order, in batches, and writes the server's answers (the winning rows) locally.
+    /// Call it when the app goes to the background or becomes active (the thesis' lifecycle hooks); ``open``
+    /// calls it on launch. A network failure is retried with backoff (``Configuration/pushAttempts``), then thrown
+    /// with the edits still queued; a crash at any point resends the same change ids, which the server answers
+    /// once. Concurrent calls share one push.
+    @discardableResult
+    public func push(batchSize: Int = 500) async throws -> PushResult {
+        if let runningPush { return try await runningPush.value }
+        let task = Task { try await self.performPush(batchSize: max(1, min(batchSize, 10_000))) }
+        runningPush = task
+        defer { runningPush = nil }
+        return try await task.value
+    }
+
+    /// Push, then check for updates, then apply what arrived: one round trip for an app that came back online.
+    ///
+    /// ```swift
+    /// let result = try await client.sync()
+    /// ```
+    public func sync() async throws -> SyncResult {
+        let pushed = try await push()
+        let fetched = try await checkForUpdates()
+        var applied: ApplyResult?
+        if try status().state == .updatePending { applied = try applyPendingUpdate() }
+        return SyncResult(push: pushed, fetch: fetched, apply: applied)
+    }
+
+    func pushOnLaunch() async {
+        guard configuration.pushOnOpen, configuration.serverURL != nil, configuration.dataset != nil,
+            let waiting = try? pendingEdits(), waiting > 0
+        else { return }
+        do {
+            let result = try await push()
+            logger.info("pushed pending edits on launch", metadata: ["sent": "\(result.sent)", "remaining": "\(result.remaining)"])
+        } catch {
+            logger.notice("pending edits stay queued: \(error)")
+        }
+    }
+
+    private func performPush(batchSize: Int) async throws -> PushResult {
+        guard let server = configuration.serverURL, let dataset = configuration.dataset else {
+            throw FerryError(.badInput, "pushing needs a server URL and a dataset (--server, --dataset)")
+        }
+        try DatasetName.validate(dataset)
+        let uploader = configuration.uploader ?? HTTPChangeUploader(server: server)
+        let clientID = try deviceID()
+        var summary = Outbox.Summary()
+        var sent = 0
+        while true {
+            let batch = try withDatabase { try Outbox.takeBatch(from: $0, limit: batchSize) }
+            if batch.isEmpty { break }
+            let request = ChangeBatch(clientId: clientID, sentAt: Timestamp.format(configuration.clock()), changes: batch)
+            let results = try await uploadWithRetry(request, dataset: dataset, uploader: uploader)
+            let ids = Set(batch.map(\.id))
+            guard results.results.allSatisfy({ ids.contains($0.id) }) else {
+                throw FerryError(.network, "the server answered for changes it was not sent; edits stay queued")
+            }
+            let tables = liveTables
+            let logger = self.logger
+            let recorded = try withDatabase { db in
+                try Outbox.record(results.results, for: batch, in: db, tables: tables) { logger.warning("\($0)") }
+            }
+            summary.merge(recorded)
+            sent += batch.count
+            if recorded.unanswered > 0 { break }
+        }
+        return PushResult(summary: summary, sent: sent, remaining: try pendingEdits())
+    }
+
+    private func uploadWithRetry(_ batch: ChangeBatch, dataset: String, uploader: any ChangeUploader) async throws -> ChangeResults {
+        var delay = configuration.pushBackoff
+        var attempt = 1
+        while true {
+            do {
+                return try await uploader.upload(batch, dataset: dataset)
+            } catch let error as FerryError where (error.code == .offline || error.code == .network) && attempt < configuration.pushAttempts {
+                logger.notice("upload failed, retrying", metadata: ["attempt": "\(attempt)", "error": "\(error.message)"])
+                try await Task.sleep(for: delay)
+                delay *= 2
+                attempt += 1
+            }
+        }
+    }
+
+    /// This device's id (`.ferry/client-id`), made once.
+    private func deviceID() throws -> String {
+        let file = directory.privateDirectory.appendingPathComponent("client-id")
+        if let data = FileManager.default.contents(atPath: file.path),
+            let text = String(data: data, encoding: .utf8)?.trimmingCharacters(in: .whitespacesAndNewlines), !text.isEmpty
+        {
+            return text
+        }
+        let id = UUID().uuidString.lowercased()
+        try DurableFile.write(Data(id.utf8), to: file)
+        return id
+    }
+}

@@ -1,0 +1,75 @@
+import ArgumentParser
+import FerryClient
+import FerryCore
+import Foundation
+
+/// `ferry exec`: runs one SQL statement on the client database through the library, so writes are captured.
+struct ExecCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "exec",
+        abstract: "Run one SQL statement on DIR/database.db: selects print rows, writes are queued for upload.",
+        discussion: """
+            Writes to tables marked writable in the template are recorded in the outbox in the same transaction \
+            (see docs/outbox.md); writes to read-only tables fail. Inserts into writable tables need a UUID text key.
+            """)
+
+    @OptionGroup var options: ClientDirectoryOptions
+
+    @Argument(help: "One SQL statement.")
+    var sql: String
+
+    @Flag(name: .long, help: #"Print {"columns":[…],"rows":[[…]],"changes":N,"outbox":N} as one line of JSON."#)
+    var json = false
+
+    func run() async throws {
+        try options.requireExisting()
+        var configuration = FerryClient.Configuration(directory: options.directoryURL)
+        configuration.applyPendingOnOpen = false
+        let client = try await FerryClient.open(configuration: configuration, logger: options.logger())
+        let result: StatementResult
+        let waiting: Int
+        do {
+            result = try await client.execute(sql)
+            waiting = try await client.pendingEdits()
+        } catch {
+            await client.close()
+            throw error
+        }
+        await client.close()
+        if json {
+            print(Self.json(result, outbox: waiting))
+        } else if !result.columns.isEmpty {
+            print(result.columns.joined(separator: "\t"))
+            for row in result.rows { print(row.map(Self.text).joined(separator: "\t")) }
+        } else {
+            print("\(result.changes) row\(result.changes == 1 ? "" : "s") changed; \(waiting) local edit\(waiting == 1 ? "" : "s") waiting for upload")
+        }
+    }
+
+    static func text(_ value: SQLiteValue) -> String {
+        switch value {
+        case .null: return "NULL"
+        case .integer(let i): return String(i)
+        case .real(let d): return String(d)
+        case .text(let s): return s
+        case .blob(let b): return "x'" + b.map { String(format: "%02x", $0) }.joined() + "'"
+        }
+    }
+
+    static func json(_ result: StatementResult, outbox: Int) -> String {
+        func encode(_ value: SQLiteValue) -> Any {
+            switch value {
+            case .null: return NSNull()
+            case .integer(let i): return i
+            case .real(let d): return d
+            case .text(let s): return s
+            case .blob(let b): return Data(b).base64EncodedString()
+            }
+        }
+        let object: [String: Any] = [
+            "columns": result.columns, "rows": result.rows.map { $0.map(encode) }, "changes": result.changes, "outbox": outbox,
+        ]
+        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data("{}".utf8)
+        return String(decoding: data, as: UTF8.self)
+    }
+}

@@ -1,0 +1,126 @@
+import ArgumentParser
+import FerryClient
+import FerryCore
+import Foundation
+
+/// Options shared by `ferry push` and `ferry sync`.
+struct ServerOptions: ParsableArguments {
+    @Option(name: .long, help: "Base URL of the Ferry server, e.g. http://127.0.0.1:8080.")
+    var server: String
+
+    @Option(name: .long, help: "The dataset.")
+    var dataset: String
+
+    func validate() throws {
+        guard let url = URL(string: server), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme), url.host != nil
+        else { throw ValidationError("--server must be an http:// or https:// URL, e.g. http://127.0.0.1:8080") }
+        guard DatasetName.isValid(dataset) else {
+            throw ValidationError("--dataset '\(dataset)' is invalid: use 1-64 characters from a-z, 0-9, '_' and '-'")
+        }
+    }
+
+    func clientConfiguration(directory: URL) -> FerryClient.Configuration {
+        var configuration = FerryClient.Configuration(directory: directory, serverURL: URL(string: server), dataset: dataset)
+        configuration.applyPendingOnOpen = false
+        configuration.pushOnOpen = false
+        return configuration
+    }
+}
+
+/// `ferry push`: uploads the outbox and writes the server's answers locally.
+struct PushCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "push",
+        abstract: "Upload the local edits waiting in the outbox; print how the server answered them.",
+        discussion: """
+            Uploads in order, in batches, retrying a failed upload with backoff. Edits the server has not answered \
+            stay queued (exit status 1 when it cannot be reached); each is applied on the server at most once.
+            """)
+
+    @OptionGroup var server: ServerOptions
+    @OptionGroup var options: ClientDirectoryOptions
+
+    @Option(name: .customLong("batch-size"), help: "Edits per upload (1-10000).")
+    var batchSize: Int = 500
+
+    @Flag(name: .long, help: "Print the per-status counts as one line of JSON.")
+    var json = false
+
+    func validate() throws {
+        guard (1...10_000).contains(batchSize) else { throw ValidationError("--batch-size must be between 1 and 10000") }
+    }
+
+    func run() async throws {
+        try options.requireExisting()
+        let client = try await FerryClient.open(configuration: server.clientConfiguration(directory: options.directoryURL), logger: options.logger())
+        let result: PushResult
+        do {
+            result = try await client.push(batchSize: batchSize)
+        } catch {
+            await client.close()
+            throw error
+        }
+        await client.close()
+        print(json ? Self.json(result) : Self.text(result))
+    }
+
+    static func text(_ result: PushResult) -> String {
+        let s = result.summary
+        guard result.sent > 0 else { return "nothing to push: the outbox is empty" }
+        var line = "pushed \(result.sent) edit\(result.sent == 1 ? "" : "s"): applied \(s.applied), rejected \(s.rejected), gone \(s.gone)"
+        line += ", invalid \(s.invalid), forbidden \(s.forbidden)"
+        if s.unanswered > 0 { line += ", unanswered \(s.unanswered)" }
+        return line + "; \(result.remaining) still queued"
+    }
+
+    static func json(_ result: PushResult) -> String {
+        let s = result.summary
+        return JSONScalar.object([
+            ("sent", .int(result.sent)), ("applied", .int(s.applied)), ("rejected", .int(s.rejected)), ("gone", .int(s.gone)),
+            ("invalid", .int(s.invalid)), ("forbidden", .int(s.forbidden)), ("unanswered", .int(s.unanswered)),
+            ("remaining", .int(result.remaining)),
+        ])
+    }
+}
+
+/// `ferry sync`: push, then fetch, then apply.
+struct SyncCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "sync",
+        abstract: "Push local edits, fetch the latest snapshot, and apply it (edits still queued survive the swap).")
+
+    @OptionGroup var server: ServerOptions
+    @OptionGroup var options: ClientDirectoryOptions
+
+    @Flag(name: .long, help: "Print the resulting status as one line of JSON.")
+    var json = false
+
+    func run() async throws {
+        let http = AsyncHTTPClientTransport.makeHTTPClient()
+        do {
+            let client = try await FerryClient.open(
+                configuration: server.clientConfiguration(directory: options.directoryURL), logger: options.logger(),
+                transport: AsyncHTTPClientTransport(client: http))
+            let result: SyncResult
+            do {
+                result = try await client.sync()
+            } catch {
+                await client.close()
+                throw error
+            }
+            await client.close()
+            try? await http.shutdown()
+            let status = result.apply?.status ?? result.fetch.status
+            if json {
+                print(status.json(adding: [("pushed", .int(result.push.sent)), ("result", .string(result.fetch.outcome.rawValue)), ("applied", .bool(result.apply?.applied ?? false))]))
+            } else {
+                print(PushCommand.text(result.push))
+                print(FetchCommand.summary(result.fetch, applied: result.apply, dir: options.dir))
+                print(status.text)
+            }
+        } catch {
+            try? await http.shutdown()
+            throw error
+        }
+    }
+}
