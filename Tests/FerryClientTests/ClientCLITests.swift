@@ -49,7 +49,7 @@ import Darwin
         #expect(result.status == 0)
         #expect(
             result.stdout
-                == #"{"state":"upToDate","version":2,"sha256":"\#(v2.sha256)","pendingVersion":null,"pendingSha256":null,"applied":true}"# + "\n")
+                == #"{"state":"upToDate","version":2,"sha256":"\#(v2.sha256)","pendingVersion":null,"pendingSha256":null,"outbox":0,"applied":true}"# + "\n")
         result = try runFerry(["apply", "--dir", dir.url.path])
         #expect(result.status == 0)
         #expect(result.stdout.hasPrefix("nothing to apply"))

@@ -61,6 +61,12 @@ struct SnapshotFixtures {
 func publishedVersion(of file: URL, among published: [Manifest]) throws -> Int? {
     let db = try SQLiteConnection(path: file.path, mode: .readOnly)
     try db.checkIntegrity()
+    // A database the client has opened carries its outbox triggers and names its published checksum in
+    // ferry_origin; its ferry_snapshot row must then agree with that manifest's version.
+    if let origin = OutboxSchema.origin(of: db) {
+        guard let manifest = published.first(where: { $0.sha256 == origin }) else { return nil }
+        return try SnapshotMetadata.read(from: db).version == manifest.version ? manifest.version : nil
+    }
     let sha = try FileDigest.sha256Hex(of: file)
     return published.first { $0.sha256 == sha }?.version
 }
