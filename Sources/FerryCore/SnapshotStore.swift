@@ -121,9 +121,10 @@ public struct FileSnapshotStore: SnapshotStore {
     /// Publishes a finished SQLite file as `version`: hashes it, writes the gzip copy, fsyncs and renames both into
     /// `versions/`, writes the version record, replaces `manifest.json` atomically, then prunes versions beyond
     /// `keep`. Call it while holding the lock. `snapshot` must be inside the dataset's temp directory and closed.
+    /// `gzipLevel` is zlib's 1 (fastest) … 9 (smallest).
     public func commit(
         dataset: String, version: Int, snapshot: URL, schemaVersion: Int, tables: [String: Int], dataDigest: String,
-        createdAt: String, keep: Int
+        createdAt: String, keep: Int, gzipLevel: Int32 = 6
     ) throws -> Manifest {
         precondition(keep >= 1, "keep must be at least 1")
         let fm = FileManager.default
@@ -132,7 +133,7 @@ public struct FileSnapshotStore: SnapshotStore {
         let sha256 = try FileDigest.sha256Hex(of: snapshot)
         let size = Int64((try fm.attributesOfItem(atPath: snapshot.path)[.size] as? NSNumber)?.int64Value ?? 0)
         let gzipTemp = snapshot.appendingPathExtension("gz")
-        let gzipSize = try Gzip.compressFile(from: snapshot, to: gzipTemp)
+        let gzipSize = try Gzip.compressFile(from: snapshot, to: gzipTemp, level: gzipLevel)
 
         // Files first, then the record, then the manifest: a crash before the manifest leaves the old one
         // pointing at old, complete files, and the new files are cleaned up as leftovers.

@@ -37,10 +37,36 @@ public final class PostgresConnection {
     /// libpq messages may echo connection parameters; never let a password through.
     static func scrub(_ message: String, url: String) -> String {
         var out = message
-        if let password = URLComponents(string: url)?.password, !password.isEmpty {
-            out = out.replacingOccurrences(of: password, with: "***")
+        for secret in passwords(in: url) where !secret.isEmpty {
+            out = out.replacingOccurrences(of: secret, with: "***")
         }
         return out
+    }
+
+    /// Every form the password may take in `url`: URI userinfo (raw and percent-decoded, even when the URL does
+    /// not parse) and `password=` in key=value or query form.
+    static func passwords(in url: String) -> [String] {
+        var found: [String] = []
+        if let components = URLComponents(string: url) {
+            found += [components.password, components.percentEncodedPassword].compactMap { $0 }
+        }
+        if let scheme = url.range(of: "://") {
+            let rest = url[scheme.upperBound...]
+            if let at = rest.lastIndex(of: "@"), let colon = rest[..<at].firstIndex(of: ":") {
+                let raw = String(rest[rest.index(after: colon)..<at])
+                found.append(raw)
+                if let decoded = raw.removingPercentEncoding { found.append(decoded) }
+            }
+        }
+        var remaining = Substring(url)
+        while let range = remaining.range(of: "password=") {
+            remaining = remaining[range.upperBound...]
+            let value = remaining.prefix { $0 != " " && $0 != "&" }
+            found.append(String(value.trimmingCharacters(in: CharacterSet(charactersIn: "'"))))
+            if let decoded = String(value).removingPercentEncoding { found.append(decoded) }
+        }
+        // Longest first, so a password containing another candidate is replaced whole.
+        return found.filter { !$0.isEmpty }.sorted { $0.count > $1.count }
     }
 
     var errorMessage: String {

@@ -195,6 +195,8 @@ struct PublishTests {
             cluster.string!,  // the cluster refuses the role
             "postgres://ferry:s3cr3t-Pa55@127.0.0.1:1/app?sslmode=bogus",  // libpq rejects an option
             "host=127.0.0.1 port=1 user=ferry password=s3cr3t-Pa55 dbname=app",  // key=value form
+            "postgres://ferry:s3cr3t-Pa55 x@127.0.0.1:1/app",  // not a valid URL at all
+            "postgres://ferry:s3cr3t%2DPa55@127.0.0.1:1/app?port=notaport",  // percent-encoded, bad option
         ]
         for url in urls {
             let error = try #require(ferryError { _ = try fixture.publisher(template: template, url: url).publishBlocking() })
@@ -203,6 +205,18 @@ struct PublishTests {
             #expect(!"\(error)".contains("s3cr3t-Pa55"))
         }
         #expect(try fixture.storeAccess.manifest(for: "trips") == nil)
+    }
+
+    @Test("every form of the password is scrubbed from libpq messages")
+    func scrubbing() {
+        let cases = [
+            ("postgres://u:p%40ss@h/db", "p@ss"), ("postgres://u:p@ss@h/db", "p@ss"), ("host=h password=hunter2 user=u", "hunter2"),
+            ("postgres://u@h/db?password=hunter2&sslmode=disable", "hunter2"), ("postgres://u:two words@h/db", "two words"),
+        ]
+        for (url, secret) in cases {
+            let scrubbed = PostgresConnection.scrub("failed for \(secret) in \(url)", url: url)
+            #expect(!scrubbed.contains(secret), "\(scrubbed)")
+        }
     }
 
     @Test("a query that fails midway leaves the previous version intact and no temp file")

@@ -1,7 +1,9 @@
 import FerryCore
 
 /// Decodes PostgreSQL's binary COPY stream and inserts each tuple through one prepared INSERT: the hot loop.
-/// Values are bound straight from libpq's buffer (text and blobs without building a `String` or `Array`).
+/// Values are bound straight from libpq's buffer without copying (text and blobs never become a `String` or
+/// `Array`): every parameter is rebound for every row, and the statement is reset (bindings cleared) before libpq
+/// frees the buffer. Values Ferry formats itself (uuid, date, timestamp) go to a per-column scratch slot.
 ///
 /// Binary COPY format: an 11-byte signature, a 32-bit flags field and a header extension, then per tuple a 16-bit
 /// field count followed by (32-bit length, bytes) per field (length -1 is NULL); a field count of -1 ends the data.
@@ -16,13 +18,16 @@ final class CopyLoader {
     private(set) var rows = 0
     private(set) var bytes = 0
 
+    /// Scratch bytes per column: enough for any formatted value (the longest is a wide-year timestamp).
+    static let slot = 64
+
     static let signature: [UInt8] = [0x50, 0x47, 0x43, 0x4F, 0x50, 0x59, 0x0A, 0xFF, 0x0D, 0x0A, 0x00]
 
     init(columns: [ColumnPlan], statement: SQLiteStatement, table: String) {
         kinds = columns.map(\.kind)
         self.statement = statement
         self.table = table
-        scratch = .allocate(capacity: 64)
+        scratch = .allocate(capacity: Self.slot * max(1, columns.count))
     }
 
     deinit { scratch.deallocate() }
@@ -88,7 +93,7 @@ final class CopyLoader {
     private func bind(_ kind: ColumnPlan.Kind, _ value: UnsafeRawPointer, _ length: Int, _ index: Int32) throws {
         switch kind {
         case .text, .castText, .arrayJSON:
-            statement.bindText(UnsafeRawBufferPointer(start: value, count: length), at: index)
+            statement.bindTextNoCopy(UnsafeRawBufferPointer(start: value, count: length), at: index)
         case .int8:
             guard length == 8 else { throw malformed("int8 of \(length) bytes") }
             statement.bindInt64(Int64(bigEndian: value.loadUnaligned(as: Int64.self)), at: index)
@@ -111,23 +116,26 @@ final class CopyLoader {
             guard length == 4 else { throw malformed("float4 of \(length) bytes") }
             statement.bindDouble(Double(Float(bitPattern: UInt32(bigEndian: value.loadUnaligned(as: UInt32.self)))), at: index)
         case .bytea:
-            statement.bindBlob(UnsafeRawBufferPointer(start: value, count: length), at: index)
+            statement.bindBlobNoCopy(UnsafeRawBufferPointer(start: value, count: length), at: index)
         case .jsonb:
             // jsonb's binary form is a version byte (1) followed by the JSON text.
             guard length >= 1, value.load(as: UInt8.self) == 1 else { throw malformed("unknown jsonb version") }
-            statement.bindText(UnsafeRawBufferPointer(start: value + 1, count: length - 1), at: index)
+            statement.bindTextNoCopy(UnsafeRawBufferPointer(start: value + 1, count: length - 1), at: index)
         case .uuid:
             guard length == 16 else { throw malformed("uuid of \(length) bytes") }
-            let n = BinaryFormat.uuid(value, into: scratch)
-            statement.bindText(UnsafeRawBufferPointer(start: scratch, count: n), at: index)
+            let out = scratch + Self.slot * Int(index - 1)
+            let n = BinaryFormat.uuid(value, into: out)
+            statement.bindTextNoCopy(UnsafeRawBufferPointer(start: out, count: n), at: index)
         case .date:
             guard length == 4 else { throw malformed("date of \(length) bytes") }
-            let n = BinaryFormat.date(Int32(bigEndian: value.loadUnaligned(as: Int32.self)), into: scratch)
-            statement.bindText(UnsafeRawBufferPointer(start: scratch, count: n), at: index)
+            let out = scratch + Self.slot * Int(index - 1)
+            let n = BinaryFormat.date(Int32(bigEndian: value.loadUnaligned(as: Int32.self)), into: out)
+            statement.bindTextNoCopy(UnsafeRawBufferPointer(start: out, count: n), at: index)
         case .timestamp:
             guard length == 8 else { throw malformed("timestamp of \(length) bytes") }
-            let n = BinaryFormat.timestamp(Int64(bigEndian: value.loadUnaligned(as: Int64.self)), into: scratch)
-            statement.bindText(UnsafeRawBufferPointer(start: scratch, count: n), at: index)
+            let out = scratch + Self.slot * Int(index - 1)
+            let n = BinaryFormat.timestamp(Int64(bigEndian: value.loadUnaligned(as: Int64.self)), into: out)
+            statement.bindTextNoCopy(UnsafeRawBufferPointer(start: out, count: n), at: index)
         }
     }
 }
