@@ -98,7 +98,10 @@ import Darwin
         let server = try ServeProcess(store: fixtures.store.root)
         let client = try await FerryClient.open(configuration: configuration(server.url), logger: .test)
         let download = Task { try await client.checkForUpdates() }
-        try await Task.sleep(for: .seconds(1))
+        // Wait until bytes are on disk (a loaded machine may take a while to start the transfer).
+        for _ in 0..<300 where (FileIdentity.size(of: dir.partial) ?? 0) < 1 << 20 {
+            try await Task.sleep(for: .milliseconds(50))
+        }
 
         // When the server dies
         server.kill9()

@@ -59,7 +59,8 @@ struct SnapshotFixtures {
 /// Checks that `file` is exactly one complete published version: it opens, passes `integrity_check`, and hashes to the
 /// checksum of one of `published`. Returns that version.
 func publishedVersion(of file: URL, among published: [Manifest]) throws -> Int? {
-    let db = try SQLiteConnection(path: file.path, mode: .readOnly)
+    // Read-write, as an app opens it: SQLite rolls back a journal left by a killed writer.
+    let db = try SQLiteConnection(path: file.path, mode: .readWrite)
     try db.checkIntegrity()
     // A database the client has opened carries its outbox triggers and names its published checksum in
     // ferry_origin; its ferry_snapshot row must then agree with that manifest's version.

@@ -35,7 +35,8 @@ import Testing
             }
             let elapsed = ContinuousClock.now - published
             let response = try #require(seen)
-            #expect(elapsed < .milliseconds(1500))
+            // The poller runs at most 1 s behind; allow scheduling slack on a loaded 2-core CI machine.
+            #expect(elapsed < .milliseconds(2500))
             #expect(sha256Hex(response.body) == v2.sha256)
             // The old ETag is no longer current, and the manifest moved too
             let old = try await client.execute(

@@ -66,6 +66,12 @@ public actor FerryClient {
     }
 
     private func launch() throws {
+        // A writer killed mid-transaction leaves a hot journal: let SQLite roll it back before anyone reads
+        // (read-only connections cannot).
+        for file in [directory.database, directory.updated] where directory.exists(URL(fileURLWithPath: file.path + "-journal")) {
+            let db = try SQLiteConnection(path: file.path, mode: .readWrite)
+            _ = try db.scalar("SELECT count(*) FROM sqlite_master")
+        }
         if configuration.applyPendingOnOpen, directory.exists(directory.updated) {
             logger.info("applying the pending update on launch", metadata: ["dir": "\(directory.url.path)"])
             _ = try swapInPendingUpdate()
@@ -294,7 +300,12 @@ public actor FerryClient {
             try Outbox.carryOver(fromLiveDatabaseAt: directory.database.path, into: updated, tables: tables, origin: pending.sha256)
             if let hook {
                 let liveConnection = directory.exists(directory.database) ? try SQLiteConnection(path: directory.database.path, mode: .readOnly) : nil
-                try updated.transaction { try hook(updated, liveConnection) }
+                // The app's own preparation is not a device edit: it is not queued for upload.
+                try updated.transaction {
+                    try Outbox.setCapture(false, updated)
+                    try hook(updated, liveConnection)
+                    try Outbox.setCapture(true, updated)
+                }
             }
         }
         try DurableFile.sync(directory.updated)
