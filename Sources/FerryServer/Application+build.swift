@@ -36,6 +36,7 @@ public func buildApplication(
     let router = try buildRouter(configuration, catalog: catalog, metrics: metrics, logger: logger, extraRoutes: extraRoutes)
     var app = Application(
         router: router,
+        server: .http1(configuration: .init(additionalChannelHandlers: [FlushBeforeCloseHandler()])),
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: nil),
         onServerRunning: { channel in
             let port = channel.localAddress?.port ?? configuration.port

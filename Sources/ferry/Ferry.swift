@@ -14,17 +14,19 @@ struct Ferry: AsyncParsableCommand {
         ]
     )
 
-    /// Exit codes: 0 success, 2 usage (ArgumentParser's own is 64), 1 failure with a one-line reason on stderr.
+    /// Runs the command; usage errors (ArgumentParser's ValidationError, exit 64 by default) exit 2 as Ferry's
+    /// contract says: 0 success, 1 failure, 2 usage.
     static func main() async {
         do {
             var command = try parseAsRoot()
-            if var asyncCommand = command as? any AsyncParsableCommand {
+            if var asyncCommand = command as? AsyncParsableCommand {
                 try await asyncCommand.run()
             } else {
                 try command.run()
             }
         } catch {
-            if exitCode(for: error) == .validationFailure {
+            let code = exitCode(for: error)
+            if code == .validationFailure {
                 FileHandle.standardError.write(Data((fullMessage(for: error) + "\n").utf8))
                 Foundation.exit(2)
             }
