@@ -17,14 +17,19 @@ import Darwin
     }
 
     /// Starts `ferry` with `arguments`, kills it with SIGKILL after `delay` seconds (if still running).
-    func runAndKill(_ arguments: [String], after delay: Double) throws -> Bool {
+    /// With `until`, waits (up to 60 s) for that condition instead of the delay.
+    func runAndKill(_ arguments: [String], after delay: Double, until: (() -> Bool)? = nil) throws -> Bool {
         let process = Process()
         process.executableURL = TestPaths.ferryBinary
         process.arguments = arguments
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         try process.run()
-        usleep(UInt32(delay * 1_000_000))
+        if let until {
+            for _ in 0..<3000 where !until() && process.isRunning { usleep(20_000) }
+        } else {
+            usleep(UInt32(delay * 1_000_000))
+        }
         let killed = process.isRunning
         kill(process.processIdentifier, SIGKILL)
         process.waitUntilExit()
@@ -49,7 +54,7 @@ import Darwin
         try await Task.sleep(for: .seconds(1.5))  // the server picks up new versions within 1 s
 
         // When a rate-limited fetch is killed mid-download
-        #expect(try runAndKill(fetch + ["--limit-rate", "16M"], after: 1.0))
+        #expect(try runAndKill(fetch + ["--limit-rate", "16M"], after: 0) { (FileIdentity.size(of: dir.partial) ?? 0) > 4 << 20 })
 
         // Then database.db is still exactly version 1, and part of version 2 is kept
         #expect(try publishedVersion(of: dir.database, among: published) == 1)
@@ -97,9 +102,9 @@ import Darwin
         // Given a download under way
         let server = try ServeProcess(store: fixtures.store.root)
         let client = try await FerryClient.open(configuration: configuration(server.url), logger: .test)
-        let download = Task { try await client.checkForUpdates() }
-        // Wait until bytes are on disk (a loaded machine may take a while to start the transfer).
-        for _ in 0..<300 where (FileIdentity.size(of: dir.partial) ?? 0) < 1 << 20 {
+        let progress = ProgressLog()
+        let download = Task { try await client.checkForUpdates { progress.append($0) } }
+        for _ in 0..<600 where (progress.values.last?.bytesReceived ?? 0) < 2 << 20 {
             try await Task.sleep(for: .milliseconds(50))
         }
 
