@@ -199,3 +199,19 @@ import Testing
         }
     }
 }
+
+@Suite struct MetadataProtectionTests {
+    @Test func snapshotMetadataIsReadOnlyButTheLibraryCanStillRecordItsOrigin() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let db = try OutboxTests().makeDatabase(dir)
+        try OutboxSchema.install(on: db, tables: [OutboxTests.trips, OutboxTests.regions], origin: String(repeating: "a", count: 64))
+        #expect(throws: FerryError.self) { try LocalStatement.run("DELETE FROM ferry_snapshot", on: db) }
+        #expect(throws: FerryError.self) { try LocalStatement.run("UPDATE ferry_tables SET writable = 1", on: db) }
+        #expect(throws: FerryError.self) { try LocalStatement.run("DELETE FROM ferry_origin", on: db) }
+        // Re-installing (each open does) may rewrite the origin
+        try OutboxSchema.install(on: db, tables: [OutboxTests.trips, OutboxTests.regions], origin: String(repeating: "b", count: 64))
+        #expect(OutboxSchema.origin(of: db) == String(repeating: "b", count: 64))
+        #expect(try SnapshotMetadata.read(from: db).version == 1)
+    }
+}

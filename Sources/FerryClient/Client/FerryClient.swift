@@ -138,7 +138,14 @@ public actor FerryClient {
     private func openConnection() throws {
         guard connection == nil, let live = try directory.info(of: directory.database, state: &state) else { return }
         let db = try SQLiteConnection(path: directory.database.path, mode: .readWrite)
-        let tables = (try? SnapshotMetadata.read(from: db))?.tables ?? []
+        let tables: [SnapshotMetadata.TableInfo]
+        do {
+            tables = try SnapshotMetadata.read(from: db).tables
+        } catch {
+            // Still readable, but without its description no edit can be captured: say so, once per open.
+            logger.warning("database.db has no readable snapshot metadata; local edits cannot be captured: \(error)")
+            tables = []
+        }
         if !tables.isEmpty {
             try OutboxSchema.install(on: db, tables: tables, origin: live.sha256)
             if let identity = FileIdentity.of(directory.database) { state.remember(identity, live) }

@@ -63,6 +63,9 @@ public enum OutboxSchema {
     public static func install(on db: SQLiteConnection, tables: [SnapshotMetadata.TableInfo], origin: String? = nil) throws {
         try db.transaction {
             try db.execute(queueDDL)
+            for table in protectedTables {
+                for event in ["INSERT", "UPDATE", "DELETE"] { try db.execute("DROP TRIGGER IF EXISTS \"ferry_protect_\(table)_\(event)\"") }
+            }
             if let origin {
                 try db.execute("CREATE TABLE IF NOT EXISTS ferry_origin(sha256 TEXT NOT NULL); DELETE FROM ferry_origin;")
                 try db.run("INSERT INTO ferry_origin(sha256) VALUES (?)", [.text(origin)])
@@ -73,8 +76,21 @@ public enum OutboxSchema {
                     try db.execute(trigger)
                 }
             }
+            // The snapshot's own description is not for editing: a device that deleted it could no longer tell
+            // its version or which tables are writable.
+            let existing = Set(try db.query("SELECT name FROM sqlite_master WHERE type = 'table'").compactMap { $0.first?.text })
+            for table in protectedTables where existing.contains(table) {
+                let message = literal("ferry: \(table) describes the snapshot and is read-only")
+                for event in ["INSERT", "UPDATE", "DELETE"] {
+                    try db.execute(
+                        "CREATE TRIGGER \"ferry_protect_\(table)_\(event)\" BEFORE \(event) ON \(table) WHEN \(capturing) BEGIN SELECT RAISE(ABORT, \(message)); END")
+                }
+            }
         }
     }
+
+    /// Metadata tables that local statements may read but never change.
+    static let protectedTables = ["ferry_snapshot", "ferry_tables", "ferry_origin"]
 
     /// The columns SQLite really has for `table`; throws if the table is missing.
     static func existingColumns(_ db: SQLiteConnection, _ table: String) throws -> [String] {
