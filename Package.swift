@@ -83,6 +83,7 @@ let package = Package(
             dependencies: [
                 "FerryCore", "FerryPublisher", "FerryServer", "FerryClient",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]

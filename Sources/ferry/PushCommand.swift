@@ -1,4 +1,5 @@
 import ArgumentParser
+import AsyncHTTPClient
 import FerryClient
 import FerryCore
 import Foundation
@@ -19,10 +20,13 @@ struct ServerOptions: ParsableArguments {
         }
     }
 
-    func clientConfiguration(directory: URL) -> FerryClient.Configuration {
+    /// `http` is a client with a connect timeout (AsyncHTTPClient retries a refused connection until it expires,
+    /// so this bounds how long "offline" takes to report); the caller shuts it down.
+    func clientConfiguration(directory: URL, http: HTTPClient) -> FerryClient.Configuration {
         var configuration = FerryClient.Configuration(directory: directory, serverURL: URL(string: server), dataset: dataset)
         configuration.applyPendingOnOpen = false
         configuration.pushOnOpen = false
+        if let url = URL(string: server) { configuration.uploader = HTTPChangeUploader(server: url, httpClient: http) }
         return configuration
     }
 }
@@ -52,15 +56,23 @@ struct PushCommand: AsyncParsableCommand {
 
     func run() async throws {
         try options.requireExisting()
-        let client = try await FerryClient.open(configuration: server.clientConfiguration(directory: options.directoryURL), logger: options.logger())
+        let http = AsyncHTTPClientTransport.makeHTTPClient()
         let result: PushResult
         do {
-            result = try await client.push(batchSize: batchSize)
-        } catch {
+            let client = try await FerryClient.open(
+                configuration: server.clientConfiguration(directory: options.directoryURL, http: http), logger: options.logger())
+            do {
+                result = try await client.push(batchSize: batchSize)
+            } catch {
+                await client.close()
+                throw error
+            }
             await client.close()
+        } catch {
+            try? await http.shutdown()
             throw error
         }
-        await client.close()
+        try? await http.shutdown()
         print(json ? Self.json(result) : Self.text(result))
     }
 
@@ -99,7 +111,7 @@ struct SyncCommand: AsyncParsableCommand {
         let http = AsyncHTTPClientTransport.makeHTTPClient()
         do {
             let client = try await FerryClient.open(
-                configuration: server.clientConfiguration(directory: options.directoryURL), logger: options.logger(),
+                configuration: server.clientConfiguration(directory: options.directoryURL, http: http), logger: options.logger(),
                 transport: AsyncHTTPClientTransport(client: http))
             let result: SyncResult
             do {

@@ -183,8 +183,12 @@ import Testing
             configuration.pushOnOpen = false
             configuration.pushAttempts = 2
             configuration.pushBackoff = .milliseconds(10)
+            let http = AsyncHTTPClientTransport.makeHTTPClient(connectTimeout: .seconds(1))
+            configuration.uploader = HTTPChangeUploader(server: configuration.serverURL!, httpClient: http)
             let offline = try await FerryClient.open(configuration: configuration, logger: .test)
-            await #expect(throws: FerryError.self) { try await offline.push() }
+            let error = await #expect(throws: FerryError.self) { try await offline.push() }
+            #expect(error?.code == .offline)
+            try await http.shutdown()
             #expect(try await offline.pendingEdits() == 1)
             // ferry_snapshot is not a table of the template: writes to it are not captured as edits
             #expect(try await offline.status().outbox == 1)
