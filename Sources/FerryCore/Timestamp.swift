@@ -84,7 +84,8 @@ public enum Timestamp {
     }
 
     /// Days since 1970-01-01 → (year, month, day), proleptic Gregorian (Howard Hinnant's algorithm).
-    static func civilFromDays(_ z0: Int64) -> (Int64, Int64, Int64) {
+    @inlinable
+    public static func civilFromDays(_ z0: Int64) -> (Int64, Int64, Int64) {
         let z = z0 + 719_468
         let era = (z >= 0 ? z : z - 146_096) / 146_097
         let doe = z - era * 146_097

@@ -51,22 +51,6 @@ extension PostgresConnection {
             let state = PQresultErrorField(result, Int32(UInt8(ascii: "C"))).map { String(cString: $0) } ?? ""
             throw PostgresQueryError(sqlState: state, message: Self.resultError(result, fallback: errorMessage))
         }
-        let rows = Int(PQntuples(result))
-        let cols = Int(PQnfields(result))
-        var out: [[String?]] = []
-        out.reserveCapacity(rows)
-        for r in 0..<rows {
-            var row: [String?] = []
-            row.reserveCapacity(cols)
-            for c in 0..<cols {
-                if PQgetisnull(result, Int32(r), Int32(c)) == 1 {
-                    row.append(nil)
-                } else {
-                    row.append(String(cString: PQgetvalue(result, Int32(r), Int32(c))))
-                }
-            }
-            out.append(row)
-        }
-        return out
+        return Self.textRows(of: result)
     }
 }

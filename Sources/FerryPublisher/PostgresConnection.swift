@@ -94,6 +94,11 @@ public final class PostgresConnection {
         guard status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK else {
             throw FerryError(.database, Self.resultError(result, fallback: errorMessage))
         }
+        return Self.textRows(of: result)
+    }
+
+    /// Every row of a result as text (nil for NULL).
+    static func textRows(of result: OpaquePointer) -> [[String?]] {
         let rows = Int(PQntuples(result))
         let cols = Int(PQnfields(result))
         var out: [[String?]] = []

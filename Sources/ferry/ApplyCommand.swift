@@ -16,18 +16,7 @@ struct ApplyCommand: AsyncParsableCommand {
     var json = false
 
     func run() async throws {
-        try options.requireExisting()
-        var configuration = FerryClient.Configuration(directory: options.directoryURL)
-        configuration.applyPendingOnOpen = false
-        let client = try await FerryClient.open(configuration: configuration, logger: options.logger())
-        let result: ApplyResult
-        do {
-            result = try await client.applyPendingUpdate()
-        } catch {
-            await client.close()
-            throw error
-        }
-        await client.close()
+        let result = try await options.withClient { try await $0.applyPendingUpdate() }
         if json {
             print(result.status.json(adding: [("applied", .bool(result.applied))]))
         } else {

@@ -28,6 +28,24 @@ struct ClientDirectoryOptions: ParsableArguments {
         }
     }
 
+    /// Opens the existing directory without applying anything, runs `body`, and closes the client either way.
+    func withClient<T: Sendable>(
+        _ configuration: FerryClient.Configuration? = nil, _ body: (FerryClient) async throws -> T
+    ) async throws -> T {
+        try requireExisting()
+        var configuration = configuration ?? FerryClient.Configuration(directory: directoryURL)
+        configuration.applyPendingOnOpen = false
+        let client = try await FerryClient.open(configuration: configuration, logger: logger())
+        do {
+            let result = try await body(client)
+            await client.close()
+            return result
+        } catch {
+            await client.close()
+            throw error
+        }
+    }
+
     /// A logger on stderr (stdout stays clean for --json); warnings only unless --verbose.
     func logger() -> Logger {
         var logger = Logger(label: "ferry.client") { StreamLogHandler.standardError(label: $0) }

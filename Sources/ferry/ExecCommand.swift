@@ -22,20 +22,10 @@ struct ExecCommand: AsyncParsableCommand {
     var json = false
 
     func run() async throws {
-        try options.requireExisting()
-        var configuration = FerryClient.Configuration(directory: options.directoryURL)
-        configuration.applyPendingOnOpen = false
-        let client = try await FerryClient.open(configuration: configuration, logger: options.logger())
-        let result: StatementResult
-        let waiting: Int
-        do {
-            result = try await client.execute(sql)
-            waiting = try await client.pendingEdits()
-        } catch {
-            await client.close()
-            throw error
+        let sql = self.sql
+        let (result, waiting) = try await options.withClient { client in
+            (try await client.execute(sql), try await client.pendingEdits())
         }
-        await client.close()
         if json {
             print(Self.json(result, outbox: waiting))
         } else if !result.columns.isEmpty {

@@ -55,19 +55,13 @@ struct PushCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        try options.requireExisting()
         let http = AsyncHTTPClientTransport.makeHTTPClient()
         let result: PushResult
         do {
-            let client = try await FerryClient.open(
-                configuration: server.clientConfiguration(directory: options.directoryURL, http: http), logger: options.logger())
-            do {
-                result = try await client.push(batchSize: batchSize)
-            } catch {
-                await client.close()
-                throw error
+            let batchSize = self.batchSize
+            result = try await options.withClient(server.clientConfiguration(directory: options.directoryURL, http: http)) {
+                try await $0.push(batchSize: batchSize)
             }
-            await client.close()
         } catch {
             try? await http.shutdown()
             throw error

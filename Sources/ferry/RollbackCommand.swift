@@ -15,18 +15,7 @@ struct RollbackCommand: AsyncParsableCommand {
     var json = false
 
     func run() async throws {
-        try options.requireExisting()
-        var configuration = FerryClient.Configuration(directory: options.directoryURL)
-        configuration.applyPendingOnOpen = false
-        let client = try await FerryClient.open(configuration: configuration, logger: options.logger())
-        let result: RollbackResult
-        do {
-            result = try await client.rollback()
-        } catch {
-            await client.close()
-            throw error
-        }
-        await client.close()
+        let result = try await options.withClient { try await $0.rollback() }
         if json {
             print(result.status.json(adding: [("rolledBackVersion", .int(result.rolledBackVersion))]))
         } else {
