@@ -106,11 +106,22 @@ struct ServeCommand: AsyncParsableCommand {
                 mergerServices = mergers.keys.sorted().map { mergers[$0]! as any Service }
                 extraRoutes.append(ChangesRoute(mergers: mergers))
                 if let publishEvery {
+                    let snapshots = FileSnapshotStore(root: URL(fileURLWithPath: store))
+                    try DurableFile.makeDirectory(snapshots.root)  // this process publishes into it
                     for path in config {
                         let publisher = Publisher(
-                            configuration: .init(templatePath: path, databaseURL: outbox.databaseURL, store: URL(fileURLWithPath: store), keep: keep),
+                            configuration: .init(templatePath: path, databaseURL: outbox.databaseURL, store: snapshots.root, keep: keep),
                             logger: logger)
-                        scheduleServices.append(PublishSchedule(publisher: publisher, every: publishEvery, logger: logger))
+                        // Tombstones are kept as long as the oldest retained snapshot: prune after each publish.
+                        let onRun: @Sendable (Result<PublishResult, any Error>) -> Void = { outcome in
+                            guard case .success(let result) = outcome, let merger = mergers[result.dataset],
+                                let oldest = result.versions.first,
+                                let created = (try? snapshots.record(dataset: result.dataset, version: oldest))?.createdAt,
+                                let cutoff = Timestamp.parse(created)
+                            else { return }
+                            Task { _ = try? await merger.pruneTombstones(before: cutoff) }
+                        }
+                        scheduleServices.append(PublishSchedule(publisher: publisher, every: publishEvery, logger: logger, onRun: onRun))
                     }
                 }
             }
