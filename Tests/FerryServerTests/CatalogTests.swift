@@ -63,14 +63,13 @@ import Testing
         try await store.withLiveServer { client in
             let port = try #require(client.port)
             let connection = try RawHTTPConnection(port: port)
-            try connection.send("GET /v1/datasets/trips/versions/1 HTTP/1.1\r\nHost: localhost\r\n\r\n")
-            let head = try connection.readHead()
-            #expect(head.status == 200)
-            let length = try #require(Int(head.headers["content-length"] ?? ""))
+            let (status, length, first) = try await offPool {
+                try connection.send("GET /v1/datasets/trips/versions/1 HTTP/1.1\r\nHost: localhost\r\n\r\n")
+                let head = try connection.readHead()
+                return (head.status, Int(head.headers["content-length"] ?? "") ?? -1, try connection.read(1 << 20))
+            }
+            #expect(status == 200)
             #expect(Int64(length) == v1.size)
-            var hasher = FileHasher()
-            let first = try connection.read(1 << 20)
-            first.withUnsafeBytes { hasher.update($0) }
 
             // When retention deletes version 1 (keep = 1) while the body is still being sent
             try store.publish(keep: 1)
@@ -78,13 +77,18 @@ import Testing
             try await Task.sleep(for: .milliseconds(400))  // let the catalog drop version 1
 
             // Then the download finishes with exactly the bytes of version 1
-            var received = first.count
-            while received < length {
-                let part = try connection.read(min(1 << 20, length - received))
-                part.withUnsafeBytes { hasher.update($0) }
-                received += part.count
+            let digest = try await offPool {
+                var hasher = FileHasher()
+                first.withUnsafeBytes { hasher.update($0) }
+                var received = first.count
+                while received < length {
+                    let part = try connection.read(min(1 << 20, length - received))
+                    part.withUnsafeBytes { hasher.update($0) }
+                    received += part.count
+                }
+                return hasher.finalizeHex()
             }
-            #expect(hasher.finalizeHex() == expected)
+            #expect(digest == expected)
 
             // And a new request for version 1 is a 404 now
             let gone = try await client.execute(uri: "/v1/datasets/trips/versions/1", method: .get)

@@ -13,7 +13,7 @@ private let systemSend = Darwin.send
 
 /// A blocking HTTP/1.1 connection over a plain socket, for tests that must read a body slowly (HummingbirdTesting's
 /// client always reads whole responses).
-final class RawHTTPConnection {
+final class RawHTTPConnection: @unchecked Sendable {
     private let fd: Int32
     private var pending = [UInt8]()
 
@@ -77,6 +77,13 @@ final class RawHTTPConnection {
         return out
     }
 
+    /// Reads until the server closes the connection.
+    func readToEnd() throws -> [UInt8] {
+        while try fill() {}
+        defer { pending.removeAll() }
+        return pending
+    }
+
     private func fill() throws -> Bool {
         var buffer = [UInt8](repeating: 0, count: 16 * 1024)
         let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
@@ -92,5 +99,13 @@ final class RawHTTPConnection {
             return i
         }
         return nil
+    }
+}
+
+/// Runs blocking socket I/O on a Dispatch thread, never on Swift's cooperative pool: the live server's handlers run
+/// there, and a test blocking its few threads while waiting for the server would deadlock.
+func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        DispatchQueue.global().async { continuation.resume(with: Result { try body() }) }
     }
 }

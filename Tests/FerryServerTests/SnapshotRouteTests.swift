@@ -187,4 +187,28 @@ import Testing
             }
         }
     }
+
+    @Test func aConnectionCloseDownloadDeliversEveryByteBeforeClosing() async throws {
+        // Given a multi-chunk snapshot and a client that asks the server to close after the response
+        let store = try TestStore()
+        defer { store.remove() }
+        let manifest = try store.publish(blobBytes: 4 << 20)
+        try await store.withLiveServer { client in
+            let port = try #require(client.port)
+            for _ in 0..<3 {
+                let (status, body) = try await offPool {
+                    let connection = try RawHTTPConnection(port: port)
+                    try connection.send("GET /v1/datasets/trips/snapshot HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                    let head = try connection.readHead()
+                    // When the body is read, slowly at first, until the server closes
+                    Thread.sleep(forTimeInterval: 0.05)
+                    return (head.status, try connection.readToEnd())
+                }
+                #expect(status == 200)
+                // Then nothing queued at close time was dropped
+                #expect(body.count == Int(manifest.size))
+                #expect(sha256Hex(Data(body)) == manifest.sha256)
+            }
+        }
+    }
 }

@@ -55,6 +55,7 @@ manifest = dict(record, dataset="bench", versions=[1]); del manifest["dataDigest
 json.dump(manifest, open(os.path.join(root, "bench", "manifest.json"), "w"), sort_keys=True)
 print(f"{record['size']} bytes, sha256 {sha}")
 PY
+chmod -R a+rX "$work"  # nginx workers run as nobody
 sha=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["sha256"])' "$work/store/bench/manifest.json")
 size=$(stat -c %s "$work/store/bench/versions/1.sqlite")
 
