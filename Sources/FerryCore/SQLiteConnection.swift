@@ -216,26 +216,6 @@ public final class SQLiteStatement {
         guard rc == SQLITE_OK else { throw connection.error("cannot bind parameter \(index)", sql: sql) }
     }
 
-    /// Binds UTF-8 bytes as text without building a `String` (SQLite copies them).
-    @inlinable
-    public func bindText(_ bytes: UnsafeRawBufferPointer, at index: Int32) {
-        if let base = bytes.baseAddress {
-            sqlite3_bind_text(handle, index, base.assumingMemoryBound(to: CChar.self), Int32(bytes.count), sqliteTransient)
-        } else {
-            sqlite3_bind_text(handle, index, "", 0, sqliteTransient)
-        }
-    }
-
-    /// Binds bytes as a blob (SQLite copies them).
-    @inlinable
-    public func bindBlob(_ bytes: UnsafeRawBufferPointer, at index: Int32) {
-        if let base = bytes.baseAddress {
-            sqlite3_bind_blob(handle, index, base, Int32(bytes.count), sqliteTransient)
-        } else {
-            sqlite3_bind_zeroblob(handle, index, 0)
-        }
-    }
-
     @inlinable public func bindInt64(_ value: Int64, at index: Int32) { sqlite3_bind_int64(handle, index, value) }
     @inlinable public func bindDouble(_ value: Double, at index: Int32) { sqlite3_bind_double(handle, index, value) }
     @inlinable public func bindNull(at index: Int32) { sqlite3_bind_null(handle, index) }
