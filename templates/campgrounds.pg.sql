@@ -72,3 +72,18 @@ INSERT INTO photos (id, campground_id, caption, width, height, thumbnail, taken_
   ('5f0e1d2c-3b4a-4958-8776-655443322102', '0b5c3a2e-6f1d-4a39-9d8e-1a2b3c4d5e02', 'Cabin 3', 1024, 768, '\xffd8ffe000104a464946', '2024-07-01 17:45:00', '2024-07-01 21:00:00+00', '2024-07-01 21:00:00+00'),
   ('5f0e1d2c-3b4a-4958-8776-655443322103', '0b5c3a2e-6f1d-4a39-9d8e-1a2b3c4d5e04', 'Norrsken', 2048, 1365, NULL, NULL, '2024-08-09 01:00:00+00', '2024-08-09 01:00:00+00')
 ON CONFLICT (id) DO NOTHING;
+
+-- Access rights (the book's "Access Rights"; templates/campgrounds-tiered.yml): each user has an access tier
+-- and an API token, stored only as its SHA-256 hex. A user of tier n sees campgrounds of tier <= n.
+-- The demo tokens are 'alice-token' (free tier 0) and 'bob-token' (premium tier 2).
+CREATE TABLE IF NOT EXISTS users (
+  id                text PRIMARY KEY,
+  name              text NOT NULL,
+  access_tier       smallint NOT NULL DEFAULT 0,
+  api_token_sha256  text UNIQUE
+);
+
+INSERT INTO users (id, name, access_tier, api_token_sha256) VALUES
+  ('alice', 'Alice', 0, encode(sha256('alice-token'::bytea), 'hex')),
+  ('bob',   'Bob',   2, encode(sha256('bob-token'::bytea), 'hex'))
+ON CONFLICT (id) DO NOTHING;

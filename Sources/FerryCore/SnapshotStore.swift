@@ -21,6 +21,7 @@ public protocol SnapshotStore: Sendable {
 /// STORE/DATASET/versions/N.sqlite      snapshot of version N (immutable)
 /// STORE/DATASET/versions/N.sqlite.gz   its gzip copy
 /// STORE/DATASET/versions/N.json        its VersionRecord
+/// STORE/DATASET/objects/             a scoped dataset's snapshots, by checksum (FileSnapshotStore+Scopes.swift)
 /// STORE/DATASET/tmp/                   the publisher's temp area; anything here is garbage after a crash
 /// STORE/DATASET/.lock                  held by the one publisher working on the dataset
 /// ```
@@ -49,11 +50,10 @@ public struct FileSnapshotStore: SnapshotStore {
         return names.filter { DatasetName.isValid($0) && FileManager.default.fileExists(atPath: manifestURL(dataset: $0).path) }.sorted()
     }
 
+    /// The manifest of an unscoped dataset; nil when never published or scoped (see ``storedManifest(for:)``).
     public func manifest(for dataset: String) throws -> Manifest? {
-        guard DatasetName.isValid(dataset) else { return nil }
-        let url = manifestURL(dataset: dataset)
-        guard let data = FileManager.default.contents(atPath: url.path) else { return nil }
-        return try Manifest.decode(data, path: url.path)
+        guard case .single(let manifest) = try storedManifest(for: dataset) else { return nil }
+        return manifest
     }
 
     public func record(dataset: String, version: Int) throws -> VersionRecord? {
@@ -85,7 +85,13 @@ public struct FileSnapshotStore: SnapshotStore {
             try? fm.removeItem(at: tmp.appendingPathComponent(name))
             removed += 1
         }
-        let retained = Set(try manifest(for: dataset)?.versions ?? [])
+        let stored = try storedManifest(for: dataset)
+        if case .scoped(let scoped) = stored {
+            return removed + pruneUnreferenced(dataset: dataset, keeping: scoped.referencedObjects, removeVersions: true)
+        }
+        removed += pruneUnreferenced(dataset: dataset, keeping: [], removeVersions: false)
+        let retained: Set<Int>
+        if case .single(let manifest) = stored { retained = Set(manifest.versions) } else { retained = [] }
         let versionsDir = versionsDirectory(dataset: dataset)
         for name in (try? fm.contentsOfDirectory(atPath: versionsDir.path)) ?? [] {
             guard let number = Self.versionNumber(fileName: name) else {
@@ -106,7 +112,7 @@ public struct FileSnapshotStore: SnapshotStore {
     /// The version number the next publish gets: one more than any version the store has seen, so a number,
     /// and so an immutable URL, is never reused even after a crash left an unreferenced file.
     public func nextVersion(dataset: String) throws -> Int {
-        var highest = try manifest(for: dataset)?.version ?? 0
+        var highest = try storedManifest(for: dataset)?.lastVersion ?? 0
         let names = (try? FileManager.default.contentsOfDirectory(atPath: versionsDirectory(dataset: dataset).path)) ?? []
         for name in names { if let n = Self.versionNumber(fileName: name) { highest = max(highest, n) } }
         return highest + 1
@@ -158,6 +164,8 @@ public struct FileSnapshotStore: SnapshotStore {
             try? fm.removeItem(at: snapshotURL(dataset: dataset, version: old))
             try? fm.removeItem(at: gzipURL(dataset: dataset, version: old))
         }
+        // The files of an earlier scoped form of this dataset.
+        pruneUnreferenced(dataset: dataset, keeping: [], removeVersions: false)
         return manifest
     }
 

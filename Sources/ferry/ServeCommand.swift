@@ -115,8 +115,7 @@ struct ServeCommand: AsyncParsableCommand {
                         // Tombstones are kept as long as the oldest retained snapshot: prune after each publish.
                         let onRun: @Sendable (Result<PublishResult, any Error>) -> Void = { outcome in
                             guard case .success(let result) = outcome, let merger = mergers[result.dataset],
-                                let oldest = result.versions.first,
-                                let created = (try? snapshots.record(dataset: result.dataset, version: oldest))?.createdAt,
+                                let created = try? snapshots.oldestRetainedCreatedAt(dataset: result.dataset),
                                 let cutoff = Timestamp.parse(created)
                             else { return }
                             Task { _ = try? await merger.pruneTombstones(before: cutoff) }

@@ -155,7 +155,7 @@ struct PublishTests {
         }
         for _ in 0..<3 {
             let result = try await fixture.publisher(template: template).publish()
-            #expect(result.tables["a"] == result.tables["b"])
+            #expect(result.tables?["a"] == result.tables?["b"] && result.tables?["a"] != nil)
         }
         writer.cancel()
         let written = try await writer.value

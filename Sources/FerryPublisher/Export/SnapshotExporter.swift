@@ -2,6 +2,52 @@ import FerryCore
 import Foundation
 import Logging
 
+/// One PostgreSQL connection inside `BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY` with fixed session settings,
+/// and the template resolved into plans within that snapshot. Further sessions can join the same snapshot
+/// (``exportSnapshot()``, ``init(joining:template:databaseURL:plans:)``), so parallel exports of several scopes see
+/// exactly the same data. The transaction is rolled back when the session is released.
+/// Unchecked Sendable: a session is handed to one export thread and used by that thread alone.
+final class ExportSession: @unchecked Sendable {
+    let pg: PostgresConnection
+    let plans: [TablePlan]
+    /// The SQL type of the scope values, for a template with `scope:`.
+    let scopeTypeName: String?
+
+    /// Opens the first session: begins the transaction, checks the scope queries and resolves the template.
+    init(template: Template, databaseURL: String) throws {
+        pg = try PostgresConnection(url: databaseURL)
+        try Self.begin(pg)
+        scopeTypeName = try TemplateValidator.scopeTypeName(for: template, pg: pg)
+        plans = try TemplateValidator.plans(for: template, pg: pg, scopeExpression: scopeTypeName.map(ScopeSQL.expression(typeName:)))
+    }
+
+    /// Opens another session on the snapshot `snapshotID` that a first session exported.
+    init(joining snapshotID: String, databaseURL: String, plans: [TablePlan]) throws {
+        pg = try PostgresConnection(url: databaseURL)
+        try Self.begin(pg)
+        // Must be the transaction's first statement. The id is PostgreSQL's own (hex digits and dashes).
+        try pg.execute("SET TRANSACTION SNAPSHOT '\(snapshotID.filter { $0.isHexDigit || $0 == "-" })'")
+        self.plans = plans
+        scopeTypeName = nil
+    }
+
+    deinit { try? pg.execute("ROLLBACK") }
+
+    /// `pg_export_snapshot()`: an id other sessions use to see this transaction's snapshot.
+    func exportSnapshot() throws -> String {
+        guard let id = try pg.query("SELECT pg_export_snapshot()").first?.first ?? nil else {
+            throw FerryError(.database, "pg_export_snapshot() returned nothing")
+        }
+        return id
+    }
+
+    private static func begin(_ pg: PostgresConnection) throws {
+        // Fixed session settings make every text conversion (casts, to_json) independent of server defaults.
+        try pg.execute("SET TIME ZONE 'UTC'; SET DateStyle = 'ISO, YMD'; SET IntervalStyle = 'iso_8601'; SET extra_float_digits = 3")
+        try pg.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+    }
+}
+
 /// What an export produced: the verified SQLite file's row counts and the digest of its data.
 struct ExportResult {
     var tables: [String: Int]
@@ -20,6 +66,8 @@ final class SnapshotExporter {
     var progress: (@Sendable (PublishProgress) -> Void)?
     /// Test hook: called after each table's rows are loaded, while the PostgreSQL snapshot is still open.
     var afterTable: ((String) throws -> Void)?
+    /// The scope being written, for progress reports.
+    private var scope: String?
 
     init(template: Template, logger: Logger) {
         self.template = template
@@ -27,13 +75,15 @@ final class SnapshotExporter {
     }
 
     func export(databaseURL: String, to file: URL, version: Int, createdAt: String) throws -> ExportResult {
-        let pg = try PostgresConnection(url: databaseURL)
-        // Fixed session settings make every text conversion (casts, to_json) independent of server defaults.
-        try pg.execute("SET TIME ZONE 'UTC'; SET DateStyle = 'ISO, YMD'; SET IntervalStyle = 'iso_8601'; SET extra_float_digits = 3")
-        try pg.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-        defer { try? pg.execute("ROLLBACK") }
-        let plans = try TemplateValidator.plans(for: template, pg: pg)
+        let session = try ExportSession(template: template, databaseURL: databaseURL)
+        return try write(plans: session.plans, from: session.pg, to: file, version: version, createdAt: createdAt, scope: nil)
+    }
 
+    /// Writes one snapshot file from `pg`'s open transaction. With a `scope`, it is set for the transaction
+    /// first, so every `:scope` in the plans' SQL reads it.
+    func write(plans: [TablePlan], from pg: PostgresConnection, to file: URL, version: Int, createdAt: String, scope: String?) throws -> ExportResult {
+        if let scope { _ = try pg.query(ScopeSQL.setScopeSQL, [scope]) }
+        self.scope = scope
         var digest = StreamingSHA256()
         digest.update("ferry-data-v1\ndataset=\(template.dataset)\nschemaVersion=\(template.schemaVersion)\n")
         for plan in plans { digest.update(plan.definition) }
@@ -100,7 +150,8 @@ final class SnapshotExporter {
         var nextCheck = 16_384
         let progress = self.progress
         let dataset = template.dataset
-        progress?(PublishProgress(dataset: dataset, table: plan.name, rows: 0, seconds: 0, finished: false))
+        let scope = self.scope
+        progress?(PublishProgress(dataset: dataset, table: plan.name, rows: 0, seconds: 0, finished: false, scope: scope))
         // The closure cannot capture an inout parameter: hash into a local copy and hand it back.
         digest.update("rows=\(plan.name)\n")
         var localDigest = digest
@@ -114,7 +165,7 @@ final class SnapshotExporter {
                     let now = ContinuousClock.now
                     if now - lastReport >= .milliseconds(250) {
                         lastReport = now
-                        progress(PublishProgress(dataset: dataset, table: plan.name, rows: loader.rows, seconds: (now - start).seconds, finished: false))
+                        progress(PublishProgress(dataset: dataset, table: plan.name, rows: loader.rows, seconds: (now - start).seconds, finished: false, scope: scope))
                     }
                 }
             }
@@ -126,7 +177,7 @@ final class SnapshotExporter {
             throw FerryError(.verification, "table '\(plan.name)': PostgreSQL reported \(sent) rows but \(loader.rows) arrived complete; nothing was published")
         }
         let seconds = (ContinuousClock.now - start).seconds
-        progress?(PublishProgress(dataset: dataset, table: plan.name, rows: loader.rows, seconds: seconds, finished: true))
+        progress?(PublishProgress(dataset: dataset, table: plan.name, rows: loader.rows, seconds: seconds, finished: true, scope: scope))
         logger.debug("exported table", metadata: ["table": "\(plan.name)", "rows": "\(loader.rows)", "seconds": "\(seconds)"])
         return loader.rows
     }

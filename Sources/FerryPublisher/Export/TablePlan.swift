@@ -7,11 +7,13 @@ struct TablePlan {
     /// Template timestamp columns that this table has (nil when absent).
     let createdColumn: String?
     let updatedColumn: String?
+    /// The rows to export: the template's query, or every column of the source, narrowed by the filter and the
+    /// parent chain (``Template/rowsSQL(tableAt:scopeExpression:)``).
+    let rowsQuery: String
 
     var name: String { table.name }
 
-    /// The rows to export: the template's query, or every column of the source.
-    var baseQuery: String { table.query ?? "SELECT * FROM \(SQLIdentifier.quoteQualified(table.source))" }
+    var baseQuery: String { rowsQuery }
 
     /// `COPY (SELECT … ORDER BY pk) TO STDOUT (FORMAT binary)`: rows in key order, so equal data gives equal bytes.
     var copySQL: String {
@@ -42,6 +44,8 @@ struct TablePlan {
         let cols = columns.map { "\($0.name):\($0.typeName):\($0.sqliteType)" }.joined(separator: ",")
         return "table=\(name)|source=\(table.source)|query=\(table.query ?? "")|columns=\(cols)|pk=\(primaryKey.joined(separator: ","))"
             + "|writable=\(table.writable)|merge=\(table.merge.rawValue)|created=\(createdColumn ?? "")|updated=\(updatedColumn ?? "")"
-            + "|indexes=\(table.indexes.joined(separator: ";"))\n"
+            + "|indexes=\(table.indexes.joined(separator: ";"))"
+            + (table.filter == nil && table.parent == nil ? "" : "|filter=\(table.filter ?? "")|parent=\(table.parent.map { "\($0.table).\($0.column)" } ?? "")")
+            + "\n"
     }
 }

@@ -26,6 +26,54 @@ public struct Template: Sendable, Equatable {
     public var tables: [Table]
     /// Absolute path of a SQLite DDL file applied to the fresh snapshot instead of derived DDL, if any.
     public var schema: String?
+    /// Access rights (`scope:`): one snapshot per scope value, served only to tokens of that scope. Nil: public.
+    public var scope: Scope?
+
+    /// The `scope:` section: which scope values exist, and which scope a bearer token belongs to.
+    ///
+    /// ```yaml
+    /// scope:
+    ///   values: "SELECT DISTINCT access_tier FROM users"     # or a literal list: [0, 1, 2]
+    ///   token: "SELECT access_tier FROM users WHERE api_token_sha256 = $1"
+    /// ```
+    public struct Scope: Sendable, Equatable {
+        /// Where the scope values come from.
+        public enum Values: Sendable, Equatable {
+            /// A one-column SELECT, run in the publish's snapshot.
+            case query(String)
+            /// Literal values, in their text form (integers normalised: `01` → `1`).
+            case list([String])
+
+            /// The SELECT, when the values come from one.
+            public var query: String? {
+                if case .query(let sql) = self { return sql }
+                return nil
+            }
+        }
+        public var values: Values
+        /// A one-column SELECT with one parameter, `$1`: the lowercase SHA-256 hex of a bearer token. Its first
+        /// row's value is the token's scope; no row means the token is not authorised.
+        public var token: String
+
+        public init(values: Values, token: String) {
+            self.values = values
+            self.token = token
+        }
+    }
+
+    /// A child table's link to its parent (`parent: {table, column}`): a row is exported only when the row of
+    /// `table` whose primary key equals this row's `column` is exported.
+    public struct Parent: Sendable, Equatable {
+        /// The parent's SQLite table name (a table of the same template).
+        public var table: String
+        /// This table's column holding the parent's key.
+        public var column: String
+
+        public init(table: String, column: String) {
+            self.table = table
+            self.column = column
+        }
+    }
 
     /// The timestamp column names shared by all tables of a template.
     ///
@@ -67,10 +115,16 @@ public struct Template: Sendable, Equatable {
         public var writable: Bool
         /// How an edit conflicting with the server's row is settled. Default newest-wins.
         public var merge: MergeRule
+        /// A SQL boolean over the source table's columns (`tier <= :scope`); only matching rows are exported.
+        /// `:scope` is the scope value, bound (never spliced) as the type of the scope values.
+        public var filter: String?
+        /// Export only rows whose parent row is exported (composes with ``filter``; chains follow).
+        public var parent: Parent?
 
         public init(
             name: String, source: String? = nil, query: String? = nil, primaryKey: [String]? = nil, exclude: [String] = [],
-            indexes: [String] = [], writable: Bool = false, merge: MergeRule = .newestWins
+            indexes: [String] = [], writable: Bool = false, merge: MergeRule = .newestWins, filter: String? = nil,
+            parent: Parent? = nil
         ) {
             self.name = name
             self.source = source ?? name
@@ -80,14 +134,17 @@ public struct Template: Sendable, Equatable {
             self.indexes = indexes
             self.writable = writable
             self.merge = merge
+            self.filter = filter
+            self.parent = parent
         }
     }
 
     public init(
         path: String, dataset: String, schemaVersion: Int = 1, timestamps: Timestamps = Timestamps(), tables: [Table],
-        schema: String? = nil
+        schema: String? = nil, scope: Scope? = nil
     ) {
         self.path = path
+        self.scope = scope
         self.dataset = dataset
         self.schemaVersion = schemaVersion
         self.timestamps = timestamps

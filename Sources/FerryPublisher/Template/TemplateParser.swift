@@ -6,9 +6,11 @@ import Yams
 struct TemplateParser {
     let path: String
 
-    static let topKeys = ["dataset", "schemaVersion", "timestamps", "tables", "schema"]
+    static let topKeys = ["dataset", "schemaVersion", "timestamps", "tables", "schema", "scope"]
+    static let scopeKeys = ["values", "token"]
+    static let parentKeys = ["table", "column"]
     static let timestampKeys = ["created", "updated"]
-    static let tableKeys = ["name", "source", "query", "primaryKey", "exclude", "indexes", "writable", "merge"]
+    static let tableKeys = ["name", "source", "query", "primaryKey", "exclude", "indexes", "writable", "merge", "filter", "parent"]
 
     func fail(_ key: String?, _ message: String, at node: Node? = nil) -> FerryError {
         var text = message
@@ -80,7 +82,94 @@ struct TemplateParser {
             }
             schema = resolved.standardizedFileURL.path
         }
-        return Template(path: path, dataset: dataset, schemaVersion: schemaVersion, timestamps: timestamps, tables: tables, schema: schema)
+        var scope: Template.Scope?
+        if let node = top["scope"] { scope = try parseScope(node) }
+        try checkScopeUse(tables, scope: scope, sequence: sequence)
+        try checkParents(tables, sequence: sequence)
+        return Template(path: path, dataset: dataset, schemaVersion: schemaVersion, timestamps: timestamps, tables: tables, schema: schema, scope: scope)
+    }
+
+    func parseScope(_ node: Node) throws -> Template.Scope {
+        let map = try mapping(node, key: "scope", allowed: Self.scopeKeys)
+        guard let valuesNode = map["values"] else {
+            throw fail("scope.values", "missing required key `values`: a one-column SELECT (`SELECT DISTINCT access_tier FROM users`) or a list (`[0, 1, 2]`)", at: node)
+        }
+        let values: Template.Scope.Values
+        switch valuesNode {
+        case .sequence(let items):
+            guard !items.isEmpty else { throw fail("scope.values", "the list of scope values is empty: give at least one value", at: valuesNode) }
+            var list: [String] = []
+            for (i, item) in items.enumerated() {
+                var text = try string(item, key: "scope.values[\(i)]")
+                if let number = Int(text) { text = String(number) }
+                guard !list.contains(text) else { throw fail("scope.values[\(i)]", "scope value '\(text)' is listed twice", at: item) }
+                list.append(text)
+            }
+            values = .list(list)
+        default:
+            let query = try trimmedSQL(valuesNode, key: "scope.values")
+            values = .query(query)
+        }
+        guard let tokenNode = map["token"] else {
+            throw fail("scope.token", "missing required key `token`: a SELECT mapping $1, the SHA-256 hex of a bearer token, to its scope, e.g. `SELECT access_tier FROM users WHERE api_token_sha256 = $1`", at: node)
+        }
+        let token = try trimmedSQL(tokenNode, key: "scope.token")
+        guard token.contains("$1") else {
+            throw fail("scope.token", "the token query must use $1 (the SHA-256 hex of the bearer token), e.g. `… WHERE api_token_sha256 = $1`", at: tokenNode)
+        }
+        guard !ScopeSQL.usesScope(token), !ScopeSQL.usesScope(values.query ?? "") else {
+            throw fail("scope", "`:scope` cannot be used inside the scope section itself", at: node)
+        }
+        return Template.Scope(values: values, token: token)
+    }
+
+    /// A `:scope` needs a `scope:` section.
+    func checkScopeUse(_ tables: [Template.Table], scope: Template.Scope?, sequence: Node.Sequence) throws {
+        guard scope == nil else { return }
+        for (i, table) in tables.enumerated() {
+            if let filter = table.filter, ScopeSQL.usesScope(filter) {
+                throw fail("tables[\(i)].filter", "table '\(table.name)': the filter uses :scope but the template has no `scope:` section; add one (see docs/templates.md) or remove :scope", at: sequence[i])
+            }
+            if let query = table.query, ScopeSQL.usesScope(query) {
+                throw fail("tables[\(i)].query", "table '\(table.name)': the query uses :scope but the template has no `scope:` section; add one (see docs/templates.md) or remove :scope", at: sequence[i])
+            }
+        }
+    }
+
+    /// Every parent is another table of the template, and following parents never comes back to a table.
+    func checkParents(_ tables: [Template.Table], sequence: Node.Sequence) throws {
+        for (i, table) in tables.enumerated() {
+            guard let parent = table.parent else { continue }
+            let at = "tables[\(i)].parent.table"
+            guard parent.table != table.name else {
+                throw fail(at, "table '\(table.name)' cannot be its own parent", at: sequence[i])
+            }
+            guard tables.contains(where: { $0.name == parent.table }) else {
+                let names = tables.map(\.name).filter { $0 != table.name }
+                var message = "table '\(table.name)': parent '\(parent.table)' is not a table of this template"
+                if let guess = Self.suggestion(for: parent.table, among: names) { message += "; did you mean `\(guess)`?" }
+                message += " Tables: \(names.joined(separator: ", "))"
+                throw fail(at, message, at: sequence[i])
+            }
+            var chain = [table.name]
+            var current = parent.table
+            while let next = tables.first(where: { $0.name == current }) {
+                if chain.contains(current) {
+                    throw fail(at, "parent cycle: \((chain + [current]).joined(separator: " → ")); a parent chain must end at a table without a parent", at: sequence[i])
+                }
+                chain.append(current)
+                guard let up = next.parent?.table else { break }
+                current = up
+            }
+        }
+    }
+
+    /// A SQL text value without surrounding blanks or trailing semicolons.
+    func trimmedSQL(_ node: Node, key: String) throws -> String {
+        var sql = try string(node, key: key).trimmingCharacters(in: .whitespacesAndNewlines)
+        while sql.hasSuffix(";") { sql = String(sql.dropLast()).trimmingCharacters(in: .whitespacesAndNewlines) }
+        guard !sql.isEmpty else { throw fail(key, "`\(key)` is empty: write the SQL or remove the key", at: node) }
+        return sql
     }
 
     func parseTable(_ node: Node, index i: Int) throws -> Template.Table {
@@ -142,6 +231,18 @@ struct TemplateParser {
                 throw fail("\(at).merge", "unknown merge rule '\(text)': use one of \(choices)", at: node)
             }
             table.merge = rule
+        }
+        if let node = map["filter"] { table.filter = try trimmedSQL(node, key: "\(at).filter") }
+        if let node = map["parent"] {
+            let parent = try mapping(node, key: "\(at).parent", allowed: Self.parentKeys)
+            guard let tableNode = parent["table"], let columnNode = parent["column"] else {
+                throw fail("\(at).parent", "parent needs both keys: `parent: { table: campgrounds, column: campground_id }`", at: node)
+            }
+            let parentTable = try string(tableNode, key: "\(at).parent.table")
+            guard SQLIdentifier.isPlain(parentTable) else {
+                throw fail("\(at).parent.table", "'\(parentTable)' is not a table name of this template", at: tableNode)
+            }
+            table.parent = Template.Parent(table: parentTable, column: try column(columnNode, key: "\(at).parent.column"))
         }
         return table
     }

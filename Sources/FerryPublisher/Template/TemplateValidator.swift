@@ -8,8 +8,11 @@ enum TemplateValidator {
     }
 
     /// Resolves every table, in template order. Run it inside the export transaction so it sees the same snapshot.
-    static func plans(for template: Template, pg: PostgresConnection) throws -> [TablePlan] {
+    /// `scopeExpression` is what `:scope` stands for (``ScopeSQL/expression(typeName:)``), nil without `scope:`.
+    static func plans(for unresolved: Template, pg: PostgresConnection, scopeExpression: String? = nil) throws -> [TablePlan] {
         var described: [(Int, [(name: String, oid: UInt32)])] = []
+        let needsParentKeys = unresolved.tables.contains { $0.parent != nil }
+        let template = needsParentKeys ? try unresolved.resolvingPrimaryKeys(using: pg) : unresolved
         for (i, table) in template.tables.enumerated() {
             try checkSourceExists(table, index: i, template: template, pg: pg)
             let query = table.query ?? "SELECT * FROM \(SQLIdentifier.quoteQualified(table.source))"
@@ -18,6 +21,23 @@ enum TemplateValidator {
                 columns = try pg.describe("SELECT * FROM (\(query)) AS q")
             } catch let error as FerryError {
                 throw fail(template, "tables[\(i)].query", "table '\(table.name)': the query fails in PostgreSQL: \(error.message); fix the query (it must be one SELECT)")
+            }
+            if let parent = table.parent {
+                guard columns.contains(where: { $0.name == parent.column }) else {
+                    throw fail(template, "tables[\(i)].parent.column", "table '\(table.name)' has no column '\(parent.column)' to link to its parent; columns are: \(columns.map(\.name).joined(separator: ", "))")
+                }
+                let parentKey = template.table(named: parent.table)?.primaryKey ?? []
+                guard parentKey.count == 1 else {
+                    throw fail(template, "tables[\(i)].parent.table", "table '\(table.name)': parent '\(parent.table)' has a \(parentKey.count)-column primary key; a parent needs a single-column key that `\(parent.column)` holds")
+                }
+            }
+            if table.filter != nil || table.parent != nil {
+                let key = table.filter != nil ? "tables[\(i)].filter" : "tables[\(i)].parent"
+                do {
+                    _ = try pg.describe("SELECT * FROM (\(template.rowsSQL(tableAt: i, scopeExpression: scopeExpression))) AS q")
+                } catch let error as FerryError {
+                    throw fail(template, key, "table '\(table.name)': the \(table.filter != nil ? "filter" : "parent link") fails in PostgreSQL: \(error.message); the filter must be a boolean over the source's columns, e.g. `tier <= :scope`")
+                }
             }
             described.append((i, columns))
         }
@@ -55,9 +75,65 @@ enum TemplateValidator {
                 let info = types[column.oid] ?? (name: "oid \(column.oid)", oid: column.oid, typtype: "b", category: "U")
                 return ColumnPlan(name: column.name, typeOID: info.oid, typeName: info.name, kind: ColumnPlan.kind(oid: info.oid, typtype: info.typtype, category: info.category))
             }
-            plans.append(TablePlan(index: i, table: table, columns: plansForColumns, primaryKey: primaryKey, createdColumn: created, updatedColumn: updated))
+            plans.append(
+                TablePlan(
+                    index: i, table: table, columns: plansForColumns, primaryKey: primaryKey, createdColumn: created, updatedColumn: updated,
+                    rowsQuery: template.rowsSQL(tableAt: i, scopeExpression: scopeExpression)))
         }
         return plans
+    }
+
+    /// The SQL type of the scope values (`format_type` of the values query's column; `bigint` for a list of
+    /// integers, else `text`), and checks that both scope queries are one-column SELECTs.
+    static func scopeTypeName(for template: Template, pg: PostgresConnection) throws -> String? {
+        guard let scope = template.scope else { return nil }
+        do {
+            let token = try pg.describe(scope.token)
+            guard token.count == 1 else {
+                throw fail(template, "scope.token", "the token query returns \(token.count) columns; it must return one: the scope value")
+            }
+        } catch let error as FerryError where error.code == .database {
+            throw fail(template, "scope.token", "the token query fails in PostgreSQL: \(error.message); it must be one SELECT using $1, the token's SHA-256 hex")
+        }
+        switch scope.values {
+        case .list(let values):
+            return values.allSatisfy { Int($0) != nil } ? "bigint" : "text"
+        case .query(let sql):
+            let columns: [(name: String, oid: UInt32)]
+            do { columns = try pg.describe(sql) } catch let error as FerryError {
+                throw fail(template, "scope.values", "the scope values query fails in PostgreSQL: \(error.message); it must be one SELECT of one column")
+            }
+            guard columns.count == 1 else {
+                throw fail(template, "scope.values", "the scope values query returns \(columns.count) columns; it must return one")
+            }
+            let rows = try pg.query("SELECT format_type($1::oid, NULL)", [String(columns[0].oid)])
+            guard let name = rows.first?.first ?? nil else {
+                throw fail(template, "scope.values", "cannot name the type of the scope values (oid \(columns[0].oid))")
+            }
+            return name
+        }
+    }
+
+    /// The scope values, in their text form, sorted (numerically when all are integers); NULLs are skipped.
+    static func scopeValues(for template: Template, pg: PostgresConnection) throws -> [String] {
+        guard let scope = template.scope else { return [] }
+        var values: [String]
+        switch scope.values {
+        case .list(let list):
+            values = list
+        case .query(let sql):
+            do {
+                values = Array(Set(try pg.query("SELECT v::text FROM (\(sql)) AS q(v) WHERE v IS NOT NULL").compactMap { $0.first ?? nil }))
+            } catch let error as FerryError {
+                throw fail(template, "scope.values", "the scope values query fails in PostgreSQL: \(error.message)")
+            }
+        }
+        if values.allSatisfy({ Int($0) != nil }) {
+            values.sort { Int($0)! < Int($1)! }
+        } else {
+            values.sort()
+        }
+        return values
     }
 
     static func checkSourceExists(_ table: Template.Table, index i: Int, template: Template, pg: PostgresConnection) throws {

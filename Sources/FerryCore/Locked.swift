@@ -1,0 +1,27 @@
+import Foundation
+
+/// A value behind a lock: the server catalog's state (read on every request, replaced by the poller), the
+/// publisher's shared work list.
+///
+/// ```swift
+/// let counter = Locked(0)
+/// counter.withLock { $0 += 1 }
+/// ```
+public final class Locked<Value: Sendable>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value: Value
+
+    public init(_ value: Value) { self.value = value }
+
+    public func withLock<T>(_ body: (inout Value) throws -> T) rethrows -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        return try body(&value)
+    }
+
+    public var current: Value {
+        lock.lock()
+        defer { lock.unlock() }
+        return value
+    }
+}
