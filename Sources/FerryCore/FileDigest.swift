@@ -30,6 +30,15 @@ public enum FileDigest {
         return hasher.finalize()
     }
 
+    /// SHA-256 of some bytes as lowercase hex.
+    ///
+    /// ```swift
+    /// FileDigest.sha256Hex(bytes: Array("alice-token".utf8))
+    /// ```
+    public static func sha256Hex(bytes: [UInt8]) -> String {
+        SHA256.hash(data: bytes).hex
+    }
+
     /// Converts a hex SHA-256 into the RFC 9530 `Repr-Digest` value `sha-256=:<base64>:`.
     public static func reprDigest(hex: String) -> String? {
         guard let bytes = bytes(fromHex: hex) else { return nil }

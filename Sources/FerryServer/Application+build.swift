@@ -17,9 +17,12 @@ import NIOPosix
 ///
 /// - Parameters:
 ///   - extraRoutes: more route groups (e.g. the outbox endpoint) added after the read-path routes.
+///   - scopeAuthorities: the token check of each scoped dataset (``PostgresScopeAuthority``), by dataset name.
+///     A scoped dataset without one answers 503 to every request.
 ///   - onServerRunning: called with the bound port once the server listens (useful with port 0).
 public func buildApplication(
     _ configuration: ServerConfiguration, logger: Logger, extraRoutes: [any ServerRouteGroup] = [],
+    scopeAuthorities: [String: any ScopeAuthority] = [:],
     onServerRunning: @escaping @Sendable (_ port: Int) async -> Void = { _ in }
 ) async throws -> some ApplicationProtocol {
     var isDirectory: ObjCBool = false
@@ -33,7 +36,8 @@ public func buildApplication(
         store: FileSnapshotStore(root: configuration.storePath), pollInterval: configuration.effectivePollInterval,
         logger: logger, metrics: metrics)
     try await catalog.refresh()
-    let router = try buildRouter(configuration, catalog: catalog, metrics: metrics, logger: logger, extraRoutes: extraRoutes)
+    let access = DatasetAccess(catalog: catalog, scopes: scopeAuthorities.mapValues { TokenScopes(authority: $0) }, logger: logger)
+    let router = try buildRouter(configuration, catalog: catalog, access: access, metrics: metrics, logger: logger, extraRoutes: extraRoutes)
     var app = Application(
         router: router,
         server: .http1(configuration: .init(additionalChannelHandlers: [FlushBeforeCloseHandler()])),
@@ -44,7 +48,7 @@ public func buildApplication(
                 "ferry serve listening on http://\(configuration.host):\(port)",
                 metadata: [
                     "store": .string(configuration.storePath.path),
-                    "datasets": .string(catalog.manifests.map { "\($0.dataset)@\($0.version)" }.joined(separator: ", ")),
+                    "datasets": .string(catalog.summary.joined(separator: ", ")),
                 ])
             await onServerRunning(port)
         },
@@ -61,26 +65,27 @@ public func buildApplication(
 /// ```
 public func buildRouter(
     _ configuration: ServerConfiguration, catalog: SnapshotCatalog, logger: Logger,
-    extraRoutes: [any ServerRouteGroup] = []
+    extraRoutes: [any ServerRouteGroup] = [], scopeAuthorities: [String: any ScopeAuthority] = [:]
 ) throws -> Router<BasicRequestContext> {
     try buildRouter(
-        configuration, catalog: catalog, metrics: catalog.metrics ?? ServerMetrics(registry: configuration.metricsRegistry),
-        logger: logger, extraRoutes: extraRoutes)
+        configuration, catalog: catalog,
+        access: DatasetAccess(catalog: catalog, scopes: scopeAuthorities.mapValues { TokenScopes(authority: $0) }, logger: logger),
+        metrics: catalog.metrics ?? ServerMetrics(registry: configuration.metricsRegistry), logger: logger, extraRoutes: extraRoutes)
 }
 
 func buildRouter(
-    _ configuration: ServerConfiguration, catalog: SnapshotCatalog, metrics: ServerMetrics, logger: Logger,
+    _ configuration: ServerConfiguration, catalog: SnapshotCatalog, access: DatasetAccess, metrics: ServerMetrics, logger: Logger,
     extraRoutes: [any ServerRouteGroup]
 ) throws -> Router<BasicRequestContext> {
     let router = Router(context: BasicRequestContext.self)
     let table = Locked(RouteTable())
     router.add(middleware: ServerMiddleware(metrics: metrics, routes: table))
-    let routes = ServerRoutes(router: router, table: table, configuration: configuration, catalog: catalog, logger: logger)
+    let routes = ServerRoutes(router: router, table: table, configuration: configuration, catalog: catalog, access: access, logger: logger)
     let groups: [any ServerRouteGroup] =
         [
             ReadRoutes(
                 snapshots: SnapshotResponder(
-                    catalog: catalog, chunkSize: max(64 * 1024, configuration.chunkSize), threadPool: .singleton),
+                    access: access, chunkSize: max(64 * 1024, configuration.chunkSize), threadPool: .singleton),
                 metrics: metrics)
         ] + extraRoutes
     for group in groups { try group.addRoutes(to: routes) }
@@ -113,6 +118,8 @@ public struct ServerRoutes: Sendable {
     let table: Locked<RouteTable>
     public let configuration: ServerConfiguration
     public let catalog: SnapshotCatalog
+    /// Who may read or write what: the public view, or the scope of the request's bearer token.
+    public let access: DatasetAccess
     public let logger: Logger
 
     /// Adds a route (`{name}` marks a parameter, read with `context.parameters.get("name")`).
@@ -138,19 +145,20 @@ struct ReadRoutes: ServerRouteGroup {
 
     func addRoutes(to routes: ServerRoutes) throws {
         let catalog = routes.catalog
+        let access = routes.access
         let snapshots = self.snapshots
         let metrics = self.metrics
         routes.on("/v1/datasets", method: .get) { _, _ in Self.json(catalog.listBody) }
         routes.on("/v1/datasets", method: .head) { _, _ in Self.json(catalog.listBody).createHeadResponse() }
         for method in [HTTPRequest.Method.get, .head] {
             routes.on("/v1/datasets/{dataset}/manifest", method: method) { request, context in
-                try Self.manifest(request, context: context, catalog: catalog)
+                try await Self.manifest(request, context: context, access: access)
             }
             routes.on("/v1/datasets/{dataset}/snapshot", method: method) { request, context in
-                try snapshots.latest(request, context: context)
+                try await snapshots.latest(request, context: context)
             }
             routes.on("/v1/datasets/{dataset}/versions/{version}", method: method) { request, context in
-                try snapshots.version(request, context: context)
+                try await snapshots.version(request, context: context)
             }
         }
         routes.on("/healthz", method: .get) { _, _ in Self.json(ByteBuffer(string: #"{"status":"ok"}"#)) }
@@ -170,12 +178,14 @@ struct ReadRoutes: ServerRouteGroup {
         return Response(status: .ok, headers: headers, body: .init(byteBuffer: body))
     }
 
-    static func manifest(_ request: Request, context: BasicRequestContext, catalog: SnapshotCatalog) throws -> Response {
+    static func manifest(_ request: Request, context: BasicRequestContext, access: DatasetAccess) async throws -> Response {
         let name = try SnapshotResponder.datasetName(context)
-        guard let dataset = catalog.dataset(name) else { throw SnapshotResponder.unknownDataset(name) }
+        let (dataset, scoped) = try await access.view(request, dataset: name)
+        let cacheControl = scoped ? CachePolicy.scopedLatest : "no-cache"
         var headers = HTTPFields()
         headers[.eTag] = dataset.manifestETag
         headers[.ferryVersion] = String(dataset.manifest.version)
+        headers[.cacheControl] = cacheControl
         if let value = request.headers[.ifNoneMatch], let condition = ConditionalHeaders.noneMatch(value[...]) {
             let matches: Bool
             switch condition {
@@ -183,7 +193,6 @@ struct ReadRoutes: ServerRouteGroup {
             case .tags(let tags): matches = tags.contains { $0 == dataset.manifest.sha256 }
             }
             if matches {
-                headers[.cacheControl] = "no-cache"
                 return Response(status: .notModified, headers: headers)
             }
         }

@@ -19,6 +19,8 @@ struct ServeCommand: AsyncParsableCommand {
             Prints "ferry serve listening on http://HOST:PORT" once bound (useful with --port 0).
             With --config and --database-url it also accepts device edits at POST /v1/datasets/{dataset}/changes, \
             and with --publish-every it publishes those templates into the store on a schedule, in-process.
+            A template with `scope:` makes its dataset scoped: every route needs `Authorization: Bearer <token>`, \
+            checked with the template's token query (answers cached for at most 5 s), and serves that scope's snapshot.
             """
     )
 
@@ -31,7 +33,7 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .long, help: "Port to listen on (0 picks a free port).")
     var port: Int = 8080
 
-    @Option(name: .long, help: "Template files for the outbox endpoint (repeatable); needs --database-url.")
+    @Option(name: .long, help: "Template files for the outbox endpoint and the token check of scoped datasets (repeatable); needs --database-url.")
     var config: [String] = []
 
     @Option(name: .customLong("database-url"), help: "PostgreSQL URL for the outbox endpoint; needs --config.")
@@ -98,12 +100,16 @@ struct ServeCommand: AsyncParsableCommand {
         var mergerServices: [any Service] = []
         var scheduleServices: [any Service] = []
         var extraRoutes: [any ServerRouteGroup] = []
+        var authorities: [String: any ScopeAuthority] = [:]
         let app: any Service
         let host = self.host
         do {
             if let outbox = configuration.outbox {
                 let mergers = try await outbox.startMergers(logger: logger)
                 mergerServices = mergers.keys.sorted().map { mergers[$0]! as any Service }
+                let checks = try await outbox.startScopeAuthorities(logger: logger)
+                mergerServices += checks.keys.sorted().map { checks[$0]! as any Service }
+                authorities = checks
                 extraRoutes.append(ChangesRoute(mergers: mergers))
                 if let publishEvery {
                     let snapshots = FileSnapshotStore(root: URL(fileURLWithPath: store))
@@ -124,7 +130,7 @@ struct ServeCommand: AsyncParsableCommand {
                     }
                 }
             }
-            app = try await buildApplication(configuration, logger: logger, extraRoutes: extraRoutes) { port in
+            app = try await buildApplication(configuration, logger: logger, extraRoutes: extraRoutes, scopeAuthorities: authorities) { port in
                 let url = "http://\(host):\(port)"
                 FileHandle.standardOutput.write(Data("ferry serve listening on \(url)\n".utf8))
             }

@@ -160,6 +160,17 @@ extension Template {
         return "SELECT * FROM \(source) AS \(alias) WHERE \(conditions.joined(separator: " AND "))"
     }
 
+    /// The SQL type `:scope` binds as (the scope values' type), after checking both scope queries against
+    /// PostgreSQL; nil for a template without `scope:`. Errors name the template and the key (`scope.token`).
+    ///
+    /// ```swift
+    /// let type = try template.scopeTypeName(using: pg)   // "smallint"
+    /// let expression = type.map(ScopeSQL.expression(typeName:))
+    /// ```
+    public func scopeTypeName(using pg: PostgresConnection) throws -> String? {
+        try TemplateValidator.scopeTypeName(for: self, pg: pg)
+    }
+
     /// Whether any filter or query uses `:scope`.
     var usesScopePlaceholder: Bool {
         tables.contains { table in table.filter.map(ScopeSQL.usesScope) == true || table.query.map(ScopeSQL.usesScope) == true }

@@ -25,15 +25,47 @@ import ServiceLifecycle
 /// let manifest = catalog.dataset("campgrounds")?.manifest
 /// ```
 public final class SnapshotCatalog: Service, Sendable {
-    /// What the server knows about one dataset.
-    struct DatasetState: Sendable {
+    /// One audience's view of a dataset: everyone's for a public dataset, one scope's for a scoped one.
+    struct SnapshotView: Sendable {
         let manifest: Manifest
         let manifestBody: ByteBuffer
         /// `"<sha256>"` of the latest snapshot.
         let manifestETag: String
         let latest: VersionEntry
         let versions: [Int: VersionEntry]
+    }
+
+    /// A snapshot file and its gzip copy, open, with the gzip copy's checksum: shared by every version entry that
+    /// names the same file (scopes with identical content, unchanged scopes across reloads).
+    struct OpenObject: Sendable {
+        let snapshot: OpenFile
+        let gzip: OpenFile?
+        let gzipSHA256: String?
+    }
+
+    /// What the server knows about one dataset.
+    struct DatasetState: Sendable {
+        enum Access: Sendable {
+            /// One snapshot for everyone.
+            case everyone(SnapshotView)
+            /// One snapshot per scope value; a request must prove its scope with a bearer token.
+            case scoped([String: SnapshotView])
+        }
+        let access: Access
         let identity: FileIdentity
+        /// The highest version number served, and when the dataset was last published (for gauges and logs).
+        let lastVersion: Int
+        let createdAt: String
+        /// Open files of a scoped dataset by checksum, reused by the next reload.
+        let objects: [String: OpenObject]
+
+        /// The public view, nil for a scoped dataset.
+        var everyone: SnapshotView? {
+            if case .everyone(let view) = access { return view }
+            return nil
+        }
+
+        var isScoped: Bool { everyone == nil }
     }
 
     struct State: Sendable {
@@ -66,12 +98,22 @@ public final class SnapshotCatalog: Service, Sendable {
         state.withLock { $0.datasets[name] }
     }
 
-    /// `{"datasets":[<manifest>...]}`, sorted by name.
+    /// `{"datasets":[<manifest>...]}`, sorted by name; a scoped dataset appears as `{"dataset":…,"scoped":true}`.
     var listBody: ByteBuffer { state.withLock { $0.listBody } }
 
-    /// Current manifests sorted by dataset name.
+    /// Current manifests of the public datasets, sorted by dataset name.
     public var manifests: [Manifest] {
-        state.current.datasets.values.map(\.manifest).sorted { $0.dataset < $1.dataset }
+        state.current.datasets.values.compactMap(\.everyone?.manifest).sorted { $0.dataset < $1.dataset }
+    }
+
+    /// `name@version` per dataset (`name@version (scoped: n)` for a scoped one), sorted: for logs.
+    public var summary: [String] {
+        state.current.datasets.sorted { $0.key < $1.key }.map { name, dataset in
+            switch dataset.access {
+            case .everyone(let view): "\(name)@\(view.manifest.version)"
+            case .scoped(let views): "\(name)@\(dataset.lastVersion) (scoped: \(views.count))"
+            }
+        }
     }
 
     /// Polls until graceful shutdown. Load errors are logged and retried on the next poll.
@@ -99,7 +141,7 @@ public final class SnapshotCatalog: Service, Sendable {
     func updateGauges(now: Date = Date()) {
         guard let metrics else { return }
         for (name, dataset) in state.current.datasets {
-            metrics.setDataset(name, version: dataset.manifest.version, createdAt: dataset.manifest.createdAt, now: now)
+            metrics.setDataset(name, version: dataset.lastVersion, createdAt: dataset.createdAt, now: now)
         }
     }
 
@@ -121,13 +163,13 @@ public final class SnapshotCatalog: Service, Sendable {
                 datasets[name] = loaded
                 failed[name] = nil
                 changed = true
-                if previous?.manifest.version != loaded.manifest.version {
-                    logger.info(
-                        "serving dataset",
-                        metadata: [
-                            "dataset": .string(name), "version": .stringConvertible(loaded.manifest.version),
-                            "retained": .string(loaded.manifest.versions.map(String.init).joined(separator: ",")),
-                        ])
+                if previous?.lastVersion != loaded.lastVersion || previous?.isScoped != loaded.isScoped {
+                    var metadata: Logger.Metadata = ["dataset": .string(name), "version": .stringConvertible(loaded.lastVersion)]
+                    switch loaded.access {
+                    case .everyone(let view): metadata["retained"] = .string(view.manifest.versions.map(String.init).joined(separator: ","))
+                    case .scoped(let views): metadata["scopes"] = .stringConvertible(views.count)
+                    }
+                    logger.info("serving dataset", metadata: metadata)
                 }
             } catch {
                 failed[name] = identity
@@ -159,10 +201,20 @@ public final class SnapshotCatalog: Service, Sendable {
         guard let data = FileManager.default.contents(atPath: manifestPath) else {
             throw FerryError(.io, "cannot read manifest", path: manifestPath)
         }
-        let manifest = try Manifest.decode(data, path: manifestPath)
-        guard manifest.dataset == name else {
-            throw FerryError(.store, "manifest names dataset '\(manifest.dataset)' but lives in '\(name)'", path: manifestPath, key: "dataset")
+        let stored = try StoredManifest.decode(data, path: manifestPath)
+        guard stored.dataset == name else {
+            throw FerryError(.store, "manifest names dataset '\(stored.dataset)' but lives in '\(name)'", path: manifestPath, key: "dataset")
         }
+        switch stored {
+        case .single(let manifest):
+            return try loadPublic(dataset: name, manifest: manifest, identity: identity, previous: previous?.everyone)
+        case .scoped(let manifest):
+            return try loadScoped(dataset: name, manifest: manifest, identity: identity, previous: previous)
+        }
+    }
+
+    private func loadPublic(dataset name: String, manifest: Manifest, identity: FileIdentity, previous: SnapshotView?) throws -> DatasetState {
+        let manifestPath = store.manifestURL(dataset: name).path
         var versions: [Int: VersionEntry] = [:]
         for number in Set(manifest.versions + [manifest.version]) {
             if let reused = previous?.versions[number] {
@@ -177,34 +229,74 @@ public final class SnapshotCatalog: Service, Sendable {
         guard latest.sha256 == manifest.sha256 else {
             throw FerryError(.store, "manifest sha256 differs from version \(manifest.version)'s record", path: manifestPath, key: "sha256")
         }
-        return DatasetState(
+        let view = SnapshotView(
             manifest: manifest, manifestBody: ByteBuffer(bytes: try manifest.jsonData()),
-            manifestETag: "\"\(manifest.sha256)\"", latest: latest, versions: versions, identity: identity)
+            manifestETag: "\"\(manifest.sha256)\"", latest: latest, versions: versions)
+        return DatasetState(access: .everyone(view), identity: identity, lastVersion: manifest.version, createdAt: manifest.createdAt, objects: [:])
+    }
+
+    /// Opens every file the scoped manifest names (once per checksum, reusing the previous state's) and builds one
+    /// view per scope. A missing current file is an error; a missing older one is skipped (retention raced us).
+    private func loadScoped(dataset name: String, manifest: ScopedManifest, identity: FileIdentity, previous: DatasetState?) throws -> DatasetState {
+        var objects: [String: OpenObject] = [:]
+        var views: [String: SnapshotView] = [:]
+        for entry in manifest.scopes {
+            var versions: [Int: VersionEntry] = [:]
+            for record in entry.retained {
+                let object: OpenObject
+                if let known = objects[record.sha256] ?? previous?.objects[record.sha256] {
+                    object = known
+                } else if let opened = try openObject(
+                    snapshotPath: store.objectURL(dataset: name, sha256: record.sha256).path,
+                    gzipPath: store.objectGzipURL(dataset: name, sha256: record.sha256).path, record: record)
+                {
+                    object = opened
+                } else {
+                    continue
+                }
+                objects[record.sha256] = object
+                versions[record.version] = VersionEntry(
+                    dataset: name, record: record, snapshot: object.snapshot, gzipFile: object.gzip, gzipSHA256: object.gzipSHA256, scoped: true)
+            }
+            guard let latest = versions[entry.version] else {
+                throw FerryError(.store, "scope '\(entry.scope)': the current snapshot's file is missing", path: store.objectURL(dataset: name, sha256: entry.sha256).path)
+            }
+            let scopeManifest = entry.manifest(dataset: name)
+            views[entry.scope] = SnapshotView(
+                manifest: scopeManifest, manifestBody: ByteBuffer(bytes: try scopeManifest.jsonData()),
+                manifestETag: "\"\(scopeManifest.sha256)\"", latest: latest, versions: versions)
+        }
+        return DatasetState(
+            access: .scoped(views), identity: identity, lastVersion: manifest.lastVersion, createdAt: manifest.createdAt, objects: objects)
     }
 
     /// Opens a version's files; nil when retention already removed them.
     private func openVersion(dataset: String, version: Int) throws -> VersionEntry? {
         guard let record = try store.record(dataset: dataset, version: version) else { return nil }
-        let path = store.snapshotURL(dataset: dataset, version: version).path
         guard SHA256Hex.isValid(record.sha256) else {
             throw FerryError(.store, "version record has a malformed sha256", path: store.recordURL(dataset: dataset, version: version).path, key: "sha256")
         }
+        guard
+            let object = try openObject(
+                snapshotPath: store.snapshotURL(dataset: dataset, version: version).path,
+                gzipPath: store.gzipURL(dataset: dataset, version: version).path, record: record)
+        else { return nil }
+        return VersionEntry(dataset: dataset, record: record, snapshot: object.snapshot, gzipFile: object.gzip, gzipSHA256: object.gzipSHA256, scoped: false)
+    }
+
+    /// Opens a snapshot file and its gzip copy, checking their sizes against the record; nil when the snapshot is gone.
+    private func openObject(snapshotPath path: String, gzipPath: String, record: VersionRecord) throws -> OpenObject? {
         guard let snapshot = try OpenFile.open(path: path) else { return nil }
         guard snapshot.size == record.size else {
             throw FerryError(.store, "snapshot is \(snapshot.size) bytes but its record says \(record.size)", path: path)
         }
-        var gzipFile: OpenFile?
-        var gzipSHA256: String?
-        let gzipPath = store.gzipURL(dataset: dataset, version: version).path
         if let file = try OpenFile.open(path: gzipPath) {
             if file.size == record.gzipSize {
-                gzipFile = file
-                gzipSHA256 = try file.sha256Hex()
-            } else {
-                logger.warning("gzip copy has the wrong size; serving identity only", metadata: ["path": .string(gzipPath)])
+                return OpenObject(snapshot: snapshot, gzip: file, gzipSHA256: try file.sha256Hex())
             }
+            logger.warning("gzip copy has the wrong size; serving identity only", metadata: ["path": .string(gzipPath)])
         }
-        return VersionEntry(dataset: dataset, record: record, snapshot: snapshot, gzipFile: gzipFile, gzipSHA256: gzipSHA256)
+        return OpenObject(snapshot: snapshot, gzip: nil, gzipSHA256: nil)
     }
 
     static func datasetNames(root: URL) -> Set<String> {
@@ -216,8 +308,14 @@ public final class SnapshotCatalog: Service, Sendable {
         var buffer = ByteBuffer(string: #"{"datasets":["#)
         for (index, name) in datasets.keys.sorted().enumerated() {
             if index > 0 { buffer.writeString(",") }
-            var body = datasets[name]!.manifestBody
-            buffer.writeBuffer(&body)
+            switch datasets[name]!.access {
+            case .everyone(let view):
+                var body = view.manifestBody
+                buffer.writeBuffer(&body)
+            case .scoped:
+                // Each scope's manifest is for its token holders only.
+                buffer.writeString(#"{"dataset":"\#(name)","scoped":true}"#)
+            }
         }
         buffer.writeString("]}")
         return buffer

@@ -26,24 +26,25 @@ final class VersionEntry: Sendable {
     let identity: Representation
     let gzip: Representation?
 
-    init(dataset: String, record: VersionRecord, snapshot: OpenFile, gzipFile: OpenFile?, gzipSHA256: String?) {
+    /// `scoped`: the snapshot belongs to one scope, so shared caches must not keep it (`Cache-Control: private`).
+    init(dataset: String, record: VersionRecord, snapshot: OpenFile, gzipFile: OpenFile?, gzipSHA256: String?, scoped: Bool) {
         self.dataset = dataset
         self.version = record.version
         self.sha256 = record.sha256
         self.createdAt = record.createdAt
         identity = Self.representation(
-            file: snapshot, tag: record.sha256, digestHex: record.sha256, encoding: nil, version: record.version)
+            file: snapshot, tag: record.sha256, digestHex: record.sha256, encoding: nil, version: record.version, scoped: scoped)
         if let gzipFile, let gzipSHA256 {
             gzip = Self.representation(
                 file: gzipFile, tag: record.sha256 + "-gzip", digestHex: gzipSHA256, encoding: "gzip",
-                version: record.version)
+                version: record.version, scoped: scoped)
         } else {
             gzip = nil
         }
     }
 
     private static func representation(
-        file: OpenFile, tag: String, digestHex: String, encoding: String?, version: Int
+        file: OpenFile, tag: String, digestHex: String, encoding: String?, version: Int, scoped: Bool
     ) -> Representation {
         var base = HTTPFields()
         base[.contentType] = "application/vnd.sqlite3"
@@ -54,9 +55,9 @@ final class VersionEntry: Sendable {
         base[.vary] = "Accept-Encoding"
         if let encoding { base[.contentEncoding] = encoding }
         var latest = base
-        latest[.cacheControl] = CachePolicy.latest
+        latest[.cacheControl] = scoped ? CachePolicy.scopedLatest : CachePolicy.latest
         var pinned = base
-        pinned[.cacheControl] = CachePolicy.version
+        pinned[.cacheControl] = scoped ? CachePolicy.scopedVersion : CachePolicy.version
         let etag = "\"\(tag)\""
         return Representation(
             file: file, etag: etag, opaqueTag: Substring(tag), size: file.size, latestHeaders: latest,
@@ -77,6 +78,9 @@ enum CachePolicy {
     static let latest = "no-cache"
     /// A version URL never changes its bytes.
     static let version = "public, max-age=31536000, immutable"
+    /// A scope's snapshots: only the token holder's own cache may keep them (RFC 9111 §5.2.2.7).
+    static let scopedLatest = "private, no-cache"
+    static let scopedVersion = "private, max-age=31536000, immutable"
 }
 
 extension HTTPField.Name {

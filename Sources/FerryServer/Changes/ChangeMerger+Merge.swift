@@ -11,7 +11,7 @@ extension ChangeMerger {
     static func merge(_ prepared: [PreparedChange], context: BatchContext, on pg: PostgresConnection) throws -> [ChangeResult] {
         guard !prepared.isEmpty else { return [] }
         do {
-            try pg.execute("BEGIN")
+            try begin(context, on: pg)
             try lockChangeIDs(prepared.map(\.change.id), on: pg)
             var results: [ChangeResult] = []
             results.reserveCapacity(prepared.count)
@@ -28,16 +28,33 @@ extension ChangeMerger {
         return try prepared.map { try mergeAlone($0, context: context, on: pg) }
     }
 
+    /// `BEGIN`, and on a scoped dataset the caller's scope for this transaction (bound, never spliced).
+    static func begin(_ context: BatchContext, on pg: PostgresConnection) throws {
+        try pg.execute("BEGIN")
+        if let scope = context.scope { _ = try pg.run(ScopeSQL.setScopeSQL, [scope]) }
+    }
+
+    /// A write that would leave a row outside the caller's scope: the transaction is rolled back and the change
+    /// answered `forbidden`.
+    struct ScopeViolation: Error {}
+
+    static let forbiddenMessage = "the row is not in your access scope (before or after this change); nothing was written"
+
     /// One change in its own transaction, retried on transient conflicts; a refusal becomes `invalid`.
     static func mergeAlone(_ change: PreparedChange, context: BatchContext, on pg: PostgresConnection) throws -> ChangeResult {
         var lastError = ""
+        var forbidden = false
         for attempt in 1...3 {
             do {
-                try pg.execute("BEGIN")
+                try begin(context, on: pg)
                 try lockChangeIDs([change.change.id], on: pg)
                 let result = try mergeSegment([change], context: context, on: pg)[0]
                 try pg.execute("COMMIT")
                 return result
+            } catch is ScopeViolation {
+                try? pg.execute("ROLLBACK")
+                forbidden = true
+                break
             } catch let error as PostgresQueryError {
                 try? pg.execute("ROLLBACK")
                 guard pg.isConnected else { throw FerryError(.database, "lost the PostgreSQL connection: \(error.message)") }
@@ -51,8 +68,11 @@ extension ChangeMerger {
                 break
             }
         }
-        let result = ChangeResult(
-            id: change.change.id, status: .invalid, row: nil, message: "PostgreSQL refused the change to \(change.change.table): \(lastError)")
+        let result =
+            forbidden
+            ? ChangeResult(id: change.change.id, status: .forbidden, row: nil, message: forbiddenMessage)
+            : ChangeResult(
+                id: change.change.id, status: .invalid, row: nil, message: "PostgreSQL refused the change to \(change.change.table): \(lastError)")
         // Store the refusal; if another request stored an answer for this id meanwhile, that answer wins.
         let stored = try pg.run(
             """
@@ -132,13 +152,26 @@ extension ChangeMerger {
             let indexes = byTable[name]!
             let changes = indexes.map { segment[$0].validChange! }
             let schema = changes[0].schema
-            let current = try lockRows(changes, schema: schema, on: pg)
+            var current = try lockRows(changes, schema: schema, on: pg)
+            // On a scoped dataset, an existing row outside the caller's scope is not theirs to see or touch:
+            // forbidden, and its content never goes into the answer.
+            var outOfScope: Set<Int> = []
+            if let rows = context.visibility[name] {
+                let existing = changes.indices.filter { current[$0] != nil }
+                let visible = try visibleChanges(existing.map { changes[$0] }, rows: rows, schema: schema, on: pg).map { existing[$0] }
+                outOfScope = Set(existing).subtracting(visible)
+                for j in outOfScope { current[j] = nil }
+            }
             let insertsWithoutRow = changes.indices.filter { changes[$0].op == .insert && current[$0] == nil }
             let tombstoned = try tombstones(insertsWithoutRow.map { changes[$0] }, schema: schema, context: context, on: pg)
                 .map { insertsWithoutRow[$0] }
 
             var decisions: [MergeDecision] = []
             for (j, change) in changes.enumerated() {
+                if outOfScope.contains(j) {
+                    decisions.append(.reject(forbiddenMessage))
+                    continue
+                }
                 decisions.append(
                     MergeDecision.decide(
                         op: change.op, rule: schema.table.merge,
@@ -159,6 +192,13 @@ extension ChangeMerger {
             if !deletes.isEmpty {
                 try delete(deletes.map { changes[$0] }, schema: schema, context: context, on: pg)
             }
+            // A write must leave the row inside the scope (a filter column moved out, a child of an invisible
+            // parent): otherwise the batch is redone change by change and this one is answered forbidden.
+            if let rows = context.visibility[name] {
+                let writes = (updates + inserts).sorted()
+                let visible = try visibleChanges(writes.map { changes[$0] }, rows: rows, schema: schema, on: pg)
+                if visible.count != writes.count { throw ScopeViolation() }
+            }
 
             for (j, decision) in decisions.enumerated() {
                 let id = segment[indexes[j]].change.id
@@ -171,6 +211,8 @@ extension ChangeMerger {
                     result = ChangeResult(id: id, status: .applied, row: row, message: nil)
                 case .delete:
                     result = ChangeResult(id: id, status: .applied, row: nil, message: nil)
+                case .reject(let message) where outOfScope.contains(j):
+                    result = ChangeResult(id: id, status: .forbidden, row: nil, message: message)
                 case .reject(let message):
                     result = ChangeResult(id: id, status: .rejected, row: current[j]?.row, message: message)
                 case .gone(let message):
@@ -250,6 +292,19 @@ extension ChangeMerger {
             out[ord - 1] = CurrentRow(updatedMillis: millis, row: schema.row(row, at: 2))
         }
         return out
+    }
+
+    /// Which of `changes` name a row that `rows` (a table's visible-rows SELECT for the transaction's scope)
+    /// contains, as indexes into `changes`.
+    static func visibleChanges(_ changes: [ValidChange], rows: String, schema: TableSchema, on pg: PostgresConnection) throws -> [Int] {
+        guard !changes.isEmpty else { return [] }
+        let (from, parameters) = unnest(changes, keys: schema.key.count, values: 0, firstParameter: 1)
+        let found = try pg.run(
+            """
+            SELECT k.ord::text FROM \(from)
+            WHERE EXISTS (SELECT 1 FROM (\(rows)) AS v WHERE \(keyMatch(schema, alias: "v")))
+            """, parameters)
+        return found.compactMap { $0[0].flatMap { Int($0) }.map { $0 - 1 } }
     }
 
     /// Which of `changes` name a tombstoned key (indexes into `changes`).

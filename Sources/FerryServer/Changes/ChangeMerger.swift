@@ -48,14 +48,24 @@ public final class ChangeMerger: Service, Sendable {
     let configuration: Configuration
     let pool: PostgresPool
     let logger: Logger
+    /// For a scoped dataset: per writable table, the SELECT of the rows a scope may see (`:scope` bound per
+    /// transaction). Nil for a public dataset.
+    let visibility: [String: String]?
 
-    init(dataset: String, schemas: [String: TableSchema], readOnly: Set<String>, configuration: Configuration, pool: PostgresPool, logger: Logger) {
+    /// Whether changes need a scope (the template has `scope:`): ``apply(_:scope:)`` then checks every row against it.
+    public var isScoped: Bool { visibility != nil }
+
+    init(
+        dataset: String, schemas: [String: TableSchema], readOnly: Set<String>, configuration: Configuration, pool: PostgresPool,
+        logger: Logger, visibility: [String: String]? = nil
+    ) {
         self.dataset = dataset
         self.schemas = schemas
         self.readOnly = readOnly
         self.configuration = configuration
         self.pool = pool
         self.logger = logger
+        self.visibility = visibility
     }
 
     /// Connects, creates `ferry_changes` and `ferry_tombstones` if missing, and reads the catalog for every
@@ -65,18 +75,34 @@ public final class ChangeMerger: Service, Sendable {
     /// let merger = try await ChangeMerger.start(dataset: "trips", tables: tables, configuration: .init(databaseURL: url), logger: logger)
     /// ```
     public static func start(dataset: String, tables: [MergeTable], configuration: Configuration, logger: Logger) async throws -> ChangeMerger {
+        try await start(dataset: dataset, tables: tables, configuration: configuration, logger: logger, scopeTemplate: nil)
+    }
+
+    /// `scopeTemplate`: the template of a scoped dataset, whose filters and parents decide what a scope may touch.
+    static func start(
+        dataset: String, tables: [MergeTable], configuration: Configuration, logger: Logger, scopeTemplate: Template?
+    ) async throws -> ChangeMerger {
         try DatasetName.validate(dataset)
         let pool = PostgresPool(url: configuration.databaseURL, size: configuration.connections)
         do {
-            let schemas = try await pool.withConnection { pg -> [TableSchema] in
+            let (schemas, visibility) = try await pool.withConnection { pg -> ([TableSchema], [String: String]?) in
                 try ChangeLog.install(on: pg)
-                return try tables.filter(\.writable).map { try TableSchema.resolve($0, on: pg) }
+                let schemas = try tables.filter(\.writable).map { try TableSchema.resolve($0, on: pg) }
+                guard let template = scopeTemplate else { return (schemas, nil) }
+                let resolved = try template.resolvingPrimaryKeys(using: pg)
+                let expression = try resolved.scopeTypeName(using: pg).map(ScopeSQL.expression(typeName:))
+                var visibility: [String: String] = [:]
+                for schema in schemas {
+                    guard let index = resolved.tables.firstIndex(where: { $0.name == schema.name }) else { continue }
+                    visibility[schema.name] = resolved.rowsSQL(tableAt: index, scopeExpression: expression)
+                }
+                return (schemas, visibility)
             }
             let readOnly = Set(tables.filter { !$0.writable }.map(\.name))
             logger.info("change merger ready", metadata: ["dataset": "\(dataset)", "writable": "\(schemas.map(\.name).sorted())"])
             return ChangeMerger(
                 dataset: dataset, schemas: Dictionary(uniqueKeysWithValues: schemas.map { ($0.name, $0) }), readOnly: readOnly,
-                configuration: configuration, pool: pool, logger: logger)
+                configuration: configuration, pool: pool, logger: logger, visibility: visibility)
         } catch {
             pool.close()
             throw error
@@ -101,13 +127,29 @@ public final class ChangeMerger: Service, Sendable {
     /// let results = try await merger.apply(ChangeBatch(clientId: "d1", sentAt: Timestamp.format(Date()), changes: changes))
     /// ```
     public func apply(_ batch: ChangeBatch) async throws -> ChangeResults {
+        try await apply(batch, scope: nil)
+    }
+
+    /// Applies a batch on behalf of a caller of scope value `scope` (from its bearer token). On a scoped dataset a
+    /// change may touch a row only if the row is visible in `scope` before and after the change (the table's
+    /// filter and parent chain, as the publisher exports it); otherwise its result is `forbidden` and nothing is
+    /// written. A scoped merger refuses a batch without a scope.
+    ///
+    /// ```swift
+    /// let results = try await merger.apply(batch, scope: "0")
+    /// ```
+    public func apply(_ batch: ChangeBatch, scope: String?) async throws -> ChangeResults {
+        if isScoped && scope == nil {
+            throw FerryError(.badInput, "dataset '\(dataset)' is scoped: changes need the caller's scope (a bearer token)")
+        }
         let nowMillis = Int64((configuration.now().timeIntervalSince1970 * 1000).rounded(.down))
         guard let sentMillis = Timestamp.parseMillis(batch.sentAt) else {
             throw FerryError(.badInput, "sentAt '\(batch.sentAt)' is not an ISO-8601 timestamp such as 2026-11-21T10:00:00.000Z", key: "sentAt")
         }
         let prepared = batch.changes.map { prepare($0, sentMillis: sentMillis, nowMillis: nowMillis) }
         let context = BatchContext(
-            dataset: dataset, clientId: batch.clientId, nowMillis: nowMillis, nowText: Timestamp.format(unixMillis: nowMillis))
+            dataset: dataset, clientId: batch.clientId, nowMillis: nowMillis, nowText: Timestamp.format(unixMillis: nowMillis),
+            scope: isScoped ? scope : nil, visibility: visibility ?? [:])
         let results = try await pool.withConnection { pg in
             try Self.merge(prepared, context: context, on: pg)
         }
@@ -154,4 +196,8 @@ struct BatchContext: Sendable {
     let nowMillis: Int64
     /// The server's now as ISO-8601 ms: the value stamped into created/updated columns.
     let nowText: String
+    /// The caller's scope value on a scoped dataset, set for each transaction; nil on a public one.
+    let scope: String?
+    /// Per table, the SELECT of the rows the scope may see (empty on a public dataset).
+    let visibility: [String: String]
 }

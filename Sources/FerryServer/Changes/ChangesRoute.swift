@@ -24,18 +24,21 @@ public struct ChangesRoute: ServerRouteGroup {
 
     /// Adds `POST /v1/datasets/{dataset}/changes` to the server's routes.
     public func addRoutes(to routes: ServerRoutes) throws {
+        let access = routes.access
         routes.on("/v1/datasets/{dataset}/changes", method: .post) { request, context in
-            try await self.respond(to: request, dataset: context.parameters.get("dataset") ?? "")
+            try await self.respond(to: request, dataset: context.parameters.get("dataset") ?? "", access: access)
         }
     }
 
-    func respond(to request: Request, dataset: String) async throws -> Response {
+    func respond(to request: Request, dataset: String, access: DatasetAccess) async throws -> Response {
         guard DatasetName.isValid(dataset) else {
             return Self.error(.badRequest, code: .badInput, "dataset name '\(dataset.prefix(64))' is invalid: use 1-64 characters from a-z, 0-9, '_' and '-'")
         }
         guard let merger = mergers[dataset] else {
             return Self.error(.notFound, code: .notFound, "dataset '\(dataset)' accepts no changes (unknown, or no table is writable: true)")
         }
+        // On a scoped dataset the token decides the scope every change is checked against (401 without one).
+        let scope = merger.isScoped ? try await access.scope(of: request, dataset: dataset) : nil
         let body: ByteBuffer
         do {
             body = try await request.body.collect(upTo: limits.maxBodyBytes)
@@ -50,7 +53,7 @@ public struct ChangesRoute: ServerRouteGroup {
         }
         let results: ChangeResults
         do {
-            results = try await merger.apply(batch)
+            results = try await merger.apply(batch, scope: scope)
         } catch let error as FerryError where error.code == .badInput {
             return Self.error(.badRequest, code: error.code, error.description)
         } catch {

@@ -26,6 +26,7 @@ extension ChangeMerger {
     public static func start(template: Template, databaseURL: String, connections: Int = 2, logger: Logger) async throws -> ChangeMerger {
         try await start(
             dataset: template.dataset, tables: template.tables.map { MergeTable($0, timestamps: template.timestamps) },
-            configuration: Configuration(databaseURL: databaseURL, connections: connections), logger: logger)
+            configuration: Configuration(databaseURL: databaseURL, connections: connections), logger: logger,
+            scopeTemplate: template.scope == nil ? nil : template)
     }
 }

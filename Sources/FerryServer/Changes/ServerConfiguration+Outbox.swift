@@ -29,4 +29,25 @@ extension ServerConfiguration.OutboxSettings {
         }
         return mergers
     }
+
+    /// Starts the token check of every template with `scope:` (by dataset). Add them to the ServiceGroup so their
+    /// connections close on shutdown, and pass them to `buildApplication(scopeAuthorities:)`.
+    ///
+    /// ```swift
+    /// let authorities = try await settings.startScopeAuthorities(logger: logger)
+    /// ```
+    public func startScopeAuthorities(logger: Logger) async throws -> [String: PostgresScopeAuthority] {
+        var authorities: [String: PostgresScopeAuthority] = [:]
+        do {
+            for url in templatePaths {
+                let template = try Template.load(path: url.path)
+                guard template.scope != nil else { continue }
+                authorities[template.dataset] = try await PostgresScopeAuthority.start(template: template, databaseURL: databaseURL, logger: logger)
+            }
+        } catch {
+            for authority in authorities.values { authority.shutdown() }
+            throw error
+        }
+        return authorities
+    }
 }

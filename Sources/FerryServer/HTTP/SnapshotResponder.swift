@@ -15,17 +15,19 @@ import NIOPosix
 /// `*`) or `?checksum=` equal to the current checksum → 304; then `Range` (GET only) with `If-Range` (strong
 /// comparison) → 206/416; otherwise 200. A request with a `Range` header is answered in the identity encoding.
 struct SnapshotResponder: Sendable {
-    let catalog: SnapshotCatalog
+    let access: DatasetAccess
     let chunkSize: Int
     let threadPool: NIOThreadPool
 
-    func latest(_ request: Request, context: some RequestContext) throws -> Response {
+    func latest(_ request: Request, context: some RequestContext) async throws -> Response {
         let name = try Self.datasetName(context)
-        guard let dataset = catalog.dataset(name) else { throw Self.unknownDataset(name) }
-        return try respond(to: request, entry: dataset.latest, cacheControlLatest: true)
+        let (view, _) = try await access.view(request, dataset: name)
+        return try respond(to: request, entry: view.latest, cacheControlLatest: true)
     }
 
-    func version(_ request: Request, context: some RequestContext) throws -> Response {
+    /// A version URL answers only from the caller's own view: on a scoped dataset, a version number of another scope
+    /// is 404 exactly like a number that never existed.
+    func version(_ request: Request, context: some RequestContext) async throws -> Response {
         let name = try Self.datasetName(context)
         let text = context.parameters.get("version") ?? ""
         guard let number = Self.versionNumber(text) else {
@@ -33,9 +35,9 @@ struct SnapshotResponder: Sendable {
                 .badRequest, code: .badInput,
                 "version '\(text.prefix(40))' is malformed: use a positive decimal integer without leading zeros")
         }
-        guard let dataset = catalog.dataset(name) else { throw Self.unknownDataset(name) }
-        guard let entry = dataset.versions[number] else {
-            let retained = dataset.versions.keys.sorted().map(String.init).joined(separator: ", ")
+        let (view, _) = try await access.view(request, dataset: name)
+        guard let entry = view.versions[number] else {
+            let retained = view.versions.keys.sorted().map(String.init).joined(separator: ", ")
             throw ServerError(
                 .notFound, code: .notFound,
                 "version \(number) of dataset '\(name)' is not retained (retained: \(retained)); fetch the latest snapshot")
