@@ -36,7 +36,8 @@ public func buildApplication(
         store: FileSnapshotStore(root: configuration.storePath), pollInterval: configuration.effectivePollInterval,
         logger: logger, metrics: metrics)
     try await catalog.refresh()
-    let access = DatasetAccess(catalog: catalog, scopes: scopeAuthorities.mapValues { TokenScopes(authority: $0) }, logger: logger)
+    let access = DatasetAccess(
+        catalog: catalog, scopes: scopeAuthorities.mapValues { TokenScopes(authority: $0, ttl: configuration.tokenCacheTTL) }, logger: logger)
     let router = try buildRouter(configuration, catalog: catalog, access: access, metrics: metrics, logger: logger, extraRoutes: extraRoutes)
     var app = Application(
         router: router,
@@ -69,7 +70,8 @@ public func buildRouter(
 ) throws -> Router<BasicRequestContext> {
     try buildRouter(
         configuration, catalog: catalog,
-        access: DatasetAccess(catalog: catalog, scopes: scopeAuthorities.mapValues { TokenScopes(authority: $0) }, logger: logger),
+        access: DatasetAccess(
+            catalog: catalog, scopes: scopeAuthorities.mapValues { TokenScopes(authority: $0, ttl: configuration.tokenCacheTTL) }, logger: logger),
         metrics: catalog.metrics ?? ServerMetrics(registry: configuration.metricsRegistry), logger: logger, extraRoutes: extraRoutes)
 }
 

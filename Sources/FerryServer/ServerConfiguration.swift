@@ -29,6 +29,8 @@ public struct ServerConfiguration: Sendable {
     public var metricsRegistry: PrometheusCollectorRegistry
     /// Size of each read from a snapshot file while streaming a body. Default 1 MiB.
     public var chunkSize: Int
+    /// How long a token's scope (or its refusal) is cached: a revoke or a grant takes effect within this. Default 5 s.
+    public var tokenCacheTTL: Duration = .seconds(5)
     /// Settings of the outbox endpoint (`POST /v1/datasets/{dataset}/changes`); nil serves the read path only.
     public var outbox: OutboxSettings?
 
