@@ -1,4 +1,7 @@
 import ArgumentParser
+#if canImport(Glibc)
+import Glibc
+#endif
 import FerryCore
 import FerryPublisher
 import FerryServer
@@ -75,7 +78,21 @@ struct ServeCommand: AsyncParsableCommand {
         }
     }
 
+    /// The server keeps every retained snapshot (and its gzip copy) open, so a scoped dataset with many scopes needs
+    /// more descriptors than the usual soft limit of 1024: raise the soft limit to the hard one.
+    static func raiseOpenFileLimit() {
+        #if canImport(Glibc)
+        var limit = rlimit()
+        let resource = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
+        if getrlimit(resource, &limit) == 0, limit.rlim_cur < limit.rlim_max {
+            limit.rlim_cur = limit.rlim_max
+            _ = setrlimit(resource, &limit)
+        }
+        #endif
+    }
+
     func run() async throws {
+        Self.raiseOpenFileLimit()
         let level: Logger.Level = verbose ? .debug : .info
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)

@@ -65,8 +65,8 @@ tables:
   - name: reviews
     source: reviews
 YAML
-{ printf 'dataset: bench-tiers\nscope:\n  values: [0, 1, 2]\n  token: "SELECT 0 WHERE \$1 IS NULL"\n'; common_tables "tier <= :scope"; } >"$work/tiers.yml"
-{ printf 'dataset: bench-tenants\nscope:\n  values: "SELECT DISTINCT tenant FROM campgrounds"\n  token: "SELECT 0 WHERE \$1 IS NULL"\n'; common_tables "tenant = :scope"; } >"$work/tenants.yml"
+{ printf 'dataset: bench-tiers\nscope:\n  values: [0, 1, 2]\n  token: "SELECT 0 WHERE $1::text IS NULL"\n'; common_tables "tier <= :scope"; } >"$work/tiers.yml"
+{ printf 'dataset: bench-tenants\nscope:\n  values: "SELECT DISTINCT tenant FROM campgrounds"\n  token: "SELECT 0 WHERE $1::text IS NULL"\n'; common_tables "tenant = :scope"; } >"$work/tenants.yml"
 
 # measure NAME CMD...: wall seconds and peak RSS (MB) of CMD, into $NAME_secs and $NAME_rss.
 measure() {
@@ -79,16 +79,17 @@ measure() {
   printf -v "${name}_rss" '%s' "$(awk '/Maximum resident set size/ {printf "%.0f", $6 / 1024}' "$work/$name.time")"
 }
 
-publish() { "$FERRY" publish --config "$1" --database-url "$URL" --store "$work/store" --json; }
+# The command line of a publish (paths have no spaces: mktemp and the build directory).
+publish() { echo "$FERRY" publish --config "$1" --database-url "$URL" --store "$work/store" --json; }
 
 say "Anchor: one unscoped publish of the same data"
-measure public publish "$work/public.yml"
+measure public $(publish "$work/public.yml")
 say "Ferry: 3 tiers"
-measure tiers publish "$work/tiers.yml"
+measure tiers $(publish "$work/tiers.yml")
 say "Ferry: 100 tenants"
-measure tenants publish "$work/tenants.yml"
+measure tenants $(publish "$work/tenants.yml")
 say "Ferry: 100 tenants again, nothing changed (every scope is exported and compared, no file written)"
-measure again publish "$work/tenants.yml"
+measure again $(publish "$work/tenants.yml")
 
 files() { ls "$work/store/$1/objects" | grep -c '\.sqlite$'; }
 say "Results: N = $N campgrounds + $N reviews"

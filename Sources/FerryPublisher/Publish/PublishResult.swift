@@ -5,7 +5,8 @@ import Foundation
 /// was unchanged (then no new version was made and the fields describe the latest existing version).
 ///
 /// `--json` prints it as one object with sorted keys:
-/// `{"createdAt","dataset","gzipSize","schemaVersion","seconds","sha256","size","tables","unchanged","version","versions"}`.
+/// `{"createdAt","dataset","gzipSize","schemaVersion","seconds","sha256","size","tables","unchanged","version","versions"}`;
+/// for a template with `scope:`, `{"createdAt","dataset","schemaVersion","scopes","seconds","unchanged","version"}`.
 ///
 /// ```swift
 /// let result = try await Publisher(configuration: config, logger: logger).publish()
