@@ -113,6 +113,53 @@ import Testing
             await client.close()
         }
     }
+
+    @Test func fetchCommandTakesTheTokenFromTheOptionOrFerryToken() async throws {
+        let temp = try TemporaryDirectory("ferry-token")
+        defer { temp.remove() }
+        let fixtures = SnapshotFixtures(root: temp.appending("store"))
+        let v1 = try fixtures.publish(rows: 5)
+        try await withGatedFerryServer(store: fixtures.store.root, token: Self.token) { url, gate, _ in
+            let dir = ClientDirectory(temp.appending("client"))
+            let fetch = ["fetch", "--server", url.absoluteString, "--dataset", fixtures.dataset, "--dir", dir.url.path, "--verbose"]
+            let noToken = ["FERRY_TOKEN": ""]
+
+            // Without a token, and with a wrong one: exit 1, the fix named, nothing installed, no token shown
+            for (arguments, environment) in [(fetch, noToken), (fetch + ["--token", "wrong-token-1"], noToken), (fetch, ["FERRY_TOKEN": "wrong-token-2"])] {
+                let refused = try await runFerryOffPool(arguments + ["--json"], environment: environment)
+                #expect(refused.status == 1)
+                #expect(refused.stdout.isEmpty)
+                #expect(refused.stderr.contains("the server refused the access token (401)"))
+                #expect(refused.stderr.contains("--token") && refused.stderr.contains("FERRY_TOKEN"))
+                #expect(!refused.stderr.contains("wrong-token"))
+                #expect(!dir.exists(dir.database) && !dir.exists(dir.updated))
+            }
+            #expect(await gate.log.requests.map(\.authorization) == [nil, "Bearer wrong-token-1", "Bearer wrong-token-2"])
+
+            // FERRY_TOKEN works, and --token wins over it
+            let fromEnvironment = try await runFerryOffPool(fetch + ["--json"], environment: ["FERRY_TOKEN": Self.token])
+            #expect(fromEnvironment.status == 0, "\(fromEnvironment.stderr)")
+            #expect(fromEnvironment.stdout.contains(#""result":"initialSync""#))
+            #expect(fromEnvironment.stdout.contains(#""sha256":"\#(v1.sha256)""#))
+            let overridden = try await runFerryOffPool(fetch + ["--token", Self.token, "--json"], environment: ["FERRY_TOKEN": "wrong-token-3"])
+            #expect(overridden.status == 0, "\(overridden.stderr)")
+            #expect(overridden.stdout.contains(#""result":"notModified""#))
+            #expect(await gate.log.requests.last?.authorization == "Bearer \(Self.token)")
+
+            // The token never appears in what the CLI prints, even with --verbose
+            for result in [fromEnvironment, overridden] {
+                #expect(!result.stdout.contains(Self.token) && !result.stderr.contains(Self.token))
+            }
+            // Nor in a file it wrote
+            for file in try FileManager.default.subpathsOfDirectory(atPath: dir.url.path) {
+                let data = (try? Data(contentsOf: dir.url.appendingPathComponent(file))) ?? Data()
+                #expect(data.range(of: Data(Self.token.utf8)) == nil, "\(file)")
+            }
+
+            // An empty --token is a usage error
+            #expect(try await runFerryOffPool(fetch + ["--token", ""]).status == 2)
+        }
+    }
 }
 
 /// Pushing with a refused token: the edits stay queued with their change ids, nothing is retried, and the next push
@@ -183,6 +230,38 @@ import Testing
             #expect(try serverScalar("SELECT count(*) FROM ferry_changes WHERE id = $1", [queued[0]]) == "1")
             #expect(try serverScalar("SELECT passengers FROM trips WHERE name = 'Växjö-Kalmar'") == "5")
             await device.close()
+
+            // The same through the CLI: an edit, a refused `ferry push`, then FERRY_TOKEN
+            let dir = temp.appending("device").path
+            let common = ["--server", url.absoluteString, "--dataset", "trips", "--dir", dir]
+            #expect(try await runFerryOffPool(["exec", "--dir", dir, "UPDATE trips SET passengers = 6 WHERE name = 'Växjö-Kalmar'"]).status == 0)
+            let refused = try await runFerryOffPool(["push"] + common + ["--token", "expired-token", "--json"], environment: ["FERRY_TOKEN": ""])
+            #expect(refused.status == 1)
+            #expect(refused.stdout.isEmpty)
+            #expect(refused.stderr.contains("the server refused the access token (401)"))
+            #expect(refused.stderr.contains("--token") && refused.stderr.contains("FERRY_TOKEN"))
+            #expect(!refused.stderr.contains("expired-token"))
+            let refusedIDs = await gate.log.changeUploads.last?.changeIDs ?? []
+            #expect(refusedIDs.count == 1)
+            #expect(await gate.log.changeUploads.count == 3)  // one attempt, not three
+            #expect(try await runFerryOffPool(["status", "--dir", dir, "--json"]).stdout.contains(#""outbox":1"#))
+
+            let accepted = try await runFerryOffPool(["push"] + common + ["--json", "--verbose"], environment: ["FERRY_TOKEN": Self.token])
+            #expect(accepted.status == 0, "\(accepted.stderr)")
+            #expect(accepted.stdout == #"{"sent":1,"applied":1,"rejected":0,"gone":0,"invalid":0,"forbidden":0,"unanswered":0,"remaining":0}"# + "\n")
+            #expect(await gate.log.changeUploads.last?.changeIDs == refusedIDs)
+            #expect(try serverScalar("SELECT passengers FROM trips WHERE name = 'Växjö-Kalmar'") == "6")
+
+            // `ferry sync` takes the token the same way; a refused one keeps everything
+            let syncRefused = try await runFerryOffPool(["sync"] + common + ["--json"], environment: ["FERRY_TOKEN": "expired-token"])
+            #expect(syncRefused.status == 1)
+            #expect(syncRefused.stderr.contains("FERRY_TOKEN") && !syncRefused.stderr.contains("expired-token"))
+            let synced = try await runFerryOffPool(["sync"] + common + ["--token", Self.token, "--json"], environment: ["FERRY_TOKEN": ""])
+            #expect(synced.status == 0, "\(synced.stderr)")
+            #expect(synced.stdout.contains(#""state":"upToDate""#))
+            for result in [refused, accepted, syncRefused, synced] {
+                #expect(!result.stdout.contains(Self.token) && !result.stderr.contains(Self.token))
+            }
         }
     }
 }
