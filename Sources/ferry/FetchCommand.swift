@@ -54,7 +54,7 @@ struct FetchCommand: AsyncParsableCommand {
         configuration.pushOnOpen = false  // `ferry sync` pushes; fetch only fetches
         configuration.maxBytesPerSecond = limitRate?.bytesPerSecond
         access.apply(to: &configuration)
-        let http = AsyncHTTPClientTransport.makeHTTPClient()
+        let http = try access.makeHTTPClient()
         do {
             let client = try await FerryClient.open(
                 configuration: configuration, logger: options.logger(), transport: AsyncHTTPClientTransport(client: http))

@@ -59,7 +59,7 @@ struct PushCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let http = AsyncHTTPClientTransport.makeHTTPClient()
+        let http = try access.makeHTTPClient()
         let result: PushResult
         do {
             let batchSize = self.batchSize
@@ -111,7 +111,7 @@ struct SyncCommand: AsyncParsableCommand {
     var json = false
 
     func run() async throws {
-        let http = AsyncHTTPClientTransport.makeHTTPClient()
+        let http = try access.makeHTTPClient()
         do {
             let client = try await FerryClient.open(
                 configuration: server.clientConfiguration(directory: options.directoryURL, http: http, access: access), logger: options.logger(),

@@ -115,11 +115,13 @@ extension FerryClient {
         var attempt = 1
         while true {
             do {
-                // Asked on every attempt, so a token refreshed meanwhile is used. A refused token (.unauthorized) is
-                // not retried: the same request would be refused again.
+                // Asked on every attempt, so a token refreshed meanwhile is used. A refused token (.unauthorized) and
+                // an untrusted certificate are not retried: the same request would be refused again.
                 let token = try await configuration.tokenProvider?()
                 return try await uploader.upload(batch, dataset: dataset, accessToken: token)
-            } catch let error as FerryError where (error.code == .offline || error.code == .network) && attempt < configuration.pushAttempts {
+            } catch let error as FerryError
+                where (error.code == .offline || (error.code == .network && !TransportFailure.isTLS(error))) && attempt < configuration.pushAttempts
+            {
                 logger.notice("upload failed, retrying", metadata: ["attempt": "\(attempt)", "error": "\(error.message)"])
                 try await Task.sleep(for: delay)
                 delay *= 2

@@ -77,9 +77,11 @@ public struct HTTPChangeUploader: ChangeUploader {
             response = try await httpClient.execute(request, timeout: timeout)
             bytes = try await response.body.collect(upTo: maxResponseBytes)
         } catch {
-            throw FerryError(
-                .offline, "cannot reach \(server.absoluteString) to upload edits; they stay queued and will be sent later",
-                underlying: error)
+            throw TransportFailure.error(
+                error, url: url,
+                offline: FerryError(
+                    .offline, "cannot reach \(server.absoluteString) to upload edits; they stay queued and will be sent later",
+                    underlying: error))
         }
         let data = Data(bytes.readableBytesView)
         switch response.status.code {
