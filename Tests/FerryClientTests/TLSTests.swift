@@ -37,13 +37,13 @@ import Testing
 
         // The CLI: usage errors (exit 2) naming the option and the file
         let serve = ["serve", "--store", snapshots.store.root.path, "--port", "0"]
-        let onlyCert = try runFerry(serve + ["--tls-cert", Self.serverCertificate.path])
+        let onlyCert = try await runFerryOffPool(serve + ["--tls-cert", Self.serverCertificate.path])
         #expect(onlyCert.status == 2 && onlyCert.stderr.contains("--tls-cert needs --tls-key"))
-        let onlyKey = try runFerry(serve + ["--tls-key", Self.serverKey.path])
+        let onlyKey = try await runFerryOffPool(serve + ["--tls-key", Self.serverKey.path])
         #expect(onlyKey.status == 2 && onlyKey.stderr.contains("--tls-key needs --tls-cert"))
-        let missingKey = try runFerry(serve + ["--tls-cert", Self.serverCertificate.path, "--tls-key", missing.path])
+        let missingKey = try await runFerryOffPool(serve + ["--tls-cert", Self.serverCertificate.path, "--tls-key", missing.path])
         #expect(missingKey.status == 2 && missingKey.stderr.contains(missing.path))
-        let badCert = try runFerry(serve + ["--tls-cert", garbage.path, "--tls-key", Self.serverKey.path])
+        let badCert = try await runFerryOffPool(serve + ["--tls-cert", garbage.path, "--tls-key", Self.serverKey.path])
         #expect(badCert.status == 2 && badCert.stderr.contains("--tls-cert") && badCert.stderr.contains(garbage.path))
     }
 
@@ -61,7 +61,7 @@ import Testing
 
         // Without --ca (the system's trust store) and with an unrelated CA: exit 1, the TLS reason, nothing installed
         for extra in [[], ["--ca", Self.otherCA.path]] {
-            let refused = try runFerry(fetch + extra)
+            let refused = try await runFerryOffPool(fetch + extra)
             #expect(refused.status == 1)
             #expect(refused.stderr.contains(Self.untrusted), "\(refused.stderr)")
             #expect(refused.stderr.contains("pass --ca with the CA that signed it"))
@@ -70,7 +70,7 @@ import Testing
         }
 
         // With the CA that signed the server's certificate: the snapshot arrives and verifies
-        let fetched = try runFerry(fetch + ["--ca", Self.ca.path, "--json"])
+        let fetched = try await runFerryOffPool(fetch + ["--ca", Self.ca.path, "--json"])
         #expect(fetched.status == 0, "\(fetched.stderr)")
         #expect(fetched.stdout.contains(#""result":"initialSync""#))
         #expect(fetched.stdout.contains(#""sha256":"\#(v1.sha256)""#))
@@ -79,12 +79,12 @@ import Testing
         // A later refusal leaves version 1 and downloads nothing
         let v2 = try snapshots.publish(rows: 6)
         try await Task.sleep(for: .seconds(1.5))  // the server picks up new versions within 1 s
-        let refused = try runFerry(fetch + ["--ca", Self.otherCA.path])
+        let refused = try await runFerryOffPool(fetch + ["--ca", Self.otherCA.path])
         #expect(refused.status == 1)
         #expect(refused.stderr.contains(Self.untrusted))
         #expect(try publishedVersion(of: dir.database, among: [v1, v2]) == 1)
         #expect(!dir.exists(dir.updated) && !dir.exists(dir.partial))
-        #expect(try runFerry(fetch + ["--ca", Self.ca.path, "--apply"]).status == 0)
+        #expect(try await runFerryOffPool(fetch + ["--ca", Self.ca.path, "--apply"]).status == 0)
         #expect(try publishedVersion(of: dir.database, among: [v1, v2]) == 2)
     }
 
@@ -156,10 +156,10 @@ import Testing
         // The CLI: usage errors (exit 2) naming the option and the file
         let fetch = ["fetch", "--server", "https://127.0.0.1:9", "--dataset", "trips", "--dir", temp.appending("client").path]
         for file in [missing, garbage] {
-            let result = try runFerry(fetch + ["--ca", file.path])
+            let result = try await runFerryOffPool(fetch + ["--ca", file.path])
             #expect(result.status == 2)
             #expect(result.stderr.contains("--ca") && result.stderr.contains(file.path))
         }
-        #expect(try runFerry(["push", "--server", "https://127.0.0.1:9", "--dataset", "trips", "--dir", temp.url.path, "--ca", missing.path]).status == 2)
+        #expect(try await runFerryOffPool(["push", "--server", "https://127.0.0.1:9", "--dataset", "trips", "--dir", temp.url.path, "--ca", missing.path]).status == 2)
     }
 }

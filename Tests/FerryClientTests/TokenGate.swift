@@ -90,15 +90,6 @@ func withGatedFerryServer<T: Sendable>(
     }
 }
 
-/// Runs the built `ferry` off the cooperative pool, so a server running in this process keeps answering it.
-func runFerryOffPool(_ arguments: [String], environment: [String: String] = [:]) async throws -> ProcessResult {
-    try await withCheckedThrowingContinuation { continuation in
-        DispatchQueue.global().async {
-            continuation.resume(with: Result { try runFerry(arguments, environment: environment) })
-        }
-    }
-}
-
 /// A token an app swaps when it signs in again: what a ``FerryClient/Configuration/tokenProvider`` reads.
 actor TokenBox {
     private(set) var token: String?
