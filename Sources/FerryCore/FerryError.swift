@@ -33,6 +33,9 @@ public struct FerryError: Error, CustomStringConvertible, Sendable {
         public static let network = Code("network")
         /// The snapshot's schema version is not one the app accepts.
         public static let schemaVersion = Code("schema-version")
+        /// The server refused the access token (HTTP 401, or 403 when the token does not grant the dataset): sign in
+        /// again and retry. Nothing local is lost: the data and the queued edits are kept.
+        public static let unauthorized = Code("unauthorized")
     }
 
     public var code: Code

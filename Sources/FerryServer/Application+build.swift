@@ -2,6 +2,8 @@ import FerryCore
 import Foundation
 import HTTPTypes
 import Hummingbird
+import HummingbirdCore
+import HummingbirdTLS
 import Logging
 import NIOCore
 import NIOPosix
@@ -39,14 +41,15 @@ public func buildApplication(
     let access = DatasetAccess(
         catalog: catalog, scopes: scopeAuthorities.mapValues { TokenScopes(authority: $0, ttl: configuration.tokenCacheTTL) }, logger: logger)
     let router = try buildRouter(configuration, catalog: catalog, access: access, metrics: metrics, logger: logger, extraRoutes: extraRoutes)
+    let http1 = HTTPServerBuilder.http1(configuration: .init(additionalChannelHandlers: [FlushBeforeCloseHandler()]))
     var app = Application(
         router: router,
-        server: .http1(configuration: .init(additionalChannelHandlers: [FlushBeforeCloseHandler()])),
+        server: try configuration.tls.map { try .tls(http1, tlsConfiguration: $0.makeTLSConfiguration()) } ?? http1,
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: nil),
         onServerRunning: { channel in
             let port = channel.localAddress?.port ?? configuration.port
             logger.info(
-                "ferry serve listening on http://\(configuration.host):\(port)",
+                "ferry serve listening on \(configuration.scheme)://\(configuration.host):\(port)",
                 metadata: [
                     "store": .string(configuration.storePath.path),
                     "datasets": .string(catalog.summary.joined(separator: ", ")),

@@ -5,7 +5,7 @@ import Prometheus
 /// Everything `ferry serve` and the tests need to start a server over a snapshot store.
 ///
 /// Defaults: host `127.0.0.1`, port 8080, poll interval 0.5 s, drain timeout 30 s, a fresh metrics registry, no
-/// outbox. Port 0 asks the kernel for a free port (tests use it).
+/// outbox, plain HTTP (no TLS). Port 0 asks the kernel for a free port (tests use it).
 ///
 /// ```swift
 /// var configuration = ServerConfiguration(storePath: URL(fileURLWithPath: "snapshots"))
@@ -33,6 +33,8 @@ public struct ServerConfiguration: Sendable {
     public var tokenCacheTTL: Duration = .seconds(5)
     /// Settings of the outbox endpoint (`POST /v1/datasets/{dataset}/changes`); nil serves the read path only.
     public var outbox: OutboxSettings?
+    /// Certificate and key for HTTPS; nil (default) serves plain HTTP. See ``TLSSettings``.
+    public var tls: TLSSettings? = nil
 
     /// Settings passed through to the outbox route group (added by the merge issue).
     ///

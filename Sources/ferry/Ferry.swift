@@ -1,4 +1,5 @@
 import ArgumentParser
+import FerryCore
 import Foundation
 
 /// `ferry`: the command line. Each subcommand parses its arguments and calls a library target.
@@ -31,7 +32,14 @@ struct Ferry: AsyncParsableCommand {
                 FileHandle.standardError.write(Data((fullMessage(for: error) + "\n").utf8))
                 Foundation.exit(2)
             }
-            exit(withError: error)
+            exit(withError: forCommandLine(error))
         }
+    }
+
+    /// The library's errors name library settings; on the command line, name the options that fix them.
+    static func forCommandLine(_ error: any Error) -> any Error {
+        guard var ferryError = error as? FerryError, ferryError.code == .unauthorized else { return error }
+        ferryError.message += "; pass a valid token with --token TOKEN or the FERRY_TOKEN environment variable"
+        return ferryError
     }
 }

@@ -11,6 +11,8 @@ struct FetchCommand: AsyncParsableCommand {
         discussion: """
             The first fetch becomes DIR/database.db; later ones wait as DIR/updated.db until applied (--apply, \
             `ferry apply`, or the app's next launch). An interrupted download resumes on the next fetch. \
+            A scoped dataset needs --token (or FERRY_TOKEN); a refused token fails with code unauthorized and keeps \
+            every local file, a partial download included. \
             Exit status: 0 success (also when already up to date), 1 failure (reason on stderr), 2 usage.
             """)
 
@@ -19,6 +21,8 @@ struct FetchCommand: AsyncParsableCommand {
 
     @Option(name: .long, help: "The dataset to fetch.")
     var dataset: String
+
+    @OptionGroup var access: AccessOptions
 
     @OptionGroup var options: ClientDirectoryOptions
 
@@ -49,7 +53,8 @@ struct FetchCommand: AsyncParsableCommand {
         configuration.applyPendingOnOpen = false
         configuration.pushOnOpen = false  // `ferry sync` pushes; fetch only fetches
         configuration.maxBytesPerSecond = limitRate?.bytesPerSecond
-        let http = AsyncHTTPClientTransport.makeHTTPClient()
+        access.apply(to: &configuration)
+        let http = try access.makeHTTPClient()
         do {
             let client = try await FerryClient.open(
                 configuration: configuration, logger: options.logger(), transport: AsyncHTTPClientTransport(client: http))

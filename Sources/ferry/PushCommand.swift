@@ -22,10 +22,11 @@ struct ServerOptions: ParsableArguments {
 
     /// `http` is a client with a connect timeout (AsyncHTTPClient retries a refused connection until it expires,
     /// so this bounds how long "offline" takes to report); the caller shuts it down.
-    func clientConfiguration(directory: URL, http: HTTPClient) -> FerryClient.Configuration {
+    func clientConfiguration(directory: URL, http: HTTPClient, access: AccessOptions) -> FerryClient.Configuration {
         var configuration = FerryClient.Configuration(directory: directory, serverURL: URL(string: server), dataset: dataset)
         configuration.applyPendingOnOpen = false
         configuration.pushOnOpen = false
+        access.apply(to: &configuration)
         if let url = URL(string: server) { configuration.uploader = HTTPChangeUploader(server: url, httpClient: http) }
         return configuration
     }
@@ -38,10 +39,13 @@ struct PushCommand: AsyncParsableCommand {
         abstract: "Upload the local edits waiting in the outbox; print how the server answered them.",
         discussion: """
             Uploads in order, in batches, retrying a failed upload with backoff. Edits the server has not answered \
-            stay queued (exit status 1 when it cannot be reached); each is applied on the server at most once.
+            stay queued (exit status 1 when it cannot be reached); each is applied on the server at most once. \
+            A scoped dataset needs --token (or FERRY_TOKEN); a refused token is not retried: exit status 1, the \
+            edits stay queued and the next push sends them again.
             """)
 
     @OptionGroup var server: ServerOptions
+    @OptionGroup var access: AccessOptions
     @OptionGroup var options: ClientDirectoryOptions
 
     @Option(name: .customLong("batch-size"), help: "Edits per upload (1-10000).")
@@ -55,11 +59,11 @@ struct PushCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let http = AsyncHTTPClientTransport.makeHTTPClient()
+        let http = try access.makeHTTPClient()
         let result: PushResult
         do {
             let batchSize = self.batchSize
-            result = try await options.withClient(server.clientConfiguration(directory: options.directoryURL, http: http)) {
+            result = try await options.withClient(server.clientConfiguration(directory: options.directoryURL, http: http, access: access)) {
                 try await $0.push(batchSize: batchSize)
             }
         } catch {
@@ -93,19 +97,24 @@ struct PushCommand: AsyncParsableCommand {
 struct SyncCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "sync",
-        abstract: "Push local edits, fetch the latest snapshot, and apply it (edits still queued survive the swap).")
+        abstract: "Push local edits, fetch the latest snapshot, and apply it (edits still queued survive the swap).",
+        discussion: """
+            A scoped dataset needs --token (or FERRY_TOKEN); a refused token fails with exit status 1 and keeps the \
+            data and the queued edits.
+            """)
 
     @OptionGroup var server: ServerOptions
+    @OptionGroup var access: AccessOptions
     @OptionGroup var options: ClientDirectoryOptions
 
     @Flag(name: .long, help: "Print the resulting status as one line of JSON.")
     var json = false
 
     func run() async throws {
-        let http = AsyncHTTPClientTransport.makeHTTPClient()
+        let http = try access.makeHTTPClient()
         do {
             let client = try await FerryClient.open(
-                configuration: server.clientConfiguration(directory: options.directoryURL, http: http), logger: options.logger(),
+                configuration: server.clientConfiguration(directory: options.directoryURL, http: http, access: access), logger: options.logger(),
                 transport: AsyncHTTPClientTransport(client: http))
             let result: SyncResult
             do {

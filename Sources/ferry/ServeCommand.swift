@@ -19,7 +19,8 @@ struct ServeCommand: AsyncParsableCommand {
         discussion: """
             Picks up new versions within a second, keeps files open for downloads in flight, and on SIGTERM \
             stops accepting connections and waits up to --drain-timeout seconds for downloads to finish.
-            Prints "ferry serve listening on http://HOST:PORT" once bound (useful with --port 0).
+            Prints "ferry serve listening on http://HOST:PORT" once bound (useful with --port 0), or \
+            "https://HOST:PORT" with --tls-cert and --tls-key, which serve HTTPS instead of plain HTTP.
             With --config and --database-url it also accepts device edits at POST /v1/datasets/{dataset}/changes, \
             and with --publish-every it publishes those templates into the store on a schedule, in-process.
             A template with `scope:` makes its dataset scoped: every route needs `Authorization: Bearer <token>`, \
@@ -54,6 +55,16 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("drain-timeout"), help: "Seconds SIGTERM waits for in-flight downloads.")
     var drainTimeout: Double = 30
 
+    @Option(
+        name: .customLong("tls-cert"),
+        help: ArgumentHelp("Serve HTTPS with this certificate chain (PEM, server certificate first); needs --tls-key.", valueName: "pem"))
+    var tlsCert: String?
+
+    @Option(
+        name: .customLong("tls-key"),
+        help: ArgumentHelp("The private key of --tls-cert (PEM, unencrypted); needs --tls-cert.", valueName: "pem"))
+    var tlsKey: String?
+
     @Flag(name: .long, help: "Log one line per request (debug level).")
     var verbose = false
 
@@ -75,6 +86,25 @@ struct ServeCommand: AsyncParsableCommand {
         guard keep >= 1 else { throw ValidationError("--keep must be at least 1") }
         for path in config where !FileManager.default.fileExists(atPath: path) {
             throw ValidationError("--config file '\(path)' does not exist")
+        }
+        if let tls = try tlsSettings() {
+            do {
+                _ = try tls.makeTLSConfiguration()
+            } catch let error as FerryError {
+                let option = error.path == tls.privateKey.path ? "--tls-key" : "--tls-cert"
+                throw ValidationError("\(option) \(error)")
+            }
+        }
+    }
+
+    /// Both TLS files or neither.
+    func tlsSettings() throws -> ServerConfiguration.TLSSettings? {
+        switch (tlsCert, tlsKey) {
+        case (nil, nil): return nil
+        case (_?, nil): throw ValidationError("--tls-cert needs --tls-key (the certificate's private key, PEM)")
+        case (nil, _?): throw ValidationError("--tls-key needs --tls-cert (the certificate chain, PEM)")
+        case (let cert?, let key?):
+            return .init(certificateChain: URL(fileURLWithPath: cert), privateKey: URL(fileURLWithPath: key))
         }
     }
 
@@ -108,6 +138,7 @@ struct ServeCommand: AsyncParsableCommand {
         var configuration = ServerConfiguration(
             storePath: URL(fileURLWithPath: store), host: host, port: port,
             drainTimeout: .milliseconds(Int64(drainTimeout * 1000)), metricsRegistry: registry)
+        configuration.tls = try tlsSettings()
         if let databaseURL {
             configuration.outbox = .init(templatePaths: config.map { URL(fileURLWithPath: $0) }, databaseURL: databaseURL)
         }
@@ -147,8 +178,9 @@ struct ServeCommand: AsyncParsableCommand {
                     }
                 }
             }
+            let scheme = configuration.scheme
             app = try await buildApplication(configuration, logger: logger, extraRoutes: extraRoutes, scopeAuthorities: authorities) { port in
-                let url = "http://\(host):\(port)"
+                let url = "\(scheme)://\(host):\(port)"
                 FileHandle.standardOutput.write(Data("ferry serve listening on \(url)\n".utf8))
             }
         } catch {

@@ -28,6 +28,24 @@ import Testing
         #expect(try ResponsePlan.decide(head: head(304, ["ETag": "\"\(sha)\""]), resumeFrom: nil, partial: nil, url: url) == .notModified)
     }
 
+    @Test func refusedTokenIsUnauthorizedAndNeverARestart() {
+        let partial = ExpectedSnapshot(sha256: sha, size: 1234, version: 3)
+        for status in [401, 403] {
+            for resumeFrom in [nil, 100] as [Int64?] {
+                let error = #expect(throws: FerryError.self) {
+                    try ResponsePlan.decide(
+                        head: head(status, ["WWW-Authenticate": #"Bearer realm="ferry", error="invalid_token""#]), resumeFrom: resumeFrom,
+                        partial: resumeFrom == nil ? nil : partial, url: url)
+                }
+                #expect(error?.code == .unauthorized)
+                #expect(error?.message.contains("(\(status))") == true)
+                #expect(error?.message.contains("local data and queued edits are kept") == true)
+            }
+        }
+        // Any other 4xx stays a plain network error
+        #expect((#expect(throws: FerryError.self) { try ResponsePlan.decide(head: head(429), resumeFrom: nil, partial: nil, url: url) })?.code == .network)
+    }
+
     @Test func fullResponseTakesChecksumSizeAndVersion() throws {
         let plan = try ResponsePlan.decide(
             head: head(200, ["ETag": "\"\(sha)\"", "Repr-Digest": "sha-256=:\(base64(sha)):", "Content-Length": "1234", "Ferry-Version": "7"]),

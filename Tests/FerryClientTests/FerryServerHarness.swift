@@ -36,16 +36,17 @@ func withFerryServer<T: Sendable>(
     }
 }
 
-/// `ferry serve --port 0` as a separate process (so it can be killed with -9), with the URL it prints.
+/// `ferry serve --port 0` as a separate process (so it can be killed with -9), with the URL it prints
+/// (`https://` when `arguments` include `--tls-cert` and `--tls-key`).
 final class ServeProcess: @unchecked Sendable {
     let process = Process()
     private(set) var url: URL!
     private let lock = NSLock()
     private var output = ""
 
-    init(store: URL) throws {
+    init(store: URL, arguments: [String] = []) throws {
         process.executableURL = TestPaths.ferryBinary
-        process.arguments = ["serve", "--store", store.path, "--port", "0"]
+        process.arguments = ["serve", "--store", store.path, "--port", "0"] + arguments
         let pipe = Pipe()
         process.standardError = pipe
         process.standardOutput = pipe
@@ -62,7 +63,7 @@ final class ServeProcess: @unchecked Sendable {
             lock.lock()
             let text = output
             lock.unlock()
-            if let range = text.range(of: #"listening on http://127\.0\.0\.1:\d+"#, options: .regularExpression) {
+            if let range = text.range(of: #"listening on https?://127\.0\.0\.1:\d+"#, options: .regularExpression) {
                 url = URL(string: String(text[range].dropFirst("listening on ".count)))
                 return
             }
@@ -80,4 +81,14 @@ final class ServeProcess: @unchecked Sendable {
     }
 
     deinit { if process.isRunning { kill9() } }
+}
+
+/// Runs the built `ferry` off the cooperative pool: a server running in this process keeps answering it, and
+/// a slow command (a TLS failure takes the connect timeout) does not hold a thread other tests need.
+func runFerryOffPool(_ arguments: [String], environment: [String: String] = [:]) async throws -> ProcessResult {
+    try await withCheckedThrowingContinuation { continuation in
+        DispatchQueue.global().async {
+            continuation.resume(with: Result { try runFerry(arguments, environment: environment) })
+        }
+    }
 }

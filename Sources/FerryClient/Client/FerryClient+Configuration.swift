@@ -8,6 +8,11 @@ extension FerryClient {
     /// it committed but before the rename runs it again on the same file at the next apply.
     public typealias PrepareUpdate = @Sendable (_ updated: SQLiteConnection, _ live: SQLiteConnection?) throws -> Void
 
+    /// Supplies the access token for a scoped dataset, sent as `Authorization: Bearer <token>` with every snapshot
+    /// request and every change upload. It is asked before each request, so a refreshed token is used at once; nil
+    /// (or an empty string) sends no header. What it throws is passed on unchanged.
+    public typealias TokenProvider = @Sendable () async throws -> String?
+
     /// How a ``FerryClient`` works. Only `directory` is required; fetching also needs `serverURL` and `dataset`.
     ///
     /// ```swift
@@ -45,12 +50,33 @@ extension FerryClient {
         public var uploader: (any ChangeUploader)?
         /// The device clock, for `sentAt` (the server derives the clock offset from it). Default `Date()`.
         public var clock: @Sendable () -> Date = { Date() }
+        /// The access token for a scoped dataset; nil (default) sends none (a public dataset). A server that refuses it
+        /// (401, or 403) makes fetch and push throw ``FerryError/Code/unauthorized``: sign in again and retry; the
+        /// data, a partial download and the queued edits are all kept. The token never appears in errors or logs.
+        ///
+        /// ```swift
+        /// config.tokenProvider = { try await session.freshAccessToken() }
+        /// ```
+        public var tokenProvider: TokenProvider?
 
         public init(directory: URL, serverURL: URL? = nil, dataset: String? = nil, acceptedSchemaVersions: Set<Int>? = nil) {
             self.directory = directory
             self.serverURL = serverURL
             self.dataset = dataset
             self.acceptedSchemaVersions = acceptedSchemaVersions
+        }
+
+        /// Sends the same `token` with every request (nil sends none); use ``tokenProvider`` for a token that changes.
+        ///
+        /// ```swift
+        /// config.setAccessToken(ProcessInfo.processInfo.environment["FERRY_TOKEN"])
+        /// ```
+        public mutating func setAccessToken(_ token: String?) {
+            guard let token else {
+                tokenProvider = nil
+                return
+            }
+            tokenProvider = { @Sendable in token }
         }
 
         /// `SERVER/v1/datasets/DATASET/snapshot`, after validating both.

@@ -44,7 +44,8 @@ extension FerryClient {
     /// Call it when the app goes to the background or becomes active (the thesis' lifecycle hooks); ``open``
     /// calls it on launch. A network failure is retried with backoff (``Configuration/pushAttempts``), then thrown
     /// with the edits still queued; a crash at any point resends the same change ids, which the server answers
-    /// once. Concurrent calls share one push.
+    /// once. A refused access token throws ``FerryError/Code/unauthorized`` at once, the edits still queued: after
+    /// signing in again, the next push sends them with the same change ids. Concurrent calls share one push.
     @discardableResult
     public func push(batchSize: Int = 500) async throws -> PushResult {
         if let runningPush { return try await runningPush.value }
@@ -114,8 +115,13 @@ extension FerryClient {
         var attempt = 1
         while true {
             do {
-                return try await uploader.upload(batch, dataset: dataset)
-            } catch let error as FerryError where (error.code == .offline || error.code == .network) && attempt < configuration.pushAttempts {
+                // Asked on every attempt, so a token refreshed meanwhile is used. A refused token (.unauthorized) and
+                // an untrusted certificate are not retried: the same request would be refused again.
+                let token = try await configuration.tokenProvider?()
+                return try await uploader.upload(batch, dataset: dataset, accessToken: token)
+            } catch let error as FerryError
+                where (error.code == .offline || (error.code == .network && !TransportFailure.isTLS(error))) && attempt < configuration.pushAttempts
+            {
                 logger.notice("upload failed, retrying", metadata: ["attempt": "\(attempt)", "error": "\(error.message)"])
                 try await Task.sleep(for: delay)
                 delay *= 2

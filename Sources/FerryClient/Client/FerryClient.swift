@@ -184,7 +184,7 @@ public actor FerryClient {
         let downloader = SnapshotDownloader(
             directory: directory, transport: transport, snapshotURL: url, dataset: dataset,
             acceptedSchemaVersions: configuration.acceptedSchemaVersions, writeBufferSize: configuration.writeBufferSize,
-            maxBytesPerSecond: configuration.maxBytesPerSecond, logger: logger)
+            maxBytesPerSecond: configuration.maxBytesPerSecond, tokenProvider: configuration.tokenProvider, logger: logger)
 
         // A download that finished before a crash but was never renamed: verify it from disk and install it first.
         var earlier: FetchResult?

@@ -63,6 +63,10 @@ enum ResponsePlan: Equatable {
             return .resume(from: resumeFrom, expected)
         case 416 where resumeFrom != nil:
             return .restartFromZero(reason: "the server answered 416 Range Not Satisfiable to bytes=\(resumeFrom!)-")
+        case 401, 403:
+            // The partial download, its record and the client's state stay as they are: with a valid token the next
+            // fetch resumes where this one would have.
+            throw BearerAuthorization.refusal(status: head.status, url: url)
         case 404:
             throw FerryError(
                 .notFound, "the server has no snapshot at \(url) (HTTP 404): check --server and --dataset and that the dataset has been published")

@@ -34,6 +34,8 @@ struct SnapshotDownloader: Sendable {
     let acceptedSchemaVersions: Set<Int>?
     let writeBufferSize: Int
     let maxBytesPerSecond: Int64?
+    /// The access token, asked before each request; nil sends no `Authorization` header.
+    var tokenProvider: FerryClient.TokenProvider? = nil
     let logger: Logger
 
     /// A verified snapshot sitting in `.ferry/partial.sqlite`, ready to be renamed into place.
@@ -101,6 +103,7 @@ struct SnapshotDownloader: Sendable {
             let resume = allowResume ? resumePoint() : nil
             if !allowResume { directory.discardPartial() }
             var headers = ["Accept-Encoding": "identity"]
+            if let authorization = try await BearerAuthorization.header(from: tokenProvider) { headers["Authorization"] = authorization }
             if !knownChecksums.isEmpty { headers["If-None-Match"] = knownChecksums.map { "\"\($0)\"" }.joined(separator: ", ") }
             if let resume {
                 headers["Range"] = "bytes=\(resume.from)-"

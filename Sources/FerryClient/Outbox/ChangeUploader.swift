@@ -6,11 +6,29 @@ import Foundation
 /// Uploads a batch of local edits and returns the server's answers. An app can plug in its own transport
 /// (URLSession, say); ``HTTPChangeUploader`` is the AsyncHTTPClient one.
 ///
-/// Contract: returns only when the server answered 200 with a well-formed body; throws a ``FerryError`` with code
-/// `.offline` when the server could not be reached, `.network` when it failed (the edits stay queued and are retried), and
-/// `.badInput` when it refused the request itself (a 4xx: retrying the same batch will not help).
+/// Contract: send `accessToken`, when there is one, as `Authorization: Bearer <token>`. Return only when the server
+/// answered 200 with a well-formed body; throw a ``FerryError`` with code `.offline` when the server could not be
+/// reached, `.network` when it failed (the edits stay queued and are retried), `.unauthorized` on a 401 or 403 (the
+/// edits stay queued and are sent again, same change ids, once the app has a valid token; not retried meanwhile), and
+/// `.badInput` when it refused the request itself (another 4xx: retrying the same batch will not help).
+/// Never put the token into an error or a log line.
+///
+/// ```swift
+/// let results = try await uploader.upload(batch, dataset: "trips", accessToken: token)
+/// ```
 public protocol ChangeUploader: Sendable {
-    func upload(_ batch: ChangeBatch, dataset: String) async throws -> ChangeResults
+    func upload(_ batch: ChangeBatch, dataset: String, accessToken: String?) async throws -> ChangeResults
+}
+
+extension ChangeUploader {
+    /// Uploads without an access token (a public dataset).
+    ///
+    /// ```swift
+    /// let results = try await HTTPChangeUploader(server: url).upload(batch, dataset: "trips")
+    /// ```
+    public func upload(_ batch: ChangeBatch, dataset: String) async throws -> ChangeResults {
+        try await upload(batch, dataset: dataset, accessToken: nil)
+    }
 }
 
 /// `POST {server}/v1/datasets/{dataset}/changes` over AsyncHTTPClient.
@@ -23,7 +41,7 @@ public struct HTTPChangeUploader: ChangeUploader {
     public var server: URL
     public var httpClient: HTTPClient
     public var timeout: TimeAmount
-    /// Extra request headers (e.g. `Authorization`).
+    /// Extra request headers. The access token goes through `upload(_:dataset:accessToken:)`, not here.
     public var headers: [(String, String)]
     /// The largest response body accepted.
     public var maxResponseBytes: Int
@@ -39,7 +57,7 @@ public struct HTTPChangeUploader: ChangeUploader {
         self.maxResponseBytes = maxResponseBytes
     }
 
-    public func upload(_ batch: ChangeBatch, dataset: String) async throws -> ChangeResults {
+    public func upload(_ batch: ChangeBatch, dataset: String, accessToken: String?) async throws -> ChangeResults {
         try DatasetName.validate(dataset)
         let url = server.appendingPathComponent("v1/datasets/\(dataset)/changes").absoluteString
         var request = HTTPClientRequest(url: url)
@@ -47,6 +65,9 @@ public struct HTTPChangeUploader: ChangeUploader {
         request.headers.add(name: "Content-Type", value: "application/json")
         request.headers.add(name: "Accept", value: "application/json")
         for (name, value) in headers { request.headers.add(name: name, value: value) }
+        if let authorization = try BearerAuthorization.header(for: accessToken) {
+            request.headers.replaceOrAdd(name: "Authorization", value: authorization)
+        }
         let body = try JSONEncoder().encode(batch)
         request.body = .bytes(body)
 
@@ -56,9 +77,11 @@ public struct HTTPChangeUploader: ChangeUploader {
             response = try await httpClient.execute(request, timeout: timeout)
             bytes = try await response.body.collect(upTo: maxResponseBytes)
         } catch {
-            throw FerryError(
-                .offline, "cannot reach \(server.absoluteString) to upload edits; they stay queued and will be sent later",
-                underlying: error)
+            throw TransportFailure.error(
+                error, url: url,
+                offline: FerryError(
+                    .offline, "cannot reach \(server.absoluteString) to upload edits; they stay queued and will be sent later",
+                    underlying: error))
         }
         let data = Data(bytes.readableBytesView)
         switch response.status.code {
@@ -68,6 +91,8 @@ public struct HTTPChangeUploader: ChangeUploader {
             } catch {
                 throw FerryError(.network, "the server answered the upload with a malformed body; edits stay queued", underlying: error)
             }
+        case 401, 403:
+            throw BearerAuthorization.refusal(status: Int(response.status.code), url: url)
         case 400..<500:
             throw FerryError(.badInput, "the server refused the upload (\(response.status.code)): \(Self.errorMessage(data))")
         default:

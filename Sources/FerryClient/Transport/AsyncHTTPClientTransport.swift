@@ -14,7 +14,7 @@ import NIOCore
 public struct AsyncHTTPClientTransport: SnapshotTransport {
     public let client: HTTPClient
     /// Upper bound for one whole exchange, body included. A stalled transfer ends earlier through the HTTP client's
-    /// read timeout (60 s with ``makeHTTPClient()``, 90 s with `HTTPClient.shared`).
+    /// read timeout (60 s with ``makeHTTPClient(connectTimeout:trusting:)``, 90 s with `HTTPClient.shared`).
     public var deadline: TimeAmount
 
     public init(client: HTTPClient = .shared, deadline: TimeAmount = .hours(6)) {
@@ -22,20 +22,23 @@ public struct AsyncHTTPClientTransport: SnapshotTransport {
         self.deadline = deadline
     }
 
-    /// An `HTTPClient` configured for snapshot downloads (connect timeout, 60 s read, no decompression).
-    /// AsyncHTTPClient retries a refused connection until the connect timeout, so this is also how long it takes
-    /// to report ``FerryError/Code/offline``.
+    /// An `HTTPClient` configured for snapshot downloads (connect timeout, 60 s read, no decompression), also used
+    /// for change uploads. AsyncHTTPClient retries a refused connection (and a failed TLS handshake) until the
+    /// connect timeout, so this is also how long it takes to report ``FerryError/Code/offline``.
+    /// With `trusting`, `https://` servers are verified against those CA certificates *instead of* the system's trust
+    /// store; without it, against the system's.
     /// The caller owns it: `try await client.shutdown()` when done.
     ///
     /// ```swift
-    /// let http = AsyncHTTPClientTransport.makeHTTPClient()
+    /// let http = AsyncHTTPClientTransport.makeHTTPClient(trusting: try TrustedCertificates(pemFile: caURL))
     /// defer { Task { try? await http.shutdown() } }
     /// ```
-    public static func makeHTTPClient(connectTimeout: TimeAmount = .seconds(10)) -> HTTPClient {
+    public static func makeHTTPClient(connectTimeout: TimeAmount = .seconds(10), trusting ca: TrustedCertificates? = nil) -> HTTPClient {
         var configuration = HTTPClient.Configuration()
         configuration.timeout = .init(connect: connectTimeout, read: .seconds(60))
         configuration.decompression = .disabled
         configuration.redirectConfiguration = .follow(max: 5, allowCycles: false)
+        if let ca { configuration.tlsConfiguration = ca.tlsConfiguration }
         return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
     }
 
@@ -53,9 +56,11 @@ public struct AsyncHTTPClientTransport: SnapshotTransport {
             // AsyncHTTPClient's deadline covers the whole exchange, body included, so it is generous.
             response = try await client.execute(httpRequest, deadline: .now() + deadline)
         } catch {
-            throw FerryError(
-                .offline,
-                "cannot reach \(request.url.absoluteString): \(error); offline is normal: the app keeps using database.db, try again later")
+            throw TransportFailure.error(
+                error, url: request.url.absoluteString,
+                offline: FerryError(
+                    .offline,
+                    "cannot reach \(request.url.absoluteString): \(error); offline is normal: the app keeps using database.db, try again later"))
         }
         var headers: [String: String] = [:]
         for field in response.headers {

@@ -1,0 +1,36 @@
+import FerryCore
+
+/// The `Authorization: Bearer <token>` header of snapshot requests and change uploads, and the error for a server
+/// that refuses the token. The token itself never goes into an error, a log line or a file.
+enum BearerAuthorization {
+    /// The header value for `token`, nil for no token (nil or empty). Refuses a token that cannot travel in a header
+    /// (spaces, control characters, non-ASCII), without quoting it.
+    static func header(for token: String?) throws -> String? {
+        guard let token, !token.isEmpty else { return nil }
+        guard token.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
+            throw FerryError(
+                .badInput,
+                "the access token holds a space, a control or a non-ASCII character, so it cannot be sent as 'Authorization: Bearer'; check where the token comes from",
+                key: "Authorization")
+        }
+        return "Bearer \(token)"
+    }
+
+    /// Asks `provider` for the current token (each request asks again, so a refreshed token is used at once).
+    static func header(from provider: FerryClient.TokenProvider?) async throws -> String? {
+        guard let provider else { return nil }
+        return try header(for: try await provider())
+    }
+
+    /// The error for a 401 or 403: typed, so an app can catch it and sign in again. Nothing local is touched and
+    /// nothing is retried with the same token.
+    static func refusal(status: Int, url: String) -> FerryError {
+        if status == 403 {
+            return FerryError(
+                .unauthorized,
+                "the server refused this access token for \(url) (403): it does not grant this dataset; sign in with an account that has access and retry; local data and queued edits are kept")
+        }
+        return FerryError(
+            .unauthorized, "the server refused the access token (401): re-authenticate and retry; local data and queued edits are kept")
+    }
+}

@@ -1,0 +1,69 @@
+import FerryCore
+import Foundation
+import NIOSSL
+
+/// Turns an error from the HTTP client (no response at all) into a `FerryError`: a server whose certificate is not
+/// trusted is ``FerryError/Code/network`` with a message naming the fix, not "offline is normal"; everything else is
+/// ``FerryError/Code/offline``.
+enum TransportFailure {
+    /// What went wrong with TLS, or nil when `error` is no TLS failure.
+    enum TLSProblem: Equatable {
+        /// The chain does not lead to a trusted root (unknown or private CA, self-signed, expired).
+        case untrustedCertificate
+        /// The certificate is valid but names another host.
+        case wrongHost
+        /// Another handshake failure (protocol or cipher mismatch, a plain HTTP server on the port).
+        case handshake
+    }
+
+    static func tlsProblem(_ error: (any Error)?) -> TLSProblem? {
+        guard let error else { return nil }
+        if let extra = error as? NIOSSLExtraError, extra == .failedToValidateHostname { return .wrongHost }
+        guard let ssl = error as? NIOSSLError else { return nil }
+        switch ssl {
+        case .handshakeFailed(let boring):
+            // BoringSSL reports a failed chain check as SSL routines:CERTIFICATE_VERIFY_FAILED.
+            return String(describing: boring).contains("CERTIFICATE_VERIFY_FAILED") ? .untrustedCertificate : .handshake
+        case .noCertificateToValidate, .unableToValidateCertificate:
+            return .untrustedCertificate
+        default:
+            return .handshake
+        }
+    }
+
+    /// True for a `FerryError` made from a TLS failure: retrying with the same trust settings does not help.
+    static func isTLS(_ error: FerryError) -> Bool { tlsProblem(error.underlying) != nil }
+
+    /// The `FerryError` for `error`, raised before any response arrived from `url`; `offline` is the error when the
+    /// server simply could not be reached.
+    static func error(_ error: any Error, url: String, offline: @autoclosure () -> FerryError) -> FerryError {
+        let host = URLHost.of(url)
+        switch tlsProblem(error) {
+        case .untrustedCertificate:
+            return FerryError(
+                .network,
+                "TLS: the server's certificate is not trusted (\(host)); pass --ca with the CA that signed it (TrustedCertificates in the library); nothing local was changed",
+                underlying: error)
+        case .wrongHost:
+            return FerryError(
+                .network,
+                "TLS: the server's certificate does not name \(host); use the host name the certificate was issued for, or reissue it with that name; nothing local was changed",
+                underlying: error)
+        case .handshake:
+            return FerryError(
+                .network,
+                "TLS: the handshake with \(host) failed; check that the server speaks https on that port and that --ca names the right CA; nothing local was changed",
+                underlying: error)
+        case nil:
+            return offline()
+        }
+    }
+}
+
+/// `host:port` of a URL string, for messages (never the user info, path or query).
+enum URLHost {
+    static func of(_ url: String) -> String {
+        guard let parsed = URL(string: url), let host = parsed.host else { return "the server" }
+        return parsed.port.map { "\(host):\($0)" } ?? host
+    }
+}

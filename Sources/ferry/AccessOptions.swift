@@ -1,0 +1,56 @@
+import ArgumentParser
+import AsyncHTTPClient
+import FerryClient
+import FerryCore
+import Foundation
+
+/// `--token` and `--ca`, shared by `ferry fetch`, `push` and `sync`: how the client proves its access and which CA it
+/// trusts for https://.
+struct AccessOptions: ParsableArguments {
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Access token for a scoped dataset, sent as 'Authorization: Bearer TOKEN' (default: $FERRY_TOKEN). Prefer FERRY_TOKEN: other users of the machine can see a command line.",
+            valueName: "token"))
+    var token: String?
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Trust the CA certificates in this PEM file for https:// instead of the system's trust store (e.g. a private CA that signed the server's certificate).",
+            valueName: "pem"))
+    var ca: String?
+
+    func validate() throws {
+        if let token, token.isEmpty { throw ValidationError("--token must not be empty (omit it to send no token)") }
+        _ = try trustedCertificates()
+    }
+
+    /// `--token`, else `FERRY_TOKEN` when set and not empty, else none.
+    var resolvedToken: String? {
+        if let token { return token }
+        guard let fromEnvironment = ProcessInfo.processInfo.environment["FERRY_TOKEN"], !fromEnvironment.isEmpty else { return nil }
+        return fromEnvironment
+    }
+
+    /// The `--ca` certificates; a missing or malformed file is a usage error naming it (exit status 2).
+    func trustedCertificates() throws -> TrustedCertificates? {
+        guard let ca else { return nil }
+        do {
+            return try TrustedCertificates(pemFile: URL(fileURLWithPath: ca))
+        } catch let error as FerryError {
+            throw ValidationError("--ca \(error)")
+        }
+    }
+
+    /// An HTTP client with a connect timeout (AsyncHTTPClient retries a refused connection until it expires, so this
+    /// bounds how long "offline" takes to report) that trusts `--ca` when given; the caller shuts it down.
+    func makeHTTPClient() throws -> HTTPClient {
+        AsyncHTTPClientTransport.makeHTTPClient(trusting: try trustedCertificates())
+    }
+
+    /// Sets the token on `configuration`.
+    func apply(to configuration: inout FerryClient.Configuration) {
+        configuration.setAccessToken(resolvedToken)
+    }
+}
