@@ -25,8 +25,8 @@ import Testing
         let waitForPublish: @Sendable (String) async throws -> Void
         var store: URL { directory.appending("store") }
 
-        func publish() throws -> PublishResult {
-            try Publisher(configuration: .init(templatePath: templatePath, databaseURL: database.url, store: store), logger: .test).publishBlocking()
+        func publish() async throws -> PublishResult {
+            try await Publisher(configuration: .init(templatePath: templatePath, databaseURL: database.url, store: store), logger: .test).publish()
         }
 
         func execute(_ sql: String) throws { try database.connect().execute(sql) }
@@ -41,7 +41,7 @@ import Testing
 
         /// Publishes, then waits for the server to pick it up and for the token cache window to pass.
         func publishAndWait() async throws {
-            let result = try publish()
+            let result = try await publish()
             try await waitForPublish(result.createdAt)
         }
     }
@@ -60,7 +60,7 @@ import Testing
         let templatePath = root.appendingPathComponent("templates/campgrounds-tiered.yml").path
         let template = try Template.load(path: templatePath)
         let store = directory.appending("store")
-        _ = try Publisher(configuration: .init(templatePath: templatePath, databaseURL: database.url, store: store), logger: .test).publishBlocking()
+        _ = try await Publisher(configuration: .init(templatePath: templatePath, databaseURL: database.url, store: store), logger: .test).publish()
 
         let merger = try await ChangeMerger.start(template: template, databaseURL: database.url, logger: .test)
         let authority = try await PostgresScopeAuthority.start(template: template, databaseURL: database.url, logger: .test)

@@ -182,7 +182,7 @@ import Testing
         try database.connect().execute(try String(contentsOf: root.appendingPathComponent("templates/trips.pg.sql"), encoding: .utf8))
         let templatePath = root.appendingPathComponent("templates/trips.yml").path
         let store = temp.appending("store")
-        _ = try Publisher(configuration: .init(templatePath: templatePath, databaseURL: database.url, store: store), logger: .test).publishBlocking()
+        _ = try await Publisher(configuration: .init(templatePath: templatePath, databaseURL: database.url, store: store), logger: .test).publish()
         let merger = try await ChangeMerger.start(template: try Template.load(path: templatePath), databaseURL: database.url, logger: .test)
         defer { merger.shutdown() }
         @Sendable func serverScalar(_ sql: String, _ parameters: [String?] = []) throws -> String? {

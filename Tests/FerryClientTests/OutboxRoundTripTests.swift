@@ -17,10 +17,10 @@ import Testing
         let templatePath: String
         var store: URL { directory.appending("store") }
 
-        func publish() throws -> PublishResult {
-            try Publisher(
+        func publish() async throws -> PublishResult {
+            try await Publisher(
                 configuration: .init(templatePath: templatePath, databaseURL: database.url, store: store), logger: .test
-            ).publishBlocking()
+            ).publish()
         }
 
         func scalar(_ sql: String, _ parameters: [String?] = []) throws -> String? {
@@ -48,7 +48,7 @@ import Testing
         let sql = try String(contentsOf: root.appendingPathComponent("templates/trips.pg.sql"), encoding: .utf8)
         try database.connect().execute(sql)
         let world = World(database: database, directory: directory, templatePath: root.appendingPathComponent("templates/trips.yml").path)
-        #expect(try world.publish().version == 1)
+        #expect(try await world.publish().version == 1)
 
         let merger = try await ChangeMerger.start(template: try Template.load(path: world.templatePath), databaseURL: database.url, logger: .test)
         defer { merger.shutdown() }
@@ -88,7 +88,7 @@ import Testing
             // And a server-side change published as version 2 meanwhile
             try world.database.connect().execute(
                 #"UPDATE trips SET bags = 9, "updatedAt" = date_trunc('milliseconds', now()) WHERE name = 'Kalmar-Öland'"#)
-            #expect(try world.publish().version == 2)
+            #expect(try await world.publish().version == 2)
             try await waitForVersion(2)
 
             // When the device fetches and applies version 2 with the edit still queued
@@ -107,7 +107,7 @@ import Testing
             #expect(try world.scalar("SELECT passengers FROM trips WHERE name = 'Växjö-Kalmar'") == "5")
 
             // And the next snapshot carries it: after fetch and apply the device is clean and at version 3
-            #expect(try world.publish().version == 3)
+            #expect(try await world.publish().version == 3)
             try await waitForVersion(3)
             let synced = try await device.sync()
             #expect(synced.apply?.applied == true)

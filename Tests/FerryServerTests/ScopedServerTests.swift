@@ -34,11 +34,12 @@ struct ScopedServerTests {
             return World(database: database, directory: directory, template: template)
         }
 
+        /// Publishes on the publisher's own thread (never blocking the test's cooperative thread).
         @discardableResult
-        func publish() throws -> PublishResult {
-            try Publisher(
+        func publish() async throws -> PublishResult {
+            try await Publisher(
                 configuration: .init(templatePath: template.path, databaseURL: database.url, store: store.root), logger: Logger(label: "test")
-            ).publishBlocking()
+            ).publish()
         }
 
         func execute(_ sql: String) throws { try database.connect().execute(sql) }
@@ -85,7 +86,7 @@ struct ScopedServerTests {
     func needsAToken() async throws {
         let world = try World.make("scoped-401")
         defer { world.close() }
-        try world.publish()
+        try await world.publish()
         try await world.withServer { client in
             let base = "/v1/datasets/\(Self.dataset)"
             let routes: [(String, HTTPRequest.Method)] = [
@@ -120,7 +121,7 @@ struct ScopedServerTests {
     func eachTokenItsScope() async throws {
         let world = try World.make("scoped-views")
         defer { world.close() }
-        try world.publish()
+        try await world.publish()
         let scopes = try world.scoped()
         let free = try #require(scopes.entry(for: "0"))
         let premium = try #require(scopes.entry(for: "2"))
@@ -156,9 +157,9 @@ struct ScopedServerTests {
     func noCrossScope() async throws {
         let world = try World.make("scoped-cross")
         defer { world.close() }
-        try world.publish()
+        try await world.publish()
         try world.execute("UPDATE campgrounds SET name = 'AAA Deluxe II' WHERE tier = 1")
-        try world.publish()  // premium gets version 2; free stays at 1
+        try await world.publish()  // premium gets version 2; free stays at 1
         let scopes = try world.scoped()
         let free = try #require(scopes.entry(for: "0"))
         let premium = try #require(scopes.entry(for: "2"))
@@ -207,7 +208,7 @@ struct ScopedServerTests {
     func revokeAndGrant() async throws {
         let world = try World.make("scoped-revoke")
         defer { world.close() }
-        try world.publish()
+        try await world.publish()
         let premium = try #require(try world.scoped().entry(for: "2"))
         try await world.withServer(ttl: .milliseconds(800)) { client in
             let uri = "/v1/datasets/\(Self.dataset)/manifest"
@@ -238,7 +239,7 @@ struct ScopedServerTests {
     func missingScopeAndMisconfiguration() async throws {
         let world = try World.make("scoped-missing")
         defer { world.close() }
-        try world.publish()
+        try await world.publish()
         try world.execute("INSERT INTO users VALUES ('carol', 'Carol', 1, encode(sha256('carol-token'::bytea), 'hex'))")
         try await world.withServer { client in
             try await client.execute(uri: "/v1/datasets/\(Self.dataset)/snapshot", method: .get, headers: [.authorization: "Bearer carol-token"]) {
@@ -264,7 +265,7 @@ struct ScopedServerTests {
     func scopedChanges() async throws {
         let world = try World.make("scoped-changes")
         defer { world.close() }
-        try world.publish()
+        try await world.publish()
         let free1 = "0b5c3a2e-6f1d-4a39-9d8e-1a2b3c4d5e01"
         let free3 = "0b5c3a2e-6f1d-4a39-9d8e-1a2b3c4d5e03"
         let premium2 = "0b5c3a2e-6f1d-4a39-9d8e-1a2b3c4d5e02"
@@ -305,7 +306,7 @@ struct ScopedServerTests {
     func tokensStayOutOfLogs() async throws {
         let world = try World.make("scoped-logs")
         defer { world.close() }
-        try world.publish()
+        try await world.publish()
         let sink = LogSink()
         var logger = Logger(label: "test") { _ in sink }
         logger.logLevel = .trace
