@@ -21,27 +21,7 @@ psql "$FERRY_PG_URL" -q -c "CREATE DATABASE bench"
 URL="postgres://postgres@127.0.0.1:$FERRY_PG_PORT/bench"
 
 say "Generating $N campgrounds (3 tiers, 100 tenants) + $N reviews"
-psql "$URL" -q -v ON_ERROR_STOP=1 -f templates/campgrounds.pg.sql
-psql "$URL" -q -v ON_ERROR_STOP=1 <<SQL
-ALTER TABLE campgrounds ADD COLUMN tenant integer NOT NULL DEFAULT 0;
-SET session_replication_role = replica;  -- skip FK triggers while loading
-INSERT INTO campgrounds (id, name, description, lat, lon, tier, tenant, price_per_night, has_water, amenities, details,
-                         open_from, open_until, created_at, updated_at)
-SELECT md5(g::text)::uuid::text, 'Campground ' || g, 'Sites by the lake, ' || md5((g * 7)::text) || ' ' || md5((g * 13)::text),
-       -60 + (g % 120000) / 1000.0, -170 + (g % 340000) / 1000.0, (g % 3)::smallint, g % 100, ((g % 9000) / 100.0)::numeric(8,2),
-       g % 2 = 0, '{fire pits,toilets}', jsonb_build_object('sites', g % 97), date '2024-05-01', date '2024-09-30',
-       timestamptz '2024-01-01 00:00:00+00' + g * interval '1 second', timestamptz '2024-06-01 00:00:00+00' + g * interval '1 second'
-FROM generate_series(1, $N) g;
-INSERT INTO reviews (id, campground_id, rating, author, body, created_at, updated_at)
-SELECT 1000 + g, md5(((g % $N) + 1)::text)::uuid::text, 1 + g % 5, 'user' || (g % 50000),
-       'Review ' || g || ': ' || md5(g::text) || ' ' || md5((g * 3)::text) || ' ' || md5((g * 5)::text),
-       timestamptz '2024-07-01 00:00:00+00' + g * interval '1 second', timestamptz '2024-07-02 00:00:00+00' + g * interval '1 second'
-FROM generate_series(1, $N) g;
-CREATE INDEX ON campgrounds (tenant);
-CREATE INDEX ON campgrounds (tier);
-CREATE INDEX ON reviews (campground_id);
-VACUUM ANALYZE;
-SQL
+bench_generate_campgrounds "$URL" "$N" tenants
 
 # The same two tables in three templates: public, per tier, per tenant.
 common_tables() {
@@ -68,28 +48,18 @@ YAML
 { printf 'dataset: bench-tiers\nscope:\n  values: [0, 1, 2]\n  token: "SELECT 0 WHERE $1::text IS NULL"\n'; common_tables "tier <= :scope"; } >"$work/tiers.yml"
 { printf 'dataset: bench-tenants\nscope:\n  values: "SELECT DISTINCT tenant FROM campgrounds"\n  token: "SELECT 0 WHERE $1::text IS NULL"\n'; common_tables "tenant = :scope"; } >"$work/tenants.yml"
 
-# measure NAME CMD...: wall seconds and peak RSS (MB) of CMD, into $NAME_secs and $NAME_rss.
-measure() {
-  local name=$1; shift
-  local start end
-  start=$(date +%s.%N)
-  /usr/bin/time -v -o "$work/$name.time" "$@" >"$work/$name.out" 2>"$work/$name.err" || { cat "$work/$name.err" >&2; return 1; }
-  end=$(date +%s.%N)
-  printf -v "${name}_secs" '%s' "$(echo "$end - $start" | bc -l)"
-  printf -v "${name}_rss" '%s' "$(awk '/Maximum resident set size/ {printf "%.0f", $6 / 1024}' "$work/$name.time")"
-}
 
 # The command line of a publish (paths have no spaces: mktemp and the build directory).
 publish() { echo "$FERRY" publish --config "$1" --database-url "$URL" --store "$work/store" --json; }
 
 say "Anchor: one unscoped publish of the same data"
-measure public $(publish "$work/public.yml")
+bench_measure public $(publish "$work/public.yml")
 say "Ferry: 3 tiers"
-measure tiers $(publish "$work/tiers.yml")
+bench_measure tiers $(publish "$work/tiers.yml")
 say "Ferry: 100 tenants"
-measure tenants $(publish "$work/tenants.yml")
+bench_measure tenants $(publish "$work/tenants.yml")
 say "Ferry: 100 tenants again, nothing changed (every scope is exported and compared, no file written)"
-measure again $(publish "$work/tenants.yml")
+bench_measure again $(publish "$work/tenants.yml")
 
 files() { ls "$work/store/$1/objects" | grep -c '\.sqlite$'; }
 say "Results: N = $N campgrounds + $N reviews"
