@@ -159,4 +159,55 @@ struct PublishCLITests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: store.versionsDirectory(dataset: "crash").path).sorted()
             == ["1.json", "1.sqlite", "1.sqlite.gz", "2.json", "2.sqlite", "2.sqlite.gz"])
     }
+
+    @Test("kill -9 midway through a scoped publish leaves every scope's previous snapshot intact; the next run cleans up")
+    func scopedCrashSafety() throws {
+        let fixture = try PublisherFixture("crash-scoped", sql: "CREATE TABLE big (id integer PRIMARY KEY, pad text NOT NULL); INSERT INTO big VALUES (1, 'one'), (2, 'two');")
+        defer { fixture.cleanUp() }
+        let template = try fixture.writeTemplate(
+            """
+            dataset: crash-scoped
+            scope: {values: [1, 2, 3], token: "SELECT 1 WHERE $1::text IS NULL"}
+            tables:
+              - name: big
+                filter: "id % 3 < :scope"
+            """)
+        _ = try fixture.publish(template: template)
+        let store = fixture.storeAccess
+        guard case .scoped(let before) = try store.storedManifest(for: "crash-scoped") else { throw FerryError(.store, "not scoped") }
+        try fixture.execute("INSERT INTO big SELECT g, repeat(md5(g::text), 6) FROM generate_series(3, 600000) g")
+
+        // When a real `ferry publish` is killed with SIGKILL while it writes the scopes' snapshots
+        let process = Process()
+        process.executableURL = TestPaths.ferryBinary
+        process.arguments = ["publish", "--config", template, "--store", fixture.store.path, "--database-url", fixture.database.url]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let tmp = store.temporaryDirectory(dataset: "crash-scoped")
+        let deadline = Date().addingTimeInterval(60)
+        var writtenBytes = 0
+        while process.isRunning && Date() < deadline && writtenBytes < 2_000_000 {
+            let names = (try? FileManager.default.contentsOfDirectory(atPath: tmp.path)) ?? []
+            writtenBytes = names.compactMap { (try? FileManager.default.attributesOfItem(atPath: tmp.appendingPathComponent($0).path)[.size]) as? Int }.max() ?? 0
+            usleep(2_000)
+        }
+        #expect(process.isRunning, "the publish finished before it could be killed; make the table larger")
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+
+        // Then the manifest and every file it names are exactly as before
+        guard case .scoped(let after) = try store.storedManifest(for: "crash-scoped") else { throw FerryError(.store, "not scoped") }
+        #expect(after == before)
+        for entry in after.scopes {
+            #expect(try FileDigest.sha256Hex(of: store.objectURL(dataset: "crash-scoped", sha256: entry.sha256)) == entry.sha256)
+        }
+        // And the next run removes the leftovers and gives every scope version 2
+        let next = try fixture.publish(template: template)
+        #expect(next.version == 2 && next.scopes?.allSatisfy { $0.version == 2 } == true)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: tmp.path).isEmpty)
+        guard case .scoped(let final) = try store.storedManifest(for: "crash-scoped") else { throw FerryError(.store, "not scoped") }
+        let objects = try FileManager.default.contentsOfDirectory(atPath: store.objectsDirectory(dataset: "crash-scoped").path)
+        #expect(Set(objects.filter { $0.hasSuffix(".sqlite") }.map { String($0.dropLast(7)) }) == final.referencedObjects)
+    }
 }
