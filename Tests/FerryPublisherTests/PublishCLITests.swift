@@ -126,24 +126,8 @@ struct PublishCLITests {
         try fixture.execute("INSERT INTO big SELECT g, repeat(md5(g::text), 6) FROM generate_series(2, 600000) g")
 
         // When a real `ferry publish` is killed with SIGKILL after it started writing the snapshot
-        let process = Process()
-        process.executableURL = TestPaths.ferryBinary
-        process.arguments = ["publish", "--config", template, "--store", fixture.store.path, "--database-url", fixture.database.url]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
         let tmp = store.temporaryDirectory(dataset: "crash")
-        let deadline = Date().addingTimeInterval(60)
-        var writtenBytes = 0
-        while process.isRunning && Date() < deadline && writtenBytes < 2_000_000 {
-            let names = (try? FileManager.default.contentsOfDirectory(atPath: tmp.path)) ?? []
-            writtenBytes = names.compactMap { (try? FileManager.default.attributesOfItem(atPath: tmp.appendingPathComponent($0).path)[.size]) as? Int }.max() ?? 0
-            usleep(2_000)
-        }
-        #expect(process.isRunning, "the publish finished before it could be killed; make the table larger")
-        kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
-        #expect(process.terminationReason == .uncaughtSignal)
+        try Self.publishKilledMidway(template: template, fixture: fixture, tmp: tmp)
 
         // Then the store still serves version 1, intact, and the half-written file is only in tmp/
         let manifest = try #require(try store.manifest(for: "crash"))
@@ -178,23 +162,8 @@ struct PublishCLITests {
         try fixture.execute("INSERT INTO big SELECT g, repeat(md5(g::text), 6) FROM generate_series(3, 600000) g")
 
         // When a real `ferry publish` is killed with SIGKILL while it writes the scopes' snapshots
-        let process = Process()
-        process.executableURL = TestPaths.ferryBinary
-        process.arguments = ["publish", "--config", template, "--store", fixture.store.path, "--database-url", fixture.database.url]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
         let tmp = store.temporaryDirectory(dataset: "crash-scoped")
-        let deadline = Date().addingTimeInterval(60)
-        var writtenBytes = 0
-        while process.isRunning && Date() < deadline && writtenBytes < 2_000_000 {
-            let names = (try? FileManager.default.contentsOfDirectory(atPath: tmp.path)) ?? []
-            writtenBytes = names.compactMap { (try? FileManager.default.attributesOfItem(atPath: tmp.appendingPathComponent($0).path)[.size]) as? Int }.max() ?? 0
-            usleep(2_000)
-        }
-        #expect(process.isRunning, "the publish finished before it could be killed; make the table larger")
-        kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
+        try Self.publishKilledMidway(template: template, fixture: fixture, tmp: tmp)
 
         // Then the manifest and every file it names are exactly as before
         guard case .scoped(let after) = try store.storedManifest(for: "crash-scoped") else { throw FerryError(.store, "not scoped") }
@@ -209,5 +178,27 @@ struct PublishCLITests {
         guard case .scoped(let final) = try store.storedManifest(for: "crash-scoped") else { throw FerryError(.store, "not scoped") }
         let objects = try FileManager.default.contentsOfDirectory(atPath: store.objectsDirectory(dataset: "crash-scoped").path)
         #expect(Set(objects.filter { $0.hasSuffix(".sqlite") }.map { String($0.dropLast(7)) }) == final.referencedObjects)
+    }
+
+    /// Runs a real `ferry publish` and kills it with SIGKILL once a file in `tmp` has 2 MB, checking that it was
+    /// still running then (so the kill really was midway).
+    static func publishKilledMidway(template: String, fixture: PublisherFixture, tmp: URL) throws {
+        let process = Process()
+        process.executableURL = TestPaths.ferryBinary
+        process.arguments = ["publish", "--config", template, "--store", fixture.store.path, "--database-url", fixture.database.url]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let deadline = Date().addingTimeInterval(60)
+        var writtenBytes = 0
+        while process.isRunning && Date() < deadline && writtenBytes < 2_000_000 {
+            let names = (try? FileManager.default.contentsOfDirectory(atPath: tmp.path)) ?? []
+            writtenBytes = names.compactMap { (try? FileManager.default.attributesOfItem(atPath: tmp.appendingPathComponent($0).path)[.size]) as? Int }.max() ?? 0
+            usleep(2_000)
+        }
+        #expect(process.isRunning, "the publish finished before it could be killed; make the table larger")
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+        #expect(process.terminationReason == .uncaughtSignal)
     }
 }
