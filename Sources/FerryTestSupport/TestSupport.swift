@@ -115,3 +115,18 @@ public func runProcess(_ executable: URL, _ arguments: [String], environment: [S
 public func runFerry(_ arguments: [String], environment: [String: String] = [:]) throws -> ProcessResult {
     try runProcess(TestPaths.ferryBinary, arguments, environment: environment)
 }
+
+/// Runs blocking work (a child process, a large insert) on a Dispatch thread. Swift Testing runs every test on the
+/// cooperative pool, which has one thread per core (two on CI): a test blocked there for seconds stalls every other
+/// test, and timing tests then fail. Keep `#expect` outside `body`, in the test's own task.
+public func offCooperativePool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        DispatchQueue.global().async { continuation.resume(with: Result { try body() }) }
+    }
+}
+
+/// Runs the built `ferry` off the cooperative pool (see ``offCooperativePool(_:)``): a server running in this
+/// process keeps answering it, and a slow command does not hold a thread other tests need.
+public func runFerryOffPool(_ arguments: [String], environment: [String: String] = [:]) async throws -> ProcessResult {
+    try await offCooperativePool { try runFerry(arguments, environment: environment) }
+}

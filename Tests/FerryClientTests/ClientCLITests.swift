@@ -58,7 +58,7 @@ import Darwin
         #expect(result.stdout.hasPrefix("rolled back version 2 to version 1"))
     }
 
-    @Test func exitCodesAndOneLineErrors() throws {
+    @Test func exitCodesAndOneLineErrors() async throws {
         let temp = try TemporaryDirectory("ferry-cli")
         defer { temp.remove() }
         // Usage errors: 2
@@ -71,7 +71,8 @@ import Darwin
         #expect(rollback.status == 1)
         #expect(rollback.stderr.contains("nothing to roll back"))
         #expect(rollback.stderr.trimmingCharacters(in: .newlines).split(separator: "\n").count == 1)
-        let offline = try runFerry(["fetch", "--server", "http://127.0.0.1:9", "--dataset", "trips", "--dir", temp.url.path])
+        // Takes the 10 s connect timeout: off the cooperative pool.
+        let offline = try await runFerryOffPool(["fetch", "--server", "http://127.0.0.1:9", "--dataset", "trips", "--dir", temp.url.path])
         #expect(offline.status == 1)
         #expect(offline.stderr.contains("offline is normal"))
         #expect(offline.stderr.trimmingCharacters(in: .newlines).split(separator: "\n").count == 1)

@@ -18,7 +18,12 @@ import Darwin
 
     /// Starts `ferry` with `arguments`, kills it with SIGKILL after `delay` seconds (if still running).
     /// With `until`, waits (up to 60 s) for that condition instead of the delay.
-    func runAndKill(_ arguments: [String], after delay: Double, until: (() -> Bool)? = nil) throws -> Bool {
+    /// Runs off the cooperative pool (see `offCooperativePool`).
+    func runAndKill(_ arguments: [String], after delay: Double, until: (@Sendable () -> Bool)? = nil) async throws -> Bool {
+        try await offCooperativePool { try Self.runAndKillBlocking(arguments, after: delay, until: until) }
+    }
+
+    static func runAndKillBlocking(_ arguments: [String], after delay: Double, until: (@Sendable () -> Bool)?) throws -> Bool {
         let process = Process()
         process.executableURL = TestPaths.ferryBinary
         process.arguments = arguments
@@ -47,14 +52,14 @@ import Darwin
         let fetch = ["fetch", "--server", server.url.absoluteString, "--dataset", fixtures.dataset, "--dir", dir.url.path]
 
         // Given version 1 live
-        #expect(try runFerry(fetch).status == 0)
+        #expect(try await runFerryOffPool(fetch).status == 0)
         // And a 40 MiB version 2 on the server
         let v2 = try fixtures.publish(rows: 6, blobMiB: 40)
         let published = [v1, v2]
         try await Task.sleep(for: .seconds(1.5))  // the server picks up new versions within 1 s
 
         // When a rate-limited fetch is killed mid-download
-        #expect(try runAndKill(fetch + ["--limit-rate", "16M"], after: 0) { (FileIdentity.size(of: dir.partial) ?? 0) > 4 << 20 })
+        #expect(try await runAndKill(fetch + ["--limit-rate", "16M"], after: 0) { (FileIdentity.size(of: dir.partial) ?? 0) > 4 << 20 })
 
         // Then database.db is still exactly version 1, and part of version 2 is kept
         #expect(try publishedVersion(of: dir.database, among: published) == 1)
@@ -63,7 +68,7 @@ import Darwin
         #expect(!dir.exists(dir.updated))
 
         // And the next fetch completes the job, resuming instead of starting over
-        let resumed = try runFerry(fetch + ["--json"])
+        let resumed = try await runFerryOffPool(fetch + ["--json"])
         #expect(resumed.status == 0, "\(resumed.stderr)")
         let object = try json(resumed.stdout)
         #expect(object["result"] as? String == "updateDownloaded")
@@ -77,10 +82,10 @@ import Darwin
             try FileManager.default.removeItem(at: dir.url)
             try dir.create()
             try FileManager.default.copyItem(at: fixtures.snapshotFile(1), to: dir.database)
-            _ = try runAndKill(fetch + ["--apply"], after: 0.2 + Double(round) * 0.3 + Double.random(in: 0..<0.3))
+            _ = try await runAndKill(fetch + ["--apply"], after: 0.2 + Double(round) * 0.3 + Double.random(in: 0..<0.3))
             let live = try publishedVersion(of: dir.database, among: published)
             #expect(live == 1 || live == 2, "round \(round)")
-            let again = try runFerry(fetch + ["--apply"])
+            let again = try await runFerryOffPool(fetch + ["--apply"])
             #expect(again.status == 0, "round \(round): \(again.stderr)")
             #expect(try publishedVersion(of: dir.database, among: published) == 2, "round \(round)")
         }

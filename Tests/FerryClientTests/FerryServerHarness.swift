@@ -82,13 +82,3 @@ final class ServeProcess: @unchecked Sendable {
 
     deinit { if process.isRunning { kill9() } }
 }
-
-/// Runs the built `ferry` off the cooperative pool: a server running in this process keeps answering it, and
-/// a slow command (a TLS failure takes the connect timeout) does not hold a thread other tests need.
-func runFerryOffPool(_ arguments: [String], environment: [String: String] = [:]) async throws -> ProcessResult {
-    try await withCheckedThrowingContinuation { continuation in
-        DispatchQueue.global().async {
-            continuation.resume(with: Result { try runFerry(arguments, environment: environment) })
-        }
-    }
-}

@@ -115,19 +115,19 @@ struct PublishCLITests {
     }
 
     @Test("kill -9 midway through a publish leaves the previous version intact; the next run cleans up and succeeds")
-    func crashSafety() throws {
+    func crashSafety() async throws {
         // Given version 1 of a small table
         let fixture = try PublisherFixture("crash", sql: "CREATE TABLE big (id integer PRIMARY KEY, pad text NOT NULL); INSERT INTO big VALUES (1, 'one');")
         defer { fixture.cleanUp() }
         let template = try fixture.writeTemplate("dataset: crash\ntables: [{name: big}]\n")
-        let v1 = try fixture.publish(template: template)
+        let v1 = try await fixture.publishOffPool(template: template)
         let store = fixture.storeAccess
         // And a table large enough that the next publish takes a while
-        try fixture.execute("INSERT INTO big SELECT g, repeat(md5(g::text), 6) FROM generate_series(2, 600000) g")
+        try await offCooperativePool { try fixture.execute("INSERT INTO big SELECT g, repeat(md5(g::text), 6) FROM generate_series(2, 600000) g") }
 
         // When a real `ferry publish` is killed with SIGKILL after it started writing the snapshot
         let tmp = store.temporaryDirectory(dataset: "crash")
-        try Self.publishKilledMidway(template: template, fixture: fixture, tmp: tmp)
+        try await Self.publishKilledMidway(template: template, fixture: fixture, tmp: tmp)
 
         // Then the store still serves version 1, intact, and the half-written file is only in tmp/
         let manifest = try #require(try store.manifest(for: "crash"))
@@ -137,7 +137,7 @@ struct PublishCLITests {
         #expect(!((try? FileManager.default.contentsOfDirectory(atPath: tmp.path)) ?? []).isEmpty)
 
         // And the next run removes the leftovers and publishes version 2
-        let next = try fixture.publish(template: template)
+        let next = try await fixture.publishOffPool(template: template)
         #expect(next.version == 2 && next.tables == ["big": 600_000])
         #expect(try FileManager.default.contentsOfDirectory(atPath: tmp.path).isEmpty)
         #expect(try FileManager.default.contentsOfDirectory(atPath: store.versionsDirectory(dataset: "crash").path).sorted()
@@ -145,7 +145,7 @@ struct PublishCLITests {
     }
 
     @Test("kill -9 midway through a scoped publish leaves every scope's previous snapshot intact; the next run cleans up")
-    func scopedCrashSafety() throws {
+    func scopedCrashSafety() async throws {
         let fixture = try PublisherFixture("crash-scoped", sql: "CREATE TABLE big (id integer PRIMARY KEY, pad text NOT NULL); INSERT INTO big VALUES (1, 'one'), (2, 'two');")
         defer { fixture.cleanUp() }
         let template = try fixture.writeTemplate(
@@ -156,14 +156,14 @@ struct PublishCLITests {
               - name: big
                 filter: "id % 3 < :scope"
             """)
-        _ = try fixture.publish(template: template)
+        _ = try await fixture.publishOffPool(template: template)
         let store = fixture.storeAccess
         guard case .scoped(let before) = try store.storedManifest(for: "crash-scoped") else { throw FerryError(.store, "not scoped") }
-        try fixture.execute("INSERT INTO big SELECT g, repeat(md5(g::text), 6) FROM generate_series(3, 600000) g")
+        try await offCooperativePool { try fixture.execute("INSERT INTO big SELECT g, repeat(md5(g::text), 6) FROM generate_series(3, 600000) g") }
 
         // When a real `ferry publish` is killed with SIGKILL while it writes the scopes' snapshots
         let tmp = store.temporaryDirectory(dataset: "crash-scoped")
-        try Self.publishKilledMidway(template: template, fixture: fixture, tmp: tmp)
+        try await Self.publishKilledMidway(template: template, fixture: fixture, tmp: tmp)
 
         // Then the manifest and every file it names are exactly as before
         guard case .scoped(let after) = try store.storedManifest(for: "crash-scoped") else { throw FerryError(.store, "not scoped") }
@@ -172,7 +172,7 @@ struct PublishCLITests {
             #expect(try FileDigest.sha256Hex(of: store.objectURL(dataset: "crash-scoped", sha256: entry.sha256)) == entry.sha256)
         }
         // And the next run removes the leftovers and gives every scope version 2
-        let next = try fixture.publish(template: template)
+        let next = try await fixture.publishOffPool(template: template)
         #expect(next.version == 2 && next.scopes?.allSatisfy { $0.version == 2 } == true)
         #expect(try FileManager.default.contentsOfDirectory(atPath: tmp.path).isEmpty)
         guard case .scoped(let final) = try store.storedManifest(for: "crash-scoped") else { throw FerryError(.store, "not scoped") }
@@ -180,25 +180,30 @@ struct PublishCLITests {
         #expect(Set(objects.filter { $0.hasSuffix(".sqlite") }.map { String($0.dropLast(7)) }) == final.referencedObjects)
     }
 
-    /// Runs a real `ferry publish` and kills it with SIGKILL once a file in `tmp` has 2 MB, checking that it was
-    /// still running then (so the kill really was midway).
-    static func publishKilledMidway(template: String, fixture: PublisherFixture, tmp: URL) throws {
-        let process = Process()
-        process.executableURL = TestPaths.ferryBinary
-        process.arguments = ["publish", "--config", template, "--store", fixture.store.path, "--database-url", fixture.database.url]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        let deadline = Date().addingTimeInterval(60)
-        var writtenBytes = 0
-        while process.isRunning && Date() < deadline && writtenBytes < 2_000_000 {
-            let names = (try? FileManager.default.contentsOfDirectory(atPath: tmp.path)) ?? []
-            writtenBytes = names.compactMap { (try? FileManager.default.attributesOfItem(atPath: tmp.appendingPathComponent($0).path)[.size]) as? Int }.max() ?? 0
-            usleep(2_000)
+    /// Runs a real `ferry publish` (off the cooperative pool) and kills it with SIGKILL once a file in `tmp` has
+    /// 2 MB, checking that it was still running then (so the kill really was midway).
+    static func publishKilledMidway(template: String, fixture: PublisherFixture, tmp: URL) async throws {
+        let arguments = ["publish", "--config", template, "--store", fixture.store.path, "--database-url", fixture.database.url]
+        let (wasRunning, reason) = try await offCooperativePool { () throws -> (Bool, Process.TerminationReason) in
+            let process = Process()
+            process.executableURL = TestPaths.ferryBinary
+            process.arguments = arguments
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            let deadline = Date().addingTimeInterval(60)
+            var writtenBytes = 0
+            while process.isRunning && Date() < deadline && writtenBytes < 2_000_000 {
+                let names = (try? FileManager.default.contentsOfDirectory(atPath: tmp.path)) ?? []
+                writtenBytes = names.compactMap { (try? FileManager.default.attributesOfItem(atPath: tmp.appendingPathComponent($0).path)[.size]) as? Int }.max() ?? 0
+                usleep(2_000)
+            }
+            let running = process.isRunning
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            return (running, process.terminationReason)
         }
-        #expect(process.isRunning, "the publish finished before it could be killed; make the table larger")
-        kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
-        #expect(process.terminationReason == .uncaughtSignal)
+        #expect(wasRunning, "the publish finished before it could be killed; make the table larger")
+        #expect(reason == .uncaughtSignal)
     }
 }

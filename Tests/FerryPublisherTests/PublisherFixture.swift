@@ -40,6 +40,11 @@ struct PublisherFixture {
         try publisher(template: template, keep: keep).publishBlocking()
     }
 
+    /// Publishes on the publisher's own thread, off the test's cooperative thread (for large tables).
+    func publishOffPool(template: String, keep: Int = 5) async throws -> PublishResult {
+        try await publisher(template: template, keep: keep).publish()
+    }
+
     /// Opens a published version read-only.
     func open(dataset: String, version: Int) throws -> SQLiteConnection {
         try SQLiteConnection(path: storeAccess.snapshotURL(dataset: dataset, version: version).path, mode: .readOnly)

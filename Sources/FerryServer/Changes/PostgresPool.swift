@@ -3,9 +3,11 @@ import FerryPublisher
 import Foundation
 import NIOPosix
 
-/// A small pool of blocking libpq connections whose calls run on NIO's thread pool, never on an event loop.
-/// Connections are opened lazily (at most `size`), checked out one per job, dropped when broken, and closed by
-/// ``close()`` (the owning ``ChangeMerger`` service calls it on shutdown).
+/// A small pool of blocking libpq connections whose calls run on a thread pool of their own (one thread per
+/// connection), never on an event loop and never on `NIOThreadPool.singleton`: the server reads snapshot bytes
+/// there, so a slow query (a merge waiting for a row lock, a token check on a busy database) must not delay
+/// downloads or the catalog. Connections are opened lazily (at most `size`), checked out one per job, dropped when
+/// broken, and closed by ``close()`` (the owning service calls it on shutdown), which also stops the threads.
 final class PostgresPool: @unchecked Sendable {
     /// Owns a connection across threads; only one job uses it at a time (the pool guarantees it).
     final class Box: @unchecked Sendable {
@@ -16,6 +18,8 @@ final class PostgresPool: @unchecked Sendable {
     let url: String
     let size: Int
     let threadPool: NIOThreadPool
+    /// Whether ``threadPool`` was made by this pool (then ``close()`` shuts it down).
+    private let ownsThreadPool: Bool
     /// SQL run once on every new connection.
     let setup: String
 
@@ -25,11 +29,25 @@ final class PostgresPool: @unchecked Sendable {
     private var waiters: [CheckedContinuation<Box?, any Error>] = []
     private var closed = false
 
-    init(url: String, size: Int, threadPool: NIOThreadPool = .singleton, setup: String = "SET TimeZone = 'UTC'") {
+    /// `threadPool`: nil (the default) makes one with a thread per connection.
+    init(url: String, size: Int, threadPool: NIOThreadPool? = nil, setup: String = "SET TimeZone = 'UTC'") {
         self.url = url
         self.size = max(1, size)
-        self.threadPool = threadPool
+        if let threadPool {
+            self.threadPool = threadPool
+            ownsThreadPool = false
+        } else {
+            let own = NIOThreadPool(numberOfThreads: max(1, size))
+            own.start()
+            self.threadPool = own
+            ownsThreadPool = true
+        }
         self.setup = setup
+    }
+
+    deinit {
+        // A pool dropped without close() still stops its threads (NIO asserts that a pool is stopped before deinit).
+        if ownsThreadPool && !closed { threadPool.shutdownGracefully { _ in } }
     }
 
     /// Runs `body` with a connection on the thread pool.
@@ -58,6 +76,8 @@ final class PostgresPool: @unchecked Sendable {
         for waiter in pending {
             waiter.resume(throwing: FerryError(.database, "the PostgreSQL pool is shut down"))
         }
+        // Jobs already running finish; their connections close when returned.
+        if ownsThreadPool { threadPool.shutdownGracefully { _ in } }
     }
 
     private func checkOut() async throws -> Box {
