@@ -13,8 +13,6 @@ struct TablePlan {
 
     var name: String { table.name }
 
-    var baseQuery: String { rowsQuery }
-
     /// `COPY (SELECT … ORDER BY pk) TO STDOUT (FORMAT binary)`: rows in key order, so equal data gives equal bytes.
     var copySQL: String {
         let select = columns.map(\.selectExpression).joined(separator: ", ")
@@ -22,7 +20,7 @@ struct TablePlan {
             let quoted = "q." + SQLIdentifier.quote(key)
             return columns.first { $0.name == key }?.sortsAsText == true ? quoted + " COLLATE \"C\"" : quoted
         }.joined(separator: ", ")
-        return "COPY (SELECT \(select) FROM (\(baseQuery)) AS q ORDER BY \(order)) TO STDOUT (FORMAT binary)"
+        return "COPY (SELECT \(select) FROM (\(rowsQuery)) AS q ORDER BY \(order)) TO STDOUT (FORMAT binary)"
     }
 
     /// Derived SQLite DDL: column affinities from the type mapping, the primary key from the template or source.

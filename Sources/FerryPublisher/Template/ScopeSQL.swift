@@ -170,9 +170,4 @@ extension Template {
     public func scopeTypeName(using pg: PostgresConnection) throws -> String? {
         try TemplateValidator.scopeTypeName(for: self, pg: pg)
     }
-
-    /// Whether any filter or query uses `:scope`.
-    var usesScopePlaceholder: Bool {
-        tables.contains { table in table.filter.map(ScopeSQL.usesScope) == true || table.query.map(ScopeSQL.usesScope) == true }
-    }
 }
