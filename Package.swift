@@ -2,14 +2,22 @@
 import PackageDescription
 
 // Ferry: PostgreSQL → versioned SQLite snapshots → HTTP → offline devices, and their edits back.
-// Data flows one way: FerryCore ← FerryPublisher ← FerryServer, FerryCore ← FerryClient; `ferry` is a thin CLI.
+// Data flows one way: FerryCore ← FerryPostgres ← {FerryPublisher, FerryMerge}; FerryMerge ← FerryServer;
+// FerryCore ← FerryClient; `ferry` is a thin CLI over all of them.
+
+/// Every target: an existential must say `any`, and a file must import each module whose members it uses, so an
+/// undeclared dependency fails the build instead of leaking in through another module.
+let strict: [SwiftSetting] = [.enableUpcomingFeature("ExistentialAny"), .enableUpcomingFeature("MemberImportVisibility")]
+
 let package = Package(
     name: "ferry",
     platforms: [.macOS(.v14), .iOS(.v17)],
     products: [
         .executable(name: "ferry", targets: ["ferry"]),
         .library(name: "FerryCore", targets: ["FerryCore"]),
+        .library(name: "FerryPostgres", targets: ["FerryPostgres"]),
         .library(name: "FerryPublisher", targets: ["FerryPublisher"]),
+        .library(name: "FerryMerge", targets: ["FerryMerge"]),
         .library(name: "FerryServer", targets: ["FerryServer"]),
         .library(name: "FerryClient", targets: ["FerryClient"]),
     ],
@@ -21,6 +29,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
         .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
+        .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
@@ -40,27 +49,51 @@ let package = Package(
                 "CSQLite", "CZlib",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
-            ]
+            ],
+            swiftSettings: strict
         ),
-        // PostgreSQL (libpq) → SQLite snapshots, templates, scheduler.
+        // libpq connections, templates (parser, catalog checks, `:scope` SQL): what the publisher and the merge engine share.
+        .target(
+            name: "FerryPostgres",
+            dependencies: [
+                "FerryCore", "CLibPQ",
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Yams", package: "Yams"),
+            ],
+            swiftSettings: strict
+        ),
+        // PostgreSQL → SQLite snapshots (binary COPY, load, commit into the store), the publish scheduler.
         .target(
             name: "FerryPublisher",
             dependencies: [
-                "FerryCore", "CLibPQ", "CSQLite",
-                .product(name: "Yams", package: "Yams"),
+                "FerryCore", "FerryPostgres", "CLibPQ", "CSQLite", "CZlib",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-            ]
+            ],
+            swiftSettings: strict
         ),
-        // Hummingbird HTTP server over a snapshot store.
+        // Uploaded edits → merge rules → PostgreSQL, exactly once per change id; tombstones and answer retention.
+        .target(
+            name: "FerryMerge",
+            dependencies: [
+                "FerryCore", "FerryPostgres",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: strict
+        ),
+        // Hummingbird HTTP server over a snapshot store, the changes endpoint, token checks, metrics.
         .target(
             name: "FerryServer",
             dependencies: [
-                "FerryCore", "FerryPublisher",
+                "FerryCore", "FerryPostgres", "FerryMerge",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -68,7 +101,8 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "_NIOFileSystem", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
-            ]
+            ],
+            swiftSettings: strict
         ),
         // Platform-neutral client library: fetch, verify, swap, outbox.
         .target(
@@ -80,48 +114,66 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
-            ]
+            ],
+            swiftSettings: strict
         ),
         // The CLI: parses arguments and calls the libraries.
         .executableTarget(
             name: "ferry",
             dependencies: [
-                "FerryCore", "FerryPublisher", "FerryServer", "FerryClient",
+                "FerryCore", "FerryPostgres", "FerryPublisher", "FerryMerge", "FerryServer", "FerryClient",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-            ]
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: strict
         ),
 
         // `scripts/bench outbox`: times the merge engine; a benchmark program, in no product.
         .executableTarget(
             name: "ferry-outbox-bench",
-            dependencies: ["FerryCore", "FerryPublisher", "FerryServer", .product(name: "Logging", package: "swift-log")],
-            path: "Benchmarks/OutboxBench"
+            dependencies: ["FerryCore", "FerryPostgres", "FerryMerge", .product(name: "Logging", package: "swift-log")],
+            path: "Benchmarks/OutboxBench",
+            swiftSettings: strict
         ),
 
         // Test helpers: temp dirs, a fresh PostgreSQL database per test, the built `ferry` binary.
         .target(
             name: "FerryTestSupport",
-            dependencies: ["FerryCore", "FerryPublisher"],
-            path: "Sources/FerryTestSupport"
+            dependencies: ["FerryCore", "FerryPostgres", "FerryMerge", .product(name: "Logging", package: "swift-log")],
+            path: "Sources/FerryTestSupport",
+            swiftSettings: strict
         ),
-        .testTarget(name: "FerryCoreTests", dependencies: ["FerryCore", "FerryTestSupport"]),
-        .testTarget(name: "FerryPublisherTests", dependencies: ["FerryPublisher", "FerryTestSupport"]),
+        .testTarget(name: "FerryCoreTests", dependencies: ["FerryCore", "FerryTestSupport"], swiftSettings: strict),
+        .testTarget(
+            name: "FerryPublisherTests", dependencies: ["FerryPublisher", "FerryPostgres", "FerryTestSupport"], swiftSettings: strict),
+        .testTarget(name: "FerryMergeTests", dependencies: ["FerryMerge", "FerryPostgres", "FerryTestSupport"], swiftSettings: strict),
         .testTarget(
             name: "FerryServerTests",
             dependencies: [
-                "FerryServer", "FerryPublisher", "FerryTestSupport",
+                "FerryServer", "FerryMerge", "FerryPostgres", "FerryPublisher", "FerryTestSupport",
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
-            ]
+            ],
+            swiftSettings: strict
         ),
         .testTarget(
             name: "FerryClientTests",
             dependencies: [
-                "FerryClient", "FerryServer", "FerryPublisher", "FerryTestSupport",
+                "FerryClient", "FerryServer", "FerryMerge", "FerryPostgres", "FerryPublisher", "FerryTestSupport",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOFoundationEssentialsCompat", package: "swift-nio"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
-            ]
+            ],
+            swiftSettings: strict
         ),
     ]
 )

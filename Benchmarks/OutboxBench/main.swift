@@ -2,8 +2,8 @@
 // of updates to distinct rows, the way the changes endpoint does, against a PostgreSQL given by URL.
 // Usage: ferry-outbox-bench URL ROWS BATCH CONCURRENCY
 import FerryCore
-import FerryPublisher
-import FerryServer
+import FerryPostgres
+import FerryMerge
 import Foundation
 import Logging
 

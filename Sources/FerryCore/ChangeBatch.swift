@@ -1,4 +1,4 @@
-/// Wire types of `POST /v1/datasets/{dataset}/changes`: shared by the client's outbox and the server's merger.
+/// Wire types of `POST /v1/datasets/{dataset}/changes`: shared by the client's outbox and the server's merger.  // not this type: try the next  // not this type: try the next  // not this type: try the next
 ///
 /// ```json
 /// {"clientId":"device-1","sentAt":"2026-11-21T10:00:00.000Z",
@@ -95,11 +95,12 @@ public enum JSONValue: Codable, Sendable, Hashable {
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.singleValueContainer()
+        // Each `try?` asks "is it this JSON type?"; a value of no type is the error thrown below.
         if c.decodeNil() { self = .null }
         else if let b = try? c.decode(Bool.self) { self = .bool(b) }
-        else if let i = try? c.decode(Int64.self) { self = .int(i) }
-        else if let d = try? c.decode(Double.self) { self = .double(d) }
-        else if let s = try? c.decode(String.self) { self = .string(s) }
+        else if let i = try? c.decode(Int64.self) { self = .int(i) }  // not this type: try the next
+        else if let d = try? c.decode(Double.self) { self = .double(d) }  // not this type: try the next
+        else if let s = try? c.decode(String.self) { self = .string(s) }  // not this type: try the next
         else {
             throw DecodingError.dataCorruptedError(in: c, debugDescription: "values must be null, a boolean, a number or a string")
         }

@@ -1,3 +1,4 @@
+import Foundation
 /// An error from any part of Ferry: a code to branch on, a message that says what went wrong and how to fix it,
 /// and the context it happened in.
 ///

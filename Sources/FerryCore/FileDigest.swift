@@ -17,7 +17,7 @@ public enum FileDigest {
         guard let handle = FileHandle(forReadingAtPath: url.path) else {
             throw FerryError(.io, "cannot open file for hashing", path: url.path)
         }
-        defer { try? handle.close() }
+        defer { try? handle.close() }  // read-only: closing cannot lose data
         var hasher = SHA256()
         while true {
             let chunk: Data?

@@ -13,11 +13,11 @@ public enum Gzip {
         guard let input = FileHandle(forReadingAtPath: source.path) else {
             throw FerryError(.io, "cannot open file to compress", path: source.path)
         }
-        defer { try? input.close() }
+        defer { try? input.close() }  // read-only: closing cannot lose data
         guard FileManager.default.createFile(atPath: destination.path, contents: nil),
             let output = FileHandle(forWritingAtPath: destination.path)
         else { throw FerryError(.io, "cannot create gzip file", path: destination.path) }
-        defer { try? output.close() }
+        defer { try? output.close() }  // every byte was written and fsynced (or an error thrown) before this runs
 
         var stream = z_stream()
         // windowBits 15 + 16 selects the gzip wrapper.
@@ -72,11 +72,11 @@ public enum Gzip {
         guard let input = FileHandle(forReadingAtPath: source.path) else {
             throw FerryError(.io, "cannot open gzip file", path: source.path)
         }
-        defer { try? input.close() }
+        defer { try? input.close() }  // read-only: closing cannot lose data
         guard FileManager.default.createFile(atPath: destination.path, contents: nil),
             let output = FileHandle(forWritingAtPath: destination.path)
         else { throw FerryError(.io, "cannot create file", path: destination.path) }
-        defer { try? output.close() }
+        defer { try? output.close() }  // a failed write throws below; callers fsync the result before trusting it
         var stream = z_stream()
         guard inflateInit2_(&stream, 15 + 16, ZLIB_VERSION, Int32(MemoryLayout<z_stream>.size)) == Z_OK else {
             throw FerryError(.io, "zlib inflateInit failed", path: source.path)
@@ -86,7 +86,10 @@ public enum Gzip {
         var outBuffer = [UInt8](repeating: 0, count: chunk)
         var finished = false
         while !finished {
-            let data = (try? input.read(upToCount: chunk)) ?? Data()
+            let data: Data
+            do { data = try input.read(upToCount: chunk) ?? Data() } catch {
+                throw FerryError(.io, "cannot read gzip file: \(error.localizedDescription)", path: source.path)
+            }
             if data.isEmpty { break }
             try data.withUnsafeBytes { raw in
                 stream.next_in = UnsafeMutablePointer(mutating: raw.baseAddress!.assumingMemoryBound(to: Bytef.self))

@@ -17,7 +17,7 @@ public enum MergeRule: String, Sendable, CaseIterable, Codable {
     public init(parsing text: String) throws {
         guard let rule = MergeRule(rawValue: text) else {
             throw FerryError(
-                .badTemplate, "unknown merge rule '\(text)'; use one of newest-wins, server-wins, client-wins", key: "merge")
+                .badTemplate, "unknown merge rule '\(text)': use one of \(Self.allCases.map(\.rawValue).joined(separator: " | "))", key: "merge")
         }
         self = rule
     }

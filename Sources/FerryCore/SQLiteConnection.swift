@@ -128,6 +128,7 @@ public final class SQLiteConnection {
             try execute("COMMIT")
             return result
         } catch {
+            // The body's error is the one to report; a failed ROLLBACK leaves nothing committed either.
             try? execute("ROLLBACK")
             throw error
         }

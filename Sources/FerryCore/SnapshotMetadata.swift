@@ -27,13 +27,13 @@ public struct SnapshotMetadata: Sendable, Equatable {
         public var primaryKey: [String]
         public var columns: [String]
         public var writable: Bool
-        public var merge: String
+        public var merge: MergeRule
         public var createdColumn: String?
         public var updatedColumn: String?
         public var rows: Int
 
         public init(
-            name: String, primaryKey: [String], columns: [String], writable: Bool, merge: String,
+            name: String, primaryKey: [String], columns: [String], writable: Bool, merge: MergeRule,
             createdColumn: String?, updatedColumn: String?, rows: Int
         ) {
             self.name = name
@@ -74,7 +74,7 @@ public struct SnapshotMetadata: Sendable, Equatable {
                 "INSERT INTO ferry_tables(name, primaryKey, columns, writable, merge, createdColumn, updatedColumn, rows) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 [
                     .text(t.name), .text(try Self.json(t.primaryKey)), .text(try Self.json(t.columns)), .integer(t.writable ? 1 : 0),
-                    .text(t.merge), t.createdColumn.map { .text($0) } ?? .null, t.updatedColumn.map { .text($0) } ?? .null,
+                    .text(t.merge.rawValue), t.createdColumn.map { .text($0) } ?? .null, t.updatedColumn.map { .text($0) } ?? .null,
                     .integer(Int64(t.rows)),
                 ])
         }
@@ -94,10 +94,14 @@ public struct SnapshotMetadata: Sendable, Equatable {
         var tables: [TableInfo] = []
         for r in try db.query("SELECT name, primaryKey, columns, writable, merge, createdColumn, updatedColumn, rows FROM ferry_tables ORDER BY name") {
             guard let name = r[0].text, let pk = r[1].text, let cols = r[2].text, let writable = r[3].integer,
-                let merge = r[4].text, let count = r[7].integer,
+                let mergeText = r[4].text, let count = r[7].integer,
+                // A malformed key or column list is reported just below, with the file's path.
                 let pkList = try? JSONDecoder().decode([String].self, from: Data(pk.utf8)),
                 let colList = try? JSONDecoder().decode([String].self, from: Data(cols.utf8))
             else { throw FerryError(.verification, "ferry_tables has a malformed row", path: db.path) }
+            guard let merge = MergeRule(rawValue: mergeText) else {
+                throw FerryError(.verification, "ferry_tables gives table '\(name)' an unknown merge rule '\(mergeText)'", path: db.path, key: "\(name).merge")
+            }
             tables.append(
                 TableInfo(
                     name: name, primaryKey: pkList, columns: colList, writable: writable != 0, merge: merge,

@@ -1,5 +1,5 @@
 import FerryCore
-import FerryPublisher
+import FerryPostgres
 import Foundation
 
 /// A temporary directory removed when the test ends (call ``remove()`` in a `defer`).
@@ -12,6 +12,7 @@ public struct TemporaryDirectory: Sendable {
     }
 
     public func appending(_ path: String) -> URL { url.appendingPathComponent(path) }
+    // Test clean-up: a temp dir that cannot be removed is left for the OS, and must not fail the test.
     public func remove() { try? FileManager.default.removeItem(at: url) }
 }
 
@@ -43,8 +44,9 @@ public struct TestDatabase: Sendable {
     public func connect() throws -> PostgresConnection { try PostgresConnection(url: url) }
 
     public func drop() {
+        // Test clean-up: the cluster is thrown away after the run, so a database left behind costs nothing.
         guard let pg = try? PostgresConnection(url: adminURL) else { return }
-        try? pg.execute("DROP DATABASE IF EXISTS \(name) WITH (FORCE)")
+        try? pg.execute("DROP DATABASE IF EXISTS \(name) WITH (FORCE)")  // as above
     }
 
     static func replacingDatabase(in url: String, with name: String) -> String {

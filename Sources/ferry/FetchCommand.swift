@@ -1,5 +1,6 @@
 import ArgumentParser
 import FerryClient
+import AsyncHTTPClient
 import FerryCore
 import Foundation
 

@@ -4,6 +4,7 @@ import FerryPublisher
 import Foundation
 import Logging
 import ServiceLifecycle
+import UnixSignals
 
 /// `ferry schedule`: publish at an interval until SIGTERM/SIGINT.
 struct ScheduleCommand: AsyncParsableCommand {

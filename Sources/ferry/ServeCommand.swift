@@ -3,6 +3,7 @@ import ArgumentParser
 import Glibc
 #endif
 import FerryCore
+import FerryMerge
 import FerryPublisher
 import FerryServer
 import Foundation
@@ -10,6 +11,7 @@ import Logging
 import Metrics
 import Prometheus
 import ServiceLifecycle
+import UnixSignals
 
 /// `ferry serve`: serves a snapshot store over HTTP until SIGTERM/SIGINT, then drains in-flight downloads.
 struct ServeCommand: AsyncParsableCommand {

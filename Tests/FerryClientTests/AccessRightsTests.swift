@@ -7,6 +7,8 @@ import Hummingbird
 import HummingbirdTesting
 import Logging
 import Testing
+import FerryPostgres
+import FerryMerge
 
 /// The book's access-rights scenarios as executable tests: the sample campgrounds in a real PostgreSQL, published
 /// per access tier by the real publisher, served by the real server with the template's token query, fetched by

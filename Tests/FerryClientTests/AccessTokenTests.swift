@@ -5,6 +5,8 @@ import Foundation
 import Testing
 
 @testable import FerryClient
+import FerryPostgres
+import FerryMerge
 
 /// The client half of access rights: the bearer token on every snapshot request and change upload, and a refused
 /// token (401/403) that is a typed error, destroys nothing and is not retried. The server is the real Ferry server

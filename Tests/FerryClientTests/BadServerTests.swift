@@ -4,6 +4,8 @@ import Logging
 import Testing
 
 @testable import FerryClient
+import NIOCore
+import AsyncHTTPClient
 
 /// Corrupted transfers from a wrong or hostile server are detected and never become updated.db or database.db.
 @Suite struct BadServerTests {

@@ -4,6 +4,7 @@ import Foundation
 import Hummingbird
 import HummingbirdTesting
 import Logging
+import NIOFoundationEssentialsCompat
 
 #if canImport(Glibc)
 import Glibc

@@ -3,10 +3,14 @@ import FerryCore
 import FerryPublisher
 import FerryServer
 import Foundation
+import NIOFoundationEssentialsCompat
 import Hummingbird
 import HummingbirdTesting
 import Logging
 import Testing
+import FerryPostgres
+import FerryMerge
+import AsyncHTTPClient
 
 /// Offline edits end to end: real PostgreSQL with the thesis' trips, the real publisher, the real server with the
 /// changes endpoint, and real client directories.

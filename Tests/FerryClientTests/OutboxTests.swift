@@ -7,9 +7,9 @@ import Testing
 @Suite struct OutboxTests {
     static let trips = SnapshotMetadata.TableInfo(
         name: "trips", primaryKey: ["id"], columns: ["id", "name", "seats", "luggage", "created_at", "updated_at"], writable: true,
-        merge: "newest-wins", createdColumn: "created_at", updatedColumn: "updated_at", rows: 1)
+        merge: .newestWins, createdColumn: "created_at", updatedColumn: "updated_at", rows: 1)
     static let regions = SnapshotMetadata.TableInfo(
-        name: "regions", primaryKey: ["code"], columns: ["code", "label"], writable: false, merge: "newest-wins",
+        name: "regions", primaryKey: ["code"], columns: ["code", "label"], writable: false, merge: .newestWins,
         createdColumn: nil, updatedColumn: nil, rows: 1)
     static let rowID = "6f1c2a9e-0b7d-4c1e-9a55-3d2f8e7b1c00"
     static let serverTime = "2018-04-29T11:21:02.000Z"

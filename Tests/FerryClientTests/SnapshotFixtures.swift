@@ -38,10 +38,10 @@ struct SnapshotFixtures {
                 }
                 let tables = [
                     SnapshotMetadata.TableInfo(
-                        name: "trips", primaryKey: ["id"], columns: ["id", "name", "seats"], writable: false, merge: "newest-wins",
+                        name: "trips", primaryKey: ["id"], columns: ["id", "name", "seats"], writable: false, merge: .newestWins,
                         createdColumn: nil, updatedColumn: nil, rows: rows),
                     SnapshotMetadata.TableInfo(
-                        name: "blobs", primaryKey: ["id"], columns: ["id", "data"], writable: false, merge: "newest-wins",
+                        name: "blobs", primaryKey: ["id"], columns: ["id", "data"], writable: false, merge: .newestWins,
                         createdColumn: nil, updatedColumn: nil, rows: blobMiB * 16),
                 ]
                 try SnapshotMetadata(dataset: dataset, version: version, schemaVersion: schemaVersion, createdAt: createdAt, tables: tables)

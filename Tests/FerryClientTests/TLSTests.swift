@@ -6,6 +6,7 @@ import HummingbirdTesting
 import Testing
 
 @testable import FerryClient
+import AsyncHTTPClient
 
 /// HTTPS end to end: `ferry serve --tls-cert --tls-key` with the committed test certificates (Tests/Fixtures/tls),
 /// and clients that trust the private CA (`--ca`, ``TrustedCertificates``), none, or an unrelated one.

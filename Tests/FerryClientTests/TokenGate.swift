@@ -6,6 +6,7 @@ import Hummingbird
 import HummingbirdTesting
 import Logging
 import NIOCore
+import NIOFoundationEssentialsCompat
 
 /// The real Ferry routes behind a bearer-token check that keeps to the server's access contract (docs/http-api.md):
 /// every `/v1/datasets/...` request needs `Authorization: Bearer <token>`; a missing or unknown token gets 401 with

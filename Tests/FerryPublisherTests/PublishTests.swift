@@ -1,4 +1,5 @@
 import FerryCore
+@testable import FerryPostgres
 import Foundation
 import Logging
 import Testing
@@ -48,7 +49,7 @@ struct PublishTests {
             metadata.tables == [
                 .init(
                     name: "trips", primaryKey: ["id"], columns: ["id", "name", "passengers", "bags", "createdAt", "updatedAt"], writable: true,
-                    merge: "client-wins", createdColumn: "createdAt", updatedColumn: "updatedAt", rows: 2)
+                    merge: .clientWins, createdColumn: "createdAt", updatedColumn: "updatedAt", rows: 2)
             ])
         #expect(try db.query("SELECT name, \"updatedAt\" FROM trips ORDER BY id") == [["Växjö-Kalmar", "2018-04-29T11:21:02.000Z"], ["Kalmar-Öland", "2018-04-29T11:45:05.000Z"]])
         #expect(try db.scalar("SELECT count(*) FROM sqlite_master WHERE name = 'sqlite_stat1'") == .integer(1))

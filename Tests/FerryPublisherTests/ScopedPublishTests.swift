@@ -1,4 +1,5 @@
 import FerryCore
+@testable import FerryPostgres
 import Foundation
 import Logging
 import Testing

@@ -1,4 +1,6 @@
 import FerryCore
+import FerryMerge
+import FerryPostgres
 import FerryPublisher
 @testable import FerryServer
 import Foundation

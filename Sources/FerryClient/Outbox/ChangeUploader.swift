@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import NIOCore
 import FerryCore
 import Foundation
+import NIOHTTP1
 
 /// Uploads a batch of local edits and returns the server's answers. An app can plug in its own transport
 /// (URLSession, say); ``HTTPChangeUploader`` is the AsyncHTTPClient one.

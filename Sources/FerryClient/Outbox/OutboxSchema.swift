@@ -1,4 +1,5 @@
 import FerryCore
+import Foundation
 
 /// Generates and installs the outbox machinery inside a client database: the `ferry_outbox` queue, the capture
 /// switch, and per-table triggers that record every write to a writable table in the same transaction as the
@@ -80,7 +81,7 @@ public enum OutboxSchema {
             // its version or which tables are writable.
             let existing = Set(try db.query("SELECT name FROM sqlite_master WHERE type = 'table'").compactMap { $0.first?.text })
             for table in protectedTables where existing.contains(table) {
-                let message = literal("ferry: \(table) describes the snapshot and is read-only")
+                let message = SQLIdentifier.literal("ferry: \(table) describes the snapshot and is read-only")
                 for event in ["INSERT", "UPDATE", "DELETE"] {
                     try db.execute(
                         "CREATE TRIGGER \"ferry_protect_\(table)_\(event)\" BEFORE \(event) ON \(table) WHEN \(capturing) BEGIN SELECT RAISE(ABORT, \(message)); END")
@@ -101,15 +102,14 @@ public enum OutboxSchema {
         return rows.compactMap { $0.first?.text }
     }
 
-    /// Quotes an identifier for SQLite after checking it is one of `allowed`.
+    /// Quotes an identifier for SQLite (``SQLIdentifier``) after checking it is one of `allowed`.
     static func quoted(_ name: String, in allowed: [String], table: String) throws -> String {
-        guard allowed.contains(name) else {
-            throw FerryError(.verification, "column '\(name)' is not in table '\(table)'", key: "\(table).\(name)")
+        guard allowed.contains(name), SQLIdentifier.isQuotable(name) else {
+            throw FerryError(.verification, "column '\(name)' is not a usable column of table '\(table)'", key: "\(table).\(name)")
         }
-        return "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+        return SQLIdentifier.quote(name)
     }
 
-    static func literal(_ text: String) -> String { "'" + text.replacingOccurrences(of: "'", with: "''") + "'" }
 
     /// The trigger SQL for one table: capture triggers for writable tables, refusal triggers for the others.
     static func triggers(for table: SnapshotMetadata.TableInfo, existing: [String]) throws -> [String] {
@@ -118,7 +118,7 @@ public enum OutboxSchema {
         var out = ["DROP TRIGGER IF EXISTS \"ferry_\(name)_ins\"", "DROP TRIGGER IF EXISTS \"ferry_\(name)_upd\"",
                    "DROP TRIGGER IF EXISTS \"ferry_\(name)_del\"", "DROP TRIGGER IF EXISTS \"ferry_\(name)_key\""]
         guard table.writable else {
-            let message = literal("ferry: table \(table.name) is read-only on devices (writable: false in the template); only writable tables accept edits")
+            let message = SQLIdentifier.literal("ferry: table \(table.name) is read-only on devices (writable: false in the template); only writable tables accept edits")
             for (suffix, event) in [("ins", "INSERT"), ("upd", "UPDATE"), ("del", "DELETE")] {
                 out.append("CREATE TRIGGER \"ferry_\(name)_\(suffix)\" BEFORE \(event) ON \(t) WHEN \(capturing) BEGIN SELECT RAISE(ABORT, \(message)); END")
             }
@@ -134,19 +134,19 @@ public enum OutboxSchema {
         let created = try table.createdColumn.flatMap { existing.contains($0) ? try quoted($0, in: existing, table: table.name) : nil }
 
         func keyJSON(_ row: String) -> String {
-            "json_object(" + zip(table.primaryKey, pk).map { "\(literal($0.0)), \(row).\($0.1)" }.joined(separator: ", ") + ")"
+            "json_object(" + zip(table.primaryKey, pk).map { "\(SQLIdentifier.literal($0.0)), \(row).\($0.1)" }.joined(separator: ", ") + ")"
         }
         func whereKey(_ row: String) -> String {
             pk.map { "\($0) IS \(row).\($0)" }.joined(separator: " AND ")
         }
-        let allValues = "json_object(" + (try valueColumns.map { "\(literal($0)), NEW.\(try quoted($0, in: existing, table: table.name))" }).joined(separator: ", ") + ")"
+        let allValues = "json_object(" + (try valueColumns.map { "\(SQLIdentifier.literal($0)), NEW.\(try quoted($0, in: existing, table: table.name))" }).joined(separator: ", ") + ")"
         // Only the columns that changed: set each changed one, park unchanged ones under a key removed afterwards.
         let changedValues = try valueColumns.reduce("json_object()") { acc, column in
             let q = try quoted(column, in: existing, table: table.name)
-            return "json_set(\(acc), CASE WHEN NEW.\(q) IS NOT OLD.\(q) THEN \(literal("$.\"\(column)\"")) ELSE '$.\"ferry:unchanged\"' END, NEW.\(q))"
+            return "json_set(\(acc), CASE WHEN NEW.\(q) IS NOT OLD.\(q) THEN \(SQLIdentifier.literal("$.\"\(column)\"")) ELSE '$.\"ferry:unchanged\"' END, NEW.\(q))"
         }
         let changedJSON = "json_remove(\(changedValues), '$.\"ferry:unchanged\"')"
-        let tbl = literal(table.name)
+        let tbl = SQLIdentifier.literal(table.name)
         let baseOf = { (row: String) in
             "COALESCE((SELECT updatedAt FROM ferry_base WHERE tbl = \(tbl) AND key = \(keyJSON(row))), \(updated.map { "\(row).\($0)" } ?? "NULL"))"
         }
@@ -161,7 +161,7 @@ public enum OutboxSchema {
 
         // Keys two devices cannot both pick: a single-column key must be a UUID in text form.
         if pk.count == 1 {
-            let message = literal("ferry: inserts into \(table.name) need a UUID text primary key (\(table.primaryKey[0])), e.g. lower(hex(randomblob(16))) formatted as a UUID, so two devices never pick the same key")
+            let message = SQLIdentifier.literal("ferry: inserts into \(table.name) need a UUID text primary key (\(table.primaryKey[0])), e.g. lower(hex(randomblob(16))) formatted as a UUID, so two devices never pick the same key")
             out.append("""
                 CREATE TRIGGER "ferry_\(name)_key" BEFORE INSERT ON \(t) WHEN \(capturing) AND \
                 (typeof(NEW.\(pk[0])) != 'text' OR NEW.\(pk[0]) NOT GLOB '\(uuidGlob)')
@@ -179,7 +179,7 @@ public enum OutboxSchema {
         let keyChange = pk.map { "NEW.\($0) IS NOT OLD.\($0)" }.joined(separator: " OR ")
         out.append("""
             CREATE TRIGGER "ferry_\(name)_upd" AFTER UPDATE ON \(t) WHEN \(capturing) BEGIN
-              SELECT RAISE(ABORT, \(literal("ferry: the primary key of \(table.name) cannot change; delete the row and insert a new one"))) WHERE \(keyChange);
+              SELECT RAISE(ABORT, \(SQLIdentifier.literal("ferry: the primary key of \(table.name) cannot change; delete the row and insert a new one"))) WHERE \(keyChange);
               INSERT OR IGNORE INTO ferry_base(tbl, key, updatedAt) SELECT \(tbl), \(keyJSON("OLD")), \(updated.map { "OLD.\($0)" } ?? "NULL")
                 WHERE NOT EXISTS (SELECT 1 FROM ferry_outbox WHERE tbl = \(tbl) AND key = \(keyJSON("OLD")) AND op = 'insert');
               UPDATE ferry_outbox SET vals = json_patch(vals, \(changedJSON)), editedAt = \(nowSQL)

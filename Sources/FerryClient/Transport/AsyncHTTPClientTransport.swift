@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import FerryCore
 import Foundation
 import NIOCore
+import NIOHTTP1
 
 /// The default ``SnapshotTransport``: AsyncHTTPClient, streaming the body chunk by chunk (memory stays flat).
 ///

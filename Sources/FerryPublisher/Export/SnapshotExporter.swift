@@ -1,4 +1,5 @@
 import FerryCore
+import FerryPostgres
 import Foundation
 import Logging
 
@@ -31,6 +32,7 @@ final class ExportSession: @unchecked Sendable {
         scopeTypeName = nil
     }
 
+    // Ends the read-only export transaction; it wrote nothing, and a dead connection has no transaction to end.
     deinit { try? pg.execute("ROLLBACK") }
 
     /// `pg_export_snapshot()`: an id other sessions use to see this transaction's snapshot.
@@ -113,7 +115,7 @@ final class SnapshotExporter {
             infos.append(
                 SnapshotMetadata.TableInfo(
                     name: plan.name, primaryKey: plan.primaryKey, columns: plan.columns.map(\.name), writable: plan.table.writable,
-                    merge: plan.table.merge.rawValue, createdColumn: plan.createdColumn, updatedColumn: plan.updatedColumn, rows: rows))
+                    merge: plan.table.merge, createdColumn: plan.createdColumn, updatedColumn: plan.updatedColumn, rows: rows))
             try afterTable?(plan.name)
         }
 

@@ -1,3 +1,5 @@
+import FerryCore
+import FerryPostgres
 /// One table's export, resolved against PostgreSQL: its columns, key, and the SQL on both sides.
 struct TablePlan {
     let index: Int

@@ -1,5 +1,7 @@
 import FerryCore
+import FerryPostgres
 import Foundation
+import Logging
 
 /// Publishing a template with `scope:`: one snapshot per scope value, all from one PostgreSQL snapshot.
 ///

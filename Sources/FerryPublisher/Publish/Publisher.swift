@@ -1,4 +1,5 @@
 import FerryCore
+import FerryPostgres
 import Foundation
 import Logging
 

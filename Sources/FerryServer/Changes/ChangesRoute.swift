@@ -1,4 +1,5 @@
 import FerryCore
+import FerryMerge
 import Foundation
 import Hummingbird
 import NIOCore

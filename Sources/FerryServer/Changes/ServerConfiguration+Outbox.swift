@@ -1,6 +1,8 @@
 import FerryCore
-import FerryPublisher
+import FerryMerge
+import FerryPostgres
 import Logging
+import Foundation
 
 extension ServerConfiguration.OutboxSettings {
     /// Loads each template and starts its dataset's change merger (one per dataset; a dataset given twice is an

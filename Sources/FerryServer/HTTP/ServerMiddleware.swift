@@ -3,6 +3,7 @@ import HTTPTypes
 import Hummingbird
 import Logging
 import NIOCore
+import CoreMetrics
 
 /// Outermost middleware: turns every error into Ferry's JSON error shape (405 with `Allow` for a known path with
 /// another method), counts requests by route and status and body bytes, and logs one debug line per request.

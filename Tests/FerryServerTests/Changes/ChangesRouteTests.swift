@@ -1,4 +1,6 @@
 import FerryCore
+import FerryMerge
+import FerryPostgres
 @testable import FerryServer
 import Foundation
 import Hummingbird

@@ -1,5 +1,4 @@
 import FerryCore
-import FerryPublisher
 import Foundation
 import NIOPosix
 
@@ -8,7 +7,7 @@ import NIOPosix
 /// there, so a slow query (a merge waiting for a row lock, a token check on a busy database) must not delay
 /// downloads or the catalog. Connections are opened lazily (at most `size`), checked out one per job, dropped when
 /// broken, and closed by ``close()`` (the owning service calls it on shutdown), which also stops the threads.
-final class PostgresPool: @unchecked Sendable {
+package final class PostgresPool: @unchecked Sendable {
     /// Owns a connection across threads; only one job uses it at a time (the pool guarantees it).
     final class Box: @unchecked Sendable {
         let connection: PostgresConnection
@@ -30,7 +29,7 @@ final class PostgresPool: @unchecked Sendable {
     private var closed = false
 
     /// `threadPool`: nil (the default) makes one with a thread per connection.
-    init(url: String, size: Int, threadPool: NIOThreadPool? = nil, setup: String = "SET TimeZone = 'UTC'") {
+    package init(url: String, size: Int, threadPool: NIOThreadPool? = nil, setup: String = "SET TimeZone = 'UTC'") {
         self.url = url
         self.size = max(1, size)
         if let threadPool {
@@ -51,7 +50,7 @@ final class PostgresPool: @unchecked Sendable {
     }
 
     /// Runs `body` with a connection on the thread pool.
-    func withConnection<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) throws -> T) async throws -> T {
+    package func withConnection<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) throws -> T) async throws -> T {
         let box = try await checkOut()
         var healthy = true
         defer { checkIn(box, healthy: healthy) }
@@ -66,7 +65,7 @@ final class PostgresPool: @unchecked Sendable {
     }
 
     /// Closes idle connections and refuses new work; connections in use close when returned.
-    func close() {
+    package func close() {
         let (boxes, pending) = lock.withLock { () -> ([Box], [CheckedContinuation<Box?, any Error>]) in
             closed = true
             defer { idle = []; waiters = [] }

@@ -1,5 +1,5 @@
 import FerryCore
-import FerryPublisher
+import FerryPostgres
 import Foundation
 
 /// The SQL side of a batch. Fast path: the whole batch in one transaction with a handful of statements per

@@ -226,11 +226,11 @@ struct TemplateParser {
         }
         if let node = map["merge"] {
             let text = try string(node, key: "\(at).merge")
-            guard let rule = MergeRule(rawValue: text) else {
-                let choices = MergeRule.allCases.map(\.rawValue).joined(separator: " | ")
-                throw fail("\(at).merge", "unknown merge rule '\(text)': use one of \(choices)", at: node)
+            do {
+                table.merge = try MergeRule(parsing: text)
+            } catch let error as FerryError {
+                throw fail("\(at).merge", error.message, at: node)
             }
-            table.merge = rule
         }
         if let node = map["filter"] { table.filter = try trimmedSQL(node, key: "\(at).filter") }
         if let node = map["parent"] {

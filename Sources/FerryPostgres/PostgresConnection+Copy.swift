@@ -3,7 +3,7 @@ import FerryCore
 
 extension PostgresConnection {
     /// Column names and type OIDs a query would return, without running it (PQprepare + PQdescribePrepared).
-    func describe(_ sql: String) throws -> [(name: String, oid: UInt32)] {
+    package func describe(_ sql: String) throws -> [(name: String, oid: UInt32)] {
         guard let prepared = PQprepare(handle, "", sql, 0, nil) else {
             throw FerryError(.database, "cannot prepare query: \(errorMessage)")
         }
@@ -26,7 +26,7 @@ extension PostgresConnection {
     /// Runs `COPY … TO STDOUT` and hands each CopyData message to `body` (valid only during the call).
     /// Returns the row count PostgreSQL reports in its `COPY n` command tag. Memory stays flat: libpq holds
     /// one message at a time.
-    func copyOut(_ sql: String, _ body: (UnsafeRawBufferPointer) throws -> Void) throws -> Int {
+    package func copyOut(_ sql: String, _ body: (UnsafeRawBufferPointer) throws -> Void) throws -> Int {
         guard let started = PQexec(handle, sql) else { throw FerryError(.database, "COPY failed: \(errorMessage)") }
         let status = PQresultStatus(started)
         guard status == PGRES_COPY_OUT else {

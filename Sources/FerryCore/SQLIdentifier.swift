@@ -1,9 +1,13 @@
-/// The one place SQL identifiers are checked and quoted. Table and column names come only from the template or
-/// the PostgreSQL catalog, and always pass through here before they reach SQL text; values are always bound.
+import Foundation
+/// The one place SQL identifiers are checked and quoted, for PostgreSQL and SQLite alike. Table and column names
+/// come only from the template, the PostgreSQL catalog or a verified snapshot's own schema, and always pass through
+/// here before they reach SQL text; values are always bound. ``literal(_:)`` is for the few constant strings that
+/// SQL text must carry (trigger messages, JSON keys in generated SQL), never for a value from a request.
 ///
 /// ```swift
 /// SQLIdentifier.quote("createdAt")              // "\"createdAt\""
 /// SQLIdentifier.quoteQualified("public.trips")  // "\"public\".\"trips\""
+/// SQLIdentifier.literal("it's")                 // "'it''s'"
 /// ```
 public enum SQLIdentifier {
     /// True for `[A-Za-z_][A-Za-z0-9_]*`: the names a template may give SQLite tables.
@@ -37,6 +41,11 @@ public enum SQLIdentifier {
     /// Quotes each part of `schema.table`.
     public static func quoteQualified(_ name: String) -> String {
         name.split(separator: ".").map { quote(String($0)) }.joined(separator: ".")
+    }
+
+    /// A SQL string literal: single-quoted, embedded quotes doubled (valid in both PostgreSQL and SQLite).
+    public static func literal(_ text: String) -> String {
+        "'" + text.replacingOccurrences(of: "'", with: "''") + "'"
     }
 
     @inline(__always) static func isLetter(_ c: UInt8) -> Bool { (c >= 65 && c <= 90) || (c >= 97 && c <= 122) }

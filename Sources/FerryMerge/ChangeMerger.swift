@@ -1,5 +1,5 @@
 import FerryCore
-import FerryPublisher
+import FerryPostgres
 import Foundation
 import Logging
 import ServiceLifecycle

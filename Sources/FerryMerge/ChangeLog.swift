@@ -1,5 +1,5 @@
 import FerryCore
-import FerryPublisher
+import FerryPostgres
 
 /// The merge engine's own tables in PostgreSQL.
 ///

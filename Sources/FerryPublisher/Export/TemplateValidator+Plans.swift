@@ -1,12 +1,7 @@
 import FerryCore
+import FerryPostgres
 
-/// Checks a parsed template against PostgreSQL (source tables exist, queries run, keys and columns exist) and
-/// resolves each table into a ``TablePlan``. Every error names the template file, the table's key path and the fix.
-enum TemplateValidator {
-    static func fail(_ template: Template, _ key: String, _ message: String) -> FerryError {
-        FerryError(.badTemplate, message, path: template.path, key: key)
-    }
-
+extension TemplateValidator {
     /// Resolves every table, in template order. Run it inside the export transaction so it sees the same snapshot.
     /// `scopeExpression` is what `:scope` stands for (``ScopeSQL/expression(typeName:)``), nil without `scope:`.
     static func plans(for unresolved: Template, pg: PostgresConnection, scopeExpression: String? = nil) throws -> [TablePlan] {
@@ -83,82 +78,6 @@ enum TemplateValidator {
         return plans
     }
 
-    /// The SQL type of the scope values (`format_type` of the values query's column; `bigint` for a list of
-    /// integers, else `text`), and checks that both scope queries are one-column SELECTs.
-    static func scopeTypeName(for template: Template, pg: PostgresConnection) throws -> String? {
-        guard let scope = template.scope else { return nil }
-        do {
-            let token = try pg.describe(scope.token)
-            guard token.count == 1 else {
-                throw fail(template, "scope.token", "the token query returns \(token.count) columns; it must return one: the scope value")
-            }
-        } catch let error as FerryError where error.code == .database {
-            throw fail(template, "scope.token", "the token query fails in PostgreSQL: \(error.message); it must be one SELECT using $1, the token's SHA-256 hex")
-        }
-        switch scope.values {
-        case .list(let values):
-            return values.allSatisfy { Int($0) != nil } ? "bigint" : "text"
-        case .query(let sql):
-            let columns: [(name: String, oid: UInt32)]
-            do { columns = try pg.describe(sql) } catch let error as FerryError {
-                throw fail(template, "scope.values", "the scope values query fails in PostgreSQL: \(error.message); it must be one SELECT of one column")
-            }
-            guard columns.count == 1 else {
-                throw fail(template, "scope.values", "the scope values query returns \(columns.count) columns; it must return one")
-            }
-            let rows = try pg.query("SELECT format_type($1::oid, NULL)", [String(columns[0].oid)])
-            guard let name = rows.first?.first ?? nil else {
-                throw fail(template, "scope.values", "cannot name the type of the scope values (oid \(columns[0].oid))")
-            }
-            return name
-        }
-    }
-
-    /// The scope values, in their text form, sorted (numerically when all are integers); NULLs are skipped.
-    static func scopeValues(for template: Template, pg: PostgresConnection) throws -> [String] {
-        guard let scope = template.scope else { return [] }
-        var values: [String]
-        switch scope.values {
-        case .list(let list):
-            values = list
-        case .query(let sql):
-            do {
-                values = Array(Set(try pg.query("SELECT v::text FROM (\(sql)) AS q(v) WHERE v IS NOT NULL").compactMap { $0.first ?? nil }))
-            } catch let error as FerryError {
-                throw fail(template, "scope.values", "the scope values query fails in PostgreSQL: \(error.message)")
-            }
-        }
-        if values.allSatisfy({ Int($0) != nil }) {
-            values.sort { Int($0)! < Int($1)! }
-        } else {
-            values.sort()
-        }
-        return values
-    }
-
-    static func checkSourceExists(_ table: Template.Table, index i: Int, template: Template, pg: PostgresConnection) throws {
-        let rows = try pg.query("SELECT to_regclass($1) IS NOT NULL", [SQLIdentifier.quoteQualified(table.source)])
-        guard rows.first?.first == "t" else {
-            throw fail(template, "tables[\(i)].source", "table '\(table.name)': PostgreSQL has no table '\(table.source)'; check the name (schema-qualify it as schema.table) and the database URL")
-        }
-    }
-
-    /// The source table's primary key columns, in key order.
-    static func sourcePrimaryKey(of table: Template.Table, index i: Int, template: Template, pg: PostgresConnection) throws -> [String] {
-        try checkSourceExists(table, index: i, template: template, pg: pg)
-        let rows = try pg.query(
-            """
-            SELECT a.attname FROM pg_index i
-            JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)
-            WHERE i.indrelid = to_regclass($1) AND i.indisprimary
-            ORDER BY array_position(i.indkey::int2[], a.attnum)
-            """, [SQLIdentifier.quoteQualified(table.source)])
-        let key = rows.compactMap { $0.first ?? nil }
-        guard !key.isEmpty else {
-            throw fail(template, "tables[\(i)].primaryKey", "table '\(table.name)': source '\(table.source)' has no primary key; name the key column(s) with `primaryKey: [id]`")
-        }
-        return key
-    }
 
     /// Type name, base OID (for domains), typtype and category of each OID.
     static func typeInfo(oids: Set<UInt32>, pg: PostgresConnection) throws -> [UInt32: (name: String, oid: UInt32, typtype: String, category: String)] {

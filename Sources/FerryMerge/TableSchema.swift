@@ -1,9 +1,9 @@
 import FerryCore
-import FerryPublisher
+import FerryPostgres
 import Foundation
 
 /// A writable table resolved against PostgreSQL's catalog at start-up: every identifier the merge engine puts
-/// into SQL comes from here (names read from `pg_attribute`, quoted by ``quote(_:)``), never from a request.
+/// into SQL comes from here (names read from `pg_attribute`, checked and quoted by `SQLIdentifier`), never from a request.
 struct TableSchema: Sendable {
     /// How a column's values travel: the SQLite/JSON form of the publisher's type mapping (issue 2).
     enum Kind: Sendable, Equatable {
@@ -15,7 +15,7 @@ struct TableSchema: Sendable {
         /// `format_type(atttypid, atttypmod)`: the cast target for bound text parameters.
         let typeName: String
         let kind: Kind
-        var quoted: String { TableSchema.quote(name) }
+        var quoted: String { SQLIdentifier.quote(name) }
     }
 
     let table: MergeTable
@@ -29,16 +29,6 @@ struct TableSchema: Sendable {
     let updated: Column?
 
     var name: String { table.name }
-
-    /// Quotes an identifier that came from the catalog.
-    static func quote(_ identifier: String) -> String {
-        "\"" + identifier.replacingOccurrences(of: "\"", with: "\"\"") + "\""
-    }
-
-    /// A SQL string literal (for column names inside `jsonb_build_object`).
-    static func literal(_ text: String) -> String {
-        "'" + text.replacingOccurrences(of: "'", with: "''") + "'"
-    }
 
     /// Reads the catalog for `table` and checks the template's names against it.
     static func resolve(_ table: MergeTable, on pg: PostgresConnection) throws -> TableSchema {
@@ -67,6 +57,9 @@ struct TableSchema: Sendable {
         var catalogKey: [String] = []
         for row in rows {
             guard let name = row[0], let typeName = row[1], let typname = row[2], let category = row[3] else { continue }
+            guard SQLIdentifier.isQuotable(name) else {
+                throw fail("column name '\(name)' of \(sqlName) cannot be used in SQL (empty, over 63 bytes or with control characters); rename it")
+            }
             let base = row[4] ?? ""
             all.append(Column(name: name, typeName: typeName, kind: kind(typname: base.isEmpty ? typname : base, category: category)))
             if row[5] == "t" { catalogKey.append(name) }
@@ -164,7 +157,7 @@ struct TableSchema: Sendable {
 
     /// `jsonb_build_object('id', <typed>)`: the tombstone key, compared by PostgreSQL's own jsonb equality.
     func keyObject(_ typed: (Column) -> String) -> String {
-        "jsonb_build_object(" + key.map { "\(Self.literal($0.name)), \(typed($0))" }.joined(separator: ", ") + ")"
+        "jsonb_build_object(" + key.map { "\(SQLIdentifier.literal($0.name)), \(typed($0))" }.joined(separator: ", ") + ")"
     }
 
     /// Turns an output text (see ``output(_:from:)``) into the JSON value the snapshot holds.

@@ -1,30 +1,30 @@
 import FerryCore
-import FerryPublisher
-import FerryServer
+import FerryPostgres
+import FerryMerge
 import Foundation
 import Logging
 
 /// A server clock the test moves by hand.
-final class TestClock: @unchecked Sendable {
+public final class TestClock: @unchecked Sendable {
     private let lock = NSLock()
     private var current: Date
 
-    init(_ iso: String) { current = Timestamp.parse(iso)! }
+    public init(_ iso: String) { current = Timestamp.parse(iso)! }
 
-    var now: Date { lock.withLock { current } }
-    func set(_ iso: String) { lock.withLock { current = Timestamp.parse(iso)! } }
-    func set(_ date: Date) { lock.withLock { current = date } }
+    public var now: Date { lock.withLock { current } }
+    public func set(_ iso: String) { lock.withLock { current = Timestamp.parse(iso)! } }
+    public func set(_ date: Date) { lock.withLock { current = date } }
 }
 
 /// A fresh database with the thesis' trips table (Tables 4.3.1–4.3.4: id, name, two integers, createdAt and
 /// updatedAt) and a merger over it with an injected clock.
-struct MergeFixture {
-    let database: TestDatabase
-    let pg: PostgresConnection
-    let clock: TestClock
-    let merger: ChangeMerger
+public struct MergeFixture {
+    public let database: TestDatabase
+    public let pg: PostgresConnection
+    public let clock: TestClock
+    public let merger: ChangeMerger
 
-    static let tripsDDL = """
+    public static let tripsDDL = """
         CREATE TABLE trips(
           id int PRIMARY KEY,
           name text NOT NULL,
@@ -35,7 +35,7 @@ struct MergeFixture {
         CREATE TABLE routes(id int PRIMARY KEY, name text, created_at timestamptz, updated_at timestamptz);
         """
 
-    static func make(
+    public static func make(
         rule: MergeRule = .newestWins, ddl: String = tripsDDL, tables: [MergeTable]? = nil, connections: Int = 2,
         clock: String = "2018-04-29T11:21:02.000Z"
     ) async throws -> MergeFixture {
@@ -54,20 +54,20 @@ struct MergeFixture {
         return MergeFixture(database: database, pg: pg, clock: testClock, merger: merger)
     }
 
-    func close() {
+    public func close() {
         merger.shutdown()
         database.drop()
     }
 
     /// Puts a trip on the server as if it had been written at those times.
-    func seed(id: Int = 1, name: String = "Växjö-Kalmar", seats: Int = 0, stops: Int = 0, created: String, updated: String) throws {
+    public func seed(id: Int = 1, name: String = "Växjö-Kalmar", seats: Int = 0, stops: Int = 0, created: String, updated: String) throws {
         _ = try pg.query(
             "INSERT INTO trips VALUES ($1::int, $2, $3::int, $4::int, $5::timestamptz, $6::timestamptz)",
             [String(id), name, String(seats), String(stops), created, updated])
     }
 
     /// The server's trip as (name, seats, stops, created, updated), nil when absent.
-    func trip(_ id: Int = 1) throws -> [String]? {
+    public func trip(_ id: Int = 1) throws -> [String]? {
         try pg.query(
             """
             SELECT name, seats::text, stops::text,
@@ -78,23 +78,23 @@ struct MergeFixture {
         ).first?.map { $0 ?? "NULL" }
     }
 
-    func count(_ sql: String, _ parameters: [String?] = []) throws -> Int {
+    public func count(_ sql: String, _ parameters: [String?] = []) throws -> Int {
         let value = try pg.query(sql, parameters).first?.first ?? nil
         return Int(value ?? "0") ?? 0
     }
 
     /// Sends one batch from a device whose clock read `sentAt` when it sent.
-    func push(_ changes: [Change], sentAt: String, client: String = "device-1") async throws -> [ChangeResult] {
+    public func push(_ changes: [Change], sentAt: String, client: String = "device-1") async throws -> [ChangeResult] {
         try await merger.apply(ChangeBatch(clientId: client, sentAt: sentAt, changes: changes)).results
     }
 }
 
 /// A trip row as the server answers it.
-func tripRow(id: Int = 1, name: String = "Växjö-Kalmar", seats: Int64, stops: Int64 = 0, created: String, updated: String) -> [String: JSONValue] {
+public func tripRow(id: Int = 1, name: String = "Växjö-Kalmar", seats: Int64, stops: Int64 = 0, created: String, updated: String) -> [String: JSONValue] {
     ["id": .int(Int64(id)), "name": .string(name), "seats": .int(seats), "stops": .int(stops), "created_at": .string(created), "updated_at": .string(updated)]
 }
 
-func change(
+public func change(
     _ op: Change.Operation, id: Int = 1, values: [String: JSONValue] = [:], edited: String, base: String? = nil, changeID: String = UUID().uuidString,
     table: String = "trips"
 ) -> Change {
@@ -102,7 +102,7 @@ func change(
 }
 
 /// A JSON value as the text SQL prints (strings as is, integers in decimal), nil for null or absent.
-func text(_ value: JSONValue?) -> String? {
+public func text(_ value: JSONValue?) -> String? {
     switch value {
     case .string(let s): return s
     case .int(let i): return String(i)

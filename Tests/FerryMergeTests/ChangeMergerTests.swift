@@ -1,6 +1,9 @@
 import FerryCore
-@testable import FerryServer
+import FerryTestSupport
+@testable import FerryMerge
+import FerryPostgres
 import Foundation
+import Logging
 import Testing
 
 /// The merge engine against PostgreSQL: devices, clocks, retries, bad changes, type conversion.

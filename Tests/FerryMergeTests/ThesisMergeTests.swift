@@ -1,5 +1,7 @@
 import FerryCore
-@testable import FerryServer
+import FerryTestSupport
+@testable import FerryMerge
+import FerryPostgres
 import Foundation
 import Testing
 
