@@ -97,7 +97,7 @@ public enum JSONValue: Codable, Sendable, Hashable {
         let c = try decoder.singleValueContainer()
         // Each `try?` asks "is it this JSON type?"; a value of no type is the error thrown below.
         if c.decodeNil() { self = .null }
-        else if let b = try? c.decode(Bool.self) { self = .bool(b) }
+        else if let b = try? c.decode(Bool.self) { self = .bool(b) }  // not this type: try the next
         else if let i = try? c.decode(Int64.self) { self = .int(i) }  // not this type: try the next
         else if let d = try? c.decode(Double.self) { self = .double(d) }  // not this type: try the next
         else if let s = try? c.decode(String.self) { self = .string(s) }  // not this type: try the next

@@ -76,6 +76,16 @@ public enum DurableFile {
         }
     }
 
+    /// Removes a file or a directory tree; one already gone is fine (another cleanup got there first).
+    public static func remove(_ url: URL) throws {
+        guard FileManager.default.fileExists(atPath: url.path) else { return }
+        do {
+            try FileManager.default.removeItem(at: url)
+        } catch {
+            throw FerryError(.io, "cannot remove: \(error.localizedDescription)", path: url.path)
+        }
+    }
+
     /// An error for the current `errno`, naming the path and what to do when the disk is full.
     public static func posixError(_ what: String, _ path: String) -> FerryError {
         let code = errno

@@ -1,19 +1,16 @@
 import Foundation
 
-/// The description of a dataset's latest snapshot: written by the publisher as `manifest.json`, served by the
-/// server at `GET /v1/datasets/{dataset}/manifest`, read by clients. The wire format is a contract:
-/// new fields may be added, none renamed or removed.
+/// One published version of a dataset (or of one scope of a scoped dataset): the one type that describes a
+/// version. ``Manifest``, ``VersionRecord`` and the publisher's result embed it instead of repeating its fields.
 ///
-/// ```json
-/// {"dataset":"campgrounds","version":3,"sha256":"…","size":49152,"gzipSize":8120,
-///  "createdAt":"2026-11-21T10:00:00.000Z","schemaVersion":1,"tables":{"campgrounds":120},"versions":[1,2,3]}
+/// ```swift
+/// let v = PublishedVersion(version: 3, sha256: hex, size: 49152, gzipSize: 8120,
+///                          createdAt: "2026-11-21T10:00:00.000Z", schemaVersion: 1, tables: ["campgrounds": 120])
 /// ```
-public struct Manifest: Codable, Sendable, Equatable {
-    /// Dataset name, `[a-z0-9_-]+`.
-    public var dataset: String
-    /// The latest version, an integer increasing by one per publish that changed data.
+public struct PublishedVersion: Codable, Sendable, Equatable {
+    /// An integer increasing with each publish that changed data; never reused within a dataset.
     public var version: Int
-    /// SHA-256 hex of the SQLite file: its checksum and its strong ETag.
+    /// SHA-256 hex of the SQLite file: its checksum, its strong ETag and its object name in the store.
     public var sha256: String
     /// Size of the SQLite file in bytes.
     public var size: Int64
@@ -25,14 +22,8 @@ public struct Manifest: Codable, Sendable, Equatable {
     public var schemaVersion: Int
     /// Rows per table.
     public var tables: [String: Int]
-    /// Retained version numbers, ascending; each is served at `/v1/datasets/{dataset}/versions/{n}`.
-    public var versions: [Int]
 
-    public init(
-        dataset: String, version: Int, sha256: String, size: Int64, gzipSize: Int64, createdAt: String,
-        schemaVersion: Int, tables: [String: Int], versions: [Int]
-    ) {
-        self.dataset = dataset
+    public init(version: Int, sha256: String, size: Int64, gzipSize: Int64, createdAt: String, schemaVersion: Int, tables: [String: Int]) {
         self.version = version
         self.sha256 = sha256
         self.size = size
@@ -40,7 +31,76 @@ public struct Manifest: Codable, Sendable, Equatable {
         self.createdAt = createdAt
         self.schemaVersion = schemaVersion
         self.tables = tables
+    }
+
+    /// Checks the fields a reader relies on; `key` prefixes the reported key (`scopes[0].retained[1]`).
+    func validate(path: String?, key: String? = nil) throws {
+        func named(_ field: String) -> String { key.map { "\($0).\(field)" } ?? field }
+        guard version >= 1 else { throw FerryError(.store, "version must be >= 1", path: path, key: named("version")) }
+        guard SHA256Hex.isValid(sha256) else {
+            throw FerryError(.store, "sha256 must be 64 lowercase hex digits", path: path, key: named("sha256"))
+        }
+        guard size >= 0, gzipSize >= 0 else { throw FerryError(.store, "sizes must not be negative", path: path, key: named("size")) }
+    }
+}
+
+/// The description of a dataset's latest snapshot as a client sees it: served at
+/// `GET /v1/datasets/{dataset}/manifest` (for a scoped dataset, the caller's scope's), read by clients. The wire
+/// format is a contract: new fields may be added, none renamed or removed. The version's fields are those of
+/// ``PublishedVersion``, flattened into the object.
+///
+/// ```json
+/// {"dataset":"campgrounds","version":3,"sha256":"…","size":49152,"gzipSize":8120,
+///  "createdAt":"2026-11-21T10:00:00.000Z","schemaVersion":1,"tables":{"campgrounds":120},"versions":[1,2,3]}
+/// ```
+@dynamicMemberLookup
+public struct Manifest: Codable, Sendable, Equatable {
+    /// Dataset name, `[a-z0-9_-]+`.
+    public var dataset: String
+    /// The latest version.
+    public var current: PublishedVersion
+    /// Retained version numbers, ascending; each is served at `/v1/datasets/{dataset}/versions/{n}`.
+    public var versions: [Int]
+
+    public init(dataset: String, current: PublishedVersion, versions: [Int]) {
+        self.dataset = dataset
+        self.current = current
         self.versions = versions
+    }
+
+    /// The manifest from its wire fields.
+    public init(
+        dataset: String, version: Int, sha256: String, size: Int64, gzipSize: Int64, createdAt: String,
+        schemaVersion: Int, tables: [String: Int], versions: [Int]
+    ) {
+        self.init(
+            dataset: dataset,
+            current: PublishedVersion(
+                version: version, sha256: sha256, size: size, gzipSize: gzipSize, createdAt: createdAt, schemaVersion: schemaVersion,
+                tables: tables),
+            versions: versions)
+    }
+
+    /// `manifest.version`, `manifest.sha256`, …: the current version's fields.
+    public subscript<T>(dynamicMember keyPath: WritableKeyPath<PublishedVersion, T>) -> T {
+        get { current[keyPath: keyPath] }
+        set { current[keyPath: keyPath] = newValue }
+    }
+
+    private enum CodingKeys: String, CodingKey { case dataset, versions }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        dataset = try container.decode(String.self, forKey: .dataset)
+        versions = try container.decode([Int].self, forKey: .versions)
+        current = try PublishedVersion(from: decoder)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        try current.encode(to: encoder)
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(dataset, forKey: .dataset)
+        try container.encode(versions, forKey: .versions)
     }
 
     /// Encodes as compact JSON with sorted keys (stable bytes for equal manifests).
@@ -65,45 +125,40 @@ public struct Manifest: Codable, Sendable, Equatable {
     /// Checks the fields a reader relies on; never trust a file or the network.
     public func validate(path: String? = nil) throws {
         try DatasetName.validate(dataset, path: path)
-        guard version >= 1 else { throw FerryError(.store, "version must be >= 1", path: path, key: "version") }
-        guard SHA256Hex.isValid(sha256) else {
-            throw FerryError(.store, "sha256 must be 64 lowercase hex digits", path: path, key: "sha256")
-        }
-        guard size >= 0, gzipSize >= 0 else { throw FerryError(.store, "sizes must not be negative", path: path, key: "size") }
+        try current.validate(path: path)
     }
 }
 
-/// What the store keeps about one published version (`versions/N.json`): the manifest fields of that version
-/// plus the digest of the exported rows, which lets the publisher tell "unchanged" without comparing files.
+/// What the store keeps about one published version: the ``PublishedVersion`` (whose `sha256` names its object,
+/// `objects/<sha256>.sqlite`) plus the digest of the exported rows, which lets the publisher tell "unchanged"
+/// without comparing files. Listed in the store's ``StoredManifest``; never sent to clients.
+@dynamicMemberLookup
 public struct VersionRecord: Codable, Sendable, Equatable {
-    public var version: Int
-    public var sha256: String
-    public var size: Int64
-    public var gzipSize: Int64
-    public var createdAt: String
-    public var schemaVersion: Int
-    public var tables: [String: Int]
+    public var published: PublishedVersion
     /// SHA-256 hex over the exported rows and schema (not the file bytes, whose metadata differs per version).
     public var dataDigest: String
 
-    public init(
-        version: Int, sha256: String, size: Int64, gzipSize: Int64, createdAt: String, schemaVersion: Int,
-        tables: [String: Int], dataDigest: String
-    ) {
-        self.version = version
-        self.sha256 = sha256
-        self.size = size
-        self.gzipSize = gzipSize
-        self.createdAt = createdAt
-        self.schemaVersion = schemaVersion
-        self.tables = tables
+    public init(published: PublishedVersion, dataDigest: String) {
+        self.published = published
         self.dataDigest = dataDigest
     }
 
-    /// The manifest for this version within `dataset`, listing `versions` as retained.
-    public func manifest(dataset: String, versions: [Int]) -> Manifest {
-        Manifest(
-            dataset: dataset, version: version, sha256: sha256, size: size, gzipSize: gzipSize, createdAt: createdAt,
-            schemaVersion: schemaVersion, tables: tables, versions: versions)
+    /// `record.version`, `record.sha256`, …: the published version's fields.
+    public subscript<T>(dynamicMember keyPath: WritableKeyPath<PublishedVersion, T>) -> T {
+        get { published[keyPath: keyPath] }
+        set { published[keyPath: keyPath] = newValue }
+    }
+
+    private enum CodingKeys: String, CodingKey { case dataDigest }
+
+    public init(from decoder: any Decoder) throws {
+        published = try PublishedVersion(from: decoder)
+        dataDigest = try decoder.container(keyedBy: CodingKeys.self).decode(String.self, forKey: .dataDigest)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        try published.encode(to: encoder)
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(dataDigest, forKey: .dataDigest)
     }
 }

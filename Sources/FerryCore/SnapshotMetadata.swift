@@ -97,7 +97,7 @@ public struct SnapshotMetadata: Sendable, Equatable {
                 let mergeText = r[4].text, let count = r[7].integer,
                 // A malformed key or column list is reported just below, with the file's path.
                 let pkList = try? JSONDecoder().decode([String].self, from: Data(pk.utf8)),
-                let colList = try? JSONDecoder().decode([String].self, from: Data(cols.utf8))
+                let colList = try? JSONDecoder().decode([String].self, from: Data(cols.utf8))  // as above
             else { throw FerryError(.verification, "ferry_tables has a malformed row", path: db.path) }
             guard let merge = MergeRule(rawValue: mergeText) else {
                 throw FerryError(.verification, "ferry_tables gives table '\(name)' an unknown merge rule '\(mergeText)'", path: db.path, key: "\(name).merge")

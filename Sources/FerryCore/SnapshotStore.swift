@@ -2,29 +2,34 @@ import Foundation
 
 /// Read access to published snapshots: what the server needs. Each method's contract:
 /// - ``datasets()`` lists datasets that have a manifest, sorted by name.
-/// - ``manifest(for:)`` returns the latest manifest, or nil when the dataset has never been published.
-/// - ``record(dataset:version:)`` returns a retained version's record, or nil once pruned.
-/// - ``snapshotURL(dataset:version:)`` / ``gzipURL(dataset:version:)`` name complete, immutable files:
-///   a file is only ever referenced after it was fsynced and renamed into place.
+/// - ``storedManifest(for:)`` returns the dataset's manifest (every scope's retained versions), or nil when the
+///   dataset has never been published.
+/// - ``files(of:in:)`` names a retained version's complete, immutable files: a file is only ever referenced by a
+///   manifest after it was fsynced and renamed into place.
 public protocol SnapshotStore: Sendable {
     func datasets() throws -> [String]
-    func manifest(for dataset: String) throws -> Manifest?
-    func record(dataset: String, version: Int) throws -> VersionRecord?
-    func snapshotURL(dataset: String, version: Int) -> URL
-    func gzipURL(dataset: String, version: Int) -> URL
+    func storedManifest(for dataset: String) throws -> StoredManifest?
+    func files(of record: VersionRecord, in manifest: StoredManifest) -> SnapshotFiles
 }
 
-/// The file-system snapshot store. Layout, per dataset:
+/// Where one version's bytes live: the SQLite file and its gzip copy.
+public struct SnapshotFiles: Sendable, Equatable {
+    public var snapshot: URL
+    public var gzip: URL
+}
+
+/// The file-system snapshot store. One layout for every dataset, scoped or not:
 ///
 /// ```
-/// STORE/DATASET/manifest.json          latest Manifest, replaced atomically
-/// STORE/DATASET/versions/N.sqlite      snapshot of version N (immutable)
-/// STORE/DATASET/versions/N.sqlite.gz   its gzip copy
-/// STORE/DATASET/versions/N.json        its VersionRecord
-/// STORE/DATASET/objects/             a scoped dataset's snapshots, by checksum (FileSnapshotStore+Scopes.swift)
-/// STORE/DATASET/tmp/                   the publisher's temp area; anything here is garbage after a crash
-/// STORE/DATASET/.lock                  held by the one publisher working on the dataset
+/// STORE/DATASET/manifest.json               StoredManifest: per scope, the retained VersionRecords (replaced atomically)
+/// STORE/DATASET/objects/<sha256>.sqlite     a snapshot, named by its checksum (immutable)
+/// STORE/DATASET/objects/<sha256>.sqlite.gz  its gzip copy
+/// STORE/DATASET/tmp/                        the publisher's temp area; anything here is garbage after a crash
+/// STORE/DATASET/.lock                       held by the one publisher working on the dataset
 /// ```
+///
+/// A store written before content addressing (`versions/N.sqlite`) is read as it is and migrated by the next
+/// publish (`FileSnapshotStore+Legacy.swift`).
 ///
 /// ```swift
 /// let store = FileSnapshotStore(root: URL(fileURLWithPath: "snapshots"))
@@ -39,32 +44,58 @@ public struct FileSnapshotStore: SnapshotStore {
 
     public func directory(dataset: String) -> URL { root.appendingPathComponent(dataset, isDirectory: true) }
     public func manifestURL(dataset: String) -> URL { directory(dataset: dataset).appendingPathComponent("manifest.json") }
-    public func versionsDirectory(dataset: String) -> URL { directory(dataset: dataset).appendingPathComponent("versions", isDirectory: true) }
     public func temporaryDirectory(dataset: String) -> URL { directory(dataset: dataset).appendingPathComponent("tmp", isDirectory: true) }
-    public func snapshotURL(dataset: String, version: Int) -> URL { versionsDirectory(dataset: dataset).appendingPathComponent("\(version).sqlite") }
-    public func gzipURL(dataset: String, version: Int) -> URL { versionsDirectory(dataset: dataset).appendingPathComponent("\(version).sqlite.gz") }
-    public func recordURL(dataset: String, version: Int) -> URL { versionsDirectory(dataset: dataset).appendingPathComponent("\(version).json") }
+    public func objectsDirectory(dataset: String) -> URL { directory(dataset: dataset).appendingPathComponent("objects", isDirectory: true) }
+    public func objectURL(dataset: String, sha256: String) -> URL { objectsDirectory(dataset: dataset).appendingPathComponent("\(sha256).sqlite") }
+    public func objectGzipURL(dataset: String, sha256: String) -> URL { objectsDirectory(dataset: dataset).appendingPathComponent("\(sha256).sqlite.gz") }
 
     public func datasets() throws -> [String] {
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: root.path)) ?? []
+        let names: [String]
+        do {
+            names = try FileManager.default.contentsOfDirectory(atPath: root.path)
+        } catch {
+            throw FerryError(.io, "cannot list the snapshot store: \(error.localizedDescription)", path: root.path)
+        }
         return names.filter { DatasetName.isValid($0) && FileManager.default.fileExists(atPath: manifestURL(dataset: $0).path) }.sorted()
     }
 
-    /// The manifest of an unscoped dataset; nil when never published or scoped (see ``storedManifest(for:)``).
-    public func manifest(for dataset: String) throws -> Manifest? {
-        guard case .single(let manifest) = try storedManifest(for: dataset) else { return nil }
-        return manifest
+    /// `manifest.json`, validated; nil when the dataset has never been published. A legacy manifest is converted.
+    public func storedManifest(for dataset: String) throws -> StoredManifest? {
+        guard DatasetName.isValid(dataset) else { return nil }
+        let url = manifestURL(dataset: dataset)
+        guard let data = FileManager.default.contents(atPath: url.path) else { return nil }
+        if Self.isLegacyManifest(data) { return try legacyManifest(dataset: dataset, data: data) }
+        return try StoredManifest.decode(data, path: url.path)
     }
 
-    public func record(dataset: String, version: Int) throws -> VersionRecord? {
-        guard DatasetName.isValid(dataset), version >= 1 else { return nil }
-        let url = recordURL(dataset: dataset, version: version)
-        guard let data = FileManager.default.contents(atPath: url.path) else { return nil }
-        do {
-            return try JSONDecoder().decode(VersionRecord.self, from: data)
-        } catch {
-            throw FerryError(.store, "version record is not valid JSON: \(error)", path: url.path)
-        }
+    public func files(of record: VersionRecord, in manifest: StoredManifest) -> SnapshotFiles {
+        if manifest.isLegacyLayout { return legacyFiles(dataset: manifest.dataset, version: record.version) }
+        return SnapshotFiles(
+            snapshot: objectURL(dataset: manifest.dataset, sha256: record.sha256),
+            gzip: objectGzipURL(dataset: manifest.dataset, sha256: record.sha256))
+    }
+
+    /// The client's manifest of an unscoped dataset; nil when never published or scoped.
+    public func manifest(for dataset: String) throws -> Manifest? {
+        guard let stored = try storedManifest(for: dataset), !stored.scoped else { return nil }
+        return stored.entry(for: nil)?.manifest(dataset: dataset)
+    }
+
+    /// Retained version `version` of a scope (nil: the implicit scope), or nil when not retained.
+    public func record(dataset: String, version: Int, scope: String? = nil) throws -> VersionRecord? {
+        try storedManifest(for: dataset)?.entry(for: scope)?.record(version: version)
+    }
+
+    /// The files of retained version `version` of a scope (nil: the implicit scope), or nil when not retained.
+    public func files(dataset: String, version: Int, scope: String? = nil) throws -> SnapshotFiles? {
+        guard let manifest = try storedManifest(for: dataset), let record = manifest.entry(for: scope)?.record(version: version) else { return nil }
+        return files(of: record, in: manifest)
+    }
+
+    /// The number the next version gets: one more than any the dataset has given, so a number, and so an immutable
+    /// URL, is never reused.
+    public func nextVersion(dataset: String) throws -> Int {
+        (try storedManifest(for: dataset)?.lastVersion ?? 0) + 1
     }
 
     /// Takes the dataset's publisher lock. With `wait: false`, fails at once if another publisher holds it.
@@ -73,107 +104,126 @@ public struct FileSnapshotStore: SnapshotStore {
         return try FileLock(path: directory(dataset: dataset).appendingPathComponent(".lock").path, wait: wait)
     }
 
-    /// Removes what a crashed publisher left behind: everything in `tmp/` and version files that no manifest
-    /// references and that are newer than the latest version. Call it while holding the lock.
+    /// Brings the dataset to the current layout (migrating a legacy store) and removes what a crashed publisher left
+    /// behind: everything in `tmp/` and objects no retained version names. Call it while holding the lock.
     /// Returns the number of files removed.
     @discardableResult
     public func cleanLeftovers(dataset: String) throws -> Int {
-        let fm = FileManager.default
-        var removed = 0
-        let tmp = temporaryDirectory(dataset: dataset)
-        for name in (try? fm.contentsOfDirectory(atPath: tmp.path)) ?? [] {
-            try? fm.removeItem(at: tmp.appendingPathComponent(name))
-            removed += 1
-        }
-        let stored = try storedManifest(for: dataset)
-        if case .scoped(let scoped) = stored {
-            return removed + pruneUnreferenced(dataset: dataset, keeping: scoped.referencedObjects, removeVersions: true)
-        }
-        removed += pruneUnreferenced(dataset: dataset, keeping: [], removeVersions: false)
-        let retained: Set<Int>
-        if case .single(let manifest) = stored { retained = Set(manifest.versions) } else { retained = [] }
-        let versionsDir = versionsDirectory(dataset: dataset)
-        for name in (try? fm.contentsOfDirectory(atPath: versionsDir.path)) ?? [] {
-            guard let number = Self.versionNumber(fileName: name) else {
-                if name.hasPrefix(".") && name.hasSuffix(".tmp") {
-                    try? fm.removeItem(at: versionsDir.appendingPathComponent(name))
-                    removed += 1
-                }
-                continue
-            }
-            if !retained.contains(number) {
-                try? fm.removeItem(at: versionsDir.appendingPathComponent(name))
-                removed += 1
-            }
-        }
+        try migrateLegacyLayout(dataset: dataset)
+        var removed = try clearTemporaryDirectory(dataset: dataset)
+        let keeping = try storedManifest(for: dataset)?.referencedObjects ?? []
+        removed += try removeUnreferencedObjects(dataset: dataset, keeping: keeping)
         return removed
     }
 
-    /// The version number the next publish gets: one more than any version the store has seen, so a number,
-    /// and so an immutable URL, is never reused even after a crash left an unreferenced file.
-    public func nextVersion(dataset: String) throws -> Int {
-        var highest = try storedManifest(for: dataset)?.lastVersion ?? 0
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: versionsDirectory(dataset: dataset).path)) ?? []
-        for name in names { if let n = Self.versionNumber(fileName: name) { highest = max(highest, n) } }
-        return highest + 1
+    /// What ``storeObject(dataset:file:gzipLevel:)`` stored.
+    public struct StoredObject: Sendable, Equatable {
+        public var sha256: String
+        public var size: Int64
+        public var gzipSize: Int64
     }
 
-    /// Latest version's record, used to tell "unchanged".
-    public func latestRecord(dataset: String) throws -> VersionRecord? {
-        guard let manifest = try manifest(for: dataset) else { return nil }
-        return try record(dataset: dataset, version: manifest.version)
+    /// Moves a finished, closed SQLite file from the dataset's temp directory into `objects/` under its checksum,
+    /// with a gzip copy, each fsynced before its rename. When an object with the same checksum exists, the file is
+    /// identical to it and is simply deleted. Call it while holding the lock; the object is garbage until a
+    /// manifest names it (``cleanLeftovers(dataset:)`` removes it after a crash).
+    public func storeObject(dataset: String, file: URL, gzipLevel: Int32) throws -> StoredObject {
+        try DurableFile.makeDirectory(objectsDirectory(dataset: dataset))
+        try DurableFile.sync(file)
+        let sha256 = try FileDigest.sha256Hex(of: file)
+        let size = try Self.fileSize(file)
+        let target = objectURL(dataset: dataset, sha256: sha256)
+        let gzipTarget = objectGzipURL(dataset: dataset, sha256: sha256)
+        if FileManager.default.fileExists(atPath: target.path), FileManager.default.fileExists(atPath: gzipTarget.path) {
+            try DurableFile.remove(file)
+            return StoredObject(sha256: sha256, size: size, gzipSize: try Self.fileSize(gzipTarget))
+        }
+        let gzipTemp = file.appendingPathExtension("gz")
+        let gzipSize = try Gzip.compressFile(from: file, to: gzipTemp, level: gzipLevel)
+        try DurableFile.rename(gzipTemp, to: gzipTarget)
+        try DurableFile.rename(file, to: target)
+        return StoredObject(sha256: sha256, size: size, gzipSize: gzipSize)
     }
 
-    /// Publishes a finished SQLite file as `version`: hashes it, writes the gzip copy, fsyncs and renames both into
-    /// `versions/`, writes the version record, replaces `manifest.json` atomically, then prunes versions beyond
-    /// `keep`. Call it while holding the lock. `snapshot` must be inside the dataset's temp directory and closed.
-    /// `gzipLevel` is zlib's 1 (fastest) … 9 (smallest).
+    /// Replaces `manifest.json` with `manifest` atomically, then deletes the objects no retained version names any
+    /// more (of dropped versions and scopes). A server holding a deleted file open keeps reading it. Call it while
+    /// holding the lock, after every object the manifest names was stored.
+    public func commit(_ manifest: StoredManifest) throws {
+        try manifest.validate()
+        let dataset = manifest.dataset
+        for sha in manifest.referencedObjects where !FileManager.default.fileExists(atPath: objectURL(dataset: dataset, sha256: sha).path) {
+            throw FerryError(.store, "refusing to write a manifest naming a missing snapshot \(sha)", path: objectsDirectory(dataset: dataset).path)
+        }
+        try DurableFile.write(try manifest.jsonData(), to: manifestURL(dataset: dataset))
+        try removeUnreferencedObjects(dataset: dataset, keeping: manifest.referencedObjects)
+    }
+
+    /// Publishes one finished SQLite file as `version` of an unscoped dataset: stores the object, adds its record to
+    /// the implicit scope's retained versions (keeping the newest `keep`) and commits the manifest. Call it while
+    /// holding the lock. The publisher builds manifests itself; this is for tools and tests that have a file.
     public func commit(
         dataset: String, version: Int, snapshot: URL, schemaVersion: Int, tables: [String: Int], dataDigest: String,
         createdAt: String, keep: Int, gzipLevel: Int32 = 6
     ) throws -> Manifest {
         precondition(keep >= 1, "keep must be at least 1")
-        let fm = FileManager.default
-        try DurableFile.makeDirectory(versionsDirectory(dataset: dataset))
-        try DurableFile.sync(snapshot)
-        let sha256 = try FileDigest.sha256Hex(of: snapshot)
-        let size = Int64((try fm.attributesOfItem(atPath: snapshot.path)[.size] as? NSNumber)?.int64Value ?? 0)
-        let gzipTemp = snapshot.appendingPathExtension("gz")
-        let gzipSize = try Gzip.compressFile(from: snapshot, to: gzipTemp, level: gzipLevel)
-
-        // Files first, then the record, then the manifest: a crash before the manifest leaves the old one
-        // pointing at old, complete files, and the new files are cleaned up as leftovers.
-        try DurableFile.rename(gzipTemp, to: gzipURL(dataset: dataset, version: version))
-        try DurableFile.rename(snapshot, to: snapshotURL(dataset: dataset, version: version))
+        let object = try storeObject(dataset: dataset, file: snapshot, gzipLevel: gzipLevel)
         let record = VersionRecord(
-            version: version, sha256: sha256, size: size, gzipSize: gzipSize, createdAt: createdAt,
-            schemaVersion: schemaVersion, tables: tables, dataDigest: dataDigest)
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
-        try DurableFile.write(try encoder.encode(record), to: recordURL(dataset: dataset, version: version))
-
-        let previous = try manifest(for: dataset)?.versions ?? []
-        let all = (previous + [version]).sorted()
-        let retained = Array(all.suffix(keep))
-        let manifest = record.manifest(dataset: dataset, versions: retained)
-        try DurableFile.write(try manifest.jsonData(), to: manifestURL(dataset: dataset))
-
-        // Prune only after the new manifest is in place. A server that has a pruned file open keeps reading it.
-        for old in all where !retained.contains(old) {
-            try? fm.removeItem(at: recordURL(dataset: dataset, version: old))
-            try? fm.removeItem(at: snapshotURL(dataset: dataset, version: old))
-            try? fm.removeItem(at: gzipURL(dataset: dataset, version: old))
-        }
-        // The files of an earlier scoped form of this dataset.
-        pruneUnreferenced(dataset: dataset, keeping: [], removeVersions: false)
-        return manifest
+            published: PublishedVersion(
+                version: version, sha256: object.sha256, size: object.size, gzipSize: object.gzipSize, createdAt: createdAt,
+                schemaVersion: schemaVersion, tables: tables),
+            dataDigest: dataDigest)
+        let previous = try storedManifest(for: dataset)
+        let before = previous.flatMap { $0.scoped ? nil : $0.entry(for: nil)?.retained } ?? []
+        let entry = ScopeEntry(scope: nil, retained: Array((before + [record]).suffix(keep)))
+        try commit(
+            StoredManifest(
+                dataset: dataset, scoped: false, schemaVersion: schemaVersion, lastVersion: max(version, previous?.lastVersion ?? 0),
+                createdAt: createdAt, scopes: [entry]))
+        return entry.manifest(dataset: dataset)
     }
 
-    /// `12.sqlite`, `12.sqlite.gz`, `12.json` → 12.
-    static func versionNumber(fileName: String) -> Int? {
-        guard let dot = fileName.firstIndex(of: ".") else { return nil }
-        let suffix = fileName[dot...]
-        guard suffix == ".sqlite" || suffix == ".sqlite.gz" || suffix == ".json" else { return nil }
-        return Int(fileName[..<dot]).flatMap { $0 >= 1 ? $0 : nil }
+    /// Empties the dataset's `tmp/`, the publisher's work area. Returns the number of entries removed.
+    @discardableResult
+    public func clearTemporaryDirectory(dataset: String) throws -> Int {
+        try removeContents(of: temporaryDirectory(dataset: dataset)) { _ in true }
+    }
+
+    /// Deletes object files whose checksum is not in `keeping`. Returns the count.
+    @discardableResult
+    func removeUnreferencedObjects(dataset: String, keeping: Set<String>) throws -> Int {
+        try removeContents(of: objectsDirectory(dataset: dataset)) { name in
+            // A dot file is an interrupted copy (`.<sha256>.sqlite.tmp`).
+            name.hasPrefix(".") || !keeping.contains(name.split(separator: ".").first.map(String.init) ?? "")
+        }
+    }
+
+    /// Deletes the entries of `directory` that `shouldRemove` picks; a missing directory has none.
+    func removeContents(of directory: URL, where shouldRemove: (String) -> Bool) throws -> Int {
+        guard FileManager.default.fileExists(atPath: directory.path) else { return 0 }
+        let names: [String]
+        do {
+            names = try FileManager.default.contentsOfDirectory(atPath: directory.path)
+        } catch {
+            throw FerryError(.io, "cannot list \(directory.lastPathComponent)/: \(error.localizedDescription)", path: directory.path)
+        }
+        var removed = 0
+        for name in names where shouldRemove(name) {
+            try DurableFile.remove(directory.appendingPathComponent(name))
+            removed += 1
+        }
+        return removed
+    }
+
+    static func fileSize(_ url: URL) throws -> Int64 {
+        do {
+            guard let size = try FileManager.default.attributesOfItem(atPath: url.path)[.size] as? NSNumber else {
+                throw FerryError(.io, "the file system reported no size", path: url.path)
+            }
+            return size.int64Value
+        } catch let error as FerryError {
+            throw error
+        } catch {
+            throw FerryError(.io, "cannot read the file's size: \(error.localizedDescription)", path: url.path)
+        }
     }
 }

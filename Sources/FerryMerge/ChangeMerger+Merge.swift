@@ -21,7 +21,7 @@ extension ChangeMerger {
             try pg.execute("COMMIT")
             return results
         } catch {
-            try? pg.execute("ROLLBACK")
+            rollback(pg)
             guard pg.isConnected else { throw error }
         }
         // Slow path: a transaction per change.
@@ -52,17 +52,20 @@ extension ChangeMerger {
                 try pg.execute("COMMIT")
                 return result
             } catch is ScopeViolation {
-                try? pg.execute("ROLLBACK")
+                rollback(pg)
                 forbidden = true
                 break
+            } catch let error as MergeInvariantError {
+                rollback(pg)
+                throw error
             } catch let error as PostgresQueryError {
-                try? pg.execute("ROLLBACK")
+                rollback(pg)
                 guard pg.isConnected else { throw FerryError(.database, "lost the PostgreSQL connection: \(error.message)") }
                 lastError = error.message
                 if error.isTransient && attempt < 3 { continue }
                 break
             } catch {
-                try? pg.execute("ROLLBACK")
+                rollback(pg)
                 guard pg.isConnected else { throw error }
                 lastError = "\(error)"
                 break
@@ -81,10 +84,21 @@ extension ChangeMerger {
             SELECT result::text FROM ins UNION ALL SELECT result::text FROM ferry_changes WHERE id = $1
             """,
             [change.change.id, context.dataset, context.clientId, try encode(result), context.nowText])
-        if let text = stored.first?.first ?? nil, let decoded = try? JSONDecoder().decode(ChangeResult.self, from: Data(text.utf8)) {
-            return decoded
+        if let text = stored.first?.first ?? nil {
+            do {
+                return try JSONDecoder().decode(ChangeResult.self, from: Data(text.utf8))
+            } catch {
+                throw FerryError(.database, "the stored answer of change \(change.change.id) in ferry_changes cannot be read: \(error)")
+            }
         }
         return result
+    }
+
+    /// Ends a failed transaction. A ROLLBACK that fails means the connection is gone: every caller checks
+    /// `pg.isConnected` next and reports that, which says more than the ROLLBACK's own error.
+    static func rollback(_ pg: PostgresConnection) {
+        // Harmless to ignore: the caller checks pg.isConnected and reports a lost connection.
+        _ = try? pg.execute("ROLLBACK")
     }
 
     /// Serialises concurrent requests carrying the same change id (a device retrying while its first upload is
@@ -206,7 +220,7 @@ extension ChangeMerger {
                 switch decision {
                 case .insert, .update:
                     guard let row = written[j] else {
-                        throw PostgresQueryError(sqlState: "", message: "a write of \(name) returned no row")
+                        throw MergeInvariantError(table: name, "a write returned no row")
                     }
                     result = ChangeResult(id: id, status: .applied, row: row, message: nil)
                 case .delete:
@@ -373,13 +387,13 @@ extension ChangeMerger {
             RETURNING 1
             """, [context.dataset, schema.name, context.nowText] + parameters)
         guard rows.count == changes.count else {
-            throw PostgresQueryError(sqlState: "", message: "deleted \(rows.count) rows of \(schema.name), expected \(changes.count)")
+            throw MergeInvariantError(table: schema.name, "deleted \(rows.count) rows, expected \(changes.count)")
         }
     }
 
     static func byOrdinal(_ rows: [[String?]], schema: TableSchema, expected: Int, what: String) throws -> [Int: [String: JSONValue]] {
         guard rows.count == expected else {
-            throw PostgresQueryError(sqlState: "", message: "\(what) of \(schema.name) wrote \(rows.count) rows, expected \(expected)")
+            throw MergeInvariantError(table: schema.name, "\(what) wrote \(rows.count) rows, expected \(expected)")
         }
         var out: [Int: [String: JSONValue]] = [:]
         for row in rows {

@@ -111,6 +111,7 @@ public final class ChangeMerger: Service, Sendable {
 
     /// Waits for graceful shutdown, then closes the connections.
     public func run() async throws {
+        // Throws only when the task is cancelled; either way the connections close next.
         try? await gracefulShutdown()
         pool.close()
     }

@@ -250,6 +250,7 @@ struct TableSchema: Sendable {
     }
 
     static func isJSON(_ s: String) -> Bool {
+        // A parse error is the answer "not JSON", not a failure.
         (try? JSONSerialization.jsonObject(with: Data(s.utf8), options: [.fragmentsAllowed])) != nil
     }
 }

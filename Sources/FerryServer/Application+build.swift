@@ -8,39 +8,59 @@ import Logging
 import NIOCore
 import NIOPosix
 
-/// Builds the Ferry HTTP application over `configuration.storePath`: loads the store once (so the first request
-/// already sees every dataset), then serves it with the catalog poller running as a service of the application.
-/// Shared by `ferry serve` and the tests.
+/// Builds a whole Ferry server from its configuration: the catalog over `configuration.storePath` (loaded once, so
+/// the first request already sees every dataset, then polled), the HTTP routes, and with
+/// ``ServerConfiguration/database`` the change mergers, the token checks of scoped datasets and the
+/// ``RetentionService``. Everything runs as services of the returned application and stops gracefully with it:
+/// the HTTP server drains first, then the mergers and token checks close their connections. `ferry serve` and
+/// the tests use this one entry point.
 ///
 /// ```swift
-/// let app = try await buildApplication(ServerConfiguration(storePath: storeURL), logger: logger)
+/// var configuration = ServerConfiguration(storePath: storeURL)
+/// configuration.database = .init(templatePaths: [templateURL], databaseURL: url)
+/// let app = try await buildApplication(configuration, logger: logger)
 /// try await app.runService()
 /// ```
 ///
-/// - Parameters:
-///   - extraRoutes: more route groups (e.g. the outbox endpoint) added after the read-path routes.
-///   - scopeAuthorities: the token check of each scoped dataset (``PostgresScopeAuthority``), by dataset name.
-///     A scoped dataset without one answers 503 to every request.
-///   - onServerRunning: called with the bound port once the server listens (useful with port 0).
+/// - Parameter onServerRunning: called with the bound port once the server listens (useful with port 0).
 public func buildApplication(
-    _ configuration: ServerConfiguration, logger: Logger, extraRoutes: [any ServerRouteGroup] = [],
-    scopeAuthorities: [String: any ScopeAuthority] = [:],
-    onServerRunning: @escaping @Sendable (_ port: Int) async -> Void = { _ in }
+    _ configuration: ServerConfiguration, logger: Logger, onServerRunning: @escaping @Sendable (_ port: Int) async -> Void = { _ in }
 ) async throws -> some ApplicationProtocol {
+    try checkStore(configuration)
+    let wiring = try await ServerWiring.start(configuration.database, logger: logger)
+    do {
+        return try await buildApplication(configuration, logger: logger, wiring: wiring, onServerRunning: onServerRunning)
+    } catch {
+        wiring.shutdown()
+        throw error
+    }
+}
+
+/// The store must exist before anything starts: its absence is a setup error, not an empty server.
+func checkStore(_ configuration: ServerConfiguration) throws {
     var isDirectory: ObjCBool = false
     guard FileManager.default.fileExists(atPath: configuration.storePath.path, isDirectory: &isDirectory), isDirectory.boolValue else {
         throw FerryError(
-            .notFound, "the snapshot store does not exist: create it by publishing, or pass the right --store",
+            .notFound, "the snapshot store does not exist: create it by publishing into it, or name the right directory",
             path: configuration.storePath.path)
     }
+}
+
+/// The application over already-started mergers and token checks (tests pass a merger with an injected clock).
+func buildApplication(
+    _ configuration: ServerConfiguration, logger: Logger, wiring: ServerWiring,
+    onServerRunning: @escaping @Sendable (_ port: Int) async -> Void = { _ in }
+) async throws -> some ApplicationProtocol {
+    try checkStore(configuration)
     let metrics = ServerMetrics(registry: configuration.metricsRegistry)
     let catalog = SnapshotCatalog(
         store: FileSnapshotStore(root: configuration.storePath), pollInterval: configuration.effectivePollInterval,
         logger: logger, metrics: metrics)
     try await catalog.refresh()
     let access = DatasetAccess(
-        catalog: catalog, scopes: scopeAuthorities.mapValues { TokenScopes(authority: $0, ttl: configuration.tokenCacheTTL) }, logger: logger)
-    let router = try buildRouter(configuration, catalog: catalog, access: access, metrics: metrics, logger: logger, extraRoutes: extraRoutes)
+        catalog: catalog, scopes: wiring.scopeAuthorities.mapValues { TokenScopes(authority: $0, ttl: configuration.tokenCacheTTL) }, logger: logger)
+    let changes: [any ServerRouteGroup] = wiring.mergers.isEmpty ? [] : [ChangesRoute(mergers: wiring.mergers, limits: configuration.changeLimits)]
+    let router = try buildRouter(configuration, catalog: catalog, access: access, metrics: metrics, logger: logger, extraRoutes: changes)
     let http1 = HTTPServerBuilder.http1(configuration: .init(additionalChannelHandlers: [FlushBeforeCloseHandler()]))
     var app = Application(
         router: router,
@@ -57,7 +77,17 @@ public func buildApplication(
             await onServerRunning(port)
         },
         logger: logger)
+    // Hummingbird stops its services after the HTTP server, in reverse order: retention and the catalog first,
+    // then the token checks and mergers close their connections.
+    app.addServices(wiring.services)
     app.addServices(catalog)
+    if let database = configuration.database, !wiring.mergers.isEmpty {
+        app.addServices(
+            RetentionService(
+                catalog: catalog, mergers: wiring.mergers, changeRetention: database.changeRetention,
+                sweepInterval: database.retentionSweepInterval, checkInterval: configuration.effectivePollInterval, metrics: metrics,
+                logger: logger))
+    }
     return app
 }
 

@@ -1,11 +1,12 @@
 import Foundation
 import FerryCore
+import FerryMerge
 import Prometheus
 
 /// Everything `ferry serve` and the tests need to start a server over a snapshot store.
 ///
 /// Defaults: host `127.0.0.1`, port 8080, poll interval 0.5 s, drain timeout 30 s, a fresh metrics registry, no
-/// outbox, plain HTTP (no TLS). Port 0 asks the kernel for a free port (tests use it).
+/// database (the read path only), plain HTTP (no TLS). Port 0 asks the kernel for a free port (tests use it).
 ///
 /// ```swift
 /// var configuration = ServerConfiguration(storePath: URL(fileURLWithPath: "snapshots"))
@@ -31,22 +32,34 @@ public struct ServerConfiguration: Sendable {
     public var chunkSize: Int
     /// How long a token's scope (or its refusal) is cached: a revoke or a grant takes effect within this. Default 5 s.
     public var tokenCacheTTL: Duration = .seconds(5)
-    /// Settings of the outbox endpoint (`POST /v1/datasets/{dataset}/changes`); nil serves the read path only.
-    public var outbox: OutboxSettings?
+    /// The templates and PostgreSQL database behind the changes endpoint (`POST /v1/datasets/{dataset}/changes`)
+    /// and the token checks of scoped datasets. ``buildApplication(_:logger:onServerRunning:)`` starts a merger per
+    /// template, a token check per template with `scope:`, and the ``RetentionService``. Nil serves the read path
+    /// only: no changes endpoint, and a scoped dataset answers 503.
+    public var database: DatabaseSettings?
+    /// Size and count limits of an uploaded change batch. Default ``ChangeRequest/Limits/init()``.
+    public var changeLimits = ChangeRequest.Limits()
     /// Certificate and key for HTTPS; nil (default) serves plain HTTP. See ``TLSSettings``.
     public var tls: TLSSettings? = nil
 
-    /// Settings passed through to the outbox route group (added by the merge issue).
+    /// The database side of a server.
     ///
     /// ```swift
-    /// configuration.outbox = .init(templatePaths: [URL(fileURLWithPath: "templates/trips.yml")],
-    ///                              databaseURL: "postgres://ferry@db/app")
+    /// configuration.database = .init(templatePaths: [URL(fileURLWithPath: "templates/trips.yml")],
+    ///                                databaseURL: "postgres://ferry@db/app")
     /// ```
-    public struct OutboxSettings: Sendable, CustomStringConvertible {
-        /// Template files (`--config`), one per dataset.
+    public struct DatabaseSettings: Sendable, CustomStringConvertible {
+        /// Template files, one per dataset.
         public var templatePaths: [URL]
-        /// PostgreSQL URL (`--database-url`). Never logged as is: ``description`` redacts the password.
+        /// PostgreSQL URL. Never logged as is: ``description`` redacts the password.
         public var databaseURL: String
+        /// How long the answer to an uploaded change is kept in `ferry_changes` (a device resending the change
+        /// within this gets the same answer, exactly once). Default 30 days.
+        public var changeRetention: Duration = .seconds(30 * 86_400)
+        /// How often stored answers older than ``changeRetention`` are deleted. Default 1 hour.
+        public var retentionSweepInterval: Duration = .seconds(3_600)
+        /// PostgreSQL connections per dataset's merger. Default 2.
+        public var mergerConnections: Int = 2
 
         public init(templatePaths: [URL], databaseURL: String) {
             self.templatePaths = templatePaths
@@ -54,14 +67,14 @@ public struct ServerConfiguration: Sendable {
         }
 
         public var description: String {
-            "OutboxSettings(templates: \(templatePaths.map(\.path)), database: \(redactURL(databaseURL)))"
+            "DatabaseSettings(templates: \(templatePaths.map(\.path)), database: \(redactURL(databaseURL)))"
         }
     }
 
     public init(
         storePath: URL, host: String = "127.0.0.1", port: Int = 8080, pollInterval: Duration = .milliseconds(500),
         drainTimeout: Duration = .seconds(30), metricsRegistry: PrometheusCollectorRegistry = PrometheusCollectorRegistry(),
-        chunkSize: Int = 1 << 20, outbox: OutboxSettings? = nil
+        chunkSize: Int = 1 << 20, database: DatabaseSettings? = nil
     ) {
         self.storePath = storePath
         self.host = host
@@ -70,7 +83,7 @@ public struct ServerConfiguration: Sendable {
         self.drainTimeout = drainTimeout
         self.metricsRegistry = metricsRegistry
         self.chunkSize = chunkSize
-        self.outbox = outbox
+        self.database = database
     }
 
     /// The poll interval actually used: clamped to 10 ms ... 1 s.

@@ -24,9 +24,11 @@ struct PublishCommand: AsyncParsableCommand {
         configuration.progress = TerminalProgress.makeIfTerminal()
         let result = try await Publisher(configuration: configuration, logger: logger).publish()
         if json {
-            print(String(decoding: try result.jsonData(), as: UTF8.self))
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+            print(String(decoding: try encoder.encode(result), as: UTF8.self))
         } else {
-            print(result.summary)
+            print(result.text)
         }
     }
 }

@@ -3,7 +3,6 @@ import ArgumentParser
 import Glibc
 #endif
 import FerryCore
-import FerryMerge
 import FerryPublisher
 import FerryServer
 import Foundation
@@ -53,6 +52,12 @@ struct ServeCommand: AsyncParsableCommand {
 
     @Option(name: .long, help: "Versions to keep per dataset when publishing with --publish-every.")
     var keep: Int = 5
+
+    @Option(
+        name: .customLong("change-retention"),
+        help: ArgumentHelp("How long the server keeps its answer to each uploaded change (a device resending the change within this gets the same answer, exactly once).", valueName: "duration"),
+        transform: { try PublishInterval(parsing: $0) })
+    var changeRetention: PublishInterval = PublishInterval(seconds: 30 * 86_400)
 
     @Option(name: .customLong("drain-timeout"), help: "Seconds SIGTERM waits for in-flight downloads.")
     var drainTimeout: Double = 30
@@ -142,54 +147,35 @@ struct ServeCommand: AsyncParsableCommand {
             drainTimeout: .milliseconds(Int64(drainTimeout * 1000)), metricsRegistry: registry)
         configuration.tls = try tlsSettings()
         if let databaseURL {
-            configuration.outbox = .init(templatePaths: config.map { URL(fileURLWithPath: $0) }, databaseURL: databaseURL)
+            var database = ServerConfiguration.DatabaseSettings(templatePaths: config.map { URL(fileURLWithPath: $0) }, databaseURL: databaseURL)
+            database.changeRetention = changeRetention.duration
+            configuration.database = database
         }
 
-        // ServiceGroup stops services in reverse order: schedules first, then the HTTP server drains, then the
-        // mergers close their PostgreSQL connections.
-        var mergerServices: [any Service] = []
-        var scheduleServices: [any Service] = []
-        var extraRoutes: [any ServerRouteGroup] = []
-        var authorities: [String: any ScopeAuthority] = [:]
-        let app: any Service
-        let host = self.host
-        do {
-            if let outbox = configuration.outbox {
-                let mergers = try await outbox.startMergers(logger: logger)
-                mergerServices = mergers.keys.sorted().map { mergers[$0]! as any Service }
-                let checks = try await outbox.startScopeAuthorities(logger: logger)
-                mergerServices += checks.keys.sorted().map { checks[$0]! as any Service }
-                authorities = checks
-                extraRoutes.append(ChangesRoute(mergers: mergers))
-                if let publishEvery {
-                    let snapshots = FileSnapshotStore(root: URL(fileURLWithPath: store))
-                    try DurableFile.makeDirectory(snapshots.root)  // this process publishes into it
-                    for path in config {
-                        let publisher = Publisher(
-                            configuration: .init(templatePath: path, databaseURL: outbox.databaseURL, store: snapshots.root, keep: keep),
-                            logger: logger)
-                        // Tombstones are kept as long as the oldest retained snapshot: prune after each publish.
-                        let onRun: @Sendable (Result<PublishResult, any Error>) -> Void = { outcome in
-                            guard case .success(let result) = outcome, let merger = mergers[result.dataset],
-                                let created = try? snapshots.oldestRetainedCreatedAt(dataset: result.dataset),
-                                let cutoff = Timestamp.parse(created)
-                            else { return }
-                            Task { _ = try? await merger.pruneTombstones(before: cutoff) }
-                        }
-                        scheduleServices.append(PublishSchedule(publisher: publisher, every: publishEvery, logger: logger, onRun: onRun))
-                    }
-                }
+        // The one piece the CLI adds to the server: an in-process publish schedule (only the CLI links both the
+        // server and the publisher). The server prunes tombstones when its catalog sees the new manifests.
+        var schedules: [any Service] = []
+        if let publishEvery, let databaseURL {
+            let snapshots = URL(fileURLWithPath: store)
+            for path in config {
+                let publisher = Publisher(
+                    configuration: .init(templatePath: path, databaseURL: databaseURL, store: snapshots, keep: keep), logger: logger)
+                schedules.append(PublishSchedule(publisher: publisher, every: publishEvery, logger: logger))
             }
-            let scheme = configuration.scheme
-            app = try await buildApplication(configuration, logger: logger, extraRoutes: extraRoutes, scopeAuthorities: authorities) { port in
-                let url = "\(scheme)://\(host):\(port)"
-                FileHandle.standardOutput.write(Data("ferry serve listening on \(url)\n".utf8))
+        }
+        let app: any Service
+        do {
+            if !schedules.isEmpty { try DurableFile.makeDirectory(URL(fileURLWithPath: store)) }  // this process publishes into it
+            let (scheme, host) = (configuration.scheme, self.host)
+            app = try await buildApplication(configuration, logger: logger) { port in
+                FileHandle.standardOutput.write(Data("ferry serve listening on \(scheme)://\(host):\(port)\n".utf8))
             }
         } catch {
             FileHandle.standardError.write(Data("ferry serve: \(error)\n".utf8))
             throw ExitCode(1)
         }
-        var groupConfiguration = ServiceGroupConfiguration(services: mergerServices + [app] + scheduleServices, logger: logger)
+        // ServiceGroup stops services in reverse order: the schedules first, then the server drains.
+        var groupConfiguration = ServiceGroupConfiguration(services: [app] + schedules, logger: logger)
         groupConfiguration.gracefulShutdownSignals = [.sigterm, .sigint]
         groupConfiguration.maximumGracefulShutdownDuration = configuration.drainTimeout
         groupConfiguration.maximumCancellationDuration = .seconds(2)

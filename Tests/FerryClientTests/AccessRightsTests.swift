@@ -64,18 +64,11 @@ import FerryMerge
         let store = directory.appending("store")
         _ = try await Publisher(configuration: .init(templatePath: templatePath, databaseURL: database.url, store: store), logger: .test).publish()
 
-        let merger = try await ChangeMerger.start(template: template, databaseURL: database.url, logger: .test)
-        let authority = try await PostgresScopeAuthority.start(template: template, databaseURL: database.url, logger: .test)
-        defer {
-            merger.shutdown()
-            authority.shutdown()
-        }
         var configuration = ServerConfiguration(storePath: store, port: 0)
         configuration.pollInterval = .milliseconds(50)
         configuration.tokenCacheTTL = Self.ttl
-        let app = try await buildApplication(
-            configuration, logger: .test, extraRoutes: [ChangesRoute(mergers: [Self.dataset: merger])],
-            scopeAuthorities: [Self.dataset: authority])
+        configuration.database = .init(templatePaths: [URL(fileURLWithPath: template.path)], databaseURL: database.url)
+        let app = try await buildApplication(configuration, logger: .test)
         try await app.test(.live) { client in
             let url = URL(string: "http://127.0.0.1:\(client.port!)")!
             let wait: @Sendable (String) async throws -> Void = { createdAt in

@@ -54,11 +54,10 @@ import AsyncHTTPClient
         let world = World(database: database, directory: directory, templatePath: root.appendingPathComponent("templates/trips.yml").path)
         #expect(try await world.publish().version == 1)
 
-        let merger = try await ChangeMerger.start(template: try Template.load(path: world.templatePath), databaseURL: database.url, logger: .test)
-        defer { merger.shutdown() }
         var configuration = ServerConfiguration(storePath: world.store, port: 0)
         configuration.pollInterval = .milliseconds(100)
-        let app = try await buildApplication(configuration, logger: .test, extraRoutes: [ChangesRoute(mergers: ["trips": merger])])
+        configuration.database = .init(templatePaths: [URL(fileURLWithPath: world.templatePath)], databaseURL: database.url)
+        let app = try await buildApplication(configuration, logger: .test)
         try await app.test(.live) { client in
             let url = URL(string: "http://127.0.0.1:\(client.port!)")!
             let waitForVersion: @Sendable (Int) async throws -> Void = { version in

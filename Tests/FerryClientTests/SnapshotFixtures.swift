@@ -53,7 +53,7 @@ struct SnapshotFixtures {
             dataDigest: String(repeating: "0", count: 64), createdAt: createdAt, keep: 10)
     }
 
-    func snapshotFile(_ version: Int) -> URL { store.snapshotURL(dataset: dataset, version: version) }
+    func snapshotFile(_ version: Int) throws -> URL { try store.snapshotURL(dataset: dataset, version: version) }
 }
 
 /// Checks that `file` is exactly one complete published version: it opens, passes `integrity_check`, and hashes to the

@@ -141,8 +141,7 @@ struct PublishCLITests {
         let next = try await fixture.publishOffPool(template: template)
         #expect(next.version == 2 && next.tables == ["big": 600_000])
         #expect(try FileManager.default.contentsOfDirectory(atPath: tmp.path).isEmpty)
-        #expect(try FileManager.default.contentsOfDirectory(atPath: store.versionsDirectory(dataset: "crash").path).sorted()
-            == ["1.json", "1.sqlite", "1.sqlite.gz", "2.json", "2.sqlite", "2.sqlite.gz"])
+        #expect(try store.objectFileNames(dataset: "crash") == [v1.sha256!, next.sha256!].flatMap { ["\($0).sqlite", "\($0).sqlite.gz"] }.sorted())
     }
 
     @Test("kill -9 midway through a scoped publish leaves every scope's previous snapshot intact; the next run cleans up")
@@ -159,7 +158,7 @@ struct PublishCLITests {
             """)
         _ = try await fixture.publishOffPool(template: template)
         let store = fixture.storeAccess
-        guard case .scoped(let before) = try store.storedManifest(for: "crash-scoped") else { throw FerryError(.store, "not scoped") }
+        let before = try store.requireManifest("crash-scoped")
         try await offCooperativePool { try fixture.execute("INSERT INTO big SELECT g, repeat(md5(g::text), 6) FROM generate_series(3, 600000) g") }
 
         // When a real `ferry publish` is killed with SIGKILL while it writes the scopes' snapshots
@@ -167,7 +166,7 @@ struct PublishCLITests {
         try await Self.publishKilledMidway(template: template, fixture: fixture, tmp: tmp)
 
         // Then the manifest and every file it names are exactly as before
-        guard case .scoped(let after) = try store.storedManifest(for: "crash-scoped") else { throw FerryError(.store, "not scoped") }
+        let after = try store.requireManifest("crash-scoped")
         #expect(after == before)
         for entry in after.scopes {
             #expect(try FileDigest.sha256Hex(of: store.objectURL(dataset: "crash-scoped", sha256: entry.sha256)) == entry.sha256)
@@ -176,7 +175,7 @@ struct PublishCLITests {
         let next = try await fixture.publishOffPool(template: template)
         #expect(next.version == 2 && next.scopes?.allSatisfy { $0.version == 2 } == true)
         #expect(try FileManager.default.contentsOfDirectory(atPath: tmp.path).isEmpty)
-        guard case .scoped(let final) = try store.storedManifest(for: "crash-scoped") else { throw FerryError(.store, "not scoped") }
+        let final = try store.requireManifest("crash-scoped")
         let objects = try FileManager.default.contentsOfDirectory(atPath: store.objectsDirectory(dataset: "crash-scoped").path)
         #expect(Set(objects.filter { $0.hasSuffix(".sqlite") }.map { String($0.dropLast(7)) }) == final.referencedObjects)
     }

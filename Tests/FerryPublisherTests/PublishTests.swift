@@ -65,8 +65,7 @@ struct PublishTests {
         // When nothing changed
         let second = try fixture.publish(template: template)
         #expect(second.unchanged && second.version == 1 && second.sha256 == first.sha256)
-        let files = try FileManager.default.contentsOfDirectory(atPath: fixture.storeAccess.versionsDirectory(dataset: "trips").path).sorted()
-        #expect(files == ["1.json", "1.sqlite", "1.sqlite.gz"])
+        #expect(try fixture.storeAccess.objectFileNames(dataset: "trips") == ["\(first.sha256!).sqlite", "\(first.sha256!).sqlite.gz"])
         #expect(try FileManager.default.contentsOfDirectory(atPath: fixture.storeAccess.temporaryDirectory(dataset: "trips").path).isEmpty)
 
         // When one value changes
@@ -95,8 +94,8 @@ struct PublishTests {
         }
         let manifest = try #require(try fixture.storeAccess.manifest(for: "trips"))
         #expect(manifest.version == 4 && manifest.versions == [3, 4])
-        let files = try FileManager.default.contentsOfDirectory(atPath: fixture.storeAccess.versionsDirectory(dataset: "trips").path).sorted()
-        #expect(files == ["3.json", "3.sqlite", "3.sqlite.gz", "4.json", "4.sqlite", "4.sqlite.gz"])
+        let kept = try fixture.storeAccess.requireManifest("trips").scopes[0].retained.map(\.sha256)
+        #expect(try fixture.storeAccess.objectFileNames(dataset: "trips") == kept.flatMap { ["\($0).sqlite", "\($0).sqlite.gz"] }.sorted())
         #expect(ferryError { _ = try fixture.publish(template: template, keep: 0) }?.code == .badInput)
     }
 

@@ -23,10 +23,9 @@ struct ScopedPublishTests {
         try SQLiteConnection(path: fixture.storeAccess.objectURL(dataset: "campgrounds-tiered", sha256: entry.sha256).path, mode: .readOnly)
     }
 
-    static func scoped(_ fixture: PublisherFixture, _ dataset: String = "campgrounds-tiered") throws -> ScopedManifest {
-        guard case .scoped(let manifest) = try fixture.storeAccess.storedManifest(for: dataset) else {
-            throw FerryError(.store, "no scoped manifest")
-        }
+    static func scoped(_ fixture: PublisherFixture, _ dataset: String = "campgrounds-tiered") throws -> StoredManifest {
+        let manifest = try fixture.storeAccess.requireManifest(dataset)
+        guard manifest.scoped else { throw FerryError(.store, "no scoped manifest") }
         return manifest
     }
 
@@ -192,7 +191,7 @@ struct ScopedPublishTests {
         _ = try fixture.publish(template: Self.tieredTemplate)
         let manifest = try Self.scoped(fixture)
         #expect(manifest.lastVersion == 2 && manifest.scopes.allSatisfy { $0.version == 2 })
-        #expect(try FileManager.default.contentsOfDirectory(atPath: fixture.storeAccess.versionsDirectory(dataset: "campgrounds-tiered").path).isEmpty)
+        #expect(try fixture.storeAccess.objectFileNames(dataset: "campgrounds-tiered").count == 2 * Set(manifest.scopes.map(\.sha256)).count)
         #expect(try fixture.storeAccess.manifest(for: "campgrounds-tiered") == nil)
     }
 

@@ -73,7 +73,7 @@ import Testing
 
             // When retention deletes version 1 (keep = 1) while the body is still being sent
             try store.publish(keep: 1)
-            #expect(!FileManager.default.fileExists(atPath: store.store.snapshotURL(dataset: "trips", version: 1).path))
+            #expect(!FileManager.default.fileExists(atPath: store.store.objectURL(dataset: "trips", sha256: v1.sha256).path))
             try await Task.sleep(for: .milliseconds(400))  // let the catalog drop version 1
 
             // Then the download finishes with exactly the bytes of version 1
@@ -93,6 +93,39 @@ import Testing
             // And a new request for version 1 is a 404 now
             let gone = try await client.execute(uri: "/v1/datasets/trips/versions/1", method: .get)
             #expect(gone.status == .notFound)
+        }
+    }
+
+    @Test("a store in the legacy layout is served as it is, with the same manifest, bytes and ETags, until migrated")
+    func legacyStoreIsServed() async throws {
+        // Given a dataset written in the layout before content addressing (versions/N.sqlite, manifest.json a Manifest)
+        let store = try TestStore()
+        defer { store.remove() }
+        let source = try store.publish("source", rows: 7)  // a real SQLite file to copy into the legacy layout
+        let file = store.directory.appending("legacy.sqlite")
+        try FileManager.default.copyItem(at: try store.store.snapshotURL(dataset: "source", version: 1), to: file)
+        let legacy = try LegacyStore.commit(root: store.store.root, dataset: "old", version: 4, snapshot: file, tables: ["trips": 7], retained: [4])
+        #expect(legacy.sha256 == source.sha256)
+
+        let legacyBody = try legacy.jsonData()
+        try await store.withLiveServer { client in
+            // Then the manifest is the legacy one, byte for byte, and the snapshot and version URL serve its file
+            let manifest = try await client.execute(uri: "/v1/datasets/old/manifest", method: .get)
+            #expect(manifest.status == .ok && manifest.bodyData == legacyBody)
+            let snapshot = try await client.execute(uri: "/v1/datasets/old/versions/4", method: .get)
+            #expect(snapshot.status == .ok && sha256Hex(snapshot.body) == legacy.sha256 && snapshot.header("ETag") == "\"\(legacy.sha256)\"")
+
+            // When a publisher migrates the store while the server runs
+            let lock = try store.store.lock(dataset: "old", wait: false)
+            try store.store.cleanLeftovers(dataset: "old")
+            lock.unlock()
+            try await Task.sleep(for: .milliseconds(400))  // the catalog polls every 100 ms here
+
+            // Then the answers are unchanged, now from objects/
+            let after = try await client.execute(uri: "/v1/datasets/old/manifest", method: .get)
+            #expect(after.status == .ok && after.bodyData == legacyBody)
+            let again = try await client.execute(uri: "/v1/datasets/old/snapshot", method: .get)
+            #expect(again.status == .ok && sha256Hex(again.body) == legacy.sha256 && again.header("Ferry-Version") == "4")
         }
     }
 }

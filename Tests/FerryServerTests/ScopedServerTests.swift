@@ -46,8 +46,9 @@ struct ScopedServerTests {
 
         func execute(_ sql: String) throws { try database.connect().execute(sql) }
 
-        func scoped() throws -> ScopedManifest {
-            guard case .scoped(let manifest) = try store.storedManifest(for: ScopedServerTests.dataset) else { throw FerryError(.store, "not scoped") }
+        func scoped() throws -> StoredManifest {
+            let manifest = try store.requireManifest(ScopedServerTests.dataset)
+            guard manifest.scoped else { throw FerryError(.store, "not scoped") }
             return manifest
         }
 
@@ -65,15 +66,16 @@ struct ScopedServerTests {
             if logger == nil { log.logLevel = .warning }
             var configuration = ServerConfiguration(storePath: store.root, port: 0, pollInterval: .milliseconds(50))
             configuration.tokenCacheTTL = ttl
-            let checks = authority ? [Self.datasetName: try await PostgresScopeAuthority.start(template: template, databaseURL: database.url, logger: log)] : [:]
-            let merger = try await ChangeMerger.start(template: template, databaseURL: database.url, logger: log)
-            defer {
-                merger.shutdown()
-                checks.values.forEach { $0.shutdown() }
+            guard authority else {
+                // A server whose token check is missing (the wiring without one): scoped routes answer 503.
+                let merger = try await ChangeMerger.start(template: template, databaseURL: database.url, logger: log)
+                defer { merger.shutdown() }
+                let app = try await buildApplication(configuration, logger: log, wiring: ServerWiring(mergers: [Self.datasetName: merger]))
+                try await app.test(.live) { client in try await body(client) }
+                return
             }
-            let app = try await buildApplication(
-                configuration, logger: log, extraRoutes: [ChangesRoute(mergers: [Self.datasetName: merger])],
-                scopeAuthorities: checks.mapValues { $0 as any ScopeAuthority })
+            configuration.database = .init(templatePaths: [URL(fileURLWithPath: template.path)], databaseURL: database.url)
+            let app = try await buildApplication(configuration, logger: log)
             try await app.test(.live) { client in try await body(client) }
         }
 

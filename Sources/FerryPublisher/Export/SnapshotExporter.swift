@@ -76,11 +76,6 @@ final class SnapshotExporter {
         self.logger = logger
     }
 
-    func export(databaseURL: String, to file: URL, version: Int, createdAt: String) throws -> ExportResult {
-        let session = try ExportSession(template: template, databaseURL: databaseURL)
-        return try write(plans: session.plans, from: session.pg, to: file, version: version, createdAt: createdAt, scope: nil)
-    }
-
     /// Writes one snapshot file from `pg`'s open transaction. With a `scope`, it is set for the transaction
     /// first, so every `:scope` in the plans' SQL reads it.
     func write(plans: [TablePlan], from pg: PostgresConnection, to file: URL, version: Int, createdAt: String, scope: String?) throws -> ExportResult {

@@ -1,130 +1,108 @@
 import FerryCore
 import Foundation
 
-/// The outcome of one publish: the manifest fields of the version now current, plus timing and whether the data
-/// was unchanged (then no new version was made and the fields describe the latest existing version).
+/// The outcome of one publish: the manifest now served (one per scope for a template with `scope:`), plus timing
+/// and whether the data was unchanged (then no new version was made and the manifests describe the latest
+/// existing versions).
 ///
-/// `--json` prints it as one object with sorted keys:
+/// `--json` prints it as one object with sorted keys: for an unscoped dataset the served ``Manifest``'s fields plus
+/// `seconds` and `unchanged`:
 /// `{"createdAt","dataset","gzipSize","schemaVersion","seconds","sha256","size","tables","unchanged","version","versions"}`;
-/// for a template with `scope:`, `{"createdAt","dataset","schemaVersion","scopes","seconds","unchanged","version"}`.
+/// for a scoped one `{"createdAt","dataset","schemaVersion","scopes","seconds","unchanged","version"}`, each scope
+/// its manifest's fields plus `scope`, `unchanged` and `shared`.
 ///
 /// ```swift
 /// let result = try await Publisher(configuration: config, logger: logger).publish()
 /// print(result.unchanged ? "unchanged at \(result.version)" : "published \(result.version)")
 /// ```
-public struct PublishResult: Codable, Sendable, Equatable {
+@dynamicMemberLookup
+public struct PublishResult: Encodable, Sendable, Equatable {
     public var dataset: String
-    /// The current version (the new one, or the latest existing one when ``unchanged``).
+    /// The highest version number the dataset has given (the new one, or the latest existing one when ``unchanged``).
     public var version: Int
-    /// SHA-256 hex of the version's SQLite file (nil for a scoped dataset: see ``scopes``).
-    public var sha256: String?
-    /// SQLite file size in bytes (nil for a scoped dataset).
-    public var size: Int64?
-    /// Gzip copy size in bytes (nil for a scoped dataset).
-    public var gzipSize: Int64?
-    /// When the version was made, ISO-8601 UTC with milliseconds.
+    /// When the current version (the latest of any scope) was made, ISO-8601 UTC with milliseconds.
     public var createdAt: String
     public var schemaVersion: Int
-    /// Rows per table (nil for a scoped dataset).
-    public var tables: [String: Int]?
-    /// Retained versions after this publish, ascending (nil for a scoped dataset).
-    public var versions: [Int]?
+    /// For an unscoped dataset, the manifest its clients now get; nil for a scoped dataset (see ``scopes``).
+    public var manifest: Manifest?
     /// For a template with `scope:`, one entry per scope value now served, sorted; nil otherwise.
     public var scopes: [Scope]?
+    /// Wall-clock seconds the publish took.
+    public var seconds: Double
+    /// True when no scope's data changed and no scope appeared or disappeared, so no version was made.
+    public var unchanged: Bool
 
-    /// One scope's outcome in a scoped publish.
-    public struct Scope: Codable, Sendable, Equatable {
+    /// One scope's outcome in a scoped publish: the manifest its token holders now get.
+    @dynamicMemberLookup
+    public struct Scope: Encodable, Sendable, Equatable {
         public var scope: String
-        /// The scope's current version (new, or kept when ``unchanged``).
-        public var version: Int
-        public var sha256: String
-        public var size: Int64
-        public var tables: [String: Int]
+        public var manifest: Manifest
         /// True when this scope's data equalled its current version's, so it kept that version.
         public var unchanged: Bool
         /// True when another scope of the same publish has identical content, so they share one stored file.
         public var shared: Bool
 
-        public init(scope: String, version: Int, sha256: String, size: Int64, tables: [String: Int], unchanged: Bool, shared: Bool) {
+        public init(scope: String, manifest: Manifest, unchanged: Bool, shared: Bool) {
             self.scope = scope
-            self.version = version
-            self.sha256 = sha256
-            self.size = size
-            self.tables = tables
+            self.manifest = manifest
             self.unchanged = unchanged
             self.shared = shared
         }
-    }
-    /// Wall-clock seconds the publish took.
-    public var seconds: Double
-    /// True when the exported data equalled the latest version's, so no version was made.
-    public var unchanged: Bool
 
-    public init(manifest: Manifest, seconds: Double, unchanged: Bool) {
-        dataset = manifest.dataset
-        version = manifest.version
-        sha256 = manifest.sha256
-        size = manifest.size
-        gzipSize = manifest.gzipSize
-        createdAt = manifest.createdAt
-        schemaVersion = manifest.schemaVersion
-        tables = manifest.tables
-        versions = manifest.versions
+        /// `scope.version`, `scope.sha256`, …: the scope's current version.
+        public subscript<T>(dynamicMember keyPath: KeyPath<PublishedVersion, T>) -> T { manifest.current[keyPath: keyPath] }
+
+        private enum CodingKeys: String, CodingKey { case scope, unchanged, shared }
+
+        public func encode(to encoder: any Encoder) throws {
+            try manifest.encode(to: encoder)
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(scope, forKey: .scope)
+            try container.encode(unchanged, forKey: .unchanged)
+            try container.encode(shared, forKey: .shared)
+        }
+    }
+
+    /// The result of publishing `stored`: its implicit scope's manifest, or one ``Scope`` per scope.
+    init(stored: StoredManifest, unchangedScopes: Set<String?>, unchanged: Bool, seconds: Double) {
+        dataset = stored.dataset
+        version = stored.lastVersion
+        schemaVersion = stored.schemaVersion
+        createdAt = stored.scopes.map(\.current.createdAt).max() ?? stored.createdAt
         self.seconds = seconds
         self.unchanged = unchanged
-    }
-
-    /// The result of a scoped publish: `version` is the highest version any scope has, `createdAt` this publish's.
-    public init(scoped manifest: ScopedManifest, scopes: [Scope], seconds: Double, unchanged: Bool) {
-        dataset = manifest.dataset
-        version = manifest.lastVersion
-        createdAt = manifest.createdAt
-        schemaVersion = manifest.schemaVersion
-        self.scopes = scopes
-        self.seconds = seconds
-        self.unchanged = unchanged
-    }
-
-    /// One JSON object, sorted keys, no trailing newline.
-    public func jsonData() throws -> Data {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return try encoder.encode(self)
-    }
-
-    /// The human summary `ferry publish` prints.
-    public var summary: String {
-        var lines: [String] = []
-        if let scopes {
-            let changed = scopes.filter { !$0.unchanged }.count
-            lines.append(
-                unchanged
-                    ? "\(dataset): unchanged; \(scopes.count) scope(s), no new version was made"
-                    : "\(dataset): published version \(version) for \(changed) of \(scopes.count) scope(s)")
-            let files = Set(scopes.map(\.sha256)).count
-            lines.append("  scopes     \(scopes.count) (\(files) distinct file(s))")
-            for scope in scopes {
-                let state = scope.unchanged ? "unchanged" : "new"
-                let rows = scope.tables.keys.sorted().map { "\($0)=\(scope.tables[$0]!)" }.joined(separator: " ")
-                lines.append("  scope \(scope.scope): version \(scope.version) (\(state)\(scope.shared ? ", shared file" : "")) sha256 \(scope.sha256.prefix(12))… \(scope.size) bytes, \(rows)")
+        if stored.scoped {
+            let sharing = Dictionary(grouping: stored.scopes, by: \.current.sha256)
+            scopes = stored.scopes.map { entry in
+                Scope(
+                    scope: entry.scope ?? "", manifest: entry.manifest(dataset: stored.dataset), unchanged: unchangedScopes.contains(entry.scope),
+                    shared: (sharing[entry.current.sha256]?.count ?? 0) > 1)
             }
-            lines.append("  seconds    " + String(format: "%.2f", seconds))
-            return lines.joined(separator: "\n")
-        }
-        if unchanged {
-            lines.append("\(dataset): unchanged since version \(version); no new version was made")
         } else {
-            lines.append("\(dataset): published version \(version)")
+            manifest = stored.entry(for: nil)?.manifest(dataset: stored.dataset)
         }
-        lines.append("  dataset    \(dataset)")
-        lines.append("  version    \(version)")
-        lines.append("  sha256     \(sha256 ?? "")")
-        lines.append("  size       \(size ?? 0) bytes")
-        lines.append("  gzip size  \(gzipSize ?? 0) bytes")
-        let tables = self.tables ?? [:]
-        lines.append("  rows       " + tables.keys.sorted().map { "\($0)=\(tables[$0]!)" }.joined(separator: " "))
-        lines.append("  versions   " + (versions ?? []).map(String.init).joined(separator: ", "))
-        lines.append("  seconds    " + String(format: "%.2f", seconds))
-        return lines.joined(separator: "\n")
+    }
+
+    /// `result.sha256`, `result.tables`, …: the unscoped dataset's current version; nil for a scoped dataset.
+    public subscript<T>(dynamicMember keyPath: KeyPath<PublishedVersion, T>) -> T? { manifest?.current[keyPath: keyPath] }
+
+    /// Retained versions after this publish, ascending; nil for a scoped dataset.
+    public var versions: [Int]? { manifest?.versions }
+
+    private enum CodingKeys: String, CodingKey { case dataset, version, createdAt, schemaVersion, scopes, seconds, unchanged }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        if let manifest {
+            try manifest.encode(to: encoder)
+        } else {
+            try container.encode(dataset, forKey: .dataset)
+            try container.encode(version, forKey: .version)
+            try container.encode(createdAt, forKey: .createdAt)
+            try container.encode(schemaVersion, forKey: .schemaVersion)
+            try container.encode(scopes ?? [], forKey: .scopes)
+        }
+        try container.encode(seconds, forKey: .seconds)
+        try container.encode(unchanged, forKey: .unchanged)
     }
 }

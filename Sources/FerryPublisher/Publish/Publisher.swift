@@ -97,49 +97,6 @@ public struct Publisher: Sendable {
 
         let removed = try store.cleanLeftovers(dataset: dataset)
         if removed > 0 { logger.info("removed leftovers of an interrupted publish", metadata: ["dataset": "\(dataset)", "files": "\(removed)"]) }
-        if template.scope != nil {
-            return try publishScoped(template: template, store: store, started: started)
-        }
-        let version = try store.nextVersion(dataset: dataset)
-        let tmp = store.temporaryDirectory(dataset: dataset)
-        try DurableFile.makeDirectory(tmp)
-        let file = tmp.appendingPathComponent("\(version).sqlite")
-        let createdAt = Timestamp.format(Date())
-
-        let exported: ExportResult
-        do {
-            let exporter = SnapshotExporter(template: template, logger: logger)
-            exporter.progress = configuration.progress
-            exporter.afterTable = afterTable
-            exported = try exporter.export(databaseURL: configuration.databaseURL, to: file, version: version, createdAt: createdAt)
-        } catch {
-            try? FileManager.default.removeItem(at: file)
-            throw error
-        }
-
-        if let latest = try store.latestRecord(dataset: dataset), latest.dataDigest == exported.dataDigest,
-            let manifest = try store.manifest(for: dataset)
-        {
-            try? FileManager.default.removeItem(at: file)
-            let result = PublishResult(manifest: manifest, seconds: (ContinuousClock.now - started).seconds, unchanged: true)
-            logger.info("data unchanged; no new version", metadata: ["dataset": "\(dataset)", "version": "\(manifest.version)"])
-            return result
-        }
-
-        let manifest: Manifest
-        do {
-            manifest = try store.commit(
-                dataset: dataset, version: version, snapshot: file, schemaVersion: template.schemaVersion, tables: exported.tables,
-                dataDigest: exported.dataDigest, createdAt: createdAt, keep: configuration.keep,
-                gzipLevel: min(9, max(1, configuration.gzipLevel)))
-        } catch {
-            try? FileManager.default.removeItem(at: file)
-            try? FileManager.default.removeItem(at: file.appendingPathExtension("gz"))
-            throw error
-        }
-        let result = PublishResult(manifest: manifest, seconds: (ContinuousClock.now - started).seconds, unchanged: false)
-        logger.info(
-            "published", metadata: ["dataset": "\(dataset)", "version": "\(manifest.version)", "sha256": "\(manifest.sha256)", "seconds": "\(result.seconds)"])
-        return result
+        return try publish(template: template, store: store, started: started)
     }
 }

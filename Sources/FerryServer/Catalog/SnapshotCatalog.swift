@@ -56,7 +56,9 @@ public final class SnapshotCatalog: Service, Sendable {
         /// The highest version number served, and when the dataset was last published (for gauges and logs).
         let lastVersion: Int
         let createdAt: String
-        /// Open files of a scoped dataset by checksum, reused by the next reload.
+        /// `createdAt` of the oldest snapshot any scope retains: tombstones younger than this must stay.
+        let oldestRetainedCreatedAt: String?
+        /// Open files by checksum, reused by the next reload.
         let objects: [String: OpenObject]
 
         /// The public view, nil for a scoped dataset.
@@ -134,7 +136,7 @@ public final class SnapshotCatalog: Service, Sendable {
 
     /// Re-reads the store now (on NIO's thread pool) and swaps in what changed.
     public func refresh() async throws {
-        try await NIOThreadPool.singleton.runIfActive { self.refreshBlocking() }
+        try await NIOThreadPool.singleton.runIfActive { try self.refreshBlocking() }
     }
 
     /// Updates the per-dataset gauges (version, age) from the current state.
@@ -145,8 +147,8 @@ public final class SnapshotCatalog: Service, Sendable {
         }
     }
 
-    func refreshBlocking() {
-        let names = Self.datasetNames(root: store.root)
+    func refreshBlocking() throws {
+        let names = try Self.datasetNames(root: store.root)
         let before = state.current
         var datasets = before.datasets
         var failed = before.failed
@@ -196,92 +198,59 @@ public final class SnapshotCatalog: Service, Sendable {
         updateGauges()
     }
 
+    /// Opens every file the manifest names (once per checksum, reusing the previous state's) and builds one view per
+    /// scope: the single implicit scope of an unscoped dataset is everyone's view. A missing current file is an
+    /// error; a missing older one is skipped (retention raced us).
     private func load(dataset name: String, identity: FileIdentity, previous: DatasetState?) throws -> DatasetState {
         let manifestPath = store.manifestURL(dataset: name).path
-        guard let data = FileManager.default.contents(atPath: manifestPath) else {
+        guard let manifest = try store.storedManifest(for: name) else {
             throw FerryError(.io, "cannot read manifest", path: manifestPath)
         }
-        let stored = try StoredManifest.decode(data, path: manifestPath)
-        guard stored.dataset == name else {
-            throw FerryError(.store, "manifest names dataset '\(stored.dataset)' but lives in '\(name)'", path: manifestPath, key: "dataset")
+        guard manifest.dataset == name else {
+            throw FerryError(.store, "manifest names dataset '\(manifest.dataset)' but lives in '\(name)'", path: manifestPath, key: "dataset")
         }
-        switch stored {
-        case .single(let manifest):
-            return try loadPublic(dataset: name, manifest: manifest, identity: identity, previous: previous?.everyone)
-        case .scoped(let manifest):
-            return try loadScoped(dataset: name, manifest: manifest, identity: identity, previous: previous)
-        }
-    }
-
-    private func loadPublic(dataset name: String, manifest: Manifest, identity: FileIdentity, previous: SnapshotView?) throws -> DatasetState {
-        let manifestPath = store.manifestURL(dataset: name).path
-        var versions: [Int: VersionEntry] = [:]
-        for number in Set(manifest.versions + [manifest.version]) {
-            if let reused = previous?.versions[number] {
-                versions[number] = reused
-            } else if let entry = try openVersion(dataset: name, version: number) {
-                versions[number] = entry
-            }
-        }
-        guard let latest = versions[manifest.version] else {
-            throw FerryError(.store, "the latest version's files are missing", path: store.snapshotURL(dataset: name, version: manifest.version).path)
-        }
-        guard latest.sha256 == manifest.sha256 else {
-            throw FerryError(.store, "manifest sha256 differs from version \(manifest.version)'s record", path: manifestPath, key: "sha256")
-        }
-        let view = SnapshotView(
-            manifest: manifest, manifestBody: ByteBuffer(bytes: try manifest.jsonData()),
-            manifestETag: "\"\(manifest.sha256)\"", latest: latest, versions: versions)
-        return DatasetState(access: .everyone(view), identity: identity, lastVersion: manifest.version, createdAt: manifest.createdAt, objects: [:])
-    }
-
-    /// Opens every file the scoped manifest names (once per checksum, reusing the previous state's) and builds one
-    /// view per scope. A missing current file is an error; a missing older one is skipped (retention raced us).
-    private func loadScoped(dataset name: String, manifest: ScopedManifest, identity: FileIdentity, previous: DatasetState?) throws -> DatasetState {
         var objects: [String: OpenObject] = [:]
         var views: [String: SnapshotView] = [:]
+        var everyone: SnapshotView?
         for entry in manifest.scopes {
             var versions: [Int: VersionEntry] = [:]
             for record in entry.retained {
                 let object: OpenObject
+                let files = store.files(of: record, in: manifest)
                 if let known = objects[record.sha256] ?? previous?.objects[record.sha256] {
                     object = known
-                } else if let opened = try openObject(
-                    snapshotPath: store.objectURL(dataset: name, sha256: record.sha256).path,
-                    gzipPath: store.objectGzipURL(dataset: name, sha256: record.sha256).path, record: record)
-                {
+                } else if let opened = try openObject(snapshotPath: files.snapshot.path, gzipPath: files.gzip.path, record: record) {
                     object = opened
                 } else {
                     continue
                 }
                 objects[record.sha256] = object
                 versions[record.version] = VersionEntry(
-                    dataset: name, record: record, snapshot: object.snapshot, gzipFile: object.gzip, gzipSHA256: object.gzipSHA256, scoped: true)
+                    dataset: name, record: record, snapshot: object.snapshot, gzipFile: object.gzip, gzipSHA256: object.gzipSHA256,
+                    scoped: manifest.scoped)
             }
-            guard let latest = versions[entry.version] else {
-                throw FerryError(.store, "scope '\(entry.scope)': the current snapshot's file is missing", path: store.objectURL(dataset: name, sha256: entry.sha256).path)
+            guard let latest = versions[entry.current.version] else {
+                throw FerryError(
+                    .store, "\(entry.scope.map { "scope '\($0)': " } ?? "")the current snapshot's file is missing",
+                    path: store.files(of: entry.current, in: manifest).snapshot.path)
             }
-            let scopeManifest = entry.manifest(dataset: name)
-            views[entry.scope] = SnapshotView(
-                manifest: scopeManifest, manifestBody: ByteBuffer(bytes: try scopeManifest.jsonData()),
-                manifestETag: "\"\(scopeManifest.sha256)\"", latest: latest, versions: versions)
+            let clientManifest = entry.manifest(dataset: name)
+            let view = SnapshotView(
+                manifest: clientManifest, manifestBody: ByteBuffer(bytes: try clientManifest.jsonData()),
+                manifestETag: "\"\(clientManifest.sha256)\"", latest: latest, versions: versions)
+            if let scope = entry.scope { views[scope] = view } else { everyone = view }
+        }
+        let access: DatasetState.Access
+        if manifest.scoped {
+            access = .scoped(views)
+        } else if let everyone {
+            access = .everyone(everyone)
+        } else {
+            throw FerryError(.store, "the manifest names no version", path: manifestPath, key: "scopes")
         }
         return DatasetState(
-            access: .scoped(views), identity: identity, lastVersion: manifest.lastVersion, createdAt: manifest.createdAt, objects: objects)
-    }
-
-    /// Opens a version's files; nil when retention already removed them.
-    private func openVersion(dataset: String, version: Int) throws -> VersionEntry? {
-        guard let record = try store.record(dataset: dataset, version: version) else { return nil }
-        guard SHA256Hex.isValid(record.sha256) else {
-            throw FerryError(.store, "version record has a malformed sha256", path: store.recordURL(dataset: dataset, version: version).path, key: "sha256")
-        }
-        guard
-            let object = try openObject(
-                snapshotPath: store.snapshotURL(dataset: dataset, version: version).path,
-                gzipPath: store.gzipURL(dataset: dataset, version: version).path, record: record)
-        else { return nil }
-        return VersionEntry(dataset: dataset, record: record, snapshot: object.snapshot, gzipFile: object.gzip, gzipSHA256: object.gzipSHA256, scoped: false)
+            access: access, identity: identity, lastVersion: manifest.lastVersion, createdAt: manifest.createdAt,
+            oldestRetainedCreatedAt: manifest.oldestRetainedCreatedAt, objects: objects)
     }
 
     /// Opens a snapshot file and its gzip copy, checking their sizes against the record; nil when the snapshot is gone.
@@ -299,9 +268,14 @@ public final class SnapshotCatalog: Service, Sendable {
         return OpenObject(snapshot: snapshot, gzip: nil, gzipSHA256: nil)
     }
 
-    static func datasetNames(root: URL) -> Set<String> {
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: root.path)) ?? []
-        return Set(names.filter(DatasetName.isValid))
+    /// The dataset directories of the store. An unreadable store is an error, so a passing fault never makes the
+    /// server drop every dataset.
+    static func datasetNames(root: URL) throws -> Set<String> {
+        do {
+            return Set(try FileManager.default.contentsOfDirectory(atPath: root.path).filter(DatasetName.isValid))
+        } catch {
+            throw FerryError(.io, "cannot list the snapshot store: \(error.localizedDescription); serving what was loaded before", path: root.path)
+        }
     }
 
     static func listBody(_ datasets: [String: DatasetState]) -> ByteBuffer {

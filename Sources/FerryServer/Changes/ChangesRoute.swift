@@ -71,6 +71,7 @@ public struct ChangesRoute: ServerRouteGroup {
             struct Body: Encodable { let code: String; let message: String }
             let error: Body
         }
+        // Encoding two strings cannot fail.
         let data = (try? JSONEncoder().encode(Envelope(error: .init(code: code.rawValue, message: message)))) ?? Data()
         var headers = HTTPFields()
         headers[.contentType] = "application/json"

@@ -52,6 +52,7 @@ public struct ServerError: HTTPResponseError, CustomStringConvertible {
         }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        // Encoding two strings cannot fail.
         let data = (try? encoder.encode(Wire(error: .init(code: code, message: message)))) ?? Data()
         return ByteBuffer(bytes: data)
     }

@@ -10,6 +10,7 @@ import Prometheus
 /// - `ferry_http_response_bytes_total{route}`: body bytes written
 /// - `ferry_http_not_modified_total{route}`: 304 answers
 /// - `ferry_dataset_version{dataset}` and `ferry_dataset_age_seconds{dataset}`
+/// - `ferry_retention_pruned_total{dataset,kind}`: tombstones and stored change answers removed by retention
 final class ServerMetrics: Sendable {
     struct Key: Hashable {
         let route: String
@@ -23,6 +24,7 @@ final class ServerMetrics: Sendable {
     private let notModified = Locked([String: Metrics.Counter]())
     private let datasetGauges = Locked([String: (version: Metrics.Gauge, age: Metrics.Gauge)]())
     private let createdAt = Locked([String: Date]())
+    private let pruned = Locked([Key: Metrics.Counter]())
 
     init(registry: PrometheusCollectorRegistry) {
         self.registry = registry
@@ -81,6 +83,18 @@ final class ServerMetrics: Sendable {
             pair.version.destroy()
             pair.age.destroy()
         }
+    }
+
+    /// Counts rows removed by retention: `kind` is `tombstones` or `changes`.
+    func recordPruned(dataset: String, kind: String, count: Int) {
+        let counter = pruned.withLock { counters in
+            let key = Key(route: dataset, status: kind == "tombstones" ? 0 : 1)
+            if let counter = counters[key] { return counter }
+            let counter = Metrics.Counter(label: "ferry_retention_pruned_total", dimensions: [("dataset", dataset), ("kind", kind)], factory: factory)
+            counters[key] = counter
+            return counter
+        }
+        counter.increment(by: count)
     }
 
     /// Prometheus text exposition of the registry.

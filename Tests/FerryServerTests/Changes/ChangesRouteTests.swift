@@ -16,14 +16,14 @@ import Testing
     func withServer(limits: ChangeRequest.Limits = .init(), _ body: @Sendable (MergeFixture, any TestClientProtocol) async throws -> Void) async throws {
         let f = try await MergeFixture.make(rule: .newestWins, clock: "2026-11-21T10:00:00.000Z")
         defer { f.close() }
-        // The real server (empty snapshot store) with the changes route as its extra route group.
+        // The real server (empty snapshot store) over the fixture's merger, whose clock the test sets.
         let store = try TemporaryDirectory("merge-store")
         defer { store.remove() }
         var logger = Logger(label: "test")
         logger.logLevel = .warning
-        let app = try await buildApplication(
-            ServerConfiguration(storePath: store.url, port: 0), logger: logger,
-            extraRoutes: [ChangesRoute(mergers: ["trips": f.merger], limits: limits)])
+        var configuration = ServerConfiguration(storePath: store.url, port: 0)
+        configuration.changeLimits = limits
+        let app = try await buildApplication(configuration, logger: logger, wiring: ServerWiring(mergers: ["trips": f.merger]))
         nonisolated(unsafe) let fixture = f
         try await app.test(.live) { client in try await body(fixture, client) }
     }

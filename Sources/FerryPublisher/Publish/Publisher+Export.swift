@@ -3,33 +3,33 @@ import FerryPostgres
 import Foundation
 import Logging
 
-/// Publishing a template with `scope:`: one snapshot per scope value, all from one PostgreSQL snapshot.
+/// The one publish path. An unscoped dataset is a single implicit scope (nil); a template with `scope:` has one
+/// scope per value of its values query, all exported from one PostgreSQL snapshot.
 ///
-/// The first session begins a `REPEATABLE READ READ ONLY` transaction, resolves the template, reads the scope
-/// values and exports its snapshot id (`pg_export_snapshot()`); up to ``Publisher/Configuration/parallelism``
-/// sessions import it (`SET TRANSACTION SNAPSHOT`) and export scopes side by side, so every scope sees exactly the
-/// same data. Then, per scope: data equal to its current version's → it keeps that version; otherwise it gets
-/// this publish's version number, and its file is stored under its checksum (scopes with identical data share one
-/// file). The new ``ScopedManifest`` replaces `manifest.json` atomically, then files no retained version names
-/// are deleted, including those of scope values that disappeared.
+/// The first session begins a `REPEATABLE READ READ ONLY` transaction, resolves the template and reads the scope
+/// values; with several scopes it exports its snapshot id (`pg_export_snapshot()`) and up to
+/// ``Publisher/Configuration/parallelism`` sessions import it (`SET TRANSACTION SNAPSHOT`) and export scopes side by
+/// side, so every scope sees exactly the same data. Then, per scope: data equal to its current version's → it keeps
+/// that version; otherwise it gets this publish's version number, and its file is stored under its checksum (scopes
+/// with identical data share one file). The new ``StoredManifest`` replaces `manifest.json` atomically, then
+/// objects no retained version names are deleted, including those of scope values that disappeared.
 extension Publisher {
     struct ScopeExport {
-        let scope: String
+        let scope: String?
         let file: URL
         let result: ExportResult
     }
 
-    func publishScoped(template: Template, store: FileSnapshotStore, started: ContinuousClock.Instant) throws -> PublishResult {
+    func publish(template: Template, store: FileSnapshotStore, started: ContinuousClock.Instant) throws -> PublishResult {
         let dataset = template.dataset
-        var previous: ScopedManifest?
-        if case .scoped(let manifest) = try store.storedManifest(for: dataset) { previous = manifest }
+        let previous = try store.storedManifest(for: dataset)
         let version = try store.nextVersion(dataset: dataset)
         let tmp = store.temporaryDirectory(dataset: dataset)
         try DurableFile.makeDirectory(tmp)
         let createdAt = Timestamp.format(Date())
 
         let main = try ExportSession(template: template, databaseURL: configuration.databaseURL)
-        let scopes = try TemplateValidator.scopeValues(for: template, pg: main.pg)
+        let scopes: [String?] = template.scope == nil ? [nil] : try TemplateValidator.scopeValues(for: template, pg: main.pg)
         if scopes.isEmpty {
             logger.warning("the scope values are empty: no scope gets a snapshot", metadata: ["dataset": "\(dataset)"])
         }
@@ -37,69 +37,66 @@ extension Publisher {
         do {
             exports = try exportAll(scopes: scopes, main: main, template: template, tmp: tmp, version: version, createdAt: createdAt)
         } catch {
-            for name in (try? FileManager.default.contentsOfDirectory(atPath: tmp.path)) ?? [] {
-                try? FileManager.default.removeItem(at: tmp.appendingPathComponent(name))
-            }
+            try store.clearTemporaryDirectory(dataset: dataset)
             throw error
         }
 
         var entries: [ScopeEntry] = []
-        var unchangedScopes: Set<String> = []
+        var unchangedScopes: Set<String?> = []
         var storedByDigest: [String: FileSnapshotStore.StoredObject] = [:]
-        var newVersion = false
         let gzipLevel = min(9, max(1, configuration.gzipLevel))
+        // A switch between scoped and unscoped starts every scope afresh.
+        let comparable = previous?.scoped == (template.scope != nil) ? previous : nil
         for export in exports {
-            let before = previous?.entry(for: export.scope)
+            let before = comparable?.entry(for: export.scope)
             if let before, before.current.dataDigest == export.result.dataDigest {
-                try? FileManager.default.removeItem(at: export.file)
+                try DurableFile.remove(export.file)
                 entries.append(ScopeEntry(scope: export.scope, retained: Array(before.retained.suffix(configuration.keep))))
                 unchangedScopes.insert(export.scope)
                 continue
             }
             let object: FileSnapshotStore.StoredObject
             if let shared = storedByDigest[export.result.dataDigest] {
-                try? FileManager.default.removeItem(at: export.file)
+                try DurableFile.remove(export.file)
                 object = shared
             } else {
                 object = try store.storeObject(dataset: dataset, file: export.file, gzipLevel: gzipLevel)
                 storedByDigest[export.result.dataDigest] = object
             }
-            newVersion = true
             let record = VersionRecord(
-                version: version, sha256: object.sha256, size: object.size, gzipSize: object.gzipSize, createdAt: createdAt,
-                schemaVersion: template.schemaVersion, tables: export.result.tables, dataDigest: export.result.dataDigest)
+                published: PublishedVersion(
+                    version: version, sha256: object.sha256, size: object.size, gzipSize: object.gzipSize, createdAt: createdAt,
+                    schemaVersion: template.schemaVersion, tables: export.result.tables),
+                dataDigest: export.result.dataDigest)
             entries.append(ScopeEntry(scope: export.scope, retained: Array(((before?.retained ?? []) + [record]).suffix(configuration.keep))))
         }
-        let sharing = Dictionary(grouping: entries, by: \.sha256)
-        let outcomes = entries.map { entry in
-            PublishResult.Scope(
-                scope: entry.scope, version: entry.version, sha256: entry.sha256, size: entry.size, tables: entry.current.tables,
-                unchanged: unchangedScopes.contains(entry.scope), shared: (sharing[entry.sha256]?.count ?? 0) > 1)
-        }
 
-        let manifest = ScopedManifest(
-            dataset: dataset, schemaVersion: template.schemaVersion, lastVersion: newVersion ? version : (previous?.lastVersion ?? 0),
+        let newVersion = entries.count > unchangedScopes.count
+        let manifest = StoredManifest(
+            dataset: dataset, scoped: template.scope != nil, schemaVersion: template.schemaVersion,
+            lastVersion: newVersion ? version : (previous?.lastVersion ?? 0),
             createdAt: newVersion ? createdAt : (previous?.createdAt ?? createdAt), scopes: entries)
-        let unchanged = previous.map { $0.scopes == manifest.scopes && $0.schemaVersion == manifest.schemaVersion } ?? false
-        let seconds = (ContinuousClock.now - started).seconds
-        if unchanged, let previous {
-            logger.info("data unchanged for every scope; no new version", metadata: ["dataset": "\(dataset)", "scopes": "\(scopes.count)"])
-            return PublishResult(scoped: previous, scopes: outcomes, seconds: seconds, unchanged: true)
+        let seconds = { (ContinuousClock.now - started).seconds }
+        let sameScopes = comparable.map { Set($0.scopes.map(\.scope)) == Set(scopes) } ?? false
+        let unchanged = !newVersion && sameScopes
+        if let previous, previous == manifest {
+            logger.info("data unchanged; no new version", metadata: ["dataset": "\(dataset)", "version": "\(previous.lastVersion)"])
+            return PublishResult(stored: previous, unchangedScopes: unchangedScopes, unchanged: true, seconds: seconds())
         }
-        try store.commitScoped(manifest)
-        let dropped = (previous?.scopes.map(\.scope) ?? []).filter { !scopes.contains($0) }
+        try store.commit(manifest)
+        let dropped = (previous?.scopes.compactMap(\.scope) ?? []).filter { !scopes.contains($0) }
         logger.info(
-            "published scopes",
+            newVersion ? "published" : "retention changed; no new version",
             metadata: [
-                "dataset": "\(dataset)", "version": "\(manifest.lastVersion)", "scopes": "\(scopes.count)",
-                "files": "\(Set(entries.map(\.sha256)).count)", "dropped": "\(dropped)", "seconds": "\(seconds)",
+                "dataset": "\(dataset)", "version": "\(manifest.lastVersion)", "scopes": "\(entries.count)",
+                "files": "\(Set(entries.map(\.current.sha256)).count)", "dropped": "\(dropped.count)", "seconds": "\(seconds())",
             ])
-        return PublishResult(scoped: manifest, scopes: outcomes, seconds: seconds, unchanged: false)
+        return PublishResult(stored: manifest, unchangedScopes: unchangedScopes, unchanged: unchanged, seconds: seconds())
     }
 
     /// Exports every scope into `tmp`, `configuration.parallelism` at a time; the first error stops the rest.
     private func exportAll(
-        scopes: [String], main: ExportSession, template: Template, tmp: URL, version: Int, createdAt: String
+        scopes: [String?], main: ExportSession, template: Template, tmp: URL, version: Int, createdAt: String
     ) throws -> [ScopeExport] {
         guard !scopes.isEmpty else { return [] }
         let workers = max(1, min(configuration.parallelism, scopes.count))
@@ -130,7 +127,7 @@ extension Publisher {
     }
 }
 
-/// The shared work list of a parallel scoped export.
+/// The shared work list of a parallel export.
 struct ExportState {
     var results: [Publisher.ScopeExport?]
     var nextIndex = 0

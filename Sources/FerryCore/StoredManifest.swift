@@ -1,0 +1,139 @@
+import Foundation
+
+/// The store's description of a dataset, `STORE/DATASET/manifest.json`: one entry per scope, each with its retained
+/// versions. An unscoped dataset is the special case of a single implicit scope (``ScopeEntry/scope`` nil), so
+/// every dataset is published, stored, served and pruned by one code path. Never sent to a client as is: the server
+/// answers each caller with its scope's ``Manifest`` (``ScopeEntry/manifest(dataset:)``), so no scope learns
+/// another's checksums or even that it exists.
+///
+/// ```json
+/// {"dataset":"campgrounds-tiered","scoped":true,"schemaVersion":1,"lastVersion":4,"createdAt":"…",
+///  "scopes":[{"scope":"0","retained":[{…PublishedVersion…,"dataDigest":"…"}]}]}
+/// {"dataset":"trips","scoped":false,"schemaVersion":1,"lastVersion":2,"createdAt":"…",
+///  "scopes":[{"retained":[{"version":1,…},{"version":2,…}]}]}
+/// ```
+///
+/// Version numbers are shared by the scopes of a dataset: a publish that changes any scope's data takes the next
+/// number (``lastVersion`` + 1) and gives it to every scope whose data changed; an unchanged scope keeps its
+/// version. Files are content-addressed (`objects/<sha256>.sqlite`), so scopes with identical content share a file.
+public struct StoredManifest: Codable, Sendable, Equatable {
+    public var dataset: String
+    /// True for a template with `scope:` (every request must prove its scope); false for one implicit scope.
+    public var scoped: Bool
+    public var schemaVersion: Int
+    /// The highest version number given so far; the next publish that changes data takes the one after.
+    public var lastVersion: Int
+    /// When this manifest was written by a publish that made a new version.
+    public var createdAt: String
+    /// One entry per scope value, sorted by ``ScopeEntry/scope``; exactly one, with a nil scope, when not ``scoped``.
+    public var scopes: [ScopeEntry]
+    /// Set when read from the layout written before content addressing (`versions/N.sqlite`, a ``Manifest`` as
+    /// `manifest.json`): the files of version N are `versions/N.sqlite[.gz]`. Not encoded; see
+    /// `FileSnapshotStore+Legacy.swift`.
+    public internal(set) var isLegacyLayout = false
+
+    public init(dataset: String, scoped: Bool, schemaVersion: Int, lastVersion: Int, createdAt: String, scopes: [ScopeEntry]) {
+        self.dataset = dataset
+        self.scoped = scoped
+        self.schemaVersion = schemaVersion
+        self.lastVersion = lastVersion
+        self.createdAt = createdAt
+        self.scopes = scopes
+    }
+
+    private enum CodingKeys: String, CodingKey { case dataset, scoped, schemaVersion, lastVersion, createdAt, scopes }
+
+    /// The entry of scope value `scope` (nil: the implicit scope of an unscoped dataset), if it has a snapshot.
+    public func entry(for scope: String?) -> ScopeEntry? {
+        scopes.first { $0.scope == scope }
+    }
+
+    /// Every checksum a retained version of any scope names: the objects the store must keep.
+    public var referencedObjects: Set<String> {
+        Set(scopes.flatMap { $0.retained.map(\.sha256) })
+    }
+
+    /// `createdAt` of the oldest snapshot still retained by any scope: until it is gone a device may hold it, so
+    /// tombstones younger than this must stay.
+    public var oldestRetainedCreatedAt: String? {
+        scopes.flatMap(\.retained).map(\.createdAt).min()
+    }
+
+    public func jsonData() throws -> Data {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return try encoder.encode(self)
+    }
+
+    /// Decodes and validates a manifest in the current form. A `manifest.json` of the legacy layout (a plain
+    /// ``Manifest``) is read by `FileSnapshotStore.storedManifest(for:)`.
+    public static func decode(_ data: Data, path: String? = nil) throws -> StoredManifest {
+        let manifest: StoredManifest
+        do {
+            manifest = try JSONDecoder().decode(StoredManifest.self, from: data)
+        } catch {
+            throw FerryError(.store, "manifest is not valid JSON of the expected shape: \(error)", path: path)
+        }
+        try manifest.validate(path: path)
+        return manifest
+    }
+
+    /// Checks what a reader relies on: names, checksums, that each scope's versions are ascending and distinct.
+    public func validate(path: String? = nil) throws {
+        try DatasetName.validate(dataset, path: path)
+        if !scoped {
+            guard scopes.count <= 1, scopes.first?.scope == nil else {
+                throw FerryError(.store, "an unscoped dataset has one entry without a scope value", path: path, key: "scopes")
+            }
+        }
+        var seen: Set<String?> = []
+        for (i, entry) in scopes.enumerated() {
+            let key = "scopes[\(i)]"
+            if scoped && entry.scope == nil { throw FerryError(.store, "a scoped dataset's entry needs its scope value", path: path, key: "\(key).scope") }
+            guard seen.insert(entry.scope).inserted else { throw FerryError(.store, "a scope is listed twice", path: path, key: key) }
+            guard !entry.retained.isEmpty else { throw FerryError(.store, "a scope has at least its current version", path: path, key: "\(key).retained") }
+            let numbers = entry.retained.map(\.version)
+            guard numbers == numbers.sorted(), Set(numbers).count == numbers.count else {
+                throw FerryError(.store, "retained versions must be ascending and distinct", path: path, key: "\(key).retained")
+            }
+            for (j, record) in entry.retained.enumerated() {
+                try record.published.validate(path: path, key: "\(key).retained[\(j)]")
+                guard record.version <= lastVersion else {
+                    throw FerryError(.store, "a retained version is above lastVersion \(lastVersion)", path: path, key: "\(key).retained[\(j)].version")
+                }
+            }
+        }
+    }
+}
+
+/// One scope's snapshots within a ``StoredManifest``: every retained version's record, oldest first, the current
+/// one last. `entry.version`, `entry.sha256`, … read the current version's fields.
+@dynamicMemberLookup
+public struct ScopeEntry: Codable, Sendable, Equatable {
+    /// The scope value in PostgreSQL's text form (`0`, `premium`, a tenant id); nil for an unscoped dataset's
+    /// single implicit scope.
+    public var scope: String?
+    /// Retained versions, ascending; never empty.
+    public var retained: [VersionRecord]
+
+    public init(scope: String?, retained: [VersionRecord]) {
+        precondition(!retained.isEmpty, "a scope has at least its current version")
+        self.scope = scope
+        self.retained = retained
+    }
+
+    /// The current version's record.
+    public var current: VersionRecord { retained[retained.count - 1] }
+
+    public subscript<T>(dynamicMember keyPath: KeyPath<PublishedVersion, T>) -> T { current.published[keyPath: keyPath] }
+
+    /// The record of retained version `version`, if any.
+    public func record(version: Int) -> VersionRecord? {
+        retained.first { $0.version == version }
+    }
+
+    /// What a client of this scope sees at `GET /v1/datasets/{dataset}/manifest`.
+    public func manifest(dataset: String) -> Manifest {
+        Manifest(dataset: dataset, current: current.published, versions: retained.map(\.version))
+    }
+}

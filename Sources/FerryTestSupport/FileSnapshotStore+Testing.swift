@@ -1,0 +1,34 @@
+import FerryCore
+import Foundation
+
+extension FileSnapshotStore {
+    /// The SQLite file of retained `version` (of `scope`, nil for an unscoped dataset); throws when not retained.
+    public func snapshotURL(dataset: String, version: Int, scope: String? = nil) throws -> URL {
+        try retainedFiles(dataset: dataset, version: version, scope: scope).snapshot
+    }
+
+    /// The gzip copy of retained `version`; throws when not retained.
+    public func gzipURL(dataset: String, version: Int, scope: String? = nil) throws -> URL {
+        try retainedFiles(dataset: dataset, version: version, scope: scope).gzip
+    }
+
+    /// The stored manifest of a dataset that must exist.
+    public func requireManifest(_ dataset: String) throws -> StoredManifest {
+        guard let manifest = try storedManifest(for: dataset) else { throw FerryError(.notFound, "dataset \(dataset) has no manifest") }
+        return manifest
+    }
+
+    /// The entries of `objects/`, sorted.
+    public func objectFileNames(dataset: String) throws -> [String] {
+        let path = objectsDirectory(dataset: dataset).path
+        guard FileManager.default.fileExists(atPath: path) else { return [] }
+        return try FileManager.default.contentsOfDirectory(atPath: path).sorted()
+    }
+
+    private func retainedFiles(dataset: String, version: Int, scope: String?) throws -> SnapshotFiles {
+        guard let files = try files(dataset: dataset, version: version, scope: scope) else {
+            throw FerryError(.notFound, "version \(version) of \(dataset) is not retained")
+        }
+        return files
+    }
+}

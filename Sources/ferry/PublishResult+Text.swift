@@ -1,0 +1,39 @@
+import FerryCore
+import FerryPublisher
+import Foundation
+
+extension PublishResult {
+    /// The human summary `ferry publish` prints.
+    var text: String {
+        var lines: [String] = []
+        if let scopes {
+            let changed = scopes.filter { !$0.unchanged }.count
+            lines.append(
+                unchanged
+                    ? "\(dataset): unchanged; \(scopes.count) scope(s), no new version was made"
+                    : "\(dataset): published version \(version) for \(changed) of \(scopes.count) scope(s)")
+            lines.append("  scopes     \(scopes.count) (\(Set(scopes.map(\.sha256)).count) distinct file(s))")
+            for scope in scopes {
+                let state = scope.unchanged ? "unchanged" : "new"
+                lines.append(
+                    "  scope \(scope.scope): version \(scope.version) (\(state)\(scope.shared ? ", shared file" : "")) sha256 \(scope.sha256.prefix(12))… \(scope.size) bytes, \(Self.rows(scope.tables))")
+            }
+        } else if let manifest {
+            lines.append(unchanged ? "\(dataset): unchanged since version \(version); no new version was made" : "\(dataset): published version \(version)")
+            lines.append("  dataset    \(dataset)")
+            lines.append("  version    \(manifest.version)")
+            lines.append("  sha256     \(manifest.sha256)")
+            lines.append("  size       \(manifest.size) bytes")
+            lines.append("  gzip size  \(manifest.gzipSize) bytes")
+            lines.append("  rows       " + Self.rows(manifest.tables))
+            lines.append("  versions   " + manifest.versions.map(String.init).joined(separator: ", "))
+        }
+        lines.append("  seconds    " + String(format: "%.2f", seconds))
+        return lines.joined(separator: "\n")
+    }
+
+    /// `a=1 b=2`, by table name.
+    static func rows(_ tables: [String: Int]) -> String {
+        tables.keys.sorted().map { "\($0)=\(tables[$0]!)" }.joined(separator: " ")
+    }
+}
