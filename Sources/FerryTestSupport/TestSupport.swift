@@ -118,12 +118,13 @@ public func runFerry(_ arguments: [String], environment: [String: String] = [:])
     try runProcess(TestPaths.ferryBinary, arguments, environment: environment)
 }
 
-/// Runs blocking work (a child process, a large insert) on a Dispatch thread. Swift Testing runs every test on the
-/// cooperative pool, which has one thread per core (two on CI): a test blocked there for seconds stalls every other
-/// test, and timing tests then fail. Keep `#expect` outside `body`, in the test's own task.
+/// Runs blocking work (a child process, a large insert, blocking socket I/O) on a dedicated thread, the rule of
+/// docs/ARCHITECTURE.md for long blocking jobs. Swift Testing runs every test on the cooperative pool, which has one
+/// thread per core (two on CI): a test blocked there for seconds stalls every other test, and timing tests then
+/// fail. Keep `#expect` outside `body`, in the test's own task.
 public func offCooperativePool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
     try await withCheckedThrowingContinuation { continuation in
-        DispatchQueue.global().async { continuation.resume(with: Result { try body() }) }
+        Thread.detachNewThread { continuation.resume(with: Result { try body() }) }
     }
 }
 

@@ -102,10 +102,8 @@ final class RawHTTPConnection: @unchecked Sendable {
     }
 }
 
-/// Runs blocking socket I/O on a Dispatch thread, never on Swift's cooperative pool: the live server's handlers run
-/// there, and a test blocking its few threads while waiting for the server would deadlock.
+/// Runs blocking socket I/O off Swift's cooperative pool (``offCooperativePool(_:)``): the live server's handlers
+/// run there, and a test blocking its few threads while waiting for the server would deadlock.
 func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-    try await withCheckedThrowingContinuation { continuation in
-        DispatchQueue.global().async { continuation.resume(with: Result { try body() }) }
-    }
+    try await offCooperativePool(body)
 }

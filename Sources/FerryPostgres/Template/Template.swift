@@ -155,7 +155,7 @@ public struct Template: Sendable, Equatable {
     /// Reads and validates a template file (syntax and values; not yet against PostgreSQL).
     public static func load(path: String) throws -> Template {
         guard let data = FileManager.default.contents(atPath: path) else {
-            throw FerryError(.badTemplate, "cannot read the template file: check the --config path", path: path)
+            throw FerryError(.badTemplate, "cannot read the template file: check that the path names an existing, readable file", path: path)
         }
         guard let text = String(data: data, encoding: .utf8) else {
             throw FerryError(.badTemplate, "the template is not UTF-8 text", path: path)

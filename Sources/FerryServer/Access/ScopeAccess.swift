@@ -97,7 +97,7 @@ public struct DatasetAccess: Sendable {
     public func scope(of request: Request, dataset: String) async throws -> String {
         guard let resolver = scopes[dataset] else {
             logger.error(
-                "scoped dataset requested but this server has no token query for it; start ferry serve with --config <its template> and --database-url",
+                "scoped dataset requested but this server has no token check for it; give the server its template and database (ServerConfiguration.database)",
                 metadata: ["dataset": .string(dataset)])
             throw ServerError(
                 .serviceUnavailable, code: "unavailable",
