@@ -41,7 +41,7 @@ public func buildApplication(
     let access = DatasetAccess(
         catalog: catalog, scopes: scopeAuthorities.mapValues { TokenScopes(authority: $0, ttl: configuration.tokenCacheTTL) }, logger: logger)
     let router = try buildRouter(configuration, catalog: catalog, access: access, metrics: metrics, logger: logger, extraRoutes: extraRoutes)
-    let http1 = HTTPServerBuilder.http1(configuration: .init(additionalChannelHandlers: [FlushBeforeCloseHandler()]))
+    let http1 = HTTPServerBuilder.http1(configuration: .init(additionalChannelHandlers: [FlushBeforeCloseHandler(), LoopbackPeerHandler()]))
     var app = Application(
         router: router,
         server: try configuration.tls.map { try .tls(http1, tlsConfiguration: $0.makeTLSConfiguration()) } ?? http1,
@@ -84,7 +84,7 @@ func buildRouter(
 ) throws -> Router<BasicRequestContext> {
     let router = Router(context: BasicRequestContext.self)
     let table = Locked(RouteTable())
-    router.add(middleware: ServerMiddleware(metrics: metrics, routes: table))
+    router.add(middleware: ServerMiddleware(metrics: metrics, routes: table, traffic: configuration.statusBoard.traffic))
     let routes = ServerRoutes(router: router, table: table, configuration: configuration, catalog: catalog, access: access, logger: logger)
     let groups: [any ServerRouteGroup] =
         [
@@ -93,6 +93,7 @@ func buildRouter(
                     access: access, chunkSize: max(64 * 1024, configuration.chunkSize), threadPool: .singleton),
                 metrics: metrics)
         ] + extraRoutes
+        + (configuration.statusToken.map { [StatusRoutes(access: StatusAccess(token: $0), board: configuration.statusBoard)] } ?? [])
     for group in groups { try group.addRoutes(to: routes) }
     return router
 }
