@@ -192,3 +192,17 @@ struct StatusRoutesTests {
         }
     }
 }
+
+@Suite("Status: ferry serve --status-token")
+struct StatusTokenOptionTests {
+    @Test("a short or spaced token is a usage error that does not echo it")
+    func refusesWeakTokens() async throws {
+        for token in ["short-token", "with space in the token 0123"] {
+            let run = try await runFerryOffPool(["serve", "--store", "/tmp", "--port", "0", "--status-token", token])
+            #expect(run.status == 2 && run.stderr.contains("--status-token"), "\(run.stderr)")
+            #expect(!run.stderr.contains(token))
+        }
+        let viaEnvironment = try await runFerryOffPool(["serve", "--store", "/tmp", "--port", "0"], environment: ["FERRY_STATUS_TOKEN": "tiny"])
+        #expect(viaEnvironment.status == 2 && viaEnvironment.stderr.contains("FERRY_STATUS_TOKEN"))
+    }
+}
