@@ -61,7 +61,7 @@ func buildApplication(
         catalog: catalog, scopes: wiring.scopeAuthorities.mapValues { TokenScopes(authority: $0, ttl: configuration.tokenCacheTTL) }, logger: logger)
     let changes: [any ServerRouteGroup] = wiring.mergers.isEmpty ? [] : [ChangesRoute(mergers: wiring.mergers, limits: configuration.changeLimits)]
     let router = try buildRouter(configuration, catalog: catalog, access: access, metrics: metrics, logger: logger, extraRoutes: changes)
-    let http1 = HTTPServerBuilder.http1(configuration: .init(additionalChannelHandlers: [FlushBeforeCloseHandler()]))
+    let http1 = HTTPServerBuilder.http1(configuration: .init(additionalChannelHandlers: [FlushBeforeCloseHandler(), LoopbackPeerHandler()]))
     var app = Application(
         router: router,
         server: try configuration.tls.map { try .tls(http1, tlsConfiguration: $0.makeTLSConfiguration()) } ?? http1,
@@ -114,7 +114,7 @@ func buildRouter(
 ) throws -> Router<BasicRequestContext> {
     let router = Router(context: BasicRequestContext.self)
     let table = Locked(RouteTable())
-    router.add(middleware: ServerMiddleware(metrics: metrics, routes: table))
+    router.add(middleware: ServerMiddleware(metrics: metrics, routes: table, traffic: configuration.statusBoard.traffic))
     let routes = ServerRoutes(router: router, table: table, configuration: configuration, catalog: catalog, access: access, logger: logger)
     let groups: [any ServerRouteGroup] =
         [
@@ -123,6 +123,7 @@ func buildRouter(
                     access: access, chunkSize: max(64 * 1024, configuration.chunkSize), threadPool: .singleton),
                 metrics: metrics)
         ] + extraRoutes
+        + (configuration.statusToken.map { [StatusRoutes(access: StatusAccess(token: $0), board: configuration.statusBoard)] } ?? [])
     for group in groups { try group.addRoutes(to: routes) }
     return router
 }

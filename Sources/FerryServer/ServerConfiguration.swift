@@ -41,6 +41,11 @@ public struct ServerConfiguration: Sendable {
     public var changeLimits = ChangeRequest.Limits()
     /// Certificate and key for HTTPS; nil (default) serves plain HTTP. See ``TLSSettings``.
     public var tls: TLSSettings? = nil
+    /// The operator's token for `GET /status` and `/status.json`; nil (default) turns both off (404). Never logged.
+    public var statusToken: String? = nil
+    /// What the status page counts and shows beyond the store (traffic, in-process publishes). A fresh board by
+    /// default; a caller that publishes in-process keeps a reference and reports to it.
+    public var statusBoard = StatusBoard()
 
     /// The database side of a server.
     ///

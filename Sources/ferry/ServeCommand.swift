@@ -3,6 +3,7 @@ import ArgumentParser
 import Glibc
 #endif
 import FerryCore
+import FerryPostgres
 import FerryPublisher
 import FerryServer
 import Foundation
@@ -26,6 +27,8 @@ struct ServeCommand: AsyncParsableCommand {
             and with --publish-every it publishes those templates into the store on a schedule, in-process.
             A template with `scope:` makes its dataset scoped: every route needs `Authorization: Bearer <token>`, \
             checked with the template's token query (answers cached for at most 5 s), and serves that scope's snapshot.
+            With --status-token (or FERRY_STATUS_TOKEN) it serves an operator's status page at /status (HTML) and \
+            /status.json to `Authorization: Bearer <token>`, or to ?token=<token> from this machine.
             """
     )
 
@@ -72,6 +75,11 @@ struct ServeCommand: AsyncParsableCommand {
         help: ArgumentHelp("The private key of --tls-cert (PEM, unencrypted); needs --tls-cert.", valueName: "pem"))
     var tlsKey: String?
 
+    @Option(
+        name: .customLong("status-token"),
+        help: ArgumentHelp("Serve the operator's status page at /status and /status.json to holders of this token (or set FERRY_STATUS_TOKEN).", valueName: "token"))
+    var statusToken: String?
+
     @Flag(name: .long, help: "Log one line per request (debug level).")
     var verbose = false
 
@@ -91,6 +99,9 @@ struct ServeCommand: AsyncParsableCommand {
             throw ValidationError("--publish-every needs --config templates and --database-url to publish")
         }
         guard keep >= 1 else { throw ValidationError("--keep must be at least 1") }
+        if let token = effectiveStatusToken, token.count < 16 || token.contains(where: \.isWhitespace) {
+            throw ValidationError("--status-token (or FERRY_STATUS_TOKEN) must be at least 16 characters without spaces")
+        }
         for path in config where !FileManager.default.fileExists(atPath: path) {
             throw ValidationError("--config file '\(path)' does not exist")
         }
@@ -102,6 +113,11 @@ struct ServeCommand: AsyncParsableCommand {
                 throw ValidationError("\(option) \(error)")
             }
         }
+    }
+
+    /// `--status-token`, else a non-empty `FERRY_STATUS_TOKEN`, else nil (no status page).
+    var effectiveStatusToken: String? {
+        statusToken ?? ProcessInfo.processInfo.environment["FERRY_STATUS_TOKEN"].flatMap { $0.isEmpty ? nil : $0 }
     }
 
     /// Both TLS files or neither.
@@ -146,6 +162,8 @@ struct ServeCommand: AsyncParsableCommand {
             storePath: URL(fileURLWithPath: store), host: host, port: port,
             drainTimeout: .milliseconds(Int64(drainTimeout * 1000)), metricsRegistry: registry)
         configuration.tls = try tlsSettings()
+        configuration.statusToken = effectiveStatusToken
+        let statusBoard = configuration.statusBoard
         if let databaseURL {
             var database = ServerConfiguration.DatabaseSettings(templatePaths: config.map { URL(fileURLWithPath: $0) }, databaseURL: databaseURL)
             database.changeRetention = changeRetention.duration
@@ -158,9 +176,20 @@ struct ServeCommand: AsyncParsableCommand {
         if let publishEvery, let databaseURL {
             let snapshots = URL(fileURLWithPath: store)
             for path in config {
+                let dataset = try Template.load(path: path).dataset
                 let publisher = Publisher(
                     configuration: .init(templatePath: path, databaseURL: databaseURL, store: snapshots, keep: keep), logger: logger)
-                schedules.append(PublishSchedule(publisher: publisher, every: publishEvery, logger: logger))
+                // The status page shows each dataset's last in-process publish.
+                let onRun: @Sendable (Result<PublishResult, any Error>) -> Void = { outcome in
+                    switch outcome {
+                    case .success(let result):
+                        statusBoard.recordPublish(
+                            dataset: result.dataset, outcome: result.unchanged ? .unchanged(version: result.version) : .published(version: result.version))
+                    case .failure(let error):
+                        statusBoard.recordPublish(dataset: dataset, outcome: .failed(message: "\(error)"))
+                    }
+                }
+                schedules.append(PublishSchedule(publisher: publisher, every: publishEvery, logger: logger, onRun: onRun))
             }
         }
         let app: any Service

@@ -75,6 +75,8 @@ public final class SnapshotCatalog: Service, Sendable {
         var listBody = ByteBuffer(string: #"{"datasets":[]}"#)
         /// Manifests that failed to load, by dataset, so a broken file is reported once, not every poll.
         var failed: [String: FileIdentity] = [:]
+        /// When the last poll finished (for the status page).
+        var lastPoll: Date?
     }
 
     let store: FileSnapshotStore
@@ -195,6 +197,7 @@ public final class SnapshotCatalog: Service, Sendable {
         } else if failed != before.failed {
             state.withLock { $0.failed = failed }
         }
+        state.withLock { $0.lastPoll = Date() }
         updateGauges()
     }
 
@@ -293,6 +296,26 @@ public final class SnapshotCatalog: Service, Sendable {
         }
         buffer.writeString("]}")
         return buffer
+    }
+}
+
+extension SnapshotCatalog {
+    /// Every dataset's views with their retained records, the last poll time and the unreadable manifests: all the
+    /// status page reads from the catalog.
+    func statusSnapshot() -> CatalogStatus {
+        let current = state.current
+        let datasets = current.datasets.keys.sorted().map { name in
+            let dataset = current.datasets[name]!
+            let views: [SnapshotView]
+            switch dataset.access {
+            case .everyone(let view): views = [view]
+            case .scoped(let byScope): views = byScope.keys.sorted().map { byScope[$0]! }
+            }
+            return CatalogStatus.Dataset(
+                name: name, scoped: dataset.isScoped,
+                views: views.map { .init(manifest: $0.manifest, retained: $0.versions.values.map(\.record).sorted { $0.version < $1.version }) })
+        }
+        return CatalogStatus(datasets: datasets, lastPoll: current.lastPoll, unreadableManifests: current.failed.keys.sorted())
     }
 }
 

@@ -23,6 +23,8 @@ final class VersionEntry: Sendable {
     let version: Int
     let sha256: String
     let createdAt: String
+    /// The version's record as the store wrote it (sizes, rows per table), for the status page.
+    let record: VersionRecord
     let identity: Representation
     let gzip: Representation?
 
@@ -32,6 +34,7 @@ final class VersionEntry: Sendable {
         self.version = record.version
         self.sha256 = record.sha256
         self.createdAt = record.createdAt
+        self.record = record
         identity = Self.representation(
             file: snapshot, tag: record.sha256, digestHex: record.sha256, encoding: nil, version: record.version, scoped: scoped)
         if let gzipFile, let gzipSHA256 {

@@ -26,12 +26,14 @@ public struct ChangesRoute: ServerRouteGroup {
     /// Adds `POST /v1/datasets/{dataset}/changes` to the server's routes.
     public func addRoutes(to routes: ServerRoutes) throws {
         let access = routes.access
+        let status = routes.configuration.statusBoard
+        status.recordMergers(mergers.keys)
         routes.on("/v1/datasets/{dataset}/changes", method: .post) { request, context in
-            try await self.respond(to: request, dataset: context.parameters.get("dataset") ?? "", access: access)
+            try await self.respond(to: request, dataset: context.parameters.get("dataset") ?? "", access: access, status: status)
         }
     }
 
-    func respond(to request: Request, dataset: String, access: DatasetAccess) async throws -> Response {
+    func respond(to request: Request, dataset: String, access: DatasetAccess, status: StatusBoard? = nil) async throws -> Response {
         guard DatasetName.isValid(dataset) else {
             return Self.error(.badRequest, code: .badInput, "dataset name '\(dataset.prefix(64))' is invalid: use 1-64 characters from a-z, 0-9, '_' and '-'")
         }
@@ -58,8 +60,10 @@ public struct ChangesRoute: ServerRouteGroup {
         } catch let error as FerryError where error.code == .badInput {
             return Self.error(.badRequest, code: error.code, error.description)
         } catch {
+            status?.recordUpload(dataset: dataset, results: nil)
             return Self.error(.serviceUnavailable, code: .database, "the changes could not be applied; retry later (\(error))")
         }
+        status?.recordUpload(dataset: dataset, results: results)
         var headers = HTTPFields()
         headers[.contentType] = "application/json"
         return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: try JSONEncoder().encode(results))))

@@ -10,6 +10,8 @@ import CoreMetrics
 struct ServerMiddleware<Context: RequestContext>: RouterMiddleware {
     let metrics: ServerMetrics
     let routes: Locked<RouteTable>
+    /// The status page's last hour of traffic (requests to the status page itself are left out).
+    let traffic: TrafficRecorder
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         var response: Response
@@ -37,6 +39,8 @@ struct ServerMiddleware<Context: RequestContext>: RouterMiddleware {
         }
         let route = context.endpointPath ?? "NotFound"
         metrics.recordRequest(route: route, status: response.status.code)
+        let traffic = route.hasPrefix("/status") ? nil : self.traffic
+        traffic?.recordRequest(status: response.status.code)
         if request.method != .head, let length = response.body.contentLength, length > 0 {
             let counter = metrics.bytesCounter(route: route)
             if response.headers[.contentType] == "application/vnd.sqlite3" {
@@ -45,11 +49,13 @@ struct ServerMiddleware<Context: RequestContext>: RouterMiddleware {
                 response.body = ResponseBody(contentLength: length) { writer in
                     try await body.write(writer.map { buffer in
                         counter.increment(by: buffer.readableBytes)
+                        traffic?.recordBytes(buffer.readableBytes)
                         return buffer
                     })
                 }
             } else {
                 counter.increment(by: length)
+                traffic?.recordBytes(length)
             }
         }
         if context.logger.logLevel <= .debug {

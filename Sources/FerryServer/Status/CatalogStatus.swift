@@ -1,0 +1,27 @@
+import FerryCore
+import Foundation
+
+/// What the status page reads from the catalog, and nothing more: per dataset, each view's manifest with its
+/// retained version records, whether the dataset is scoped, plus the time of the last poll and the datasets whose
+/// manifest could not be read. Built by `SnapshotCatalog.statusSnapshot()`.
+struct CatalogStatus: Sendable {
+    /// One audience's view: the public one, or one scope's (its scope value is deliberately not kept).
+    struct View: Sendable {
+        let manifest: Manifest
+        /// Retained versions' records, ascending by version.
+        let retained: [VersionRecord]
+    }
+
+    struct Dataset: Sendable {
+        let name: String
+        let scoped: Bool
+        let views: [View]
+    }
+
+    /// Sorted by name.
+    let datasets: [Dataset]
+    /// When the catalog last finished reading the store; nil before the first poll.
+    let lastPoll: Date?
+    /// Datasets whose current `manifest.json` could not be loaded, sorted.
+    let unreadableManifests: [String]
+}

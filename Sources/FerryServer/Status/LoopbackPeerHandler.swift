@@ -1,0 +1,43 @@
+import HTTPTypes
+import Hummingbird
+import NIOCore
+import NIOHTTPTypes
+
+/// Marks each request that arrived from a loopback address (127.0.0.0/8, ::1) with an internal header, so a route
+/// can tell a browser on this machine from a remote client: Hummingbird's `BasicRequestContext` does not keep the
+/// peer address. Any value a client sent in that header is removed first, so it cannot be forged.
+///
+/// Sits in the channel pipeline after the HTTP codec (`HTTP1Channel.Configuration.additionalChannelHandlers`).
+final class LoopbackPeerHandler: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPRequestPart
+    typealias InboundOut = HTTPRequestPart
+
+    /// `Ferry-Internal-Peer: loopback`, set only by this handler.
+    static let header = HTTPField.Name("Ferry-Internal-Peer")!
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard case .head(var request) = unwrapInboundIn(data) else {
+            context.fireChannelRead(data)
+            return
+        }
+        request.headerFields[Self.header] = nil
+        if Self.isLoopback(context.channel.remoteAddress) {
+            request.headerFields[Self.header] = "loopback"
+        }
+        context.fireChannelRead(wrapInboundOut(.head(request)))
+    }
+
+    static func isLoopback(_ address: SocketAddress?) -> Bool {
+        guard let address, let ip = address.ipAddress else { return false }  // a Unix socket has no IP
+        switch address.protocol {
+        case .inet: return ip.hasPrefix("127.")
+        case .inet6: return ip == "::1" || ip.hasPrefix("::ffff:127.")
+        default: return false
+        }
+    }
+
+    /// Whether `request` came from a loopback address (only true behind this handler).
+    static func isLoopback(_ request: Request) -> Bool {
+        request.headers[header] == "loopback"
+    }
+}

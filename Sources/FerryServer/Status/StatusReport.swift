@@ -1,0 +1,232 @@
+import FerryCore
+import Foundation
+
+/// Everything the status page shows, as data: `GET /status.json` encodes it and `GET /status` renders it, so the
+/// two always agree. Times are ISO-8601 UTC with milliseconds; sizes are bytes.
+///
+/// A scoped dataset is described as a whole, never per scope: its sizes and rows are sums over the scopes' current
+/// snapshots, its retained versions are the dataset as of each version number (each scope's newest snapshot at or
+/// before it), and the largest scope is described by its size only. No scope name or value appears.
+struct StatusReport: Codable, Sendable, Equatable {
+    var generatedAt: String
+    var startedAt: String
+    var datasets: [Dataset]
+    var traffic: Traffic
+    var health: Health
+
+    struct Dataset: Codable, Sendable, Equatable {
+        var name: String
+        var scoped: Bool
+        var version: Int
+        var createdAt: String
+        /// Seconds between `createdAt` and `generatedAt`.
+        var ageSeconds: Int
+        var size: Int64
+        var gzipSize: Int64
+        /// Rows per table of the current snapshot (summed over scopes for a scoped dataset).
+        var tables: [String: Int]
+        var rows: Int
+        /// Oldest first; the last one is current.
+        var retained: [Version]
+        /// Only for a scoped dataset.
+        var scopes: Scopes?
+    }
+
+    struct Version: Codable, Sendable, Equatable {
+        var version: Int
+        var createdAt: String
+        var size: Int64
+        var gzipSize: Int64
+        var rows: Int
+    }
+
+    struct Scopes: Codable, Sendable, Equatable {
+        /// Scopes with a snapshot.
+        var count: Int
+        /// Distinct snapshot files behind every retained version of every scope (scopes with equal data share one).
+        var distinctFiles: Int
+        /// Distinct files among the scopes' current snapshots.
+        var distinctCurrentFiles: Int
+        /// The scope whose current snapshot is largest, described without its name.
+        var largest: Largest
+    }
+
+    struct Largest: Codable, Sendable, Equatable {
+        var version: Int
+        var size: Int64
+        var gzipSize: Int64
+        var rows: Int
+    }
+
+    struct Traffic: Codable, Sendable, Equatable {
+        var bucketSeconds: Int
+        /// The last 60 minutes, oldest first; the last one is the minute in progress.
+        var minutes: [Minute]
+        /// Sums over `minutes`.
+        var totals: Counts
+    }
+
+    struct Minute: Codable, Sendable, Equatable {
+        var start: String
+        var counts: Counts
+    }
+
+    struct Counts: Codable, Sendable, Equatable {
+        var ok = 0
+        var partial = 0
+        var notModified = 0
+        var clientError = 0
+        var serverError = 0
+        var other = 0
+        var bytes: Int64 = 0
+        var applied = 0
+        var rejected = 0
+        var gone = 0
+        var invalid = 0
+        var forbidden = 0
+
+        var requests: Int { ok + partial + notModified + clientError + serverError + other }
+        var uploads: Int { applied + rejected + gone + invalid + forbidden }
+    }
+
+    struct Health: Codable, Sendable, Equatable {
+        /// When the catalog last finished reading the store; nil before its first poll.
+        var lastPollAt: String?
+        /// Datasets whose `manifest.json` could not be read (the previous state keeps being served).
+        var unreadableManifests: [String]
+        /// Every dataset the store, the publishes or the configuration name, sorted.
+        var datasets: [DatasetHealth]
+    }
+
+    struct DatasetHealth: Codable, Sendable, Equatable {
+        var name: String
+        /// Whether this server merges the dataset's uploads (`--config` with writable tables).
+        var merger: Bool
+        /// Whether this server checks tokens of the scoped dataset (`--config` with `scope:`).
+        var tokenCheck: Bool
+        var lastPublish: Publish?
+        var lastUpload: Upload?
+    }
+
+    struct Publish: Codable, Sendable, Equatable {
+        var at: String
+        /// `published`, `unchanged` or `failed`.
+        var outcome: String
+        var version: Int?
+        var message: String?
+    }
+
+    struct Upload: Codable, Sendable, Equatable {
+        var at: String
+        /// False when PostgreSQL could not be reached or failed (the client got a 503).
+        var succeeded: Bool
+    }
+
+    /// Sorted keys, no escaped slashes: stable bytes.
+    func jsonData() throws -> Data {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes, .prettyPrinted]
+        return try encoder.encode(self)
+    }
+}
+
+extension StatusReport {
+    /// Builds the report from the catalog's state, the board and the datasets with a token check.
+    static func make(catalog: CatalogStatus, board: StatusBoard, tokenChecks: Set<String>, now: Date = Date()) -> StatusReport {
+        let boardState = board.current
+        let datasets = catalog.datasets.compactMap { dataset(from: $0, now: now) }
+        var names = Set(datasets.map(\.name)).union(tokenChecks).union(boardState.mergers).union(boardState.publishes.keys)
+        names.formUnion(catalog.unreadableManifests)
+        let health = names.sorted().map { name in
+            DatasetHealth(
+                name: name, merger: boardState.mergers.contains(name), tokenCheck: tokenChecks.contains(name),
+                lastPublish: boardState.publishes[name].map(publish(from:)),
+                lastUpload: boardState.uploads[name].map { Upload(at: Timestamp.format($0.at), succeeded: $0.succeeded) })
+        }
+        return StatusReport(
+            generatedAt: Timestamp.format(now), startedAt: Timestamp.format(board.startedAt), datasets: datasets,
+            traffic: traffic(board.traffic.window(endingAt: now)),
+            health: Health(
+                lastPollAt: catalog.lastPoll.map(Timestamp.format), unreadableManifests: catalog.unreadableManifests, datasets: health))
+    }
+
+    static func dataset(from dataset: CatalogStatus.Dataset, now: Date) -> Dataset? {
+        let currents = dataset.views.map(\.manifest)
+        guard let newest = currents.max(by: { ($0.version, $0.createdAt) < ($1.version, $1.createdAt) }) else { return nil }
+        var tables: [String: Int] = [:]
+        for manifest in currents {
+            tables.merge(manifest.tables, uniquingKeysWith: +)
+        }
+        let ageSeconds = Timestamp.parse(newest.createdAt).map { max(0, Int(now.timeIntervalSince($0))) } ?? 0
+        var scopes: Scopes?
+        if dataset.scoped, let largest = currents.max(by: { ($0.size, $0.version) < ($1.size, $1.version) }) {
+            scopes = Scopes(
+                count: currents.count,
+                distinctFiles: Set(dataset.views.flatMap { $0.retained.map(\.sha256) }).count,
+                distinctCurrentFiles: Set(currents.map(\.sha256)).count,
+                largest: Largest(version: largest.version, size: largest.size, gzipSize: largest.gzipSize, rows: rows(largest.tables)))
+        }
+        return Dataset(
+            name: dataset.name, scoped: dataset.scoped, version: newest.version, createdAt: newest.createdAt, ageSeconds: ageSeconds,
+            size: currents.reduce(0) { $0 + $1.size }, gzipSize: currents.reduce(0) { $0 + $1.gzipSize }, tables: tables,
+            rows: rows(tables), retained: retained(dataset.views), scopes: scopes)
+    }
+
+    /// The dataset as of each retained version number: per view, its newest record at or before that number.
+    /// For a public dataset (one view) that is simply its retained versions.
+    static func retained(_ views: [CatalogStatus.View]) -> [Version] {
+        let numbers = Set(views.flatMap { $0.retained.map(\.version) }).sorted()
+        return numbers.map { number in
+            var version = Version(version: number, createdAt: "", size: 0, gzipSize: 0, rows: 0)
+            for view in views {
+                guard let record = view.retained.last(where: { $0.version <= number }) else { continue }
+                version.size += record.size
+                version.gzipSize += record.gzipSize
+                version.rows += rows(record.tables)
+                if record.version == number, record.createdAt > version.createdAt { version.createdAt = record.createdAt }
+            }
+            return version
+        }
+    }
+
+    static func rows(_ tables: [String: Int]) -> Int { tables.values.reduce(0, +) }
+
+    static func publish(from record: StatusBoard.PublishRecord) -> Publish {
+        let at = Timestamp.format(record.at)
+        switch record.outcome {
+        case .published(let version): return Publish(at: at, outcome: "published", version: version)
+        case .unchanged(let version): return Publish(at: at, outcome: "unchanged", version: version)
+        case .failed(let message): return Publish(at: at, outcome: "failed", message: message)
+        }
+    }
+
+    static func traffic(_ buckets: [TrafficRecorder.Bucket]) -> Traffic {
+        var totals = Counts()
+        let minutes = buckets.map { bucket in
+            let counts = Counts(
+                ok: bucket.ok, partial: bucket.partial, notModified: bucket.notModified, clientError: bucket.clientError,
+                serverError: bucket.serverError, other: bucket.other, bytes: bucket.bytes, applied: bucket.applied,
+                rejected: bucket.rejected, gone: bucket.gone, invalid: bucket.invalid, forbidden: bucket.forbidden)
+            totals.add(counts)
+            return Minute(start: Timestamp.format(unixMillis: bucket.minute * 60_000), counts: counts)
+        }
+        return Traffic(bucketSeconds: 60, minutes: minutes, totals: totals)
+    }
+}
+
+extension StatusReport.Counts {
+    mutating func add(_ other: Self) {
+        ok += other.ok
+        partial += other.partial
+        notModified += other.notModified
+        clientError += other.clientError
+        serverError += other.serverError
+        self.other += other.other
+        bytes += other.bytes
+        applied += other.applied
+        rejected += other.rejected
+        gone += other.gone
+        invalid += other.invalid
+        forbidden += other.forbidden
+    }
+}

@@ -1,0 +1,61 @@
+import FerryCore
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+
+/// `GET /status` (an HTML page with inline SVG plots) and `GET /status.json` (the same ``StatusReport`` as JSON),
+/// for the operator. Registered only when ``ServerConfiguration/statusToken`` is set, so without one both paths
+/// answer 404. Every answer, refusals included, carries `Cache-Control: no-store`; the page also carries a
+/// Content-Security-Policy that allows nothing but its own inline styles and `data:` URLs, so it can load nothing
+/// from elsewhere.
+///
+/// ```swift
+/// configuration.statusToken = "s3cret-operator-token"   // then: curl -H "Authorization: Bearer s3cret-operator-token" …/status.json
+/// ```
+struct StatusRoutes: ServerRouteGroup {
+    let access: StatusAccess
+    let board: StatusBoard
+
+    static let contentSecurityPolicy =
+        "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+
+    func addRoutes(to routes: ServerRoutes) throws {
+        let catalog = routes.catalog
+        let tokenChecks = Set(routes.access.scopes.keys)
+        let access = self.access
+        let board = self.board
+        @Sendable func report(_ request: Request) throws -> StatusReport {
+            do {
+                try access.check(request)
+            } catch var error as ServerError {
+                error.headers[.cacheControl] = "no-store"
+                throw error
+            }
+            return StatusReport.make(catalog: catalog.statusSnapshot(), board: board, tokenChecks: tokenChecks)
+        }
+        routes.on("/status", method: .get) { request, _ in
+            let html = StatusPage.render(try report(request))
+            var headers = Self.headers(contentType: "text/html; charset=utf-8")
+            headers[.contentSecurityPolicy] = Self.contentSecurityPolicy
+            return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: html)))
+        }
+        routes.on("/status.json", method: .get) { request, _ in
+            let data = try report(request).jsonData()
+            return Response(status: .ok, headers: Self.headers(contentType: "application/json"), body: .init(byteBuffer: ByteBuffer(bytes: data)))
+        }
+    }
+
+    static func headers(contentType: String) -> HTTPFields {
+        var headers = HTTPFields()
+        headers[.contentType] = contentType
+        headers[.cacheControl] = "no-store"
+        headers[.referrerPolicy] = "no-referrer"  // a ?token= URL never leaks through a Referer
+        headers[.xContentTypeOptions] = "nosniff"
+        return headers
+    }
+}
+
+extension HTTPField.Name {
+    static let referrerPolicy = HTTPField.Name("Referrer-Policy")!
+}

@@ -1,0 +1,95 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import FerryCore
+import Foundation
+
+/// Debian's `chromium` run headless, one page per process, each run bounded by a timeout and killed by its PID when
+/// it overruns. Every run gets a throwaway profile directory; `--no-sandbox` because the tests run as root in a
+/// container (Chromium refuses to start its sandbox as root).
+///
+/// Console messages are read from Chromium's own log (`--enable-logging=stderr --v=0`), where each one is a line
+/// with `:CONSOLE` (`[pid:tid:time:INFO:CONSOLE:1] "message", source: …`): JavaScript errors, failed loads and
+/// Content-Security-Policy violations all land there. No DevTools protocol client is needed.
+struct HeadlessChromium {
+    let executable: URL
+
+    /// The browser, or an error telling how to install it (the tests fail with it rather than skip).
+    static func find() throws -> HeadlessChromium {
+        let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
+        for directory in path.split(separator: ":").map(String.init) + ["/usr/bin"] {
+            for name in ["chromium", "chromium-browser"] {
+                let url = URL(fileURLWithPath: directory).appendingPathComponent(name)
+                if FileManager.default.isExecutableFile(atPath: url.path) { return HeadlessChromium(executable: url) }
+            }
+        }
+        throw FerryError(
+            .notFound,
+            "chromium is not installed, so the status page cannot be checked in a real browser: install Debian's package with `apt-get install -y chromium` (scripts/test installs it)")
+    }
+
+    struct Run: Sendable {
+        let stdout: String
+        /// Chromium's log lines that report a console message.
+        let consoleLines: [String]
+        let log: String
+    }
+
+    /// Loads `url` and returns the DOM after load (`--dump-dom`) with the console lines logged meanwhile.
+    func dumpDOM(_ url: String, timeout: TimeInterval = 60) throws -> Run {
+        try run(["--dump-dom", url], timeout: timeout)
+    }
+
+    /// Loads `url` in a window of `width`×`height` and writes a PNG of it to `output`.
+    func screenshot(_ url: String, width: Int, height: Int, to output: URL, timeout: TimeInterval = 60) throws -> Run {
+        try? FileManager.default.removeItem(at: output)  // a stale screenshot must not pass for a new one; absence is fine
+        return try run(["--screenshot=\(output.path)", "--window-size=\(width),\(height)", "--hide-scrollbars", url], timeout: timeout)
+    }
+
+    private func run(_ arguments: [String], timeout: TimeInterval) throws -> Run {
+        let profile = try TemporaryDirectory("ferry-chromium-profile")
+        defer { profile.remove() }
+        let process = Process()
+        process.executableURL = executable
+        process.arguments = [
+            "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
+            "--no-default-browser-check", "--disable-extensions", "--disable-background-networking",
+            "--user-data-dir=\(profile.url.path)", "--enable-logging=stderr", "--v=0",
+        ] + arguments
+        let out = Pipe()
+        let err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        let pid = process.processIdentifier
+        nonisolated(unsafe) var outData = Data()
+        nonisolated(unsafe) var errData = Data()
+        let group = DispatchGroup()
+        group.enter()
+        DispatchQueue.global().async { outData = out.fileHandleForReading.readDataToEndOfFile(); group.leave() }
+        group.enter()
+        DispatchQueue.global().async { errData = err.fileHandleForReading.readDataToEndOfFile(); group.leave() }
+        let exited = DispatchSemaphore(value: 0)
+        DispatchQueue.global().async { process.waitUntilExit(); exited.signal() }
+        if exited.wait(timeout: .now() + timeout) == .timedOut {
+            kill(pid, SIGKILL)
+            exited.wait()
+            _ = group.wait(timeout: .now() + 5)
+            throw FerryError(.network, "chromium did not finish within \(Int(timeout)) s (killed pid \(pid))")
+        }
+        // Helper processes may hold the pipes a moment longer; never wait for them unbounded.
+        guard group.wait(timeout: .now() + 10) == .success else {
+            throw FerryError(.network, "chromium's helper processes kept its output open 10 s after it exited")
+        }
+        let log = String(decoding: errData, as: UTF8.self)
+        guard process.terminationStatus == 0 else {
+            throw FerryError(.network, "chromium exited with \(process.terminationStatus): \(log.suffix(2000))")
+        }
+        return Run(
+            stdout: String(decoding: outData, as: UTF8.self),
+            consoleLines: log.split(separator: "\n").filter { $0.contains(":CONSOLE") }.map(String.init), log: log)
+    }
+}
