@@ -80,11 +80,7 @@ struct FetchCommand: AsyncParsableCommand {
             await client.close()
             try? await http.shutdown()
             if json {
-                print(
-                    status.json(adding: [
-                        ("result", .string(result.outcome.rawValue)), ("applied", .bool(applied?.applied ?? false)),
-                        ("bytesReceived", .int(Int(result.bytesReceived))), ("resumedFrom", .int(Int(result.resumedFrom))),
-                    ]))
+                print(try JSONLine.render(FetchJSON(status: status, result: result, applied: applied?.applied ?? false)))
             } else {
                 print(Self.summary(result, applied: applied, dir: options.dir))
                 print(status.text)

@@ -71,26 +71,9 @@ struct PushCommand: AsyncParsableCommand {
             throw error
         }
         try? await http.shutdown()
-        print(json ? Self.json(result) : Self.text(result))
+        print(json ? try JSONLine.render(PushJSON(result: result)) : result.text)
     }
 
-    static func text(_ result: PushResult) -> String {
-        let s = result.summary
-        guard result.sent > 0 else { return "nothing to push: the outbox is empty" }
-        var line = "pushed \(result.sent) edit\(result.sent == 1 ? "" : "s"): applied \(s.applied), rejected \(s.rejected), gone \(s.gone)"
-        line += ", invalid \(s.invalid), forbidden \(s.forbidden)"
-        if s.unanswered > 0 { line += ", unanswered \(s.unanswered)" }
-        return line + "; \(result.remaining) still queued"
-    }
-
-    static func json(_ result: PushResult) -> String {
-        let s = result.summary
-        return JSONScalar.object([
-            ("sent", .int(result.sent)), ("applied", .int(s.applied)), ("rejected", .int(s.rejected)), ("gone", .int(s.gone)),
-            ("invalid", .int(s.invalid)), ("forbidden", .int(s.forbidden)), ("unanswered", .int(s.unanswered)),
-            ("remaining", .int(result.remaining)),
-        ])
-    }
 }
 
 /// `ferry sync`: push, then fetch, then apply.
@@ -127,9 +110,9 @@ struct SyncCommand: AsyncParsableCommand {
             try? await http.shutdown()
             let status = result.apply?.status ?? result.fetch.status
             if json {
-                print(status.json(adding: [("pushed", .int(result.push.sent)), ("result", .string(result.fetch.outcome.rawValue)), ("applied", .bool(result.apply?.applied ?? false))]))
+                print(try JSONLine.render(SyncJSON(status: status, result: result)))
             } else {
-                print(PushCommand.text(result.push))
+                print(result.push.text)
                 print(FetchCommand.summary(result.fetch, applied: result.apply, dir: options.dir))
                 print(status.text)
             }

@@ -19,6 +19,6 @@ struct StatusCommand: AsyncParsableCommand {
 
     func run() async throws {
         let status = try FerryClient.status(directory: options.directoryURL)
-        print(json ? status.json() : status.text)
+        print(json ? try JSONLine.render(StatusJSON(status)) : status.text)
     }
 }
