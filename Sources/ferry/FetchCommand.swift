@@ -17,11 +17,7 @@ struct FetchCommand: AsyncParsableCommand {
             Exit status: 0 success (also when already up to date), 1 failure (reason on stderr), 2 usage.
             """)
 
-    @Option(name: .long, help: "Base URL of the Ferry server, e.g. http://127.0.0.1:8080.")
-    var server: String
-
-    @Option(name: .long, help: "The dataset to fetch.")
-    var dataset: String
+    @OptionGroup var server: ServerOptions
 
     @OptionGroup var access: AccessOptions
 
@@ -39,24 +35,13 @@ struct FetchCommand: AsyncParsableCommand {
     @Option(name: .customLong("limit-rate"), help: "Download at most this many bytes per second (e.g. 500K, 2M).")
     var limitRate: ByteRate?
 
-    func validate() throws {
-        guard let url = URL(string: server), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme), url.host != nil
-        else { throw ValidationError("--server must be an http:// or https:// URL, e.g. http://127.0.0.1:8080") }
-        guard DatasetName.isValid(dataset) else {
-            throw ValidationError("--dataset '\(dataset)' is invalid: use 1-64 characters from a-z, 0-9, '_' and '-'")
-        }
-    }
-
     func run() async throws {
-        var configuration = FerryClient.Configuration(
-            directory: options.directoryURL, serverURL: URL(string: server), dataset: dataset,
-            acceptedSchemaVersions: acceptSchema.isEmpty ? nil : Set(acceptSchema))
-        configuration.applyPendingOnOpen = false
-        configuration.pushOnOpen = false  // `ferry sync` pushes; fetch only fetches
-        configuration.maxBytesPerSecond = limitRate?.bytesPerSecond
-        access.apply(to: &configuration)
         let http = try access.makeHTTPClient()
         do {
+            // `ferry sync` pushes; fetch only fetches (the configuration neither pushes nor applies on open).
+            var configuration = try server.clientConfiguration(directory: options.directoryURL, http: http, access: access)
+            configuration.acceptedSchemaVersions = acceptSchema.isEmpty ? nil : Set(acceptSchema)
+            configuration.maxBytesPerSecond = limitRate?.bytesPerSecond
             let client = try await FerryClient.open(
                 configuration: configuration, logger: options.logger(), transport: AsyncHTTPClientTransport(client: http))
             let bar = json ? nil : ProgressBar.ifTerminal()

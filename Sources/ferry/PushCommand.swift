@@ -4,34 +4,6 @@ import FerryClient
 import FerryCore
 import Foundation
 
-/// Options shared by `ferry push` and `ferry sync`.
-struct ServerOptions: ParsableArguments {
-    @Option(name: .long, help: "Base URL of the Ferry server, e.g. http://127.0.0.1:8080.")
-    var server: String
-
-    @Option(name: .long, help: "The dataset.")
-    var dataset: String
-
-    func validate() throws {
-        guard let url = URL(string: server), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme), url.host != nil
-        else { throw ValidationError("--server must be an http:// or https:// URL, e.g. http://127.0.0.1:8080") }
-        guard DatasetName.isValid(dataset) else {
-            throw ValidationError("--dataset '\(dataset)' is invalid: use 1-64 characters from a-z, 0-9, '_' and '-'")
-        }
-    }
-
-    /// `http` is a client with a connect timeout (AsyncHTTPClient retries a refused connection until it expires,
-    /// so this bounds how long "offline" takes to report); the caller shuts it down.
-    func clientConfiguration(directory: URL, http: HTTPClient, access: AccessOptions) -> FerryClient.Configuration {
-        var configuration = FerryClient.Configuration(directory: directory, serverURL: URL(string: server), dataset: dataset)
-        configuration.applyPendingOnOpen = false
-        configuration.pushOnOpen = false
-        access.apply(to: &configuration)
-        if let url = URL(string: server) { configuration.uploader = HTTPChangeUploader(server: url, httpClient: http) }
-        return configuration
-    }
-}
-
 /// `ferry push`: uploads the outbox and writes the server's answers locally.
 struct PushCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -63,7 +35,7 @@ struct PushCommand: AsyncParsableCommand {
         let result: PushResult
         do {
             let batchSize = self.batchSize
-            result = try await options.withClient(server.clientConfiguration(directory: options.directoryURL, http: http, access: access)) {
+            result = try await options.withClient(try server.clientConfiguration(directory: options.directoryURL, http: http, access: access)) {
                 try await $0.push(batchSize: batchSize)
             }
         } catch {
@@ -97,7 +69,7 @@ struct SyncCommand: AsyncParsableCommand {
         let http = try access.makeHTTPClient()
         do {
             let client = try await FerryClient.open(
-                configuration: server.clientConfiguration(directory: options.directoryURL, http: http, access: access), logger: options.logger(),
+                configuration: try server.clientConfiguration(directory: options.directoryURL, http: http, access: access), logger: options.logger(),
                 transport: AsyncHTTPClientTransport(client: http))
             let result: SyncResult
             do {
