@@ -81,8 +81,11 @@ extension FerryClient {
     }
 
     private func performPush(batchSize: Int) async throws -> PushResult {
-        guard let server = configuration.serverURL, let dataset = configuration.dataset else {
-            throw FerryError(.badInput, "pushing needs a server URL and a dataset (--server, --dataset)")
+        guard let server = configuration.serverURL else {
+            throw FerryError(.badInput, "pushing needs a server: set Configuration.serverURL", key: "serverURL")
+        }
+        guard let dataset = configuration.dataset else {
+            throw FerryError(.badInput, "pushing needs a dataset: set Configuration.dataset", key: "dataset")
         }
         try DatasetName.validate(dataset)
         let uploader = configuration.uploader ?? HTTPChangeUploader(server: server)

@@ -42,7 +42,7 @@ public actor FerryClient {
             lock = try FileLock(path: directory.lockFile.path, wait: false)
         } catch let error as FerryError where error.code == .store {
             throw FerryError(
-                .busy, "another process or FerryClient is using this client directory (is a ferry fetch running?); wait for it and try again",
+                .busy, "another process or FerryClient is using this client directory (a fetch still running?); wait for it and try again",
                 path: directory.url.path)
         }
         directory.removeLeftovers()
@@ -127,7 +127,7 @@ public actor FerryClient {
         if connection == nil { try openConnection() }
         guard let connection else {
             throw FerryError(
-                .noDatabase, "there is no database.db yet: run checkForUpdates() (ferry fetch) once online for the initial sync",
+                .noDatabase, "there is no database.db yet: run checkForUpdates() once online for the initial sync",
                 path: directory.database.path)
         }
         return try body(connection)
