@@ -36,43 +36,34 @@ struct FetchCommand: AsyncParsableCommand {
     var limitRate: ByteRate?
 
     func run() async throws {
-        let http = try access.makeHTTPClient()
-        do {
+        let (result, applied) = try await access.withHTTPClient { http in
             // `ferry sync` pushes; fetch only fetches (the configuration neither pushes nor applies on open).
             var configuration = try server.clientConfiguration(directory: options.directoryURL, http: http, access: access)
             configuration.acceptedSchemaVersions = acceptSchema.isEmpty ? nil : Set(acceptSchema)
             configuration.maxBytesPerSecond = limitRate?.bytesPerSecond
             let client = try await FerryClient.open(
                 configuration: configuration, logger: options.logger(), transport: AsyncHTTPClientTransport(client: http))
-            let bar = json ? nil : ProgressBar.ifTerminal()
-            var onProgress: (@Sendable (FetchProgress) -> Void)?
-            if let bar { onProgress = { bar.update($0) } }
-            let result: FetchResult
             do {
-                result = try await client.checkForUpdates(progress: onProgress)
-                bar?.finish()
+                let bar = json ? nil : ProgressBar.ifTerminal()
+                var onProgress: (@Sendable (FetchProgress) -> Void)?
+                if let bar { onProgress = { bar.update($0) } }
+                defer { bar?.finish() }
+                let result = try await client.checkForUpdates(progress: onProgress)
+                var applied: ApplyResult?
+                if apply && result.status.state == .updatePending { applied = try await client.applyPendingUpdate() }
+                await client.close()
+                return (result, applied)
             } catch {
-                bar?.finish()
                 await client.close()
                 throw error
             }
-            var status = result.status
-            var applied: ApplyResult?
-            if apply && status.state == .updatePending {
-                applied = try await client.applyPendingUpdate()
-                status = applied?.status ?? status
-            }
-            await client.close()
-            try? await http.shutdown()
-            if json {
-                print(try JSONLine.render(FetchJSON(status: status, result: result, applied: applied?.applied ?? false)))
-            } else {
-                print(Self.summary(result, applied: applied, dir: options.dir))
-                print(status.text)
-            }
-        } catch {
-            try? await http.shutdown()
-            throw error
+        }
+        let status = applied?.status ?? result.status
+        if json {
+            print(try JSONLine.render(FetchJSON(status: status, result: result, applied: applied?.applied ?? false)))
+        } else {
+            print(Self.summary(result, applied: applied, dir: options.dir))
+            print(status.text)
         }
     }
 

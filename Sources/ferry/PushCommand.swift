@@ -31,21 +31,14 @@ struct PushCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let http = try access.makeHTTPClient()
-        let result: PushResult
-        do {
-            let batchSize = self.batchSize
-            result = try await options.withClient(try server.clientConfiguration(directory: options.directoryURL, http: http, access: access)) {
+        let batchSize = self.batchSize
+        let result = try await access.withHTTPClient { http in
+            try await options.withClient(try server.clientConfiguration(directory: options.directoryURL, http: http, access: access)) {
                 try await $0.push(batchSize: batchSize)
             }
-        } catch {
-            try? await http.shutdown()
-            throw error
         }
-        try? await http.shutdown()
         print(json ? try JSONLine.render(PushJSON(result: result)) : result.text)
     }
-
 }
 
 /// `ferry sync`: push, then fetch, then apply.
@@ -66,31 +59,26 @@ struct SyncCommand: AsyncParsableCommand {
     var json = false
 
     func run() async throws {
-        let http = try access.makeHTTPClient()
-        do {
+        let result = try await access.withHTTPClient { http in
             let client = try await FerryClient.open(
                 configuration: try server.clientConfiguration(directory: options.directoryURL, http: http, access: access), logger: options.logger(),
                 transport: AsyncHTTPClientTransport(client: http))
-            let result: SyncResult
             do {
-                result = try await client.sync()
+                let result = try await client.sync()
+                await client.close()
+                return result
             } catch {
                 await client.close()
                 throw error
             }
-            await client.close()
-            try? await http.shutdown()
-            let status = result.apply?.status ?? result.fetch.status
-            if json {
-                print(try JSONLine.render(SyncJSON(status: status, result: result)))
-            } else {
-                print(result.push.text)
-                print(FetchCommand.summary(result.fetch, applied: result.apply, dir: options.dir))
-                print(status.text)
-            }
-        } catch {
-            try? await http.shutdown()
-            throw error
+        }
+        let status = result.apply?.status ?? result.fetch.status
+        if json {
+            print(try JSONLine.render(SyncJSON(status: status, result: result)))
+        } else {
+            print(result.push.text)
+            print(FetchCommand.summary(result.fetch, applied: result.apply, dir: options.dir))
+            print(status.text)
         }
     }
 }

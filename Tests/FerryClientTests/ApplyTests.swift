@@ -70,7 +70,7 @@ import Testing
         #expect(try await client.withDatabase { try $0.scalar("SELECT version FROM ferry_snapshot")?.integer } == 1)
         #expect(!setup.dir.exists(setup.dir.previous))
         // And the rolled-back version is remembered so the next check sends it in If-None-Match
-        let state = ClientStateFile.load(from: setup.dir.stateFile)
+        let state = ClientStateFile.load(from: setup.dir.stateFile) { Issue.record("state.json: \($0)") }
         #expect(state.refusedChecksums(accepts: { _ in true }) == [setup.published[1].sha256])
 
         // A second rollback has nothing to go back to

@@ -69,9 +69,13 @@ extension FerryClient {
     }
 
     func pushOnLaunch() async {
-        guard configuration.pushOnOpen, configuration.serverURL != nil, configuration.dataset != nil,
-            let waiting = try? pendingEdits(), waiting > 0
-        else { return }
+        guard configuration.pushOnOpen, configuration.serverURL != nil, configuration.dataset != nil else { return }
+        do {
+            guard try pendingEdits() > 0 else { return }
+        } catch {
+            logger.warning("cannot count the pending edits on launch; they are not pushed now: \(error)")
+            return
+        }
         do {
             let result = try await push()
             logger.info("pushed pending edits on launch", metadata: ["sent": "\(result.sent)", "remaining": "\(result.remaining)"])

@@ -45,8 +45,8 @@ public actor FerryClient {
                 .busy, "another process or FerryClient is using this client directory (a fetch still running?); wait for it and try again",
                 path: directory.url.path)
         }
-        directory.removeLeftovers()
-        state = ClientStateFile.load(from: directory.stateFile)
+        try directory.removeLeftovers()
+        state = ClientStateFile.load(from: directory.stateFile) { logger.warning("\($0)") }
     }
 
     /// Opens a client directory "on launch": recovers from any crash, applies a pending update (unless
@@ -96,21 +96,30 @@ public actor FerryClient {
     public func status() throws -> ClientStatus {
         let before = state
         let status = try directory.status(state: &state)
-        if state != before { try? state.save(to: directory.stateFile) }
+        if state != before { saveState("status") }
         return status
     }
 
     /// Reads a directory's status without opening a client (no lock, nothing applied): what `ferry status` shows.
+    /// Throws when something it reports cannot be read (a status never shows a number it did not read). A
+    /// checksum cache that cannot be read or written is reported through `logger` and costs a rehash.
     ///
     /// ```swift
-    /// let status = try FerryClient.status(directory: URL(fileURLWithPath: "/data/ferry"))
+    /// let status = try FerryClient.status(directory: URL(fileURLWithPath: "/data/ferry"), logger: logger)
     /// ```
-    public static func status(directory url: URL) throws -> ClientStatus {
+    public static func status(directory url: URL, logger: Logger? = nil) throws -> ClientStatus {
         let directory = ClientDirectory(url)
-        var state = ClientStateFile.load(from: directory.stateFile)
+        var state = ClientStateFile.load(from: directory.stateFile) { logger?.warning("\($0)") }
         let before = state
         let status = try directory.status(state: &state)
-        if state != before, directory.exists(directory.privateDirectory) { try? state.save(to: directory.stateFile) }
+        if state != before, directory.exists(directory.privateDirectory) {
+            do {
+                try state.save(to: directory.stateFile)
+            } catch {
+                // Status only reads: a directory it may not write to still has a status; the next call hashes again.
+                logger?.notice("cannot update the checksum cache", metadata: ["path": "\(directory.stateFile.path)", "error": "\(error)"])
+            }
+        }
         return status
     }
 
@@ -149,7 +158,7 @@ public actor FerryClient {
         if !tables.isEmpty {
             try OutboxSchema.install(on: db, tables: tables, origin: live.sha256)
             if let identity = FileIdentity.of(directory.database) { state.remember(identity, live) }
-            try? state.save(to: directory.stateFile)
+            saveState("open")
         }
         liveTables = tables
         connection = db
@@ -204,7 +213,7 @@ public actor FerryClient {
             logger.debug("not modified", metadata: ["dataset": "\(dataset)"])
             directory.discardPartial()
             if let earlier { return earlier }
-            try? state.save(to: directory.stateFile)
+            saveState("check")
             return FetchResult(outcome: .notModified, bytesReceived: 0, resumedFrom: 0, status: try status())
         }
         return try install(outcome)
@@ -218,7 +227,7 @@ public actor FerryClient {
             return FetchResult(outcome: .notModified, bytesReceived: 0, resumedFrom: 0, status: try status())
         case .refused(let info, let error):
             state.refuse(info, reason: .schema)
-            try? state.save(to: directory.stateFile)
+            saveState("refusing a schema version")
             throw error
         case .downloaded(let v):
             verified = v
@@ -242,8 +251,9 @@ public actor FerryClient {
         }
         try DurableFile.rename(directory.partial, to: target)
         if let identity = FileIdentity.of(target) { state.remember(identity, info) }
+        // The partial is installed; a record left without it is dropped on the next open (removeLeftovers).
         try? FileManager.default.removeItem(at: directory.partialRecord)
-        try? state.save(to: directory.stateFile)
+        saveState("install")
         logger.info(
             "\(outcome == .initialSync ? "initial sync" : "update downloaded")",
             metadata: ["version": "\(info.version ?? 0)", "sha256": "\(info.sha256)", "bytes": "\(verified.bytesReceived)"])
@@ -283,7 +293,7 @@ public actor FerryClient {
             throw FerryError(.notFound, "no update is pending", path: directory.updated.path)
         }
         let live = try directory.info(of: directory.database, state: &state)
-        try? state.save(to: directory.stateFile)
+        saveState("apply")
         try closeLiveDatabase()
         try prepare(with: configuration.prepareUpdate, pending: pending)
         for step in ClientDirectory.applyPlan(hasDatabase: live != nil) {
@@ -291,7 +301,7 @@ public actor FerryClient {
         }
         if let live, let identity = FileIdentity.of(directory.previous) { state.remember(identity, live) }
         if let identity = FileIdentity.of(directory.database) { state.remember(identity, pending) }
-        try? state.save(to: directory.stateFile)
+        saveState("apply")
         logger.info("applied update", metadata: ["version": "\(pending.version ?? 0)", "previous": "\(live?.version ?? 0)"])
         return (live, pending)
     }
@@ -317,7 +327,7 @@ public actor FerryClient {
         }
         try DurableFile.sync(directory.updated)
         if let identity = FileIdentity.of(directory.updated) { state.remember(identity, pending) }
-        try? state.save(to: directory.stateFile)
+        saveState("apply")
     }
 
     /// Puts `previous.db` back as `database.db` when the app finds the new data unusable. The version rolled back is
@@ -336,14 +346,28 @@ public actor FerryClient {
         }
         let live = try directory.info(of: directory.database, state: &state)
         if let live, live.sha256 != previous.sha256 { state.refuse(live, reason: .rollback) }
-        try? state.save(to: directory.stateFile)
+        // The refusal must be on disk before the rollback: without it the next fetch would download the same version.
+        try state.save(to: directory.stateFile)
         try closeLiveDatabase()
         try directory.perform(.restorePrevious)
         if let identity = FileIdentity.of(directory.database) { state.remember(identity, previous) }
-        try? state.save(to: directory.stateFile)
+        saveState("rollback")
         try openConnection()
         logger.info("rolled back", metadata: ["version": "\(previous.version ?? 0)", "from": "\(live?.version ?? 0)"])
         return RollbackResult(version: previous.version, rolledBackVersion: live?.version, status: try status())
+    }
+
+    /// Writes the checksum cache (`.ferry/state.json`). It is a cache: the work it records is done and stands, and a
+    /// cache that could not be written costs a rehash, so a failure is logged with what was being done, not thrown.
+    /// Where the cache carries a refusal that must not be lost, the caller saves with `try` instead.
+    private func saveState(_ during: String) {
+        do {
+            try state.save(to: directory.stateFile)
+        } catch {
+            logger.warning(
+                "cannot write the checksum cache; the next status hashes the files again",
+                metadata: ["during": "\(during)", "path": "\(directory.stateFile.path)", "error": "\(error)"])
+        }
     }
 
     /// Closes the live connection and makes sure no SQLite journal belongs to database.db before it is swapped.
@@ -357,6 +381,7 @@ public actor FerryClient {
             if try db.scalar("PRAGMA journal_mode")?.text == "wal" { try db.execute("PRAGMA journal_mode=DELETE") }
         }
         for sidecar in directory.databaseSidecars() where FileIdentity.size(of: sidecar) == 0 {
+            // An empty journal that stays is reported just below (busy), with its path.
             try? FileManager.default.removeItem(at: sidecar)
         }
         if let sidecar = directory.databaseSidecars().first {

@@ -41,6 +41,7 @@ final class PartialFileWriter {
         buffer.reserveCapacity(self.bufferSize)
     }
 
+    // After finish() the handle is closed already; after an error, the bytes that matter were flushed (or reported).
     deinit { try? handle.close() }
 
     func append(_ chunk: Data) throws {

@@ -61,11 +61,18 @@ struct SnapshotDownloader: Sendable {
 
     // MARK: Partial file
 
+    /// The partial download's record, nil when there is none or it does not belong to this dataset (then the
+    /// download starts from byte 0).
     func loadRecord() -> PartialRecord? {
-        guard let data = FileManager.default.contents(atPath: directory.partialRecord.path),
-            let record = try? JSONDecoder().decode(PartialRecord.self, from: data),
-            record.dataset == dataset, SHA256Hex.isValid(record.expected.sha256)
-        else { return nil }
+        guard let data = FileManager.default.contents(atPath: directory.partialRecord.path) else { return nil }
+        let record: PartialRecord
+        do {
+            record = try JSONDecoder().decode(PartialRecord.self, from: data)
+        } catch {
+            logger.notice("the partial download's record is malformed; downloading from byte 0", metadata: ["error": "\(error)"])
+            return nil
+        }
+        guard record.dataset == dataset, SHA256Hex.isValid(record.expected.sha256) else { return nil }
         return record
     }
 
@@ -177,17 +184,17 @@ struct SnapshotDownloader: Sendable {
                 }
             }
         } catch let error as FerryError {
-            try? writer.flush()
+            keepReceivedBytes(writer)
             throw error
         } catch {
             // Keep what arrived: the next fetch resumes from it.
-            try? writer.flush()
+            keepReceivedBytes(writer)
             throw FerryError(
                 .offline,
                 "the download from \(snapshotURL.absoluteString) broke off after \(onDisk) of \(expected.size.map(String.init) ?? "?") bytes (\(error)); the next fetch resumes from there, database.db is unchanged")
         }
         if let size = expected.size, onDisk != size {
-            try? writer.flush()
+            keepReceivedBytes(writer)
             throw FerryError(
                 .corruptTransfer,
                 "the download ended after \(onDisk) of \(size) bytes; the next fetch resumes from there, database.db is unchanged")
@@ -196,12 +203,24 @@ struct SnapshotDownloader: Sendable {
         return .written(expected, sha256: hasher.finalize().hex, bytesReceived: onDisk - from, resumedFrom: from)
     }
 
+    /// Writes out what is buffered before a download ends early, so the next fetch resumes after it. Failing only
+    /// means resuming earlier (the partial file's size says where), so it is logged, and the download's own error is
+    /// the one thrown.
+    private func keepReceivedBytes(_ writer: PartialFileWriter) {
+        do {
+            try writer.flush()
+        } catch {
+            logger.notice("could not keep the last bytes received; the next fetch resumes before them", metadata: ["error": "\(error)"])
+        }
+    }
+
     /// Hashes the first `count` bytes already on disk, so a resumed download is verified end to end.
     private func hashPrefix(of url: URL, count: Int64) throws -> SHA256 {
         var hasher = SHA256()
         guard let handle = FileHandle(forReadingAtPath: url.path) else {
             throw FerryError(.io, "cannot open the partial download to resume it", path: url.path)
         }
+        // A read-only handle: closing it cannot lose data.
         defer { try? handle.close() }
         var remaining = count
         while remaining > 0 {
