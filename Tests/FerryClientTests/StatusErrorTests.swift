@@ -33,13 +33,13 @@ import Testing
         return dir
     }
 
-    @Test func unreadableOutboxFailsTheStatus() throws {
+    @Test func unreadableOutboxFailsTheStatus() async throws {
         let temp = try TemporaryDirectory("ferry-status")
         defer { temp.remove() }
         let dir = try Self.directoryWithUnreadableOutbox(temp)
 
         // The library throws instead of reporting 0 queued edits
-        let error = #expect(throws: FerryError.self) { try FerryClient.status(directory: dir.url) }
+        let error = await #expect(throws: FerryError.self) { try await FerryClient.status(directory: dir.url) }
         #expect(error?.message.contains("cannot count the local edits waiting in database.db's outbox") == true, "\(String(describing: error))")
         #expect(error?.path == dir.database.path)
 
