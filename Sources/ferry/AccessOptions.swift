@@ -49,6 +49,21 @@ struct AccessOptions: ParsableArguments {
         AsyncHTTPClientTransport.makeHTTPClient(trusting: try trustedCertificates())
     }
 
+    /// Runs `body` with a client from ``makeHTTPClient()`` and shuts the client down afterwards, either way.
+    func withHTTPClient<T>(_ body: (HTTPClient) async throws -> T) async throws -> T {
+        let http = try makeHTTPClient()
+        let result: T
+        do {
+            result = try await body(http)
+        } catch {
+            // The command's own error is the one to report; the process exits right after it either way.
+            try? await http.shutdown()
+            throw error
+        }
+        try await http.shutdown()
+        return result
+    }
+
     /// Sets the token on `configuration`.
     func apply(to configuration: inout FerryClient.Configuration) {
         configuration.setAccessToken(resolvedToken)

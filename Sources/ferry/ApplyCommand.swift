@@ -18,7 +18,7 @@ struct ApplyCommand: AsyncParsableCommand {
     func run() async throws {
         let result = try await options.withClient { try await $0.applyPendingUpdate() }
         if json {
-            print(result.status.json(adding: [("applied", .bool(result.applied))]))
+            print(try JSONLine.render(ApplyJSON(status: result.status, applied: result.applied)))
         } else {
             print(result.message)
             print(result.status.text)

@@ -27,39 +27,12 @@ struct ExecCommand: AsyncParsableCommand {
             (try await client.execute(sql), try await client.pendingEdits())
         }
         if json {
-            print(Self.json(result, outbox: waiting))
+            print(try JSONLine.render(ExecJSON(result: result, outbox: waiting)))
         } else if !result.columns.isEmpty {
             print(result.columns.joined(separator: "\t"))
-            for row in result.rows { print(row.map(Self.text).joined(separator: "\t")) }
+            for row in result.rows { print(row.map(\.cellText).joined(separator: "\t")) }
         } else {
             print("\(result.changes) row\(result.changes == 1 ? "" : "s") changed; \(waiting) local edit\(waiting == 1 ? "" : "s") waiting for upload")
         }
-    }
-
-    static func text(_ value: SQLiteValue) -> String {
-        switch value {
-        case .null: return "NULL"
-        case .integer(let i): return String(i)
-        case .real(let d): return String(d)
-        case .text(let s): return s
-        case .blob(let b): return "x'" + b.map { String(format: "%02x", $0) }.joined() + "'"
-        }
-    }
-
-    static func json(_ result: StatementResult, outbox: Int) -> String {
-        func encode(_ value: SQLiteValue) -> Any {
-            switch value {
-            case .null: return NSNull()
-            case .integer(let i): return i
-            case .real(let d): return d
-            case .text(let s): return s
-            case .blob(let b): return Data(b).base64EncodedString()
-            }
-        }
-        let object: [String: Any] = [
-            "columns": result.columns, "rows": result.rows.map { $0.map(encode) }, "changes": result.changes, "outbox": outbox,
-        ]
-        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data("{}".utf8)
-        return String(decoding: data, as: UTF8.self)
     }
 }

@@ -32,14 +32,8 @@ struct Ferry: AsyncParsableCommand {
                 FileHandle.standardError.write(Data((fullMessage(for: error) + "\n").utf8))
                 Foundation.exit(2)
             }
-            exit(withError: forCommandLine(error))
+            // The library's errors name library settings; on the command line, name the options that fix them.
+            exit(withError: CommandLineHints.adding(to: error))
         }
-    }
-
-    /// The library's errors name library settings; on the command line, name the options that fix them.
-    static func forCommandLine(_ error: any Error) -> any Error {
-        guard var ferryError = error as? FerryError, ferryError.code == .unauthorized else { return error }
-        ferryError.message += "; pass a valid token with --token TOKEN or the FERRY_TOKEN environment variable"
-        return ferryError
     }
 }

@@ -17,11 +17,7 @@ struct FetchCommand: AsyncParsableCommand {
             Exit status: 0 success (also when already up to date), 1 failure (reason on stderr), 2 usage.
             """)
 
-    @Option(name: .long, help: "Base URL of the Ferry server, e.g. http://127.0.0.1:8080.")
-    var server: String
-
-    @Option(name: .long, help: "The dataset to fetch.")
-    var dataset: String
+    @OptionGroup var server: ServerOptions
 
     @OptionGroup var access: AccessOptions
 
@@ -39,59 +35,35 @@ struct FetchCommand: AsyncParsableCommand {
     @Option(name: .customLong("limit-rate"), help: "Download at most this many bytes per second (e.g. 500K, 2M).")
     var limitRate: ByteRate?
 
-    func validate() throws {
-        guard let url = URL(string: server), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme), url.host != nil
-        else { throw ValidationError("--server must be an http:// or https:// URL, e.g. http://127.0.0.1:8080") }
-        guard DatasetName.isValid(dataset) else {
-            throw ValidationError("--dataset '\(dataset)' is invalid: use 1-64 characters from a-z, 0-9, '_' and '-'")
-        }
-    }
-
     func run() async throws {
-        var configuration = FerryClient.Configuration(
-            directory: options.directoryURL, serverURL: URL(string: server), dataset: dataset,
-            acceptedSchemaVersions: acceptSchema.isEmpty ? nil : Set(acceptSchema))
-        configuration.applyPendingOnOpen = false
-        configuration.pushOnOpen = false  // `ferry sync` pushes; fetch only fetches
-        configuration.maxBytesPerSecond = limitRate?.bytesPerSecond
-        access.apply(to: &configuration)
-        let http = try access.makeHTTPClient()
-        do {
+        let (result, applied) = try await access.withHTTPClient { http in
+            // `ferry sync` pushes; fetch only fetches (the configuration neither pushes nor applies on open).
+            var configuration = try server.clientConfiguration(directory: options.directoryURL, http: http, access: access)
+            configuration.acceptedSchemaVersions = acceptSchema.isEmpty ? nil : Set(acceptSchema)
+            configuration.maxBytesPerSecond = limitRate?.bytesPerSecond
             let client = try await FerryClient.open(
                 configuration: configuration, logger: options.logger(), transport: AsyncHTTPClientTransport(client: http))
-            let bar = json ? nil : ProgressBar.ifTerminal()
-            var onProgress: (@Sendable (FetchProgress) -> Void)?
-            if let bar { onProgress = { bar.update($0) } }
-            let result: FetchResult
             do {
-                result = try await client.checkForUpdates(progress: onProgress)
-                bar?.finish()
+                let bar = json ? nil : ProgressBar.ifTerminal()
+                var onProgress: (@Sendable (FetchProgress) -> Void)?
+                if let bar { onProgress = { bar.update($0) } }
+                defer { bar?.finish() }
+                let result = try await client.checkForUpdates(progress: onProgress)
+                var applied: ApplyResult?
+                if apply && result.status.state == .updatePending { applied = try await client.applyPendingUpdate() }
+                await client.close()
+                return (result, applied)
             } catch {
-                bar?.finish()
                 await client.close()
                 throw error
             }
-            var status = result.status
-            var applied: ApplyResult?
-            if apply && status.state == .updatePending {
-                applied = try await client.applyPendingUpdate()
-                status = applied?.status ?? status
-            }
-            await client.close()
-            try? await http.shutdown()
-            if json {
-                print(
-                    status.json(adding: [
-                        ("result", .string(result.outcome.rawValue)), ("applied", .bool(applied?.applied ?? false)),
-                        ("bytesReceived", .int(Int(result.bytesReceived))), ("resumedFrom", .int(Int(result.resumedFrom))),
-                    ]))
-            } else {
-                print(Self.summary(result, applied: applied, dir: options.dir))
-                print(status.text)
-            }
-        } catch {
-            try? await http.shutdown()
-            throw error
+        }
+        let status = applied?.status ?? result.status
+        if json {
+            print(try JSONLine.render(FetchJSON(status: status, result: result, applied: applied?.applied ?? false)))
+        } else {
+            print(Self.summary(result, applied: applied, dir: options.dir))
+            print(status.text)
         }
     }
 

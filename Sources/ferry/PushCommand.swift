@@ -4,34 +4,6 @@ import FerryClient
 import FerryCore
 import Foundation
 
-/// Options shared by `ferry push` and `ferry sync`.
-struct ServerOptions: ParsableArguments {
-    @Option(name: .long, help: "Base URL of the Ferry server, e.g. http://127.0.0.1:8080.")
-    var server: String
-
-    @Option(name: .long, help: "The dataset.")
-    var dataset: String
-
-    func validate() throws {
-        guard let url = URL(string: server), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme), url.host != nil
-        else { throw ValidationError("--server must be an http:// or https:// URL, e.g. http://127.0.0.1:8080") }
-        guard DatasetName.isValid(dataset) else {
-            throw ValidationError("--dataset '\(dataset)' is invalid: use 1-64 characters from a-z, 0-9, '_' and '-'")
-        }
-    }
-
-    /// `http` is a client with a connect timeout (AsyncHTTPClient retries a refused connection until it expires,
-    /// so this bounds how long "offline" takes to report); the caller shuts it down.
-    func clientConfiguration(directory: URL, http: HTTPClient, access: AccessOptions) -> FerryClient.Configuration {
-        var configuration = FerryClient.Configuration(directory: directory, serverURL: URL(string: server), dataset: dataset)
-        configuration.applyPendingOnOpen = false
-        configuration.pushOnOpen = false
-        access.apply(to: &configuration)
-        if let url = URL(string: server) { configuration.uploader = HTTPChangeUploader(server: url, httpClient: http) }
-        return configuration
-    }
-}
-
 /// `ferry push`: uploads the outbox and writes the server's answers locally.
 struct PushCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -59,37 +31,13 @@ struct PushCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let http = try access.makeHTTPClient()
-        let result: PushResult
-        do {
-            let batchSize = self.batchSize
-            result = try await options.withClient(server.clientConfiguration(directory: options.directoryURL, http: http, access: access)) {
+        let batchSize = self.batchSize
+        let result = try await access.withHTTPClient { http in
+            try await options.withClient(try server.clientConfiguration(directory: options.directoryURL, http: http, access: access)) {
                 try await $0.push(batchSize: batchSize)
             }
-        } catch {
-            try? await http.shutdown()
-            throw error
         }
-        try? await http.shutdown()
-        print(json ? Self.json(result) : Self.text(result))
-    }
-
-    static func text(_ result: PushResult) -> String {
-        let s = result.summary
-        guard result.sent > 0 else { return "nothing to push: the outbox is empty" }
-        var line = "pushed \(result.sent) edit\(result.sent == 1 ? "" : "s"): applied \(s.applied), rejected \(s.rejected), gone \(s.gone)"
-        line += ", invalid \(s.invalid), forbidden \(s.forbidden)"
-        if s.unanswered > 0 { line += ", unanswered \(s.unanswered)" }
-        return line + "; \(result.remaining) still queued"
-    }
-
-    static func json(_ result: PushResult) -> String {
-        let s = result.summary
-        return JSONScalar.object([
-            ("sent", .int(result.sent)), ("applied", .int(s.applied)), ("rejected", .int(s.rejected)), ("gone", .int(s.gone)),
-            ("invalid", .int(s.invalid)), ("forbidden", .int(s.forbidden)), ("unanswered", .int(s.unanswered)),
-            ("remaining", .int(result.remaining)),
-        ])
+        print(json ? try JSONLine.render(PushJSON(result: result)) : result.text)
     }
 }
 
@@ -111,31 +59,26 @@ struct SyncCommand: AsyncParsableCommand {
     var json = false
 
     func run() async throws {
-        let http = try access.makeHTTPClient()
-        do {
+        let result = try await access.withHTTPClient { http in
             let client = try await FerryClient.open(
-                configuration: server.clientConfiguration(directory: options.directoryURL, http: http, access: access), logger: options.logger(),
+                configuration: try server.clientConfiguration(directory: options.directoryURL, http: http, access: access), logger: options.logger(),
                 transport: AsyncHTTPClientTransport(client: http))
-            let result: SyncResult
             do {
-                result = try await client.sync()
+                let result = try await client.sync()
+                await client.close()
+                return result
             } catch {
                 await client.close()
                 throw error
             }
-            await client.close()
-            try? await http.shutdown()
-            let status = result.apply?.status ?? result.fetch.status
-            if json {
-                print(status.json(adding: [("pushed", .int(result.push.sent)), ("result", .string(result.fetch.outcome.rawValue)), ("applied", .bool(result.apply?.applied ?? false))]))
-            } else {
-                print(PushCommand.text(result.push))
-                print(FetchCommand.summary(result.fetch, applied: result.apply, dir: options.dir))
-                print(status.text)
-            }
-        } catch {
-            try? await http.shutdown()
-            throw error
+        }
+        let status = result.apply?.status ?? result.fetch.status
+        if json {
+            print(try JSONLine.render(SyncJSON(status: status, result: result)))
+        } else {
+            print(result.push.text)
+            print(FetchCommand.summary(result.fetch, applied: result.apply, dir: options.dir))
+            print(status.text)
         }
     }
 }

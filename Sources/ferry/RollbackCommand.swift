@@ -17,7 +17,7 @@ struct RollbackCommand: AsyncParsableCommand {
     func run() async throws {
         let result = try await options.withClient { try await $0.rollback() }
         if json {
-            print(result.status.json(adding: [("rolledBackVersion", .int(result.rolledBackVersion))]))
+            print(try JSONLine.render(RollbackJSON(status: result.status, rolledBackVersion: result.rolledBackVersion)))
         } else {
             print("rolled back version \(result.rolledBackVersion.map(String.init) ?? "?") to version \(result.version.map(String.init) ?? "?")")
             print(result.status.text)

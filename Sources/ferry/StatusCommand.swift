@@ -18,7 +18,7 @@ struct StatusCommand: AsyncParsableCommand {
     var json = false
 
     func run() async throws {
-        let status = try FerryClient.status(directory: options.directoryURL)
-        print(json ? status.json() : status.text)
+        let status = try await FerryClient.status(directory: options.directoryURL, logger: options.logger())
+        print(json ? try JSONLine.render(StatusJSON(status)) : status.text)
     }
 }

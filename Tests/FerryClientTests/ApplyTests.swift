@@ -70,7 +70,7 @@ import Testing
         #expect(try await client.withDatabase { try $0.scalar("SELECT version FROM ferry_snapshot")?.integer } == 1)
         #expect(!setup.dir.exists(setup.dir.previous))
         // And the rolled-back version is remembered so the next check sends it in If-None-Match
-        let state = ClientStateFile.load(from: setup.dir.stateFile)
+        let state = ClientStateFile.load(from: setup.dir.stateFile) { Issue.record("state.json: \($0)") }
         #expect(state.refusedChecksums(accepts: { _ in true }) == [setup.published[1].sha256])
 
         // A second rollback has nothing to go back to
@@ -192,10 +192,10 @@ import Testing
         let setup = try Setup()
         defer { setup.temp.remove() }
         try setup.plant(1, at: setup.dir.database)
-        #expect(try FerryClient.status(directory: setup.dir.url).version == 1)
+        #expect(try await FerryClient.status(directory: setup.dir.url).version == 1)
         // Replaced behind the library's back (another inode): the cache misses and the file is rehashed.
         try setup.plant(2, at: setup.dir.database)
-        let status = try FerryClient.status(directory: setup.dir.url)
+        let status = try await FerryClient.status(directory: setup.dir.url)
         #expect(status.version == 2 && status.sha256 == setup.published[1].sha256)
     }
 }

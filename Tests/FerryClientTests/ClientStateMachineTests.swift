@@ -144,18 +144,4 @@ import Testing
         // Once the app accepts schema 2, that snapshot is wanted again; a rolled-back one stays refused.
         #expect(state.refusedChecksums(accepts: { _ in true }) == [other])
     }
-
-    /// `ferry status --json` is a contract: exactly these keys, in this order, null when absent.
-    @Test func statusJSONGolden() {
-        #expect(
-            ClientStatus(state: .initialSyncRequired).json()
-                == #"{"state":"initialSyncRequired","version":null,"sha256":null,"pendingVersion":null,"pendingSha256":null,"outbox":0}"#)
-        #expect(
-            ClientStatus(state: .upToDate, version: 3, sha256: sha).json()
-                == #"{"state":"upToDate","version":3,"sha256":"\#(sha)","pendingVersion":null,"pendingSha256":null,"outbox":0}"#)
-        #expect(
-            ClientStatus(state: .updatePending, version: 3, sha256: sha, pendingVersion: 4, pendingSha256: other, previousVersion: 2).json()
-                == #"{"state":"updatePending","version":3,"sha256":"\#(sha)","pendingVersion":4,"pendingSha256":"\#(other)","outbox":0}"#)
-        #expect(JSONScalar.object([("a", .string("q\"\\\n")), ("b", .bool(true))]) == #"{"a":"q\"\\\n","b":true}"#)
-    }
 }

@@ -82,10 +82,10 @@ extension FerryClient {
         /// `SERVER/v1/datasets/DATASET/snapshot`, after validating both.
         func snapshotURL() throws -> (URL, String) {
             guard let serverURL else {
-                throw FerryError(.badInput, "no server URL configured: set Configuration.serverURL (ferry fetch --server URL)", key: "serverURL")
+                throw FerryError(.badInput, "no server URL configured: set Configuration.serverURL", key: "serverURL")
             }
             guard let dataset else {
-                throw FerryError(.badInput, "no dataset configured: set Configuration.dataset (ferry fetch --dataset NAME)", key: "dataset")
+                throw FerryError(.badInput, "no dataset configured: set Configuration.dataset", key: "dataset")
             }
             try DatasetName.validate(dataset)
             guard let scheme = serverURL.scheme?.lowercased(), scheme == "http" || scheme == "https", serverURL.host != nil else {

@@ -25,9 +25,11 @@ extension FerryClient {
     /// ```swift
     /// let waiting = try await client.pendingEdits()
     /// ```
-    public func pendingEdits() throws -> Int {
-        guard directory.exists(directory.database) else { return 0 }
-        return try withDatabase { try Outbox.count(in: $0) }
+    public func pendingEdits() async throws -> Int {
+        try await exclusively {
+            guard directory.exists(directory.database) else { return 0 }
+            return try await useDatabase { try Outbox.count(in: $0) }
+        }
     }
 
     /// Runs one SQL statement on the live database (what `ferry exec` does): selects return rows, writes to
@@ -36,8 +38,8 @@ extension FerryClient {
     /// ```swift
     /// let result = try await client.execute("UPDATE trips SET passengers = 1 WHERE name = 'Växjö-Kalmar'")
     /// ```
-    public func execute(_ sql: String) throws -> StatementResult {
-        try withDatabase { try LocalStatement.run(sql, on: $0) }
+    public func execute(_ sql: String) async throws -> StatementResult {
+        try await withDatabase { try LocalStatement.run(sql, on: $0) }
     }
 
     /// Uploads the outbox in order, in batches, and writes the server's answers (the winning rows) locally.
@@ -64,14 +66,18 @@ extension FerryClient {
         let pushed = try await push()
         let fetched = try await checkForUpdates()
         var applied: ApplyResult?
-        if try status().state == .updatePending { applied = try applyPendingUpdate() }
+        if try await status().state == .updatePending { applied = try await applyPendingUpdate() }
         return SyncResult(push: pushed, fetch: fetched, apply: applied)
     }
 
     func pushOnLaunch() async {
-        guard configuration.pushOnOpen, configuration.serverURL != nil, configuration.dataset != nil,
-            let waiting = try? pendingEdits(), waiting > 0
-        else { return }
+        guard configuration.pushOnOpen, configuration.serverURL != nil, configuration.dataset != nil else { return }
+        do {
+            guard try await pendingEdits() > 0 else { return }
+        } catch {
+            logger.warning("cannot count the pending edits on launch; they are not pushed now: \(error)")
+            return
+        }
         do {
             let result = try await push()
             logger.info("pushed pending edits on launch", metadata: ["sent": "\(result.sent)", "remaining": "\(result.remaining)"])
@@ -81,16 +87,20 @@ extension FerryClient {
     }
 
     private func performPush(batchSize: Int) async throws -> PushResult {
-        guard let server = configuration.serverURL, let dataset = configuration.dataset else {
-            throw FerryError(.badInput, "pushing needs a server URL and a dataset (--server, --dataset)")
+        guard let server = configuration.serverURL else {
+            throw FerryError(.badInput, "pushing needs a server: set Configuration.serverURL", key: "serverURL")
+        }
+        guard let dataset = configuration.dataset else {
+            throw FerryError(.badInput, "pushing needs a dataset: set Configuration.dataset", key: "dataset")
         }
         try DatasetName.validate(dataset)
         let uploader = configuration.uploader ?? HTTPChangeUploader(server: server)
-        let clientID = try deviceID()
+        let privateDirectory = directory.privateDirectory
+        let clientID = try await BlockingWork.run { try Self.deviceID(in: privateDirectory) }
         var summary = Outbox.Summary()
         var sent = 0
         while true {
-            let batch = try withDatabase { try Outbox.takeBatch(from: $0, limit: batchSize) }
+            let batch = try await withDatabase { try Outbox.takeBatch(from: $0, limit: batchSize) }
             if batch.isEmpty { break }
             let request = ChangeBatch(clientId: clientID, sentAt: Timestamp.format(configuration.clock()), changes: batch)
             let results = try await uploadWithRetry(request, dataset: dataset, uploader: uploader)
@@ -100,14 +110,14 @@ extension FerryClient {
             }
             let tables = liveTables
             let logger = self.logger
-            let recorded = try withDatabase { db in
+            let recorded = try await withDatabase { db in
                 try Outbox.record(results.results, for: batch, in: db, tables: tables) { logger.warning("\($0)") }
             }
             summary.merge(recorded)
             sent += batch.count
             if recorded.unanswered > 0 { break }
         }
-        return PushResult(summary: summary, sent: sent, remaining: try pendingEdits())
+        return PushResult(summary: summary, sent: sent, remaining: try await pendingEdits())
     }
 
     private func uploadWithRetry(_ batch: ChangeBatch, dataset: String, uploader: any ChangeUploader) async throws -> ChangeResults {
@@ -131,8 +141,8 @@ extension FerryClient {
     }
 
     /// This device's id (`.ferry/client-id`), made once.
-    private func deviceID() throws -> String {
-        let file = directory.privateDirectory.appendingPathComponent("client-id")
+    private static func deviceID(in privateDirectory: URL) throws -> String {
+        let file = privateDirectory.appendingPathComponent("client-id")
         if let data = FileManager.default.contents(atPath: file.path),
             let text = String(data: data, encoding: .utf8)?.trimmingCharacters(in: .whitespacesAndNewlines), !text.isEmpty
         {

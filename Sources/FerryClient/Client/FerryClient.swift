@@ -7,7 +7,8 @@ import Logging
 ///
 /// The actor serializes everything the book's serial queue did: two concurrent applies apply once, a check never
 /// races another check, and the live database is only used through ``withDatabase(_:)`` so a swap never happens
-/// under a running query. One process at a time uses a directory (`DIR/.ferry/lock`).
+/// under a running query. The blocking file and SQLite work itself runs on NIO's thread pool, never on Swift's
+/// cooperative threads, one operation at a time. One process at a time uses a directory (`DIR/.ferry/lock`).
 ///
 /// ```swift
 /// var config = FerryClient.Configuration(directory: appSupport.appendingPathComponent("ferry"))
@@ -25,28 +26,23 @@ public actor FerryClient {
     let logger: Logger
     let transport: any SnapshotTransport
     private var lock: FileLock?
-    private var connection: SQLiteConnection?
+    private var connection: LiveDatabase?
     private var state: ClientStateFile
     private var runningCheck: Task<FetchResult, any Error>?
     var runningPush: Task<PushResult, any Error>?
     /// The live database's tables as its snapshot describes them (for the outbox).
     var liveTables: [SnapshotMetadata.TableInfo] = []
+    /// True while a file operation runs (see ``exclusively(_:)``); the operations waiting for it, in order.
+    private var operationRunning = false
+    private var waitingOperations: [CheckedContinuation<Void, Never>] = []
 
-    private init(configuration: Configuration, logger: Logger, transport: any SnapshotTransport) throws {
+    private init(configuration: Configuration, logger: Logger, transport: any SnapshotTransport, lock: FileLock, state: ClientStateFile) {
         self.configuration = configuration
         self.directory = ClientDirectory(configuration.directory)
         self.logger = logger
         self.transport = transport
-        try directory.create()
-        do {
-            lock = try FileLock(path: directory.lockFile.path, wait: false)
-        } catch let error as FerryError where error.code == .store {
-            throw FerryError(
-                .busy, "another process or FerryClient is using this client directory (is a ferry fetch running?); wait for it and try again",
-                path: directory.url.path)
-        }
-        directory.removeLeftovers()
-        state = ClientStateFile.load(from: directory.stateFile)
+        self.lock = lock
+        self.state = state
     }
 
     /// Opens a client directory "on launch": recovers from any crash, applies a pending update (unless
@@ -59,100 +55,151 @@ public actor FerryClient {
     public static func open(
         configuration: Configuration, logger: Logger, transport: any SnapshotTransport = AsyncHTTPClientTransport()
     ) async throws -> FerryClient {
-        let client = try FerryClient(configuration: configuration, logger: logger, transport: transport)
-        try await client.launch()
+        let directory = ClientDirectory(configuration.directory)
+        let (lock, state) = try await BlockingWork.run { try ClientFiles.open(directory, logger: logger) }
+        let client = FerryClient(configuration: configuration, logger: logger, transport: transport, lock: lock, state: state)
+        do {
+            try await client.launch()
+        } catch {
+            await client.close()
+            throw error
+        }
         await client.pushOnLaunch()
         return client
     }
 
-    private func launch() throws {
-        // A writer killed mid-transaction leaves a hot journal: let SQLite roll it back before anyone reads
-        // (read-only connections cannot).
-        for file in [directory.database, directory.updated] where directory.exists(URL(fileURLWithPath: file.path + "-journal")) {
-            let db = try SQLiteConnection(path: file.path, mode: .readWrite)
-            _ = try db.scalar("SELECT count(*) FROM sqlite_master")
+    private func launch() async throws {
+        try await exclusively {
+            let apply = configuration.applyPendingOnOpen
+            try await onFiles { files, state in
+                try files.recoverHotJournals()
+                if apply, files.directory.exists(files.directory.updated) {
+                    files.logger.info("applying the pending update on launch", metadata: ["dir": "\(files.directory.url.path)"])
+                    _ = try files.swapInPendingUpdate(&state)
+                }
+            }
+            try await openConnection()
         }
-        if configuration.applyPendingOnOpen, directory.exists(directory.updated) {
-            logger.info("applying the pending update on launch", metadata: ["dir": "\(directory.url.path)"])
-            _ = try swapInPendingUpdate()
-        }
-        try openConnection()
     }
 
-    /// Closes the live database and releases the directory. The client must not be used afterwards.
-    public func close() {
-        connection = nil
-        lock?.unlock()
-        lock = nil
+    /// Closes the live database and releases the directory, after any operation still running. The client must not
+    /// be used afterwards.
+    public func close() async {
+        await exclusively {
+            connection = nil
+            lock?.unlock()
+            lock = nil
+        }
+    }
+
+    // MARK: One operation at a time
+
+    /// Runs `body` alone among the client's file operations. The actor alone is not enough: while blocking work
+    /// runs on the thread pool the actor takes other calls, and an apply must never swap the file under a running
+    /// query. Not reentrant: `body` calls the unguarded helpers, never a public method.
+    func exclusively<T: Sendable>(_ body: () async throws -> T) async rethrows -> T {
+        if operationRunning {
+            await withCheckedContinuation { waitingOperations.append($0) }
+        } else {
+            operationRunning = true
+        }
+        defer {
+            if waitingOperations.isEmpty {
+                operationRunning = false
+            } else {
+                waitingOperations.removeFirst().resume()
+            }
+        }
+        return try await body()
+    }
+
+    /// Runs `work` on the thread pool with the directory's files and the checksum cache. The cache's changes are
+    /// kept even when `work` throws (a refusal saved before a failing step stays remembered).
+    private func onFiles<T: Sendable>(_ work: @escaping @Sendable (ClientFiles, inout ClientStateFile) throws -> T) async throws -> T {
+        let files = ClientFiles(directory: directory, configuration: configuration, logger: logger)
+        let before = state
+        let (result, after) = try await BlockingWork.run { () -> (Result<T, any Error>, ClientStateFile) in
+            var state = before
+            let result = Result { try work(files, &state) }
+            return (result, state)
+        }
+        state = after
+        return try result.get()
     }
 
     // MARK: Status
 
-    /// The directory's state with the live and pending versions and checksums.
+    /// The directory's state with the live and pending versions and checksums. Throws when something it reports
+    /// cannot be read (a status never shows a number it did not read).
     ///
     /// ```swift
     /// let status = try await client.status()
     /// ```
-    public func status() throws -> ClientStatus {
-        let before = state
-        let status = try directory.status(state: &state)
-        if state != before { try? state.save(to: directory.stateFile) }
-        return status
+    public func status() async throws -> ClientStatus {
+        try await exclusively { try await currentStatus() }
+    }
+
+    private func currentStatus() async throws -> ClientStatus {
+        try await onFiles { files, state in try files.status(&state) }
     }
 
     /// Reads a directory's status without opening a client (no lock, nothing applied): what `ferry status` shows.
+    /// Throws when something it reports cannot be read (a status never shows a number it did not read). A
+    /// checksum cache that cannot be read or written is reported through `logger` and costs a rehash.
     ///
     /// ```swift
-    /// let status = try FerryClient.status(directory: URL(fileURLWithPath: "/data/ferry"))
+    /// let status = try await FerryClient.status(directory: URL(fileURLWithPath: "/data/ferry"), logger: logger)
     /// ```
-    public static func status(directory url: URL) throws -> ClientStatus {
+    public static func status(directory url: URL, logger: Logger? = nil) async throws -> ClientStatus {
+        try await BlockingWork.run { try readStatus(directory: url, logger: logger) }
+    }
+
+    private static func readStatus(directory url: URL, logger: Logger?) throws -> ClientStatus {
         let directory = ClientDirectory(url)
-        var state = ClientStateFile.load(from: directory.stateFile)
+        var state = ClientStateFile.load(from: directory.stateFile) { logger?.warning("\($0)") }
         let before = state
         let status = try directory.status(state: &state)
-        if state != before, directory.exists(directory.privateDirectory) { try? state.save(to: directory.stateFile) }
+        if state != before, directory.exists(directory.privateDirectory) {
+            do {
+                try state.save(to: directory.stateFile)
+            } catch {
+                // Status only reads: a directory it may not write to still has a status; the next call hashes again.
+                logger?.notice("cannot update the checksum cache", metadata: ["path": "\(directory.stateFile.path)", "error": "\(error)"])
+            }
+        }
         return status
     }
 
     // MARK: Live database
 
-    /// Runs `body` with the live database. Reads see local edits at once; writes to writable tables are recorded in
-    /// the outbox in the same transaction, writes to read-only tables fail. Apply and rollback wait until it returns,
-    /// so the connection never sees a file being swapped. Throws ``FerryError/Code/noDatabase`` before the initial sync.
+    /// Runs `body` with the live database, on the thread pool. Reads see local edits at once; writes to writable
+    /// tables are recorded in the outbox in the same transaction, writes to read-only tables fail. Apply and rollback
+    /// wait until it returns, so the connection never sees a file being swapped. Throws
+    /// ``FerryError/Code/noDatabase`` before the initial sync.
     ///
     /// ```swift
     /// let count = try await client.withDatabase { db in try db.scalar("SELECT count(*) FROM trips")?.integer ?? 0 }
     /// ```
-    public func withDatabase<T: Sendable>(_ body: @Sendable (SQLiteConnection) throws -> T) throws -> T {
-        if connection == nil { try openConnection() }
-        guard let connection else {
-            throw FerryError(
-                .noDatabase, "there is no database.db yet: run checkForUpdates() (ferry fetch) once online for the initial sync",
-                path: directory.database.path)
-        }
-        return try body(connection)
+    public func withDatabase<T: Sendable>(_ body: @escaping @Sendable (SQLiteConnection) throws -> T) async throws -> T {
+        try await exclusively { try await useDatabase(body) }
     }
 
-    /// Opens database.db read-write and installs the outbox triggers from its `ferry_tables`, recording the
-    /// published checksum inside the file first (local edits change its bytes, not its version).
-    private func openConnection() throws {
-        guard connection == nil, let live = try directory.info(of: directory.database, state: &state) else { return }
-        let db = try SQLiteConnection(path: directory.database.path, mode: .readWrite)
-        let tables: [SnapshotMetadata.TableInfo]
-        do {
-            tables = try SnapshotMetadata.read(from: db).tables
-        } catch {
-            // Still readable, but without its description no edit can be captured: say so, once per open.
-            logger.warning("database.db has no readable snapshot metadata; local edits cannot be captured: \(error)")
-            tables = []
+    /// ``withDatabase(_:)`` for code that already runs ``exclusively(_:)``.
+    func useDatabase<T: Sendable>(_ body: @escaping @Sendable (SQLiteConnection) throws -> T) async throws -> T {
+        if connection == nil { try await openConnection() }
+        guard let connection else {
+            throw FerryError(
+                .noDatabase, "there is no database.db yet: run checkForUpdates() once online for the initial sync",
+                path: directory.database.path)
         }
-        if !tables.isEmpty {
-            try OutboxSchema.install(on: db, tables: tables, origin: live.sha256)
-            if let identity = FileIdentity.of(directory.database) { state.remember(identity, live) }
-            try? state.save(to: directory.stateFile)
-        }
-        liveTables = tables
-        connection = db
+        return try await BlockingWork.run { try body(connection.connection) }
+    }
+
+    /// Opens database.db (see ``ClientFiles/openLive(_:)``) unless it is open or missing.
+    private func openConnection() async throws {
+        guard connection == nil, let live = try await onFiles({ files, state in try files.openLive(&state) }) else { return }
+        liveTables = live.tables
+        connection = live
     }
 
     // MARK: Fetch
@@ -174,83 +221,46 @@ public actor FerryClient {
         return try await task.value
     }
 
+    /// The download itself runs outside ``exclusively(_:)``: the app keeps reading and writing database.db meanwhile.
     private func performCheck(progress: (@Sendable (FetchProgress) -> Void)?) async throws -> FetchResult {
         let (url, dataset) = try configuration.snapshotURL()
-        if let live = try directory.info(of: directory.database, state: &state), let liveDataset = live.dataset, liveDataset != dataset {
-            throw FerryError(
-                .badInput, "this directory holds dataset '\(liveDataset)', not '\(dataset)'; use another directory per dataset",
-                path: directory.url.path)
-        }
         let downloader = SnapshotDownloader(
             directory: directory, transport: transport, snapshotURL: url, dataset: dataset,
             acceptedSchemaVersions: configuration.acceptedSchemaVersions, writeBufferSize: configuration.writeBufferSize,
             maxBytesPerSecond: configuration.maxBytesPerSecond, tokenProvider: configuration.tokenProvider, logger: logger)
 
-        // A download that finished before a crash but was never renamed: verify it from disk and install it first.
-        var earlier: FetchResult?
-        if let outcome = try await downloader.verifyCompletePartial() {
-            earlier = try install(outcome)
+        let (earlier, known) = try await exclusively { () async throws -> (FetchResult?, [String]) in
+            try await onFiles { files, state in try files.checkDataset(dataset, &state) }
+            // A download that finished before a crash but was never renamed: verify it from disk and install it first.
+            var earlier: FetchResult?
+            if let outcome = try await downloader.verifyCompletePartial() {
+                earlier = try await install(outcome)
+            }
+            return (earlier, try await onFiles { files, state in try files.knownChecksums(&state) })
         }
-
-        var known: [String] = []
-        if let pending = try directory.info(of: directory.updated, state: &state) {
-            known.append(pending.sha256)
-        } else if let live = try directory.info(of: directory.database, state: &state) {
-            known.append(live.sha256)
-        }
-        known += state.refusedChecksums(accepts: { configuration.acceptedSchemaVersions?.contains($0) ?? true })
         let outcome = try await downloader.download(knownChecksums: known, progress: progress)
-        if case .notModified = outcome {
-            logger.debug("not modified", metadata: ["dataset": "\(dataset)"])
-            directory.discardPartial()
-            if let earlier { return earlier }
-            try? state.save(to: directory.stateFile)
-            return FetchResult(outcome: .notModified, bytesReceived: 0, resumedFrom: 0, status: try status())
+        return try await exclusively {
+            if case .notModified = outcome {
+                logger.debug("not modified", metadata: ["dataset": "\(dataset)"])
+                try await onFiles { files, state in files.notModified(&state) }
+                if let earlier { return earlier }
+                return FetchResult(outcome: .notModified, bytesReceived: 0, resumedFrom: 0, status: try await currentStatus())
+            }
+            return try await install(outcome)
         }
-        return try install(outcome)
     }
 
-    /// Moves a verified partial into place: `database.db` on the initial sync, else `updated.db`.
-    private func install(_ outcome: SnapshotDownloader.Outcome) throws -> FetchResult {
-        let verified: SnapshotDownloader.Verified
-        switch outcome {
-        case .notModified:
-            return FetchResult(outcome: .notModified, bytesReceived: 0, resumedFrom: 0, status: try status())
-        case .refused(let info, let error):
-            state.refuse(info, reason: .schema)
-            try? state.save(to: directory.stateFile)
-            throw error
-        case .downloaded(let v):
-            verified = v
-        }
-        let info = verified.info
-        let live = try directory.info(of: directory.database, state: &state)
-        let pending = try directory.info(of: directory.updated, state: &state)
-        if info.sha256 == live?.sha256 || info.sha256 == pending?.sha256 {
-            directory.discardPartial()
+    /// Moves a verified partial into place (see ``ClientFiles/install(_:_:)``) and opens it after the initial sync.
+    private func install(_ outcome: SnapshotDownloader.Outcome) async throws -> FetchResult {
+        switch try await onFiles({ files, state in try files.install(outcome, &state) }) {
+        case .alreadyPresent(let bytesReceived, let resumedFrom):
+            return FetchResult(outcome: .notModified, bytesReceived: bytesReceived, resumedFrom: resumedFrom, status: try await currentStatus())
+        case .installed(let outcome, let info, let bytesReceived, let resumedFrom):
+            if outcome == .initialSync { try await openConnection() }
             return FetchResult(
-                outcome: .notModified, bytesReceived: verified.bytesReceived, resumedFrom: verified.resumedFrom, status: try status())
+                outcome: outcome, version: info.version, sha256: info.sha256, bytesReceived: bytesReceived, resumedFrom: resumedFrom,
+                status: try await currentStatus())
         }
-        let outcome: FetchResult.Outcome
-        let target: URL
-        if live == nil && pending == nil {
-            outcome = .initialSync
-            target = directory.database
-        } else {
-            outcome = .updateDownloaded
-            target = directory.updated
-        }
-        try DurableFile.rename(directory.partial, to: target)
-        if let identity = FileIdentity.of(target) { state.remember(identity, info) }
-        try? FileManager.default.removeItem(at: directory.partialRecord)
-        try? state.save(to: directory.stateFile)
-        logger.info(
-            "\(outcome == .initialSync ? "initial sync" : "update downloaded")",
-            metadata: ["version": "\(info.version ?? 0)", "sha256": "\(info.sha256)", "bytes": "\(verified.bytesReceived)"])
-        if outcome == .initialSync { try openConnection() }
-        return FetchResult(
-            outcome: outcome, version: info.version, sha256: info.sha256, bytesReceived: verified.bytesReceived,
-            resumedFrom: verified.resumedFrom, status: try status())
     }
 
     // MARK: Apply and rollback
@@ -263,61 +273,22 @@ public actor FerryClient {
     /// let result = try await client.applyPendingUpdate()
     /// ```
     @discardableResult
-    public func applyPendingUpdate() throws -> ApplyResult {
-        guard directory.exists(directory.updated) else {
-            return ApplyResult(
-                applied: false, version: try status().version, previousVersion: nil, message: "nothing to apply: no update is pending",
-                status: try status())
-        }
-        let (live, pending) = try swapInPendingUpdate()
-        try openConnection()
-        let message =
-            "applied version \(pending.version.map(String.init) ?? "?")"
-            + (live.map { "; version \($0.version.map(String.init) ?? "?") kept as previous.db" } ?? "")
-        return ApplyResult(applied: true, version: pending.version, previousVersion: live?.version, message: message, status: try status())
-    }
-
-    /// The swap itself; leaves the connection closed. Every prefix of it leaves a complete published database.db.
-    private func swapInPendingUpdate() throws -> (live: SnapshotInfo?, pending: SnapshotInfo) {
-        guard let pending = try directory.info(of: directory.updated, state: &state) else {
-            throw FerryError(.notFound, "no update is pending", path: directory.updated.path)
-        }
-        let live = try directory.info(of: directory.database, state: &state)
-        try? state.save(to: directory.stateFile)
-        try closeLiveDatabase()
-        try prepare(with: configuration.prepareUpdate, pending: pending)
-        for step in ClientDirectory.applyPlan(hasDatabase: live != nil) {
-            try directory.perform(step)
-        }
-        if let live, let identity = FileIdentity.of(directory.previous) { state.remember(identity, live) }
-        if let identity = FileIdentity.of(directory.database) { state.remember(identity, pending) }
-        try? state.save(to: directory.stateFile)
-        logger.info("applied update", metadata: ["version": "\(pending.version ?? 0)", "previous": "\(live?.version ?? 0)"])
-        return (live, pending)
-    }
-
-    /// Prepares updated.db inside the swap: carries the outbox over from database.db and replays every queued edit
-    /// on top of the new data (so a fresh snapshot never hides a pending edit), then runs the app's hook, each in
-    /// its own transaction. Idempotent, as a crash before the rename repeats it. The cached checksum stays the
-    /// published one.
-    private func prepare(with hook: PrepareUpdate?, pending: SnapshotInfo) throws {
-        do {
-            let updated = try SQLiteConnection(path: directory.updated.path, mode: .readWrite)
-            let tables = try SnapshotMetadata.read(from: updated).tables
-            try Outbox.carryOver(fromLiveDatabaseAt: directory.database.path, into: updated, tables: tables, origin: pending.sha256)
-            if let hook {
-                let liveConnection = directory.exists(directory.database) ? try SQLiteConnection(path: directory.database.path, mode: .readOnly) : nil
-                // The app's own preparation is not a device edit: it is not queued for upload.
-                try updated.transaction {
-                    try Outbox.setCapture(false, updated)
-                    try hook(updated, liveConnection)
-                    try Outbox.setCapture(true, updated)
-                }
+    public func applyPendingUpdate() async throws -> ApplyResult {
+        try await exclusively {
+            guard directory.exists(directory.updated) else {
+                let status = try await currentStatus()
+                return ApplyResult(
+                    applied: false, version: status.version, previousVersion: nil, message: "nothing to apply: no update is pending", status: status)
             }
+            connection = nil
+            let (live, pending) = try await onFiles { files, state in try files.swapInPendingUpdate(&state) }
+            try await openConnection()
+            let message =
+                "applied version \(pending.version.map(String.init) ?? "?")"
+                + (live.map { "; version \($0.version.map(String.init) ?? "?") kept as previous.db" } ?? "")
+            return ApplyResult(
+                applied: true, version: pending.version, previousVersion: live?.version, message: message, status: try await currentStatus())
         }
-        try DurableFile.sync(directory.updated)
-        if let identity = FileIdentity.of(directory.updated) { state.remember(identity, pending) }
-        try? state.save(to: directory.stateFile)
     }
 
     /// Puts `previous.db` back as `database.db` when the app finds the new data unusable. The version rolled back is
@@ -328,41 +299,12 @@ public actor FerryClient {
     /// try await client.rollback()
     /// ```
     @discardableResult
-    public func rollback() throws -> RollbackResult {
-        guard let previous = try directory.info(of: directory.previous, state: &state) else {
-            throw FerryError(
-                .noPreviousVersion, "nothing to roll back to: there is no previous.db (it appears after the first apply)",
-                path: directory.previous.path)
-        }
-        let live = try directory.info(of: directory.database, state: &state)
-        if let live, live.sha256 != previous.sha256 { state.refuse(live, reason: .rollback) }
-        try? state.save(to: directory.stateFile)
-        try closeLiveDatabase()
-        try directory.perform(.restorePrevious)
-        if let identity = FileIdentity.of(directory.database) { state.remember(identity, previous) }
-        try? state.save(to: directory.stateFile)
-        try openConnection()
-        logger.info("rolled back", metadata: ["version": "\(previous.version ?? 0)", "from": "\(live?.version ?? 0)"])
-        return RollbackResult(version: previous.version, rolledBackVersion: live?.version, status: try status())
-    }
-
-    /// Closes the live connection and makes sure no SQLite journal belongs to database.db before it is swapped.
-    private func closeLiveDatabase() throws {
-        connection = nil
-        guard !directory.databaseSidecars().isEmpty else { return }
-        // A journal left by a writer: let SQLite recover it into database.db before the file changes.
-        do {
-            let db = try SQLiteConnection(path: directory.database.path, mode: .readWrite)
-            _ = try db.scalar("SELECT count(*) FROM sqlite_master")
-            if try db.scalar("PRAGMA journal_mode")?.text == "wal" { try db.execute("PRAGMA journal_mode=DELETE") }
-        }
-        for sidecar in directory.databaseSidecars() where FileIdentity.size(of: sidecar) == 0 {
-            try? FileManager.default.removeItem(at: sidecar)
-        }
-        if let sidecar = directory.databaseSidecars().first {
-            throw FerryError(
-                .busy, "\(sidecar.lastPathComponent) exists: another program has database.db open for writing; close it and try again",
-                path: sidecar.path)
+    public func rollback() async throws -> RollbackResult {
+        try await exclusively {
+            if directory.exists(directory.previous) { connection = nil }
+            let (previous, live) = try await onFiles { files, state in try files.rollback(&state) }
+            try await openConnection()
+            return RollbackResult(version: previous.version, rolledBackVersion: live?.version, status: try await currentStatus())
         }
     }
 }

@@ -46,18 +46,33 @@ public struct ClientDirectory: Sendable, Equatable {
     }
 
     /// Removes what a crash can leave in `.ferry`: the apply's hard link and a partial without its record.
-    func removeLeftovers() {
+    /// Throws when `.ferry` cannot be listed or a leftover cannot be removed.
+    func removeLeftovers() throws {
         let fm = FileManager.default
-        try? fm.removeItem(at: previousLink)
-        for name in (try? fm.contentsOfDirectory(atPath: privateDirectory.path)) ?? [] where name.hasSuffix(".tmp") {
-            try? fm.removeItem(at: privateDirectory.appendingPathComponent(name))
+        let names: [String]
+        do {
+            names = try fm.contentsOfDirectory(atPath: privateDirectory.path)
+        } catch {
+            throw ClientDirectory.ioError("cannot list the client's private directory: \(error.localizedDescription)", privateDirectory)
+        }
+        for name in names where name.hasSuffix(".tmp") {
+            let leftover = privateDirectory.appendingPathComponent(name)
+            do {
+                try fm.removeItem(at: leftover)
+            } catch {
+                throw ClientDirectory.ioError("cannot remove a leftover of an interrupted apply: \(error.localizedDescription)", leftover)
+            }
         }
         if exists(partial) != exists(partialRecord) { discardPartial() }
     }
 
     /// Deletes the partial download and its record.
+    /// A partial that cannot be removed is harmless: before any use it is verified end to end against the checksum the
+    /// server promises, and refused when it does not match.
     func discardPartial() {
+        // Harmless if it stays (see above); a missing file is the usual case.
         try? FileManager.default.removeItem(at: partial)
+        // As above: a record without its partial file is dropped on the next open (removeLeftovers).
         try? FileManager.default.removeItem(at: partialRecord)
     }
 
@@ -86,7 +101,13 @@ public struct ClientDirectory: Sendable, Equatable {
     func perform(_ step: SwapStep) throws {
         switch step {
         case .linkLiveToTemp:
-            try? FileManager.default.removeItem(at: previousLink)
+            if exists(previousLink) {
+                do {
+                    try FileManager.default.removeItem(at: previousLink)
+                } catch {
+                    throw ClientDirectory.ioError("cannot remove a leftover of an interrupted apply: \(error.localizedDescription)", previousLink)
+                }
+            }
             do {
                 try FileManager.default.linkItem(at: database, to: previousLink)
             } catch {
@@ -94,6 +115,7 @@ public struct ClientDirectory: Sendable, Equatable {
                 do {
                     try FileManager.default.copyItem(at: database, to: previousLink)
                 } catch {
+                    // The copy's error is the one to report; a half copy left here is removed before the next apply.
                     try? FileManager.default.removeItem(at: previousLink)
                     throw ClientDirectory.ioError("cannot keep a copy of database.db as previous.db: \(error.localizedDescription)", previousLink)
                 }
@@ -134,15 +156,28 @@ struct FileIdentity: Codable, Equatable, Sendable {
     /// Modification time, seconds since 1970.
     var modified: Double
 
-    /// Reads the identity of `url`, nil when it does not exist.
-    static func of(_ url: URL) -> FileIdentity? {
-        guard let attributes = try? FileManager.default.attributesOfItem(atPath: url.path) else { return nil }
+    /// Reads the identity of `url`, nil when it does not exist; throws when it exists but cannot be examined.
+    static func read(_ url: URL) throws -> FileIdentity? {
+        let attributes: [FileAttributeKey: Any]
+        do {
+            attributes = try FileManager.default.attributesOfItem(atPath: url.path)
+        } catch {
+            guard FileManager.default.fileExists(atPath: url.path) else { return nil }
+            throw FerryError(.io, "cannot examine the file: \(error.localizedDescription)", path: url.path, underlying: error)
+        }
         let inode = (attributes[.systemFileNumber] as? NSNumber)?.uint64Value ?? 0
         let size = (attributes[.size] as? NSNumber)?.int64Value ?? 0
         let modified = (attributes[.modificationDate] as? Date)?.timeIntervalSince1970 ?? 0
         return FileIdentity(inode: inode, size: size, modified: modified)
     }
 
-    /// Size of `url` in bytes, nil when it does not exist.
+    /// The identity of `url` for cache bookkeeping, nil when it does not exist or cannot be examined. Where nil would
+    /// be taken for "there is no such file", use ``read(_:)``.
+    static func of(_ url: URL) -> FileIdentity? {
+        // A file that cannot be examined is not cached: the next status examines it again (with read, which throws).
+        try? read(url)
+    }
+
+    /// Size of `url` in bytes, nil when it does not exist or cannot be examined.
     static func size(of url: URL) -> Int64? { of(url)?.size }
 }

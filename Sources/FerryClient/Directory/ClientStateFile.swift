@@ -50,11 +50,21 @@ struct ClientStateFile: Codable, Equatable, Sendable {
 
     static let maxEntries = 8
 
-    /// Loads the cache; a missing or unreadable file is an empty cache (it is rebuilt by hashing).
-    static func load(from url: URL) -> ClientStateFile {
-        guard let data = FileManager.default.contents(atPath: url.path),
-            var state = try? JSONDecoder().decode(ClientStateFile.self, from: data)
-        else { return ClientStateFile() }
+    /// Loads the cache; a missing file is an empty cache. An unreadable or malformed one is an empty cache too (the
+    /// checksums are rebuilt by hashing), reported through `log` because the refusals it held are lost with it.
+    static func load(from url: URL, log: (String) -> Void) -> ClientStateFile {
+        guard let data = FileManager.default.contents(atPath: url.path) else {
+            if FileManager.default.fileExists(atPath: url.path) { log("\(url.path) cannot be read; starting with an empty checksum cache") }
+            return ClientStateFile()
+        }
+        var state: ClientStateFile
+        do {
+            state = try JSONDecoder().decode(ClientStateFile.self, from: data)
+        } catch {
+            log(
+                "\(url.path) is malformed (\(error)); starting with an empty checksum cache, so a version refused by rollback or schema may be downloaded once more")
+            return ClientStateFile()
+        }
         state.checksums = state.checksums.filter { SHA256Hex.isValid($0.info.sha256) }
         state.refused = state.refused.filter { SHA256Hex.isValid($0.sha256) }
         return state
@@ -98,13 +108,19 @@ extension ClientDirectory {
     /// The checksum and version of `file`, from the cache when its inode, size and mtime are unchanged, else by
     /// hashing it and reading its `ferry_snapshot` row (then cached in `state`). Nil when the file does not exist.
     func info(of file: URL, state: inout ClientStateFile) throws -> SnapshotInfo? {
-        guard let identity = FileIdentity.of(file) else { return nil }
+        guard let identity = try FileIdentity.read(file) else { return nil }
         if let cached = state.cached(identity) { return cached }
+        // A file that SQLite cannot open or that has no ferry_snapshot row has no version (nil, shown as unknown); its
+        // checksum still identifies it, and opening it for use reports why it is unusable.
+        // Not SQLite: no version (see above).
         let connection = try? SQLiteConnection(path: file.path, mode: .readOnly)
+        // As above: no readable metadata means no version, never a guessed one.
         let metadata = connection.flatMap { try? SnapshotMetadata.read(from: $0) }
         // A database the outbox has written to keeps its published checksum inside (ferry_origin): its bytes
         // changed with the local edits, its version did not.
-        let sha256 = try connection.flatMap { OutboxSchema.origin(of: $0) } ?? FileDigest.sha256Hex(of: file)
+        // Looked up only in a readable snapshot, and then a failure to read it is an error.
+        let origin = metadata == nil ? nil : try connection.flatMap { try OutboxSchema.publishedOrigin(of: $0) }
+        let sha256 = try origin ?? FileDigest.sha256Hex(of: file)
         let info = SnapshotInfo(
             sha256: sha256, version: metadata?.version, schemaVersion: metadata?.schemaVersion, dataset: metadata?.dataset)
         state.remember(identity, info)
@@ -119,7 +135,18 @@ extension ClientDirectory {
         return ClientStatus(
             state: SyncState.derive(hasDatabase: live != nil, hasUpdate: pending != nil),
             version: live?.version, sha256: live?.sha256, pendingVersion: pending?.version, pendingSha256: pending?.sha256,
-            previousVersion: previousInfo?.version,
-            outbox: live == nil ? 0 : ((try? Outbox.count(in: SQLiteConnection(path: database.path, mode: .readOnly))) ?? 0))
+            previousVersion: previousInfo?.version, outbox: live == nil ? 0 : try queuedEdits())
+    }
+
+    /// The number of edits in database.db's outbox; throws when it cannot be read (a status never shows a count it
+    /// did not read).
+    func queuedEdits() throws -> Int {
+        do {
+            return try Outbox.count(in: SQLiteConnection(path: database.path, mode: .readOnly))
+        } catch let error as FerryError {
+            throw FerryError(
+                error.code, "cannot count the local edits waiting in database.db's outbox: \(error.message); the edits stay queued",
+                path: database.path, underlying: error.underlying)
+        }
     }
 }

@@ -16,7 +16,9 @@ struct PartialRecord: Codable, Equatable, Sendable {
 }
 
 /// Appends to `.ferry/partial.sqlite` through a write buffer (bounded memory), mapping errno to typed errors.
-final class PartialFileWriter {
+/// Its blocking calls (init, ``flush()``, ``finish()``) run on the thread pool; `@unchecked Sendable` because one
+/// download uses it, one awaited call after another, never two at once.
+final class PartialFileWriter: @unchecked Sendable {
     private let handle: FileHandle
     private let url: URL
     private var buffer = Data()
@@ -41,11 +43,13 @@ final class PartialFileWriter {
         buffer.reserveCapacity(self.bufferSize)
     }
 
+    // After finish() the handle is closed already; after an error, the bytes that matter were flushed (or reported).
     deinit { try? handle.close() }
 
-    func append(_ chunk: Data) throws {
+    /// Buffers `chunk` in memory; true when the buffer is full and ``flush()`` is due.
+    func buffer(_ chunk: Data) -> Bool {
         buffer.append(chunk)
-        if buffer.count >= bufferSize { try flush() }
+        return buffer.count >= bufferSize
     }
 
     func flush() throws {

@@ -69,7 +69,9 @@ enum ResponsePlan: Equatable {
             throw BearerAuthorization.refusal(status: head.status, url: url)
         case 404:
             throw FerryError(
-                .notFound, "the server has no snapshot at \(url) (HTTP 404): check --server and --dataset and that the dataset has been published")
+                .notFound,
+                "the server has no snapshot at \(url) (HTTP 404): check Configuration.serverURL and Configuration.dataset and that the dataset has been published",
+                key: "dataset")
         default:
             throw FerryError(
                 .network, "the server answered HTTP \(head.status) for \(url); the app keeps using database.db, try again later or check the server's log")

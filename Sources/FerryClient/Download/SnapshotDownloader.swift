@@ -61,11 +61,18 @@ struct SnapshotDownloader: Sendable {
 
     // MARK: Partial file
 
+    /// The partial download's record, nil when there is none or it does not belong to this dataset (then the
+    /// download starts from byte 0).
     func loadRecord() -> PartialRecord? {
-        guard let data = FileManager.default.contents(atPath: directory.partialRecord.path),
-            let record = try? JSONDecoder().decode(PartialRecord.self, from: data),
-            record.dataset == dataset, SHA256Hex.isValid(record.expected.sha256)
-        else { return nil }
+        guard let data = FileManager.default.contents(atPath: directory.partialRecord.path) else { return nil }
+        let record: PartialRecord
+        do {
+            record = try JSONDecoder().decode(PartialRecord.self, from: data)
+        } catch {
+            logger.notice("the partial download's record is malformed; downloading from byte 0", metadata: ["error": "\(error)"])
+            return nil
+        }
+        guard record.dataset == dataset, SHA256Hex.isValid(record.expected.sha256) else { return nil }
         return record
     }
 
@@ -76,8 +83,10 @@ struct SnapshotDownloader: Sendable {
             let size = FileIdentity.size(of: directory.partial), size == expectedSize
         else { return nil }
         logger.info("finishing a complete download left by an interrupted fetch", metadata: ["sha256": "\(record.expected.sha256)"])
-        let sha256 = try FileDigest.sha256Hex(of: directory.partial)
-        return try verify(expected: record.expected, computedSHA256: sha256, bytesReceived: 0, resumedFrom: size)
+        return try await BlockingWork.run { [self] in
+            let sha256 = try FileDigest.sha256Hex(of: directory.partial)
+            return try verify(expected: record.expected, computedSHA256: sha256, bytesReceived: 0, resumedFrom: size)
+        }
     }
 
     /// Where to resume: the partial file's size and its record, or nil to start from byte 0 (stale files removed).
@@ -120,16 +129,17 @@ struct SnapshotDownloader: Sendable {
                 case .restartFromZero(let reason):
                     return .restart(reason)
                 case .full(let expected):
-                    directory.discardPartial()
-                    try DurableFile.write(
-                        try JSONEncoder().encode(PartialRecord(dataset: dataset, expected: expected)), to: directory.partialRecord)
+                    try await BlockingWork.run { [self] in
+                        directory.discardPartial()
+                        try writeRecord(expected)
+                    }
                     return try await stream(body, into: expected, from: 0, hasher: SHA256(), progress: progress)
                 case .resume(let from, let expected):
-                    if expected != resume?.record.expected {
-                        try DurableFile.write(
-                            try JSONEncoder().encode(PartialRecord(dataset: dataset, expected: expected)), to: directory.partialRecord)
+                    let recorded = resume?.record.expected
+                    let hasher = try await BlockingWork.run { [self] in
+                        if expected != recorded { try writeRecord(expected) }
+                        return try hashPrefix(of: directory.partial, count: from)
                     }
-                    let hasher = try hashPrefix(of: directory.partial, count: from)
                     return try await stream(body, into: expected, from: from, hasher: hasher, progress: progress)
                 }
             }
@@ -141,7 +151,9 @@ struct SnapshotDownloader: Sendable {
                 allowResume = false
                 continue
             case .written(let expected, let sha256, let received, let resumedFrom):
-                return try verify(expected: expected, computedSHA256: sha256, bytesReceived: received, resumedFrom: resumedFrom)
+                return try await BlockingWork.run { [self] in
+                    try verify(expected: expected, computedSHA256: sha256, bytesReceived: received, resumedFrom: resumedFrom)
+                }
             }
         }
         directory.discardPartial()
@@ -149,13 +161,20 @@ struct SnapshotDownloader: Sendable {
             .corruptTransfer, "the server answered range requests inconsistently twice (\(snapshotURL.absoluteString)); fetch again, or check a proxy in between")
     }
 
-    /// Writes the body at `from`, hashing as it goes; checks the byte count; fsyncs.
+    /// Writes `.ferry/partial.json` durably: what the partial download is promised to become.
+    private func writeRecord(_ expected: ExpectedSnapshot) throws {
+        try DurableFile.write(try JSONEncoder().encode(PartialRecord(dataset: dataset, expected: expected)), to: directory.partialRecord)
+    }
+
+    /// Writes the body at `from`, hashing as it goes; checks the byte count; fsyncs. The writes run on the thread
+    /// pool, a buffer at a time.
     private func stream(
         _ body: SnapshotResponseBody, into expected: ExpectedSnapshot, from: Int64, hasher: SHA256,
         progress: (@Sendable (FetchProgress) -> Void)?
     ) async throws -> Step {
         var hasher = hasher
-        let writer = try PartialFileWriter(url: directory.partial, offset: from, bufferSize: writeBufferSize)
+        let (partial, writeBufferSize) = (directory.partial, self.writeBufferSize)
+        let writer = try await BlockingWork.run { try PartialFileWriter(url: partial, offset: from, bufferSize: writeBufferSize) }
         var onDisk = from
         let started = ContinuousClock.now
         progress?(FetchProgress(bytesReceived: onDisk, totalBytes: expected.size, resumedFrom: from))
@@ -167,7 +186,7 @@ struct SnapshotDownloader: Sendable {
                         .corruptTransfer, "the server sent more than the \(size) bytes it announced; the partial download was discarded, fetch again")
                 }
                 hasher.update(data: chunk)
-                try writer.append(chunk)
+                if writer.buffer(chunk) { try await BlockingWork.run { try writer.flush() } }
                 onDisk += Int64(chunk.count)
                 progress?(FetchProgress(bytesReceived: onDisk, totalBytes: expected.size, resumedFrom: from))
                 if let limit = maxBytesPerSecond, limit > 0 {
@@ -177,23 +196,34 @@ struct SnapshotDownloader: Sendable {
                 }
             }
         } catch let error as FerryError {
-            try? writer.flush()
+            await keepReceivedBytes(writer)
             throw error
         } catch {
             // Keep what arrived: the next fetch resumes from it.
-            try? writer.flush()
+            await keepReceivedBytes(writer)
             throw FerryError(
                 .offline,
                 "the download from \(snapshotURL.absoluteString) broke off after \(onDisk) of \(expected.size.map(String.init) ?? "?") bytes (\(error)); the next fetch resumes from there, database.db is unchanged")
         }
         if let size = expected.size, onDisk != size {
-            try? writer.flush()
+            await keepReceivedBytes(writer)
             throw FerryError(
                 .corruptTransfer,
                 "the download ended after \(onDisk) of \(size) bytes; the next fetch resumes from there, database.db is unchanged")
         }
-        try writer.finish()
+        try await BlockingWork.run { try writer.finish() }
         return .written(expected, sha256: hasher.finalize().hex, bytesReceived: onDisk - from, resumedFrom: from)
+    }
+
+    /// Writes out what is buffered before a download ends early, so the next fetch resumes after it. Failing only
+    /// means resuming earlier (the partial file's size says where), so it is logged, and the download's own error is
+    /// the one thrown.
+    private func keepReceivedBytes(_ writer: PartialFileWriter) async {
+        do {
+            try await BlockingWork.run { try writer.flush() }
+        } catch {
+            logger.notice("could not keep the last bytes received; the next fetch resumes before them", metadata: ["error": "\(error)"])
+        }
     }
 
     /// Hashes the first `count` bytes already on disk, so a resumed download is verified end to end.
@@ -202,6 +232,7 @@ struct SnapshotDownloader: Sendable {
         guard let handle = FileHandle(forReadingAtPath: url.path) else {
             throw FerryError(.io, "cannot open the partial download to resume it", path: url.path)
         }
+        // A read-only handle: closing it cannot lose data.
         defer { try? handle.close() }
         var remaining = count
         while remaining > 0 {

@@ -18,7 +18,15 @@ enum SnapshotVerifier {
         if let size = expected.size, let actual = FileIdentity.size(of: file), actual != size {
             throw FerryError(.corruptTransfer, "the download is \(actual) bytes, the server announced \(size); fetch again", path: file.path)
         }
-        let header = (try? FileHandle(forReadingFrom: file).read(upToCount: sqliteHeader.count)).flatMap { $0 } ?? Data()
+        let header: Data
+        do {
+            let handle = try FileHandle(forReadingFrom: file)
+            // A read-only handle: closing it cannot lose data.
+            defer { try? handle.close() }
+            header = try handle.read(upToCount: sqliteHeader.count) ?? Data()
+        } catch {
+            throw FerryError(.io, "cannot read the downloaded snapshot: \(error.localizedDescription)", path: file.path, underlying: error)
+        }
         guard Array(header) == sqliteHeader else {
             throw FerryError(
                 .notSQLite, "the server's snapshot is not a SQLite file (checksum matched, so the server publishes a bad file); check the publisher",

@@ -104,6 +104,7 @@ public struct HTTPChangeUploader: ChangeUploader {
     /// The `message` of a `{"error":{"code","message"}}` body, or the body's start.
     static func errorMessage(_ data: Data) -> String {
         struct Envelope: Decodable { struct Inner: Decodable { var message: String }; var error: Inner }
+        // Any body will do for the message: a proxy's HTML error page is shown by its start instead.
         if let envelope = try? JSONDecoder().decode(Envelope.self, from: data) { return envelope.error.message }
         return String(decoding: data.prefix(200), as: UTF8.self)
     }

@@ -22,7 +22,7 @@ public enum LocalStatement {
         guard !trimmed.isEmpty else { throw FerryError(.badInput, "no SQL statement given") }
         let statement = try db.prepare(trimmed)
         guard !statement.hasTrailingSQL else {
-            throw FerryError(.badInput, "give exactly one SQL statement; run several with several `ferry exec` calls")
+            throw FerryError(.badInput, "give exactly one SQL statement; run the others one at a time")
         }
         let columns = (0..<statement.columnCount).map(statement.columnName)
         var rows: [[SQLiteValue]] = []

@@ -78,8 +78,9 @@ public enum Outbox {
         let tableInfo = Dictionary(uniqueKeysWithValues: tables.map { ($0.name, $0) })
         var summary = Summary()
         try db.transaction {
+            // Capture is switched back on at the end of this transaction; if the transaction fails, its rollback
+            // restores the switch with everything else.
             try setCapture(false, db)
-            defer { try? setCapture(true, db) }
             for change in batch {
                 guard let result = byID[change.id] else {
                     summary.unanswered += 1
@@ -111,6 +112,7 @@ public enum Outbox {
                     try db.run("DELETE FROM ferry_base WHERE tbl = ? AND key = ?", [.text(change.table), .text(keyText)])
                 }
             }
+            try setCapture(true, db)
         }
         return summary
     }
@@ -123,6 +125,8 @@ public enum Outbox {
         try OutboxSchema.install(on: db, tables: tables, origin: origin)
         guard FileManager.default.fileExists(atPath: livePath) else { return }
         try db.run("ATTACH DATABASE ? AS live", [.text(livePath)])
+        // `db` is the pending snapshot's own connection, closed right after the swap's preparation: a database left
+        // attached to it changes nothing on disk.
         defer { try? db.execute("DETACH DATABASE live") }
         let liveHasQueue = try db.scalar("SELECT count(*) FROM live.sqlite_master WHERE type = 'table' AND name = 'ferry_outbox'")?.integer == 1
         guard liveHasQueue else { return }
@@ -133,14 +137,16 @@ public enum Outbox {
                 INSERT INTO main.ferry_outbox SELECT * FROM live.ferry_outbox;
                 INSERT INTO main.ferry_base SELECT * FROM live.ferry_base;
                 """)
+            // Capture is switched back on at the end of this transaction; if the transaction fails, its rollback
+            // restores the switch with everything else.
             try setCapture(false, db)
-            defer { try? setCapture(true, db) }
             for row in try db.query("SELECT tbl, op, key, vals, editedAt FROM main.ferry_outbox ORDER BY seq") {
                 guard let name = row[0].text, let table = tableInfo[name], let op = row[1].text.flatMap(Change.Operation.init(rawValue:)),
                     let key = row[2].text, let vals = row[3].text, let editedAt = row[4].text
                 else { continue }
                 try replay(op: op, key: try decodeObject(key, db), values: try decodeObject(vals, db), editedAt: editedAt, table: table, db: db)
             }
+            try setCapture(true, db)
         }
     }
 

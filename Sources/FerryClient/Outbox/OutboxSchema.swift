@@ -46,9 +46,26 @@ public enum OutboxSchema {
         || substr('89ab', 1 + (abs(random()) % 4), 1) || substr(lower(hex(randomblob(2))), 2) || '-' || lower(hex(randomblob(6))))
         """
     static let capturing = "(SELECT enabled FROM ferry_capture LIMIT 1) = 1"
-    /// The published checksum recorded by ``install(on:tables:origin:)``, nil when the file has none.
+    /// The published checksum recorded by ``install(on:tables:origin:)``, nil when the file has none or it cannot be
+    /// read; ``publishedOrigin(of:)`` tells the two apart.
+    ///
+    /// ```swift
+    /// if let sha256 = OutboxSchema.origin(of: db) { print("published as \(sha256)") }
+    /// ```
     public static func origin(of db: SQLiteConnection) -> String? {
-        guard let text = try? db.scalar("SELECT sha256 FROM ferry_origin LIMIT 1")?.text, SHA256Hex.isValid(text) else { return nil }
+        // For tools and tests that only ask "is there one?"; the client itself uses publishedOrigin, which throws.
+        (try? publishedOrigin(of: db)) ?? nil
+    }
+
+    /// The published checksum recorded by ``install(on:tables:origin:)``, nil when the file has none (no
+    /// `ferry_origin` table, or no valid checksum in it); throws when the file cannot be read.
+    ///
+    /// ```swift
+    /// let sha256 = try OutboxSchema.publishedOrigin(of: db) ?? FileDigest.sha256Hex(of: file)
+    /// ```
+    public static func publishedOrigin(of db: SQLiteConnection) throws -> String? {
+        let hasTable = try db.scalar("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'ferry_origin'")?.integer == 1
+        guard hasTable, let text = try db.scalar("SELECT sha256 FROM ferry_origin LIMIT 1")?.text, SHA256Hex.isValid(text) else { return nil }
         return text
     }
 

@@ -32,7 +32,8 @@ public struct AsyncHTTPClientTransport: SnapshotTransport {
     ///
     /// ```swift
     /// let http = AsyncHTTPClientTransport.makeHTTPClient(trusting: try TrustedCertificates(pemFile: caURL))
-    /// defer { Task { try? await http.shutdown() } }
+    /// // … use it, then:
+    /// try await http.shutdown()
     /// ```
     public static func makeHTTPClient(connectTimeout: TimeAmount = .seconds(10), trusting ca: TrustedCertificates? = nil) -> HTTPClient {
         var configuration = HTTPClient.Configuration()

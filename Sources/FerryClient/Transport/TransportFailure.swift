@@ -2,20 +2,34 @@ import FerryCore
 import Foundation
 import NIOSSL
 
+/// What went wrong when a TLS connection to the server failed. A front end maps it to its own setting (the `ferry`
+/// CLI to its options); the library's message names ``TrustedCertificates``.
+///
+/// ```swift
+/// catch let error as FerryError where error.tlsProblem == .untrustedCertificate { /* ask for the private CA */ }
+/// ```
+public enum TLSProblem: Sendable, Equatable {
+    /// The chain does not lead to a trusted root (unknown or private CA, self-signed, expired).
+    case untrustedCertificate
+    /// The certificate is valid but names another host.
+    case wrongHost
+    /// Another handshake failure (protocol or cipher mismatch, a plain HTTP server on the port).
+    case handshake
+}
+
+extension FerryError {
+    /// The TLS failure behind this error, nil when it is none (then retrying with the same trust settings may help).
+    ///
+    /// ```swift
+    /// if error.tlsProblem != nil { print("check the CA the client trusts") }
+    /// ```
+    public var tlsProblem: TLSProblem? { TransportFailure.tlsProblem(underlying) }
+}
+
 /// Turns an error from the HTTP client (no response at all) into a `FerryError`: a server whose certificate is not
 /// trusted is ``FerryError/Code/network`` with a message naming the fix, not "offline is normal"; everything else is
 /// ``FerryError/Code/offline``.
 enum TransportFailure {
-    /// What went wrong with TLS, or nil when `error` is no TLS failure.
-    enum TLSProblem: Equatable {
-        /// The chain does not lead to a trusted root (unknown or private CA, self-signed, expired).
-        case untrustedCertificate
-        /// The certificate is valid but names another host.
-        case wrongHost
-        /// Another handshake failure (protocol or cipher mismatch, a plain HTTP server on the port).
-        case handshake
-    }
-
     static func tlsProblem(_ error: (any Error)?) -> TLSProblem? {
         guard let error else { return nil }
         if let extra = error as? NIOSSLExtraError, extra == .failedToValidateHostname { return .wrongHost }
@@ -42,7 +56,7 @@ enum TransportFailure {
         case .untrustedCertificate:
             return FerryError(
                 .network,
-                "TLS: the server's certificate is not trusted (\(host)); pass --ca with the CA that signed it (TrustedCertificates in the library); nothing local was changed",
+                "TLS: the server's certificate is not trusted (\(host)); trust the CA that signed it (TrustedCertificates); nothing local was changed",
                 underlying: error)
         case .wrongHost:
             return FerryError(
@@ -52,7 +66,7 @@ enum TransportFailure {
         case .handshake:
             return FerryError(
                 .network,
-                "TLS: the handshake with \(host) failed; check that the server speaks https on that port and that --ca names the right CA; nothing local was changed",
+                "TLS: the handshake with \(host) failed; check that the server speaks https on that port and that TrustedCertificates holds the right CA; nothing local was changed",
                 underlying: error)
         case nil:
             return offline()

@@ -1,0 +1,270 @@
+import FerryCore
+import Foundation
+import Logging
+import NIOPosix
+
+/// The client's one way off Swift's cooperative threads. Whole-file SHA-256, fsync, renames and copies, and SQLite
+/// work on the client's files block the thread they run on; they run on NIO's shared thread pool (NIOPosix, present
+/// on every platform the client supports), never on the cooperative pool, where a blocked thread stalls every task.
+///
+/// ```swift
+/// let sha256 = try await BlockingWork.run { try FileDigest.sha256Hex(of: file) }
+/// ```
+enum BlockingWork {
+    static func run<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await NIOThreadPool.singleton.runIfActive(body)
+    }
+}
+
+/// The live database's connection and its tables, handed from the thread pool to the client actor.
+/// `@unchecked Sendable`: a connection is used by one caller at a time, which ``FerryClient`` guarantees by running
+/// its file operations one after another (`exclusively`), never two at once.
+struct LiveDatabase: @unchecked Sendable {
+    let connection: SQLiteConnection
+    /// The tables as the snapshot describes them (empty when it has no readable metadata).
+    let tables: [SnapshotMetadata.TableInfo]
+}
+
+/// What moving a verified download into place did.
+enum Installation: Sendable {
+    /// The download was a version the directory already has; nothing moved.
+    case alreadyPresent(bytesReceived: Int64, resumedFrom: Int64)
+    /// The download became `database.db` (`.initialSync`) or `updated.db` (`.updateDownloaded`).
+    case installed(FetchResult.Outcome, SnapshotInfo, bytesReceived: Int64, resumedFrom: Int64)
+}
+
+/// The blocking half of ``FerryClient``: every operation on the client directory's files, synchronous, run by the
+/// actor on the thread pool (``BlockingWork``), one at a time. The checksum cache comes in and goes back out as
+/// `inout`; nothing here is shared.
+struct ClientFiles: Sendable {
+    let directory: ClientDirectory
+    let configuration: FerryClient.Configuration
+    let logger: Logger
+
+    // MARK: Open
+
+    /// Takes the directory (creating it), removes crash leftovers and loads the checksum cache.
+    static func open(_ directory: ClientDirectory, logger: Logger) throws -> (FileLock, ClientStateFile) {
+        try directory.create()
+        let lock: FileLock
+        do {
+            lock = try FileLock(path: directory.lockFile.path, wait: false)
+        } catch let error as FerryError where error.code == .store {
+            throw FerryError(
+                .busy, "another process or FerryClient is using this client directory (a fetch still running?); wait for it and try again",
+                path: directory.url.path)
+        }
+        try directory.removeLeftovers()
+        return (lock, ClientStateFile.load(from: directory.stateFile) { logger.warning("\($0)") })
+    }
+
+    /// A writer killed mid-transaction leaves a hot journal: let SQLite roll it back before anyone reads (read-only
+    /// connections cannot).
+    func recoverHotJournals() throws {
+        for file in [directory.database, directory.updated] where directory.exists(URL(fileURLWithPath: file.path + "-journal")) {
+            let db = try SQLiteConnection(path: file.path, mode: .readWrite)
+            _ = try db.scalar("SELECT count(*) FROM sqlite_master")
+        }
+    }
+
+    /// Opens database.db read-write and installs the outbox triggers from its `ferry_tables`, recording the
+    /// published checksum inside the file first (local edits change its bytes, not its version). Nil when there is
+    /// no database.db.
+    func openLive(_ state: inout ClientStateFile) throws -> LiveDatabase? {
+        guard let live = try directory.info(of: directory.database, state: &state) else { return nil }
+        let db = try SQLiteConnection(path: directory.database.path, mode: .readWrite)
+        let tables: [SnapshotMetadata.TableInfo]
+        do {
+            tables = try SnapshotMetadata.read(from: db).tables
+        } catch {
+            // Still readable, but without its description no edit can be captured: say so, once per open.
+            logger.warning("database.db has no readable snapshot metadata; local edits cannot be captured: \(error)")
+            tables = []
+        }
+        if !tables.isEmpty {
+            try OutboxSchema.install(on: db, tables: tables, origin: live.sha256)
+            if let identity = FileIdentity.of(directory.database) { state.remember(identity, live) }
+            save(state, during: "open")
+        }
+        return LiveDatabase(connection: db, tables: tables)
+    }
+
+    // MARK: Status
+
+    /// The directory's status; the cache is written when reading refreshed it.
+    func status(_ state: inout ClientStateFile) throws -> ClientStatus {
+        let before = state
+        let status = try directory.status(state: &state)
+        if state != before { save(state, during: "status") }
+        return status
+    }
+
+    /// Writes the checksum cache (`.ferry/state.json`). It is a cache: the work it records is done and stands, and a
+    /// cache that could not be written costs a rehash, so a failure is logged with what was being done, not thrown.
+    /// Where the cache carries a refusal that must not be lost, the caller saves with `try` instead.
+    func save(_ state: ClientStateFile, during: String) {
+        do {
+            try state.save(to: directory.stateFile)
+        } catch {
+            logger.warning(
+                "cannot write the checksum cache; the next status hashes the files again",
+                metadata: ["during": "\(during)", "path": "\(directory.stateFile.path)", "error": "\(error)"])
+        }
+    }
+
+    // MARK: Fetch
+
+    /// Refuses a directory that holds another dataset.
+    func checkDataset(_ dataset: String, _ state: inout ClientStateFile) throws {
+        if let live = try directory.info(of: directory.database, state: &state), let liveDataset = live.dataset, liveDataset != dataset {
+            throw FerryError(
+                .badInput, "this directory holds dataset '\(liveDataset)', not '\(dataset)'; use another directory per dataset",
+                path: directory.url.path)
+        }
+    }
+
+    /// What goes into `If-None-Match`: the pending update's checksum, else the live one's, plus the refused ones.
+    func knownChecksums(_ state: inout ClientStateFile) throws -> [String] {
+        var known: [String] = []
+        if let pending = try directory.info(of: directory.updated, state: &state) {
+            known.append(pending.sha256)
+        } else if let live = try directory.info(of: directory.database, state: &state) {
+            known.append(live.sha256)
+        }
+        let accepted = configuration.acceptedSchemaVersions
+        return known + state.refusedChecksums(accepts: { accepted?.contains($0) ?? true })
+    }
+
+    /// The check found nothing new: the partial is dropped and the cache kept.
+    func notModified(_ state: inout ClientStateFile) {
+        directory.discardPartial()
+        save(state, during: "check")
+    }
+
+    /// Moves a verified partial into place: `database.db` on the initial sync, else `updated.db`. A refused schema
+    /// version is remembered (so it is not downloaded again) and its error thrown.
+    func install(_ outcome: SnapshotDownloader.Outcome, _ state: inout ClientStateFile) throws -> Installation {
+        let verified: SnapshotDownloader.Verified
+        switch outcome {
+        case .notModified:
+            return .alreadyPresent(bytesReceived: 0, resumedFrom: 0)
+        case .refused(let info, let error):
+            state.refuse(info, reason: .schema)
+            save(state, during: "refusing a schema version")
+            throw error
+        case .downloaded(let v):
+            verified = v
+        }
+        let info = verified.info
+        let live = try directory.info(of: directory.database, state: &state)
+        let pending = try directory.info(of: directory.updated, state: &state)
+        if info.sha256 == live?.sha256 || info.sha256 == pending?.sha256 {
+            directory.discardPartial()
+            return .alreadyPresent(bytesReceived: verified.bytesReceived, resumedFrom: verified.resumedFrom)
+        }
+        let outcome: FetchResult.Outcome
+        let target: URL
+        if live == nil && pending == nil {
+            outcome = .initialSync
+            target = directory.database
+        } else {
+            outcome = .updateDownloaded
+            target = directory.updated
+        }
+        try DurableFile.rename(directory.partial, to: target)
+        if let identity = FileIdentity.of(target) { state.remember(identity, info) }
+        // The partial is installed; a record left without it is dropped on the next open (removeLeftovers).
+        try? FileManager.default.removeItem(at: directory.partialRecord)
+        save(state, during: "install")
+        logger.info(
+            "\(outcome == .initialSync ? "initial sync" : "update downloaded")",
+            metadata: ["version": "\(info.version ?? 0)", "sha256": "\(info.sha256)", "bytes": "\(verified.bytesReceived)"])
+        return .installed(outcome, info, bytesReceived: verified.bytesReceived, resumedFrom: verified.resumedFrom)
+    }
+
+    // MARK: Apply and rollback
+
+    /// The swap itself, with the live connection closed by the caller. Every prefix of it leaves a complete
+    /// published database.db.
+    func swapInPendingUpdate(_ state: inout ClientStateFile) throws -> (live: SnapshotInfo?, pending: SnapshotInfo) {
+        guard let pending = try directory.info(of: directory.updated, state: &state) else {
+            throw FerryError(.notFound, "no update is pending", path: directory.updated.path)
+        }
+        let live = try directory.info(of: directory.database, state: &state)
+        save(state, during: "apply")
+        try settleLiveJournal()
+        try prepare(pending: pending, &state)
+        for step in ClientDirectory.applyPlan(hasDatabase: live != nil) {
+            try directory.perform(step)
+        }
+        if let live, let identity = FileIdentity.of(directory.previous) { state.remember(identity, live) }
+        if let identity = FileIdentity.of(directory.database) { state.remember(identity, pending) }
+        save(state, during: "apply")
+        logger.info("applied update", metadata: ["version": "\(pending.version ?? 0)", "previous": "\(live?.version ?? 0)"])
+        return (live, pending)
+    }
+
+    /// Prepares updated.db inside the swap: carries the outbox over from database.db and replays every queued edit
+    /// on top of the new data (so a fresh snapshot never hides a pending edit), then runs the app's hook, each in
+    /// its own transaction. Idempotent, as a crash before the rename repeats it. The cached checksum stays the
+    /// published one.
+    private func prepare(pending: SnapshotInfo, _ state: inout ClientStateFile) throws {
+        do {
+            let updated = try SQLiteConnection(path: directory.updated.path, mode: .readWrite)
+            let tables = try SnapshotMetadata.read(from: updated).tables
+            try Outbox.carryOver(fromLiveDatabaseAt: directory.database.path, into: updated, tables: tables, origin: pending.sha256)
+            if let hook = configuration.prepareUpdate {
+                let liveConnection = directory.exists(directory.database) ? try SQLiteConnection(path: directory.database.path, mode: .readOnly) : nil
+                // The app's own preparation is not a device edit: it is not queued for upload.
+                try updated.transaction {
+                    try Outbox.setCapture(false, updated)
+                    try hook(updated, liveConnection)
+                    try Outbox.setCapture(true, updated)
+                }
+            }
+        }
+        try DurableFile.sync(directory.updated)
+        if let identity = FileIdentity.of(directory.updated) { state.remember(identity, pending) }
+        save(state, during: "apply")
+    }
+
+    /// Puts `previous.db` back as `database.db` (the live connection closed by the caller); the version rolled back
+    /// is refused from now on. Returns the restored and the rolled-back version's info.
+    func rollback(_ state: inout ClientStateFile) throws -> (previous: SnapshotInfo, live: SnapshotInfo?) {
+        guard let previous = try directory.info(of: directory.previous, state: &state) else {
+            throw FerryError(
+                .noPreviousVersion, "nothing to roll back to: there is no previous.db (it appears after the first apply)",
+                path: directory.previous.path)
+        }
+        let live = try directory.info(of: directory.database, state: &state)
+        if let live, live.sha256 != previous.sha256 { state.refuse(live, reason: .rollback) }
+        // The refusal must be on disk before the rollback: without it the next fetch would download the same version.
+        try state.save(to: directory.stateFile)
+        try settleLiveJournal()
+        try directory.perform(.restorePrevious)
+        if let identity = FileIdentity.of(directory.database) { state.remember(identity, previous) }
+        save(state, during: "rollback")
+        logger.info("rolled back", metadata: ["version": "\(previous.version ?? 0)", "from": "\(live?.version ?? 0)"])
+        return (previous, live)
+    }
+
+    /// Makes sure no SQLite journal belongs to database.db before it is swapped (the live connection is closed).
+    private func settleLiveJournal() throws {
+        guard !directory.databaseSidecars().isEmpty else { return }
+        // A journal left by a writer: let SQLite recover it into database.db before the file changes.
+        do {
+            let db = try SQLiteConnection(path: directory.database.path, mode: .readWrite)
+            _ = try db.scalar("SELECT count(*) FROM sqlite_master")
+            if try db.scalar("PRAGMA journal_mode")?.text == "wal" { try db.execute("PRAGMA journal_mode=DELETE") }
+        }
+        for sidecar in directory.databaseSidecars() where FileIdentity.size(of: sidecar) == 0 {
+            // An empty journal that stays is reported just below (busy), with its path.
+            try? FileManager.default.removeItem(at: sidecar)
+        }
+        if let sidecar = directory.databaseSidecars().first {
+            throw FerryError(
+                .busy, "\(sidecar.lastPathComponent) exists: another program has database.db open for writing; close it and try again",
+                path: sidecar.path)
+        }
+    }
+}

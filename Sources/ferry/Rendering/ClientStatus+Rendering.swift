@@ -1,0 +1,103 @@
+import FerryClient
+
+/// `ferry status --json`, and the first members of every client command's `--json` line: exactly these keys in this
+/// order, `null` when absent.
+///
+/// ```json
+/// {"state":"updatePending","version":3,"sha256":"…","pendingVersion":4,"pendingSha256":"…","outbox":0}
+/// ```
+struct StatusJSON: Encodable {
+    let status: ClientStatus
+
+    init(_ status: ClientStatus) { self.status = status }
+
+    enum CodingKeys: String, CodingKey {
+        case state, version, sha256, pendingVersion, pendingSha256, outbox
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(status.state.rawValue, forKey: .state)
+        try container.encode(status.version, forKey: .version)
+        try container.encode(status.sha256, forKey: .sha256)
+        try container.encode(status.pendingVersion, forKey: .pendingVersion)
+        try container.encode(status.pendingSha256, forKey: .pendingSha256)
+        try container.encode(status.outbox, forKey: .outbox)
+    }
+}
+
+/// `ferry apply --json`: the status, then `applied`.
+struct ApplyJSON: Encodable {
+    let status: ClientStatus
+    let applied: Bool
+
+    enum CodingKeys: String, CodingKey { case applied }
+
+    func encode(to encoder: any Encoder) throws {
+        try StatusJSON(status).encode(to: encoder)
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(applied, forKey: .applied)
+    }
+}
+
+/// `ferry rollback --json`: the status, then `rolledBackVersion`.
+struct RollbackJSON: Encodable {
+    let status: ClientStatus
+    let rolledBackVersion: Int?
+
+    enum CodingKeys: String, CodingKey { case rolledBackVersion }
+
+    func encode(to encoder: any Encoder) throws {
+        try StatusJSON(status).encode(to: encoder)
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(rolledBackVersion, forKey: .rolledBackVersion)
+    }
+}
+
+/// `ferry fetch --json`: the status, then what the check did.
+struct FetchJSON: Encodable {
+    let status: ClientStatus
+    let result: FetchResult
+    let applied: Bool
+
+    enum CodingKeys: String, CodingKey { case result, applied, bytesReceived, resumedFrom }
+
+    func encode(to encoder: any Encoder) throws {
+        try StatusJSON(status).encode(to: encoder)
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(result.outcome.rawValue, forKey: .result)
+        try container.encode(applied, forKey: .applied)
+        try container.encode(result.bytesReceived, forKey: .bytesReceived)
+        try container.encode(result.resumedFrom, forKey: .resumedFrom)
+    }
+}
+
+/// `ferry sync --json`: the status, then what was pushed, fetched and applied.
+struct SyncJSON: Encodable {
+    let status: ClientStatus
+    let result: SyncResult
+
+    enum CodingKeys: String, CodingKey { case pushed, result, applied }
+
+    func encode(to encoder: any Encoder) throws {
+        try StatusJSON(status).encode(to: encoder)
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(result.push.sent, forKey: .pushed)
+        try container.encode(result.fetch.outcome.rawValue, forKey: .result)
+        try container.encode(result.apply?.applied ?? false, forKey: .applied)
+    }
+}
+
+extension ClientStatus {
+    /// A short human-readable summary, one fact per line.
+    var text: String {
+        var lines = ["state: \(state.rawValue)"]
+        lines.append("version: " + (version.map { "\($0)" } ?? "none") + (sha256.map { " (sha256 \($0))" } ?? ""))
+        lines.append(
+            "pending: " + (pendingVersion.map { "version \($0)" } ?? (pendingSha256 == nil ? "none" : "unknown version"))
+                + (pendingSha256.map { " (sha256 \($0))" } ?? ""))
+        lines.append("outbox: \(outbox) local edit\(outbox == 1 ? "" : "s") waiting for upload")
+        if let previousVersion { lines.append("previous: version \(previousVersion) (ferry rollback restores it)") }
+        return lines.joined(separator: "\n")
+    }
+}

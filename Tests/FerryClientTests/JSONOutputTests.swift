@@ -1,0 +1,66 @@
+import FerryCore
+import Foundation
+import Testing
+
+@testable import FerryClient
+
+/// `--json` is a contract: exactly these keys, in this order, `null` when absent; new fields only ever go at the end.
+/// The CLI renders it, so these run the built `ferry`.
+@Suite struct JSONOutputTests {
+    @Test func execJSONKeepsKeysValuesAndEscapes() throws {
+        // Given a client directory with a published snapshot as database.db
+        let temp = try TemporaryDirectory("ferry-json")
+        defer { temp.remove() }
+        let fixtures = SnapshotFixtures(root: temp.appending("store"))
+        try fixtures.publish()
+        let dir = ClientDirectory(temp.appending("client"))
+        try dir.create()
+        try FileManager.default.copyItem(at: fixtures.snapshotFile(1), to: dir.database)
+
+        // When a select returns every kind of value
+        let sql = #"SELECT 1 AS i, 1.5 AS r, 'a/b "q" \ ü' || char(10) AS t, NULL AS n, x'00ff' AS b, 9e999 AS inf"#
+        let result = try runFerry(["exec", "--dir", dir.url.path, "--json", sql])
+
+        // Then the line has the documented keys in order, slashes unescaped, a blob as base64
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(
+            result.stdout
+                == #"{"changes":0,"columns":["i","r","t","n","b","inf"],"outbox":0,"rows":[[1,1.5,"a/b \"q\" \\ ü\n",null,"AP8=","Infinity"]]}"#
+                + "\n")
+    }
+
+    @Test func pushJSONWithAnEmptyOutbox() throws {
+        let temp = try TemporaryDirectory("ferry-json")
+        defer { temp.remove() }
+        let fixtures = SnapshotFixtures(root: temp.appending("store"))
+        try fixtures.publish()
+        let dir = ClientDirectory(temp.appending("client"))
+        try dir.create()
+        try FileManager.default.copyItem(at: fixtures.snapshotFile(1), to: dir.database)
+
+        // Nothing is queued, so nothing goes over the network (the server is never asked).
+        let result = try runFerry(["push", "--server", "http://127.0.0.1:9", "--dataset", "trips", "--dir", dir.url.path, "--json"])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout == #"{"sent":0,"applied":0,"rejected":0,"gone":0,"invalid":0,"forbidden":0,"unanswered":0,"remaining":0}"# + "\n")
+    }
+
+    @Test func rollbackJSONAddsTheRolledBackVersion() throws {
+        let temp = try TemporaryDirectory("ferry-json")
+        defer { temp.remove() }
+        let fixtures = SnapshotFixtures(root: temp.appending("store"))
+        let v1 = try fixtures.publish()
+        try fixtures.publish()
+        let dir = ClientDirectory(temp.appending("client"))
+        try dir.create()
+        try FileManager.default.copyItem(at: fixtures.snapshotFile(1), to: dir.database)
+        try FileManager.default.copyItem(at: fixtures.snapshotFile(2), to: dir.updated)
+        #expect(try runFerry(["apply", "--dir", dir.url.path]).status == 0)
+
+        let result = try runFerry(["rollback", "--dir", dir.url.path, "--json"])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(
+            result.stdout
+                == #"{"state":"upToDate","version":1,"sha256":"\#(v1.sha256)","pendingVersion":null,"pendingSha256":null,"outbox":0,"rolledBackVersion":2}"#
+                + "\n")
+    }
+}
