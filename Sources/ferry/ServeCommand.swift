@@ -58,7 +58,7 @@ struct ServeCommand: AsyncParsableCommand {
 
     @Option(
         name: .customLong("change-retention"),
-        help: ArgumentHelp("How long the server keeps its answer to each uploaded change (a device resending the change within this gets the same answer, exactly once).", valueName: "duration"),
+        help: ArgumentHelp("How long the server keeps its answer to each uploaded change (a device resending the change within this gets the same answer, exactly once), e.g. 30d (the default) or 12h.", valueName: "duration"),
         transform: { try PublishInterval(parsing: $0) })
     var changeRetention: PublishInterval = PublishInterval(seconds: 30 * 86_400)
 
