@@ -22,8 +22,15 @@ public struct PublishedVersion: Codable, Sendable, Equatable {
     public var schemaVersion: Int
     /// Rows per table.
     public var tables: [String: Int]
+    /// Row-level patches that turn an older retained version into this one, served at
+    /// `/v1/datasets/{dataset}/patches/{from}-{to}`; nil when there are none (the first version, a schema change,
+    /// or every patch would be larger than the gzip copy).
+    public var patches: [PatchRef]?
 
-    public init(version: Int, sha256: String, size: Int64, gzipSize: Int64, createdAt: String, schemaVersion: Int, tables: [String: Int]) {
+    public init(
+        version: Int, sha256: String, size: Int64, gzipSize: Int64, createdAt: String, schemaVersion: Int, tables: [String: Int],
+        patches: [PatchRef]? = nil
+    ) {
         self.version = version
         self.sha256 = sha256
         self.size = size
@@ -31,6 +38,12 @@ public struct PublishedVersion: Codable, Sendable, Equatable {
         self.createdAt = createdAt
         self.schemaVersion = schemaVersion
         self.tables = tables
+        self.patches = patches
+    }
+
+    /// The patch from version `from` to this one, if published.
+    public func patch(from: Int) -> PatchRef? {
+        patches?.first { $0.from == from }
     }
 
     /// Checks the fields a reader relies on; `key` prefixes the reported key (`scopes[0].retained[1]`).
@@ -41,6 +54,33 @@ public struct PublishedVersion: Codable, Sendable, Equatable {
             throw FerryError(.store, "sha256 must be 64 lowercase hex digits", path: path, key: named("sha256"))
         }
         guard size >= 0, gzipSize >= 0 else { throw FerryError(.store, "sizes must not be negative", path: path, key: named("size")) }
+        for (i, patch) in (patches ?? []).enumerated() {
+            guard patch.to == version, patch.from >= 1, patch.from < version, SHA256Hex.isValid(patch.sha256), patch.size >= 0 else {
+                throw FerryError(.store, "a patch must lead from an older version to this one, with a checksum and size", path: path, key: named("patches[\(i)]"))
+            }
+        }
+    }
+}
+
+/// A published patch: a gzip-compressed SQLite changeset (``Changeset``) that turns version `from` into version `to`.
+/// Its `sha256` (of the compressed bytes, as served) names the stored object and is its ETag.
+///
+/// ```json
+/// {"from":3,"to":4,"size":18211,"sha256":"…"}
+/// ```
+public struct PatchRef: Codable, Sendable, Equatable {
+    public var from: Int
+    public var to: Int
+    /// Bytes of the compressed patch.
+    public var size: Int64
+    /// SHA-256 hex of the compressed patch.
+    public var sha256: String
+
+    public init(from: Int, to: Int, size: Int64, sha256: String) {
+        self.from = from
+        self.to = to
+        self.size = size
+        self.sha256 = sha256
     }
 }
 

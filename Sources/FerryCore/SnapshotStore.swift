@@ -48,6 +48,8 @@ public struct FileSnapshotStore: SnapshotStore {
     public func objectsDirectory(dataset: String) -> URL { directory(dataset: dataset).appendingPathComponent("objects", isDirectory: true) }
     public func objectURL(dataset: String, sha256: String) -> URL { objectsDirectory(dataset: dataset).appendingPathComponent("\(sha256).sqlite") }
     public func objectGzipURL(dataset: String, sha256: String) -> URL { objectsDirectory(dataset: dataset).appendingPathComponent("\(sha256).sqlite.gz") }
+    /// A patch object: a gzip-compressed changeset, named by the checksum of those bytes.
+    public func patchURL(dataset: String, sha256: String) -> URL { objectsDirectory(dataset: dataset).appendingPathComponent("\(sha256).patch.gz") }
 
     public func datasets() throws -> [String] {
         let names: [String]
@@ -151,8 +153,13 @@ public struct FileSnapshotStore: SnapshotStore {
     public func commit(_ manifest: StoredManifest) throws {
         try manifest.validate()
         let dataset = manifest.dataset
-        for sha in manifest.referencedObjects where !FileManager.default.fileExists(atPath: objectURL(dataset: dataset, sha256: sha).path) {
-            throw FerryError(.store, "refusing to write a manifest naming a missing snapshot \(sha)", path: objectsDirectory(dataset: dataset).path)
+        for record in manifest.scopes.flatMap(\.retained) {
+            guard FileManager.default.fileExists(atPath: objectURL(dataset: dataset, sha256: record.sha256).path) else {
+                throw FerryError(.store, "refusing to write a manifest naming a missing snapshot \(record.sha256)", path: objectsDirectory(dataset: dataset).path)
+            }
+            for patch in record.patches ?? [] where !FileManager.default.fileExists(atPath: patchURL(dataset: dataset, sha256: patch.sha256).path) {
+                throw FerryError(.store, "refusing to write a manifest naming a missing patch \(patch.sha256)", path: objectsDirectory(dataset: dataset).path)
+            }
         }
         try DurableFile.write(try manifest.jsonData(), to: manifestURL(dataset: dataset))
         try removeUnreferencedObjects(dataset: dataset, keeping: manifest.referencedObjects)

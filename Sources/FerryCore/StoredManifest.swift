@@ -48,9 +48,10 @@ public struct StoredManifest: Codable, Sendable, Equatable {
         scopes.first { $0.scope == scope }
     }
 
-    /// Every checksum a retained version of any scope names: the objects the store must keep.
+    /// Every checksum a retained version of any scope names, its snapshot's and its patches': the objects the store
+    /// must keep.
     public var referencedObjects: Set<String> {
-        Set(scopes.flatMap { $0.retained.map(\.sha256) })
+        Set(scopes.flatMap { $0.retained.flatMap { [$0.sha256] + ($0.patches ?? []).map(\.sha256) } })
     }
 
     /// `createdAt` of the oldest snapshot still retained by any scope: until it is gone a device may hold it, so

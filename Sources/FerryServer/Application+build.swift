@@ -196,6 +196,9 @@ struct ReadRoutes: ServerRouteGroup {
             routes.on("/v1/datasets/{dataset}/versions/{version}", method: method) { request, context in
                 try await snapshots.version(request, context: context)
             }
+            routes.on("/v1/datasets/{dataset}/patches/{patch}", method: method) { request, context in
+                try await snapshots.patch(request, context: context)
+            }
         }
         routes.on("/healthz", method: .get) { _, _ in Self.json(ByteBuffer(string: #"{"status":"ok"}"#)) }
         routes.on("/metrics", method: .get) { _, _ in

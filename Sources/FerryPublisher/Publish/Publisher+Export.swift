@@ -63,12 +63,18 @@ extension Publisher {
                 object = try store.storeObject(dataset: dataset, file: export.file, gzipLevel: gzipLevel)
                 storedByDigest[export.result.dataDigest] = object
             }
-            let record = VersionRecord(
+            var record = VersionRecord(
                 published: PublishedVersion(
                     version: version, sha256: object.sha256, size: object.size, gzipSize: object.gzipSize, createdAt: createdAt,
                     schemaVersion: template.schemaVersion, tables: export.result.tables),
                 dataDigest: export.result.dataDigest)
-            entries.append(ScopeEntry(scope: export.scope, retained: Array(((before?.retained ?? []) + [record]).suffix(configuration.keep))))
+            let retained = Array(((before?.retained ?? []) + [record]).suffix(configuration.keep))
+            if let before, let comparable, before.current.schemaVersion == template.schemaVersion {
+                record.published.patches = patches(
+                    to: record, tables: export.result.tables.keys.sorted() + ["ferry_tables"], after: before,
+                    from: retained.dropLast().map(\.version), in: comparable, store: store)
+            }
+            entries.append(ScopeEntry(scope: export.scope, retained: retained.dropLast() + [record]))
         }
 
         let newVersion = entries.count > unchangedScopes.count
@@ -92,6 +98,43 @@ extension Publisher {
                 "files": "\(Set(entries.map(\.current.sha256)).count)", "dropped": "\(dropped.count)", "seconds": "\(seconds())",
             ])
         return PublishResult(stored: manifest, unchangedScopes: unchangedScopes, unchanged: unchanged, seconds: seconds())
+    }
+
+    /// Patches from each older retained version of a scope to its new version `record`: one SQLite session diff
+    /// between the previous current file and the new one, combined (sqlite3changegroup) with each stored patch that
+    /// led to the previous version, so a device several versions behind downloads one patch, not a chain. A patch
+    /// not smaller than the gzip copy is not stored. Patches only save bytes: a failure is logged and the scope
+    /// simply has none (its devices take the full download).
+    func patches(
+        to record: VersionRecord, tables: [String], after before: ScopeEntry, from versions: [Int], in previous: StoredManifest,
+        store: FileSnapshotStore
+    ) -> [PatchRef]? {
+        let dataset = previous.dataset
+        let previousCurrent = before.current
+        do {
+            let diff = try Changeset.diff(
+                from: store.files(of: previousCurrent, in: previous).snapshot, to: store.objectURL(dataset: dataset, sha256: record.sha256),
+                tables: tables)
+            var refs: [PatchRef] = []
+            for from in versions {
+                let changeset: Changeset
+                if from == previousCurrent.version {
+                    changeset = diff
+                } else if let hop = previousCurrent.published.patch(from: from) {
+                    changeset = try Changeset.combine([store.loadPatch(dataset: dataset, hop), diff])
+                } else {
+                    continue
+                }
+                if let ref = try store.storePatch(dataset: dataset, changeset: changeset, from: from, to: record.version, limit: record.gzipSize) {
+                    refs.append(ref)
+                }
+            }
+            return refs.isEmpty ? nil : refs
+        } catch {
+            logger.warning(
+                "no patches for this version; devices take the full download", metadata: ["dataset": "\(dataset)", "version": "\(record.version)", "error": "\(error)"])
+            return nil
+        }
     }
 
     /// Exports every scope into `tmp`, `configuration.parallelism` at a time; the first error stops the rest.

@@ -33,6 +33,8 @@ public final class SnapshotCatalog: Service, Sendable {
         let manifestETag: String
         let latest: VersionEntry
         let versions: [Int: VersionEntry]
+        /// The patches to the retained versions, by their URL's versions.
+        var patches: [PatchKey: VersionEntry] = [:]
     }
 
     /// A snapshot file and its gzip copy, open, with the gzip copy's checksum: shared by every version entry that
@@ -60,6 +62,8 @@ public final class SnapshotCatalog: Service, Sendable {
         let oldestRetainedCreatedAt: String?
         /// Open files by checksum, reused by the next reload.
         let objects: [String: OpenObject]
+        /// Open patch files by checksum, reused by the next reload.
+        var patchFiles: [String: OpenFile] = [:]
 
         /// The public view, nil for a scoped dataset.
         var everyone: SnapshotView? {
@@ -213,11 +217,25 @@ public final class SnapshotCatalog: Service, Sendable {
             throw FerryError(.store, "manifest names dataset '\(manifest.dataset)' but lives in '\(name)'", path: manifestPath, key: "dataset")
         }
         var objects: [String: OpenObject] = [:]
+        var patchFiles: [String: OpenFile] = [:]
         var views: [String: SnapshotView] = [:]
         var everyone: SnapshotView?
         for entry in manifest.scopes {
             var versions: [Int: VersionEntry] = [:]
+            var patches: [PatchKey: VersionEntry] = [:]
             for record in entry.retained {
+                for patch in record.patches ?? [] {
+                    let path = store.patchURL(dataset: name, sha256: patch.sha256).path
+                    guard let file = try patchFiles[patch.sha256] ?? previous?.patchFiles[patch.sha256] ?? OpenFile.open(path: path) else {
+                        logger.warning("a patch named by the manifest is missing; devices take the full download", metadata: ["path": .string(path)])
+                        continue
+                    }
+                    guard file.size == patch.size else {
+                        throw FerryError(.store, "patch is \(file.size) bytes but its record says \(patch.size)", path: path)
+                    }
+                    patchFiles[patch.sha256] = file
+                    patches[PatchKey(from: patch.from, to: patch.to)] = .patch(dataset: name, patch, to: record, file: file, scoped: manifest.scoped)
+                }
                 let object: OpenObject
                 let files = store.files(of: record, in: manifest)
                 if let known = objects[record.sha256] ?? previous?.objects[record.sha256] {
@@ -238,9 +256,10 @@ public final class SnapshotCatalog: Service, Sendable {
                     path: store.files(of: entry.current, in: manifest).snapshot.path)
             }
             let clientManifest = entry.manifest(dataset: name)
-            let view = SnapshotView(
+            var view = SnapshotView(
                 manifest: clientManifest, manifestBody: ByteBuffer(bytes: try clientManifest.jsonData()),
                 manifestETag: "\"\(clientManifest.sha256)\"", latest: latest, versions: versions)
+            view.patches = patches
             if let scope = entry.scope { views[scope] = view } else { everyone = view }
         }
         let access: DatasetState.Access
@@ -251,9 +270,11 @@ public final class SnapshotCatalog: Service, Sendable {
         } else {
             throw FerryError(.store, "the manifest names no version", path: manifestPath, key: "scopes")
         }
-        return DatasetState(
+        var state = DatasetState(
             access: access, identity: identity, lastVersion: manifest.lastVersion, createdAt: manifest.createdAt,
             oldestRetainedCreatedAt: manifest.oldestRetainedCreatedAt, objects: objects)
+        state.patchFiles = patchFiles
+        return state
     }
 
     /// Opens a snapshot file and its gzip copy, checking their sizes against the record; nil when the snapshot is gone.

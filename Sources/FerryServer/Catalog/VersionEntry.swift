@@ -46,6 +46,17 @@ final class VersionEntry: Sendable {
         }
     }
 
+    /// An entry from ready-made representations (a patch: `VersionEntry+Patch.swift`).
+    init(dataset: String, record: VersionRecord, sha256: String, identity: Representation) {
+        self.dataset = dataset
+        self.version = record.version
+        self.sha256 = sha256
+        self.createdAt = record.createdAt
+        self.record = record
+        self.identity = identity
+        gzip = nil
+    }
+
     private static func representation(
         file: OpenFile, tag: String, digestHex: String, encoding: String?, version: Int, scoped: Bool
     ) -> Representation {
