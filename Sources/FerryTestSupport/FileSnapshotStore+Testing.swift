@@ -32,3 +32,14 @@ extension FileSnapshotStore {
         return files
     }
 }
+
+extension StoredManifest {
+    /// The file names `objects/` must hold for this manifest, sorted: each retained snapshot with its gzip copy,
+    /// and each retained version's patches.
+    public var expectedObjectFileNames: [String] {
+        let records = scopes.flatMap(\.retained)
+        let snapshots = Set(records.map(\.sha256)).flatMap { ["\($0).sqlite", "\($0).sqlite.gz"] }
+        let patches = Set(records.flatMap { ($0.patches ?? []).map(\.sha256) }).map { "\($0).patch.gz" }
+        return (snapshots + patches).sorted()
+    }
+}

@@ -47,6 +47,9 @@ struct PublishOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("Versions to retain.", valueName: "n"))
     var keep: Int = 5
 
+    @Flag(name: .customLong("no-patches"), help: "Do not write row-level patches from the retained versions (devices then take full downloads).")
+    var noPatches = false
+
     func validate() throws {
         guard keep >= 1 else { throw ValidationError("--keep must be at least 1: the current version is always kept") }
     }
@@ -55,7 +58,9 @@ struct PublishOptions: ParsableArguments {
         guard let url = databaseURL ?? ProcessInfo.processInfo.environment["DATABASE_URL"], !url.isEmpty else {
             throw ValidationError("no database: pass --database-url postgres://user@host:5432/db or set DATABASE_URL")
         }
-        return Publisher.Configuration(templatePath: config, databaseURL: url, store: URL(fileURLWithPath: store), keep: keep)
+        var configuration = Publisher.Configuration(templatePath: config, databaseURL: url, store: URL(fileURLWithPath: store), keep: keep)
+        configuration.patches = !noPatches
+        return configuration
     }
 }
 

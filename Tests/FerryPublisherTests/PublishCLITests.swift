@@ -141,7 +141,9 @@ struct PublishCLITests {
         let next = try await fixture.publishOffPool(template: template)
         #expect(next.version == 2 && next.tables == ["big": 600_000])
         #expect(try FileManager.default.contentsOfDirectory(atPath: tmp.path).isEmpty)
-        #expect(try store.objectFileNames(dataset: "crash") == [v1.sha256!, next.sha256!].flatMap { ["\($0).sqlite", "\($0).sqlite.gz"] }.sorted())
+        let stored = try store.requireManifest("crash")
+        #expect(stored.scopes[0].retained.map(\.sha256) == [v1.sha256!, next.sha256!])
+        #expect(try store.objectFileNames(dataset: "crash") == stored.expectedObjectFileNames)
     }
 
     @Test("kill -9 midway through a scoped publish leaves every scope's previous snapshot intact; the next run cleans up")
@@ -176,8 +178,7 @@ struct PublishCLITests {
         #expect(next.version == 2 && next.scopes?.allSatisfy { $0.version == 2 } == true)
         #expect(try FileManager.default.contentsOfDirectory(atPath: tmp.path).isEmpty)
         let final = try store.requireManifest("crash-scoped")
-        let objects = try FileManager.default.contentsOfDirectory(atPath: store.objectsDirectory(dataset: "crash-scoped").path)
-        #expect(Set(objects.filter { $0.hasSuffix(".sqlite") }.map { String($0.dropLast(7)) }) == final.referencedObjects)
+        #expect(try store.objectFileNames(dataset: "crash-scoped") == final.expectedObjectFileNames)
     }
 
     /// Runs a real `ferry publish` (off the cooperative pool) and kills it with SIGKILL once a file in `tmp` has

@@ -30,7 +30,7 @@ ferry_bin=$(swift build -c release --show-bin-path)/ferry
 
 say "Making a store: version 1 (small) and version 2 (${size_mb} MB)"
 # Self-contained: Python's sqlite3 writes real Ferry snapshots (data tables + ferry_snapshot + ferry_tables), then
-# the store layout FileSnapshotStore.commit writes (versions/N.sqlite, N.sqlite.gz, N.json, manifest.json).
+# the store layout before content addressing (versions/N.sqlite, N.sqlite.gz, N.json, manifest.json), which ferry serve reads as it is.
 python3 - "$work/store" "$size_mb" <<'PY'
 import gzip, hashlib, json, os, sqlite3, sys, datetime
 root, size_mb = sys.argv[1], int(sys.argv[2])

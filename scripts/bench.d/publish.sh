@@ -56,4 +56,4 @@ echo
 printf 'ferry vs anchor: %.1fx the rows/s (target >= 10x)\n' "$(echo "$anchor_secs / $ferry_secs" | bc -l)"
 printf 'ferry vs floor:  %.1fx the floor time\n' "$(echo "$ferry_secs / $floor_secs" | bc -l)"
 printf 'ferry peak RSS:  %s MB (target <= 150 MB)\n' "$ferry_rss"
-ls -l "$work/store/campgrounds/versions" | tail -n +2
+ls -l "$work/store/campgrounds/objects" | tail -n +2

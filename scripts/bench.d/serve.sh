@@ -28,8 +28,8 @@ swift build -c release --product ferry 2>&1 | tail -1
 ferry_bin=$(swift build -c release --show-bin-path)/ferry
 
 say "Making a ${size_mb} MB snapshot store"
-# Self-contained: Python's sqlite3 writes the SQLite file, then the store layout FileSnapshotStore.commit would
-# write (versions/1.sqlite, .sqlite.gz, 1.json, manifest.json).
+# Self-contained: Python's sqlite3 writes the SQLite file, then the store layout before content addressing
+# (versions/1.sqlite, .sqlite.gz, 1.json, manifest.json), which ferry serve reads as it is.
 python3 - "$work/store" "$size_mb" <<'PY'
 import gzip, hashlib, json, os, sqlite3, sys, datetime
 root, size_mb = sys.argv[1], int(sys.argv[2])

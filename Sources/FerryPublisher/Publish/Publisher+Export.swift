@@ -69,7 +69,7 @@ extension Publisher {
                     schemaVersion: template.schemaVersion, tables: export.result.tables),
                 dataDigest: export.result.dataDigest)
             let retained = Array(((before?.retained ?? []) + [record]).suffix(configuration.keep))
-            if let before, let comparable, before.current.schemaVersion == template.schemaVersion {
+            if configuration.patches, let before, let comparable, before.current.schemaVersion == template.schemaVersion {
                 record.published.patches = patches(
                     to: record, tables: export.result.tables.keys.sorted() + ["ferry_tables"], after: before,
                     from: retained.dropLast().map(\.version), in: comparable, store: store)

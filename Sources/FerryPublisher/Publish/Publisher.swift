@@ -40,6 +40,8 @@ public struct Publisher: Sendable {
         public var gzipLevel: Int32
         /// Called as tables stream (from the publishing threads); nil for none. The CLI draws a terminal line.
         public var progress: (@Sendable (PublishProgress) -> Void)?
+        /// Write row-level patches from every retained version to each new one (docs/delta.md). Default true.
+        public var patches: Bool = true
         /// For a template with `scope:`: how many scopes are exported at once, each on its own PostgreSQL
         /// connection sharing one snapshot. Default: the number of cores, at most 4.
         public var parallelism: Int = max(1, min(4, ProcessInfo.processInfo.activeProcessorCount))
