@@ -110,7 +110,8 @@ public struct SnapshotMetadata: Sendable, Equatable {
         return SnapshotMetadata(dataset: dataset, version: Int(version), schemaVersion: Int(schemaVersion), createdAt: createdAt, tables: tables)
     }
 
-    static func json<T: Encodable>(_ value: T) throws -> String {
+    /// JSON with sorted keys: how the metadata tables store lists and row counts.
+    public static func json<T: Encodable>(_ value: T) throws -> String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
         return String(decoding: try encoder.encode(value), as: UTF8.self)

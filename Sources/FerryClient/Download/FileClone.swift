@@ -1,0 +1,54 @@
+#if canImport(Darwin)
+import Darwin
+#elseif canImport(Glibc)
+import Glibc
+#endif
+import FerryCore
+import Foundation
+
+/// Copies a file as cheaply as the file system allows: a clone that shares blocks until either copy is written
+/// (APFS `clonefile`, Linux `FICLONE` on btrfs and XFS), else a plain copy. The copy is fsynced either way.
+///
+/// ```swift
+/// try FileClone.clone(directory.database, to: scratch)
+/// ```
+enum FileClone {
+    /// What the copy cost: a clone shares the source's blocks.
+    enum Method: String, Sendable { case clone, copy }
+
+    @discardableResult
+    static func clone(_ source: URL, to target: URL) throws -> Method {
+        try DurableFile.remove(target)
+        var method = Method.copy
+        #if canImport(Darwin)
+        if clonefile(source.path, target.path, 0) == 0 { method = .clone }
+        #elseif os(Linux)
+        if linuxClone(source.path, target.path) { method = .clone }
+        #endif
+        if method == .copy {
+            do {
+                try FileManager.default.copyItem(at: source, to: target)
+            } catch {
+                throw FerryError(.io, "cannot copy the database for the patch: \(error.localizedDescription)", path: target.path)
+            }
+        }
+        try DurableFile.sync(target)
+        return method
+    }
+
+    #if os(Linux)
+    /// `ioctl(FICLONE)`; false where the file system cannot clone (ext4, tmpfs, across devices).
+    private static func linuxClone(_ source: String, _ target: String) -> Bool {
+        let input = open(source, O_RDONLY | O_CLOEXEC)
+        guard input >= 0 else { return false }
+        defer { close(input) }
+        let output = open(target, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+        guard output >= 0 else { return false }
+        let ficlone: UInt = 0x4004_9409  // _IOW(0x94, 9, int)
+        let cloned = ioctl(output, ficlone, input) == 0
+        close(output)
+        if !cloned { unlink(target) }
+        return cloned
+    }
+    #endif
+}

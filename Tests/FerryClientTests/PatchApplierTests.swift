@@ -1,0 +1,103 @@
+import FerryCore
+import Foundation
+import Testing
+
+@testable import FerryClient
+
+/// The patch path's core on real snapshot files: clone, apply, describe, verify; never a wrong database.
+@Suite struct PatchApplierTests {
+    /// Versions 1 and 2 of trips, a device database at version 1 as the client opens it, and the patch 1 → 2.
+    struct World {
+        let temp: TemporaryDirectory
+        let fixtures: SnapshotFixtures
+        let v1: Manifest
+        let v2: Manifest
+        let device: URL
+        let patch: Changeset
+        var target: URL { temp.appending("updated.db") }
+
+        init(rows: Int = 8) throws {
+            temp = try TemporaryDirectory("patch-applier")
+            fixtures = SnapshotFixtures(root: temp.appending("store"))
+            v1 = try fixtures.publish(rows: rows)
+            v2 = try fixtures.publish(rows: rows + 2)
+            device = temp.appending("database.db")
+            try FileManager.default.copyItem(at: try fixtures.snapshotFile(1), to: device)
+            let db = try SQLiteConnection(path: device.path, mode: .readWrite)
+            try OutboxSchema.install(on: db, tables: try SnapshotMetadata.read(from: db).tables, origin: v1.sha256)
+            patch = try Changeset.diff(from: try fixtures.snapshotFile(1), to: try fixtures.snapshotFile(2), tables: ["trips", "blobs", "ferry_tables"])
+        }
+
+        func rows(_ url: URL) throws -> [[SQLiteValue]] {
+            let db = try SQLiteConnection(path: url.path, mode: .readOnly)
+            return try db.query("SELECT * FROM trips ORDER BY id") + db.query("SELECT name, rows FROM ferry_tables ORDER BY name")
+        }
+    }
+
+    @Test("a device without local edits gets exactly the new version's rows and description")
+    func cleanDevice() throws {
+        let world = try World()
+        defer { world.temp.remove() }
+        let outcome = try PatchApplier.build(live: world.device, into: world.target, patch: world.patch, expected: world.v2.current)
+        #expect(!outcome.hadLocalEdits && outcome.conflictsResolved == 0)
+        #expect(try world.rows(world.target) == world.rows(try world.fixtures.snapshotFile(2)))
+        let db = try SQLiteConnection(path: world.target.path, mode: .readOnly)
+        let metadata = try SnapshotMetadata.read(from: db)
+        #expect(metadata.version == 2 && metadata.createdAt == world.v2.createdAt)
+        #expect(OutboxSchema.origin(of: db) == world.v2.sha256)
+        try db.checkIntegrity()
+        // The live database is untouched.
+        #expect(try world.rows(world.device) == world.rows(try world.fixtures.snapshotFile(1)))
+        #expect(try publishedVersion(of: world.target, among: [world.v1, world.v2]) == 2)
+    }
+
+    @Test("a device whose data diverged from its version gets an error and no file, never a wrong database")
+    func divergedDevice() throws {
+        let world = try World()
+        defer { world.temp.remove() }
+        // Given a row changed behind the outbox's back (capture off, no queue)
+        let db = try SQLiteConnection(path: world.device.path, mode: .readWrite)
+        try Outbox.setCapture(false, db)
+        try db.execute("UPDATE trips SET name = 'tampered' WHERE id = 't1'")
+        try Outbox.setCapture(true, db)
+        #expect(throws: FerryError.self) {
+            try PatchApplier.build(live: world.device, into: world.target, patch: world.patch, expected: world.v2.current)
+        }
+        #expect(!FileManager.default.fileExists(atPath: world.target.path))
+    }
+
+    @Test("with local edits the server's new row wins and the queue stays for the replay at apply")
+    func deviceWithLocalEdits() throws {
+        let world = try World()
+        defer { world.temp.remove() }
+        // Given a local edit of a row the patch changes, recorded in the queue's base table
+        let db = try SQLiteConnection(path: world.device.path, mode: .readWrite)
+        try Outbox.setCapture(false, db)
+        try db.execute("UPDATE trips SET name = 'local' WHERE id = 't1'")
+        try db.execute(#"INSERT INTO ferry_base(tbl, key, updatedAt) VALUES ('trips', '{"id":"t1"}', NULL)"#)
+        try Outbox.setCapture(true, db)
+        let outcome = try PatchApplier.build(live: world.device, into: world.target, patch: world.patch, expected: world.v2.current)
+        #expect(outcome.hadLocalEdits && outcome.conflictsResolved >= 1)
+        #expect(try world.rows(world.target) == world.rows(try world.fixtures.snapshotFile(2)))
+        let result = try SQLiteConnection(path: world.target.path, mode: .readOnly)
+        #expect(try result.scalar("SELECT count(*) FROM ferry_base")?.integer == 1)
+    }
+
+    @Test("a truncated patch or one for another version leaves no file")
+    func badPatches() throws {
+        let world = try World()
+        defer { world.temp.remove() }
+        let truncated = Changeset(data: world.patch.data.prefix(world.patch.data.count / 2))
+        #expect(throws: FerryError.self) {
+            try PatchApplier.build(live: world.device, into: world.target, patch: truncated, expected: world.v2.current)
+        }
+        #expect(!FileManager.default.fileExists(atPath: world.target.path))
+        // A patch 2 → 3 applied to version 1: its rows are not what it expects
+        let v3 = try world.fixtures.publish(rows: 12)
+        let wrong = try Changeset.diff(from: try world.fixtures.snapshotFile(2), to: try world.fixtures.snapshotFile(3), tables: ["trips", "blobs", "ferry_tables"])
+        #expect(throws: FerryError.self) {
+            try PatchApplier.build(live: world.device, into: world.target, patch: wrong, expected: v3.current)
+        }
+        #expect(!FileManager.default.fileExists(atPath: world.target.path))
+    }
+}
