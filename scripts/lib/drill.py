@@ -1,0 +1,387 @@
+"""Kill -9 drills for Ferry (run by scripts/drill). Stdlib only; every loop is bounded; every process started here
+is stopped by its PID; all traffic stays on 127.0.0.1."""
+import argparse, collections, hashlib, json, os, random, shutil, signal, socket, sqlite3, subprocess, sys, tempfile, time, uuid
+import urllib.parse
+
+A = argparse.ArgumentParser()
+A.add_argument("--ferry", required=True)
+A.add_argument("--database-url", required=True)
+A.add_argument("--rounds", type=int, default=100)
+A.add_argument("--kinds", default="publisher,client,server")
+A.add_argument("--seed", type=int, default=None)
+ARGS = A.parse_args()
+SEED = ARGS.seed if ARGS.seed is not None else random.randrange(1 << 30)
+RNG = random.Random(SEED)
+WORK = tempfile.mkdtemp(prefix="ferry-drill.")
+PROCS = []  # every child, stopped by PID at exit
+VIOLATIONS = collections.Counter()
+KILLS = collections.defaultdict(collections.Counter)
+NOTES = []
+
+
+def violation(kind, what):
+    VIOLATIONS[kind] += 1
+    NOTES.append(f"{kind}: {what}")
+    print(f"  VIOLATION {kind}: {what}", flush=True)
+
+
+def psql(db_url, sql):
+    out = subprocess.run(["psql", db_url, "-qAt", "-v", "ON_ERROR_STOP=1", "-c", sql], capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(out.stderr)
+    return out.stdout.strip()
+
+
+def db_url(name):
+    u = urllib.parse.urlparse(ARGS.database_url)
+    return u._replace(path="/" + name).geturl()
+
+
+def create_db(name, ddl):
+    psql(ARGS.database_url, f"DROP DATABASE IF EXISTS {name}")
+    psql(ARGS.database_url, f"CREATE DATABASE {name}")
+    psql(db_url(name), ddl)
+    return db_url(name)
+
+
+def ferry(*args, timeout=120):
+    return subprocess.run([ARGS.ferry, *args], capture_output=True, text=True, timeout=timeout)
+
+
+def start(*args):
+    p = subprocess.Popen([ARGS.ferry, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    PROCS.append(p)
+    return p
+
+
+def kill9(p):
+    if p.poll() is None:
+        os.kill(p.pid, signal.SIGKILL)
+    p.wait(timeout=30)
+
+
+def free_port():
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close(); return port
+
+
+def sha256(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+# ---------------------------------------------------------------------------------------------------- publisher
+def check_store(store, dataset, seen, kind="publisher"):
+    """manifest.json parses; every file it names exists with its recorded size and SHA-256; no version number was
+    ever given to different bytes (per scope)."""
+    path = os.path.join(store, dataset, "manifest.json")
+    if not os.path.exists(path):
+        return None
+    try:
+        manifest = json.load(open(path))
+    except Exception as e:
+        violation(kind, f"manifest.json does not parse: {e}")
+        return None
+    objects = os.path.join(store, dataset, "objects")
+    for entry in manifest.get("scopes", []):
+        for record in entry["retained"]:
+            f = os.path.join(objects, record["sha256"] + ".sqlite")
+            if not os.path.exists(f) or os.path.getsize(f) != record["size"] or sha256(f) != record["sha256"]:
+                violation(kind, f"version {record['version']}: its file is missing or differs from its record")
+            key = (entry.get("scope"), record["version"])
+            if seen.setdefault(key, record["sha256"]) != record["sha256"]:
+                violation(kind, f"version {record['version']} was reused with different bytes")
+            for patch in record.get("patches") or []:
+                p = os.path.join(objects, patch["sha256"] + ".patch.gz")
+                if not os.path.exists(p) or os.path.getsize(p) != patch["size"] or sha256(p) != patch["sha256"]:
+                    violation(kind, f"patch {patch['from']}-{patch['to']} is missing or differs from its record")
+    return manifest
+
+
+def drill_publisher(rounds):
+    url = create_db("drill_pub", "CREATE TABLE items (id integer PRIMARY KEY, v text NOT NULL);"
+                                 "INSERT INTO items SELECT g, repeat(md5(g::text), 6) FROM generate_series(1, 60000) g;")
+    store = os.path.join(WORK, "pub-store")
+    template = os.path.join(WORK, "pub.yml")
+    open(template, "w").write("dataset: drill\ntables: [{name: items}]\n")
+    args = ["publish", "--config", template, "--database-url", url, "--store", store, "--keep", "3"]
+    t0 = time.time(); first = ferry(*args); runtime = time.time() - t0
+    if first.returncode != 0:
+        raise RuntimeError(first.stdout + first.stderr)
+    seen = {}
+    tmp = os.path.join(store, "drill", "tmp")
+    for r in range(rounds):
+        psql(url, f"UPDATE items SET v = md5(v || '{r}') || substr(v, 33) WHERE id % 50 = {r % 50}")
+        before = open(os.path.join(store, "drill", "manifest.json"), "rb").read()
+        objects_before = set(os.listdir(os.path.join(store, "drill", "objects")))
+        p = start(*args)
+        time.sleep(RNG.uniform(0, runtime * 1.3))
+        finished = p.poll() is not None
+        kill9(p)
+        after = open(os.path.join(store, "drill", "manifest.json"), "rb").read()
+        if finished:
+            phase = "finished"
+        elif after != before:
+            phase = "commit"
+        elif set(os.listdir(os.path.join(store, "drill", "objects"))) - objects_before:
+            phase = "store"
+        else:
+            phase = "export"
+        KILLS["publisher"][phase] += 1
+        check_store(store, "drill", seen)
+        ok = ferry(*args)
+        if ok.returncode != 0:
+            violation("publisher", f"the publish after the kill failed: {ok.stderr.strip()[:200]}")
+        check_store(store, "drill", seen)
+        if os.path.isdir(tmp) and os.listdir(tmp):
+            violation("publisher", f"tmp/ not cleaned by the next run: {os.listdir(tmp)}")
+
+
+# ---------------------------------------------------------------------------------------------------- client
+NOTES_DDL = """
+CREATE TABLE notes (id text PRIMARY KEY, body text NOT NULL, pad text NOT NULL,
+  created_at timestamptz NOT NULL DEFAULT now(), updated_at timestamptz NOT NULL DEFAULT now());
+INSERT INTO notes (id, body, pad) SELECT md5(g::text)::uuid::text, 'note ' || g, repeat(md5(g::text), 8) FROM generate_series(1, 6000) g;
+"""
+NOTES_YML = """dataset: notes
+timestamps: {created: created_at, updated: updated_at}
+tables:
+  - name: notes
+    writable: true
+    merge: newest-wins
+"""
+
+
+def serve(store, template, url, port):
+    p = start("serve", "--store", store, "--port", str(port), "--config", template, "--database-url", url)
+    for _ in range(200):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return p
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError("ferry serve did not start")
+
+
+def rows(path, where=""):
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return con.execute(f"SELECT id, body, pad FROM notes {where} ORDER BY id").fetchall()
+    finally:
+        con.close()
+
+
+def check_client(dirpath, published, queued, edited_ever, server_url):
+    """database.db passes integrity_check and holds a published version's rows plus the device's edits (pending, or
+    acknowledged and not yet in a published version); a queued edit is still queued or acknowledged by the server,
+    never gone; previous.db is intact."""
+    st = ferry("status", "--dir", dirpath, "--json")
+    if st.returncode != 0:
+        violation("client", f"ferry status failed after the kill: {st.stderr.strip()[:200]}")
+        return
+    db = os.path.join(dirpath, "database.db")
+    for name in ["database.db", "previous.db"]:
+        f = os.path.join(dirpath, name)
+        if not os.path.exists(f):
+            continue
+        con = sqlite3.connect(f)
+        try:
+            if con.execute("PRAGMA integrity_check").fetchone()[0] != "ok":
+                violation("client", f"{name} fails integrity_check")
+            origin = con.execute("SELECT sha256 FROM ferry_origin").fetchone()
+            outbox = dict(con.execute("SELECT key, vals FROM ferry_outbox").fetchall()) if name == "database.db" else {}
+        except sqlite3.Error as e:
+            violation("client", f"{name} cannot be read: {e}")
+            continue
+        finally:
+            con.close()
+        sha = origin[0] if origin else None
+        if sha not in published:
+            violation("client", f"{name} claims a version that was never published ({sha})")
+            continue
+        if name == "database.db":
+            pending = {json.loads(k)["id"] for k in outbox}
+            expected = [r for r in rows(published[sha]) if r[0] not in edited_ever]
+            actual = [r for r in rows(f) if r[0] not in edited_ever]
+            if expected != actual:
+                violation("client", "database.db does not hold exactly its published version's rows plus the device's edits")
+            for note_id, body in queued.items():
+                if note_id not in pending and psql(server_url, f"SELECT body FROM notes WHERE id = '{note_id}'") != body:
+                    violation("client", f"a queued edit of {note_id} is neither queued nor acknowledged")
+
+
+def published_files(store, dataset, published):
+    manifest = json.load(open(os.path.join(store, dataset, "manifest.json")))
+    for entry in manifest["scopes"]:
+        for record in entry["retained"]:
+            f = os.path.join(store, dataset, "objects", record["sha256"] + ".sqlite")
+            copy = os.path.join(WORK, "published", record["sha256"] + ".sqlite")
+            if not os.path.exists(copy):
+                os.makedirs(os.path.dirname(copy), exist_ok=True)
+                shutil.copy(f, copy)  # retention may prune it later; the check needs its rows
+            published[record["sha256"]] = copy
+
+
+def drill_client(rounds):
+    url = create_db("drill_client", NOTES_DDL)
+    store = os.path.join(WORK, "client-store")
+    template = os.path.join(WORK, "notes.yml")
+    open(template, "w").write(NOTES_YML)
+    publish = ["publish", "--config", template, "--database-url", url, "--store", store, "--keep", "3"]
+    if ferry(*publish).returncode != 0:
+        raise RuntimeError("first publish failed")
+    published = {}
+    published_files(store, "notes", published)
+    port = free_port()
+    server = serve(store, template, url, port)
+    base = f"http://127.0.0.1:{port}"
+    device = os.path.join(WORK, "device")
+    if ferry("fetch", "--server", base, "--dataset", "notes", "--dir", device, "--apply").returncode != 0:
+        raise RuntimeError("initial fetch failed")
+    ids = [r[0] for r in rows(os.path.join(device, "database.db"))]
+    queued = {}
+    edited_ever = set()
+    # The expected runtime: a full download of a new version through the throttled link, and its swap.
+    psql(url, "UPDATE notes SET body = body || '.', updated_at = now()")
+    ferry(*publish)
+    published_files(store, "notes", published)
+    time.sleep(1.1)  # the server sees a new manifest within a second
+    t0 = time.time()
+    ferry("fetch", "--server", base, "--dataset", "notes", "--dir", device, "--apply", "--limit-rate", "512K")
+    runtime = time.time() - t0
+    psql(url, "UPDATE notes SET body = body || '.', updated_at = now()")
+    ferry(*publish)
+    published_files(store, "notes", published)
+    time.sleep(1.1)
+    t0 = time.time()
+    ferry("sync", "--server", base, "--dataset", "notes", "--dir", device)
+    sync_runtime = time.time() - t0
+    try:
+        for r in range(rounds):
+            psql(url, f"UPDATE notes SET body = 'server {r} ' || id, updated_at = now() WHERE abs(hashtext(id)) % 40 = {r % 40}")
+            ferry(*publish)
+            published_files(store, "notes", published)
+            time.sleep(1.1)  # the server sees a new manifest within a second
+            note = RNG.choice(ids)
+            body = f"device edit {r}"
+            if ferry("exec", "--dir", device, f"UPDATE notes SET body = '{body}' WHERE id = '{note}'").returncode == 0:
+                queued[note] = body
+                edited_ever.add(note)
+            command = "sync" if r % 2 else "fetch"
+            extra = ["--apply", "--limit-rate", "512K"] if command == "fetch" else []
+            p = start(command, "--server", base, "--dataset", "notes", "--dir", device, *extra)
+            window = sync_runtime if command == "sync" else runtime
+            # Half the kills anywhere in the run, half near its end, where verify and swap take their short turn.
+            time.sleep(RNG.uniform(0, window * 1.1) if RNG.random() < 0.5 else RNG.uniform(window * 0.8, window * 1.05))
+            finished = p.poll() is not None
+            kill9(p)
+            dot = os.path.join(device, ".ferry")
+            if finished:
+                phase = "finished"
+            elif os.path.exists(os.path.join(device, "updated.db")):
+                phase = "verify/swap"
+            elif os.path.isdir(dot) and any(n.startswith("partial") for n in os.listdir(dot)):
+                phase = "download"
+            else:
+                phase = "connect/push"
+            KILLS["client"][f"{command}: {phase}"] += 1
+            check_client(device, published, queued, edited_ever, url)
+            done = ferry("fetch", "--server", base, "--dataset", "notes", "--dir", device, "--apply")
+            if done.returncode != 0:
+                violation("client", f"the fetch after the kill failed: {done.stderr.strip()[:200]}")
+            check_client(device, published, queued, edited_ever, url)
+            # Acknowledged edits are settled: the server's later updates may overwrite them from the next round on.
+            con = sqlite3.connect(os.path.join(device, "database.db"))
+            still = {json.loads(k)["id"] for (k,) in con.execute("SELECT key FROM ferry_outbox")}
+            con.close()
+            for note_id in [n for n in queued if n not in still]:
+                queued.pop(note_id)
+    finally:
+        kill9(server)
+
+
+# ---------------------------------------------------------------------------------------------------- server
+def drill_server(rounds):
+    url = create_db("drill_server", NOTES_DDL)
+    store = os.path.join(WORK, "server-store")
+    template = os.path.join(WORK, "notes-server.yml")
+    open(template, "w").write(NOTES_YML)
+    if ferry("publish", "--config", template, "--database-url", url, "--store", store).returncode != 0:
+        raise RuntimeError("publish failed")
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    server = serve(store, template, url, port)
+    devices = [os.path.join(WORK, f"dev{i}") for i in range(4)]
+    for d in devices:
+        if ferry("fetch", "--server", base, "--dataset", "notes", "--dir", d, "--apply").returncode != 0:
+            raise RuntimeError("device fetch failed")
+    inserted = set()
+    try:
+        for r in range(rounds):
+            for i, d in enumerate(devices):
+                for k in range(5):
+                    new_id = str(uuid.uuid4())
+                    if ferry("exec", "--dir", d, f"INSERT INTO notes (id, body, pad, created_at, updated_at) VALUES ('{new_id}', 'r{r} d{i} k{k}', 'x', '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z')").returncode == 0:
+                        inserted.add(new_id)
+            pushes = [start("push", "--server", base, "--dataset", "notes", "--dir", d, "--batch-size", "3") for d in devices]
+            time.sleep(RNG.uniform(0, 0.6))
+            KILLS["server"]["during pushes" if any(p.poll() is None for p in pushes) else "after pushes"] += 1
+            kill9(server)
+            for p in pushes:
+                try:
+                    p.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    kill9(p)
+            server = serve(store, template, url, port)
+            for attempt in range(5):  # the devices retry until their queues are empty
+                left = 0
+                for d in devices:
+                    ferry("push", "--server", base, "--dataset", "notes", "--dir", d)
+                    con = sqlite3.connect(os.path.join(d, "database.db"))
+                    left += con.execute("SELECT count(*) FROM ferry_outbox").fetchone()[0]
+                    con.close()
+                if left == 0:
+                    break
+            if left:
+                violation("server", f"{left} edits still queued after 5 retries")
+        ids = "','".join(inserted)
+        have = int(psql(url, f"SELECT count(*) FROM notes WHERE id IN ('{ids}')"))
+        if have != len(inserted):
+            violation("server", f"{len(inserted) - have} inserted rows are missing in PostgreSQL")
+        dupes = psql(url, "SELECT count(*) FROM (SELECT id FROM ferry_changes GROUP BY id HAVING count(*) > 1) d")
+        if dupes != "0":
+            violation("server", f"{dupes} change ids have more than one row in ferry_changes")
+        answered = int(psql(url, "SELECT count(*) FROM ferry_changes"))
+        if answered != len(inserted):
+            violation("server", f"ferry_changes has {answered} answers for {len(inserted)} changes")
+    finally:
+        kill9(server)
+
+
+def main():
+    kinds = [k.strip() for k in ARGS.kinds.split(",") if k.strip()]
+    print(f"drill: {ARGS.rounds} rounds per kind ({', '.join(kinds)}), seed {SEED}", flush=True)
+    started = time.time()
+    try:
+        for kind in kinds:
+            t = time.time()
+            {"publisher": drill_publisher, "client": drill_client, "server": drill_server}[kind](ARGS.rounds)
+            print(f"  {kind}: {ARGS.rounds} rounds in {time.time() - t:.0f} s", flush=True)
+    finally:
+        for p in PROCS:
+            if p.poll() is None:
+                kill9(p)
+        shutil.rmtree(WORK, ignore_errors=True)
+    print()
+    print(f"{'kind':<10} {'rounds':>6}  {'kills by phase':<60} {'violations':>10}")
+    for kind in kinds:
+        phases = ", ".join(f"{k} {v}" for k, v in sorted(KILLS[kind].items()))
+        print(f"{kind:<10} {ARGS.rounds:>6}  {phases:<60} {VIOLATIONS[kind]:>10}")
+    total = sum(VIOLATIONS.values())
+    print(f"drill: {len(kinds) * ARGS.rounds} rounds, {sum(sum(c.values()) for c in KILLS.values())} kills, {total} violations ({time.time() - started:.0f} s, seed {SEED})")
+    sys.exit(1 if total else 0)
+
+
+main()
