@@ -1,4 +1,4 @@
-/// Wire types of `POST /v1/datasets/{dataset}/changes`: shared by the client's outbox and the server's merger.  // not this type: try the next  // not this type: try the next  // not this type: try the next
+/// Wire types of `POST /v1/datasets/{dataset}/changes`: shared by the client's outbox and the server's merger.
 ///
 /// ```json
 /// {"clientId":"device-1","sentAt":"2026-11-21T10:00:00.000Z",

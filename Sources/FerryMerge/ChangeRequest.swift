@@ -3,6 +3,8 @@ import Foundation
 
 /// Reads and checks the body of `POST /v1/datasets/{dataset}/changes` before anything is applied. Every failure
 /// is a `FerryError(.badInput)` (HTTP 400) whose message names the field and the limit, and nothing is applied.
+/// The body must be strict JSON (``StrictJSON``: no duplicate key, at most ``maxDepth`` levels, UTF-8 without
+/// NUL, numbers that fit Int64 or Double) before it is decoded.
 ///
 /// ```swift
 /// let batch = try ChangeRequest.decode(body, limits: .init())   // ChangeBatch
@@ -28,6 +30,10 @@ public enum ChangeRequest {
         }
     }
 
+    /// How deeply the body may nest. A batch is 4 levels deep (batch, changes, change, key or values); this is a
+    /// property of the format, not a tunable limit.
+    public static let maxDepth = 16
+
     /// Decodes and validates a request body.
     ///
     /// ```swift
@@ -37,6 +43,11 @@ public enum ChangeRequest {
     public static func decode(_ body: Data, limits: Limits = Limits()) throws -> ChangeBatch {
         guard body.count <= limits.maxBodyBytes else {
             throw bad("the request body is \(body.count) bytes, over the limit of \(limits.maxBodyBytes) bytes; send fewer changes per batch")
+        }
+        do {
+            try StrictJSON.check(body, maxDepth: maxDepth)
+        } catch {
+            throw bad("the request body is not valid JSON for a change batch: \(error)")
         }
         let batch: ChangeBatch
         do {

@@ -61,7 +61,7 @@ func buildApplication(
         catalog: catalog, scopes: wiring.scopeAuthorities.mapValues { TokenScopes(authority: $0, ttl: configuration.tokenCacheTTL) }, logger: logger)
     let changes: [any ServerRouteGroup] = wiring.mergers.isEmpty ? [] : [ChangesRoute(mergers: wiring.mergers, limits: configuration.changeLimits)]
     let router = try buildRouter(configuration, catalog: catalog, access: access, metrics: metrics, logger: logger, extraRoutes: changes)
-    let http1 = HTTPServerBuilder.http1(configuration: .init(additionalChannelHandlers: [FlushBeforeCloseHandler(), LoopbackPeerHandler()]))
+    let http1 = HTTPServerBuilder.http1(configuration: configuration.http1Channel)
     var app = Application(
         router: router,
         server: try configuration.tls.map { try .tls(http1, tlsConfiguration: $0.makeTLSConfiguration()) } ?? http1,

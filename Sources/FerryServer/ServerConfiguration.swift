@@ -6,7 +6,8 @@ import Prometheus
 /// Everything `ferry serve` and the tests need to start a server over a snapshot store.
 ///
 /// Defaults: host `127.0.0.1`, port 8080, poll interval 0.5 s, drain timeout 30 s, a fresh metrics registry, no
-/// database (the read path only), plain HTTP (no TLS). Port 0 asks the kernel for a free port (tests use it).
+/// database (the read path only), plain HTTP (no TLS), idle timeout 60 s, header timeout 10 s, request heads up
+/// to 80 KiB. Port 0 asks the kernel for a free port (tests use it).
 ///
 /// ```swift
 /// var configuration = ServerConfiguration(storePath: URL(fileURLWithPath: "snapshots"))
@@ -39,6 +40,15 @@ public struct ServerConfiguration: Sendable {
     public var database: DatabaseSettings?
     /// Size and count limits of an uploaded change batch. Default ``ChangeRequest/Limits/init()``.
     public var changeLimits = ChangeRequest.Limits()
+    /// How long a keep-alive connection with no request in flight stays open. Nil keeps idle connections open
+    /// forever. Default 60 s.
+    public var idleTimeout: Duration? = .seconds(60)
+    /// How long a client may take to send a request's head (request line and headers) from its first byte; a
+    /// slower client (slowloris) is disconnected. Nil turns the check off. Default 10 s.
+    public var headerTimeout: Duration? = .seconds(10)
+    /// Largest request head (request line and headers) in bytes; a larger one is answered 400 and the
+    /// connection closed. Default 80 KiB.
+    public var maxHeaderBytes = 80 * 1024
     /// Certificate and key for HTTPS; nil (default) serves plain HTTP. See ``TLSSettings``.
     public var tls: TLSSettings? = nil
     /// The operator's token for `GET /status` and `/status.json`; nil (default) turns both off (404). Never logged.

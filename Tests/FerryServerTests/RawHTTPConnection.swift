@@ -14,8 +14,8 @@ private let systemSend = Darwin.send
 /// A blocking HTTP/1.1 connection over a plain socket, for tests that must read a body slowly (HummingbirdTesting's
 /// client always reads whole responses).
 final class RawHTTPConnection: @unchecked Sendable {
-    private let fd: Int32
-    private var pending = [UInt8]()
+    fileprivate let fd: Int32
+    fileprivate var pending = [UInt8]()
 
     init(port: Int) throws {
         fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
@@ -106,4 +106,31 @@ final class RawHTTPConnection: @unchecked Sendable {
 /// run there, and a test blocking its few threads while waiting for the server would deadlock.
 func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
     try await offCooperativePool(body)
+}
+
+extension RawHTTPConnection {
+    /// Bounds every blocking send and receive on this socket (SO_SNDTIMEO, SO_RCVTIMEO).
+    func setTimeouts(seconds: Int) {
+        var value = timeval(tv_sec: seconds, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &value, socklen_t(MemoryLayout<timeval>.size))
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &value, socklen_t(MemoryLayout<timeval>.size))
+    }
+
+    /// Sends all of `bytes`; false when the peer stopped taking them (closed, reset, or the send timed out).
+    func trySend(_ bytes: [UInt8]) -> Bool {
+        var sent = 0
+        while sent < bytes.count {
+            let n = bytes[sent...].withUnsafeBytes { systemSend(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            guard n > 0 else { return false }
+            sent += n
+        }
+        return true
+    }
+
+    /// Whether the server has sent something (or closed) within `milliseconds`.
+    func isReadable(milliseconds: Int32 = 0) -> Bool {
+        if !pending.isEmpty { return true }
+        var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        return poll(&descriptor, 1, milliseconds) > 0
+    }
 }

@@ -61,3 +61,44 @@ ferry_stop_postgres() {
   "${as_pg[@]}" "$FERRY_PG_BIN/pg_ctl" -D "$FERRY_PG_DIR/data" -m immediate -w stop >/dev/null 2>&1 || true
   rm -rf "$FERRY_PG_DIR"
 }
+
+# ferry_venv DIR PACKAGE==VERSION...: a Python virtual environment in DIR (under .build/, which git ignores) with
+# the packages installed from PyPI, made once and reused while the pinned versions match.
+ferry_venv() {
+  local dir=$1; shift
+  local stamp="$dir/.ferry-packages" want="$*"
+  if [ -x "$dir/bin/python" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then return 0; fi
+  local python=python3
+  [ -x /usr/bin/python3 ] && python=/usr/bin/python3  # the interpreter python3-venv belongs to
+  say "Installing $want into $dir"
+  rm -rf "$dir"
+  "$python" -m venv "$dir"
+  "$dir/bin/pip" install -q --disable-pip-version-check "$@"
+  echo "$want" >"$stamp"
+}
+
+# ferry_wait_http URL PID [SECONDS]: waits until URL answers (at most SECONDS, default 30, polling every 0.1 s) while
+# the process PID lives; fails if it exits or the time runs out.
+ferry_wait_http() {
+  local url=$1 pid=$2 seconds=${3:-30} i
+  for ((i = 0; i < seconds * 10; i++)); do
+    kill -0 "$pid" 2>/dev/null || { echo "process $pid exited before $url answered" >&2; return 1; }
+    curl -fsS -o /dev/null --max-time 1 "$url" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  echo "$url did not answer within $seconds s" >&2
+  return 1
+}
+
+# ferry_stop_pid PID [SECONDS]: SIGTERM, then SIGKILL if it is still running after SECONDS (default 10); reaps it.
+ferry_stop_pid() {
+  local pid=$1 seconds=${2:-10} i
+  [ -n "$pid" ] || return 0
+  kill -TERM "$pid" 2>/dev/null || return 0
+  for ((i = 0; i < seconds * 10; i++)); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -KILL "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+}

@@ -5,7 +5,7 @@ import Hummingbird
 import NIOCore
 
 /// `POST /v1/datasets/{dataset}/changes`: decodes and checks the batch (400 with a JSON error and nothing applied
-/// when malformed), hands it to the dataset's ``ChangeMerger`` and answers `200 {"results":[…]}` in request order.
+/// when malformed, 413 and the connection closed when over the body limit), hands it to the dataset's ``ChangeMerger`` and answers `200 {"results":[…]}` in request order.
 ///
 /// It is a ``ServerRouteGroup``: pass it to ``buildApplication(_:logger:extraRoutes:onServerRunning:)``.
 ///
@@ -42,11 +42,17 @@ public struct ChangesRoute: ServerRouteGroup {
         }
         // On a scoped dataset the token decides the scope every change is checked against (401 without one).
         let scope = merger.isScoped ? try await access.scope(of: request, dataset: dataset) : nil
+        // A body over the limit is answered 413 as soon as that is known (from Content-Length, or after reading
+        // the limit of a chunked body) and the connection is closed: the rest is never read or buffered.
+        let tooLarge = Self.error(
+            .contentTooLarge, code: .badInput, "the request body is over the limit of \(limits.maxBodyBytes) bytes; send fewer changes per batch",
+            closeConnection: true)
+        if let length = request.headers[.contentLength].flatMap({ Int($0) }), length > limits.maxBodyBytes { return tooLarge }
         let body: ByteBuffer
         do {
             body = try await request.body.collect(upTo: limits.maxBodyBytes)
         } catch is NIOTooManyBytesError {
-            return Self.error(.badRequest, code: .badInput, "the request body is over the limit of \(limits.maxBodyBytes) bytes; send fewer changes per batch")
+            return tooLarge
         }
         let batch: ChangeBatch
         do {
@@ -70,7 +76,7 @@ public struct ChangesRoute: ServerRouteGroup {
     }
 
     /// `{"error":{"code","message"}}`, the server's error shape.
-    static func error(_ status: HTTPResponse.Status, code: FerryError.Code, _ message: String) -> Response {
+    static func error(_ status: HTTPResponse.Status, code: FerryError.Code, _ message: String, closeConnection: Bool = false) -> Response {
         struct Envelope: Encodable {
             struct Body: Encodable { let code: String; let message: String }
             let error: Body
@@ -79,6 +85,8 @@ public struct ChangesRoute: ServerRouteGroup {
         let data = (try? JSONEncoder().encode(Envelope(error: .init(code: code.rawValue, message: message)))) ?? Data()
         var headers = HTTPFields()
         headers[.contentType] = "application/json"
+        headers[.cacheControl] = "no-store"
+        if closeConnection { headers[.connection] = "close" }  // CloseAfterResponseHandler closes it
         return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))
     }
 }
