@@ -67,7 +67,8 @@ public enum Gzip {
         return total
     }
 
-    /// Decompresses a gzip file (used by tests and by clients that fetched the gzip encoding).
+    /// Decompresses a gzip file (used by tests and by clients that fetched the gzip encoding), streaming through a
+    /// ``GzipInflater``. A corrupt or truncated stream, or bytes after its end, throw ``FerryError/Code/verification``.
     public static func decompressFile(from source: URL, to destination: URL) throws {
         guard let input = FileHandle(forReadingAtPath: source.path) else {
             throw FerryError(.io, "cannot open gzip file", path: source.path)
@@ -77,38 +78,24 @@ public enum Gzip {
             let output = FileHandle(forWritingAtPath: destination.path)
         else { throw FerryError(.io, "cannot create file", path: destination.path) }
         defer { try? output.close() }  // a failed write throws below; callers fsync the result before trusting it
-        var stream = z_stream()
-        guard inflateInit2_(&stream, 15 + 16, ZLIB_VERSION, Int32(MemoryLayout<z_stream>.size)) == Z_OK else {
-            throw FerryError(.io, "zlib inflateInit failed", path: source.path)
-        }
-        defer { inflateEnd(&stream) }
-        let chunk = 1 << 20
-        var outBuffer = [UInt8](repeating: 0, count: chunk)
-        var finished = false
-        while !finished {
-            let data: Data
-            do { data = try input.read(upToCount: chunk) ?? Data() } catch {
-                throw FerryError(.io, "cannot read gzip file: \(error.localizedDescription)", path: source.path)
-            }
-            if data.isEmpty { break }
-            try data.withUnsafeBytes { raw in
-                stream.next_in = UnsafeMutablePointer(mutating: raw.baseAddress!.assumingMemoryBound(to: Bytef.self))
-                stream.avail_in = uInt(raw.count)
-                repeat {
-                    let (rc, produced) = outBuffer.withUnsafeMutableBytes { out -> (Int32, Int) in
-                        stream.next_out = out.baseAddress!.assumingMemoryBound(to: Bytef.self)
-                        stream.avail_out = uInt(chunk)
-                        let rc = inflate(&stream, Z_NO_FLUSH)
-                        return (rc, chunk - Int(stream.avail_out))
+        let inflater = try GzipInflater(outputChunkSize: 1 << 20)
+        do {
+            while true {
+                let data: Data
+                do { data = try input.read(upToCount: 1 << 20) ?? Data() } catch {
+                    throw FerryError(.io, "cannot read gzip file: \(error.localizedDescription)", path: source.path)
+                }
+                if data.isEmpty { break }
+                try inflater.inflate(data) { piece in
+                    do { try output.write(contentsOf: Data(piece)) } catch {
+                        throw FerryError(.io, "cannot write file: \(error.localizedDescription)", path: destination.path)
                     }
-                    guard rc == Z_OK || rc == Z_STREAM_END || rc == Z_BUF_ERROR else {
-                        throw FerryError(.verification, "corrupt gzip data", path: source.path)
-                    }
-                    if produced > 0 { try output.write(contentsOf: outBuffer[0..<produced]) }
-                    if rc == Z_STREAM_END { finished = true; break }
-                } while stream.avail_out == 0
+                }
             }
+            try inflater.finish()
+        } catch var error as FerryError where error.code == .verification {
+            error.path = source.path
+            throw error
         }
-        guard finished else { throw FerryError(.verification, "truncated gzip data", path: source.path) }
     }
 }

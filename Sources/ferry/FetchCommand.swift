@@ -69,7 +69,9 @@ struct FetchCommand: AsyncParsableCommand {
 
     static func summary(_ result: FetchResult, applied: ApplyResult?, dir: String) -> String {
         let version = result.version.map { "version \($0)" } ?? "a new version"
-        let size = ProgressBar.bytes(result.bytesReceived + result.resumedFrom)
+        let transfer = result.bytesReceived + result.resumedFrom
+        var size = ProgressBar.bytes(result.fileBytes ?? transfer)
+        if result.encoding == .gzip { size += ", \(ProgressBar.bytes(transfer)) gzip" }
         let resumed = result.resumedFrom > 0 ? ", resumed at \(ProgressBar.bytes(result.resumedFrom))" : ""
         switch result.outcome {
         case .notModified:

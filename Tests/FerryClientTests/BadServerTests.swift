@@ -58,6 +58,17 @@ import AsyncHTTPClient
         #expect(!FileManager.default.fileExists(atPath: ClientDirectory(setup.clientDir).partial.path))
     }
 
+    /// A valid gzip stream whose content is not the promised file: the SHA-256 of the inflated bytes catches it.
+    @Test func gzipOfWrongBytesIsDetected() async throws {
+        let setup = try Setup()
+        defer { setup.temp.remove() }
+        let error = try await fetchError(setup, .gzipOfWrongBytes)
+        #expect(error?.code == .checksumMismatch)
+        setup.expectNothingInstalled()
+        let dir = ClientDirectory(setup.clientDir)
+        for file in [dir.partial, dir.partialGzip, dir.partialRecord] { #expect(!dir.exists(file), "\(file.lastPathComponent)") }
+    }
+
     @Test func truncatedBodyIsDetected() async throws {
         let setup = try Setup()
         defer { setup.temp.remove() }

@@ -61,10 +61,10 @@ import Darwin
         // When a rate-limited fetch is killed mid-download
         #expect(try await runAndKill(fetch + ["--limit-rate", "16M"], after: 0) { (FileIdentity.size(of: dir.partial) ?? 0) > 4 << 20 })
 
-        // Then database.db is still exactly version 1, and part of version 2 is kept
+        // Then database.db is still exactly version 1, and part of version 2's gzip copy is kept
         #expect(try publishedVersion(of: dir.database, among: published) == 1)
-        let kept = FileIdentity.size(of: dir.partial) ?? 0
-        #expect(kept > 0 && kept < v2.size)
+        let kept = FileIdentity.size(of: dir.partialGzip) ?? 0
+        #expect(kept > 0 && kept < v2.gzipSize)
         #expect(!dir.exists(dir.updated))
 
         // And the next fetch completes the job, resuming instead of starting over
@@ -73,7 +73,9 @@ import Darwin
         let object = try json(resumed.stdout)
         #expect(object["result"] as? String == "updateDownloaded")
         #expect((object["resumedFrom"] as? Int ?? 0) >= Int(kept))
-        #expect((object["bytesReceived"] as? Int ?? Int.max) < Int(v2.size))
+        #expect((object["bytesReceived"] as? Int ?? Int.max) < Int(v2.gzipSize))
+        #expect(object["fileBytes"] as? Int == Int(v2.size))
+        #expect(object["encoding"] as? String == "gzip")
         #expect(object["pendingVersion"] as? Int == 2)
         #expect(try publishedVersion(of: dir.updated, among: published) == 2)
 
@@ -118,8 +120,8 @@ import Darwin
         let error = await #expect(throws: FerryError.self) { try await download.value }
         #expect(error?.code == .offline)
         await client.close()
-        let kept = FileIdentity.size(of: dir.partial) ?? 0
-        #expect(kept > 0 && kept < manifest.size)
+        let kept = FileIdentity.size(of: dir.partialGzip) ?? 0
+        #expect(kept > 0 && kept < manifest.gzipSize)
         #expect(!dir.exists(dir.database))
 
         // Then the next fetch (server restarted, on another port) transfers only the rest
@@ -132,7 +134,8 @@ import Darwin
         await again.close()
         #expect(result.outcome == .initialSync)
         #expect(result.resumedFrom == kept)
-        #expect(result.bytesReceived == manifest.size - kept)
+        #expect(result.bytesReceived == manifest.gzipSize - kept)
+        #expect(result.fileBytes == manifest.size && result.encoding == .gzip)
         #expect(try publishedVersion(of: dir.database, among: [manifest]) == 1)
     }
 }

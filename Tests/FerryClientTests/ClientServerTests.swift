@@ -50,7 +50,9 @@ import Testing
             var result = try await client.checkForUpdates()
             #expect(result.outcome == .initialSync)
             #expect(result.version == 1 && result.sha256 == published[0].sha256)
-            #expect(result.bytesReceived == published[0].size)
+            // The server has a gzip copy: the bytes on the wire are those of the gzip copy, the file is the SQLite file
+            #expect(result.bytesReceived == published[0].gzipSize && result.encoding == .gzip)
+            #expect(result.fileBytes == published[0].size)
             #expect(result.status == ClientStatus(state: .upToDate, version: 1, sha256: published[0].sha256))
             #expect(try publishedVersion(of: setup.dir.database, among: published) == 1)
             #expect(!setup.dir.exists(setup.dir.partial) && !setup.dir.exists(setup.dir.partialRecord))
@@ -169,7 +171,7 @@ import Testing
             #expect(error?.code == .checksumMismatch)
             #expect(!setup.dir.exists(setup.dir.database) && !setup.dir.exists(setup.dir.partial))
             let result = try await client.checkForUpdates()
-            #expect(result.outcome == .initialSync && result.resumedFrom == 0 && result.bytesReceived == manifest.size)
+            #expect(result.outcome == .initialSync && result.resumedFrom == 0 && result.bytesReceived == manifest.gzipSize)
         }
     }
 
@@ -219,7 +221,7 @@ import Testing
             #expect(results.allSatisfy { $0.status.state == .upToDate && $0.status.version == 1 })
             // One shared check: both callers get its result (a second, separate check would have been a 304).
             #expect(results[0] == results[1])
-            #expect(results.allSatisfy { $0.outcome == .initialSync && $0.bytesReceived == manifest.size })
+            #expect(results.allSatisfy { $0.outcome == .initialSync && $0.bytesReceived == manifest.gzipSize && $0.fileBytes == manifest.size })
         }
     }
 

@@ -15,6 +15,11 @@ import Testing
         SnapshotResponseHead(status: status, headers: headers)
     }
 
+    /// The SQLite file itself as the representation on the wire, `size` bytes long.
+    func identity(_ size: Int64?, sha256: String? = nil) -> TransferSource {
+        TransferSource(url: url, encoding: .identity, size: size, etag: "\"\(sha256 ?? sha)\"")
+    }
+
     func base64(_ hex: String) -> String { Data(FileDigest.bytes(fromHex: hex)!).base64EncodedString() }
 
     @Test func stateIsDerivedFromFiles() {
@@ -50,12 +55,12 @@ import Testing
         let plan = try ResponsePlan.decide(
             head: head(200, ["ETag": "\"\(sha)\"", "Repr-Digest": "sha-256=:\(base64(sha)):", "Content-Length": "1234", "Ferry-Version": "7"]),
             resumeFrom: nil, partial: nil, url: url)
-        #expect(plan == .full(ExpectedSnapshot(sha256: sha, size: 1234, version: 7)))
+        #expect(plan == .full(ExpectedSnapshot(sha256: sha, size: 1234, version: 7), identity(1234)))
         // A server that ignores Range answers 200 to a range request: the plan is a fresh, full download.
         let ignored = try ResponsePlan.decide(
             head: head(200, ["ETag": "\"\(sha)\"", "Content-Length": "1234"]), resumeFrom: 100,
             partial: ExpectedSnapshot(sha256: sha, size: 1234, version: nil), url: url)
-        #expect(ignored == .full(ExpectedSnapshot(sha256: sha, size: 1234, version: nil)))
+        #expect(ignored == .full(ExpectedSnapshot(sha256: sha, size: 1234, version: nil), identity(1234)))
     }
 
     @Test func fullResponseWithoutUsableChecksumIsRefused() {
@@ -75,7 +80,7 @@ import Testing
         // Repr-Digest alone is enough.
         #expect(
             (try? ResponsePlan.decide(head: head(200, ["Repr-Digest": "sha-256=:\(base64(sha)):"]), resumeFrom: nil, partial: nil, url: url))
-                == .full(ExpectedSnapshot(sha256: sha, size: nil, version: nil)))
+                == .full(ExpectedSnapshot(sha256: sha, size: nil, version: nil), identity(nil)))
     }
 
     @Test func partialContentMustContinueExactly() throws {
@@ -83,7 +88,8 @@ import Testing
         func decide(_ headers: [String: String], from: Int64? = 400) throws -> ResponsePlan {
             try ResponsePlan.decide(head: head(206, headers), resumeFrom: from, partial: from == nil ? nil : partial, url: url)
         }
-        #expect(try decide(["Content-Range": "bytes 400-999/1000", "ETag": "\"\(sha)\"", "Content-Length": "600"]) == .resume(from: 400, partial))
+        #expect(
+            try decide(["Content-Range": "bytes 400-999/1000", "ETag": "\"\(sha)\"", "Content-Length": "600"]) == .resume(from: 400, partial, identity(1000)))
         // Starts elsewhere, stops early, other total, other ETag, bad length, no Content-Range, unrequested.
         for headers in [
             ["Content-Range": "bytes 0-999/1000"], ["Content-Range": "bytes 400-899/1000"], ["Content-Range": "bytes 400-1199/1200"],
@@ -99,6 +105,56 @@ import Testing
             Issue.record("a 206 to a request without Range must restart")
             return
         }
+    }
+
+    /// The gzip copy: the checksum comes from the `"<sha256>-gzip"` ETag (Repr-Digest names the compressed bytes),
+    /// the wire size from Content-Length, the file size from the manifest; a resume must stay in that representation.
+    @Test func gzipResponsesAreTheGzipRepresentation() throws {
+        let promised = ExpectedSnapshot(sha256: sha, size: 5000, version: 4)
+        let gzipSource = TransferSource(url: url, encoding: .gzip, size: 1200, etag: "\"\(sha)-gzip\"")
+        let gzipDigest = "sha-256=:\(base64(other)):"
+        let full = try ResponsePlan.decide(
+            head: head(200, ["ETag": "\"\(sha)-gzip\"", "Content-Encoding": "gzip", "Content-Length": "1200", "Repr-Digest": gzipDigest, "Ferry-Version": "4"]),
+            resumeFrom: nil, partial: nil, promised: promised, url: url)
+        #expect(full == .full(promised, gzipSource))
+
+        // Gzip without the gzip ETag, the gzip ETag without gzip, another coding, or another checksum than promised
+        for headers in [
+            ["Content-Encoding": "gzip", "ETag": "\"\(sha)\""], ["Content-Encoding": "gzip"], ["ETag": "\"\(sha)-gzip\""],
+            ["Content-Encoding": "br", "ETag": "\"\(sha)-gzip\""], ["Content-Encoding": "gzip", "ETag": "\"\(other)-gzip\""],
+            ["ETag": "\"\(sha)\"", "Ferry-Version": "5"],
+        ] {
+            #expect(throws: FerryError.self, "\(headers)") {
+                try ResponsePlan.decide(head: head(200, headers), resumeFrom: nil, partial: nil, promised: promised, url: url)
+            }
+        }
+
+        // A server without a gzip copy answers with the file itself: just as good
+        let identity = try ResponsePlan.decide(
+            head: head(200, ["ETag": "\"\(sha)\"", "Content-Length": "5000"]), resumeFrom: nil, partial: nil, promised: promised, url: url)
+        #expect(identity == .full(promised, self.identity(5000)))
+
+        // 206 of the gzip copy continues exactly; the identity ETag or encoding is another representation: restart
+        func decide(_ headers: [String: String]) throws -> ResponsePlan {
+            try ResponsePlan.decide(head: head(206, headers), resumeFrom: 400, partial: promised, source: gzipSource, promised: promised, url: url)
+        }
+        let resumed = try decide(["Content-Range": "bytes 400-1199/1200", "ETag": "\"\(sha)-gzip\"", "Content-Encoding": "gzip", "Repr-Digest": gzipDigest])
+        #expect(resumed == .resume(from: 400, promised, gzipSource))
+        for headers in [
+            ["Content-Range": "bytes 400-1199/1200", "ETag": "\"\(sha)\"", "Content-Encoding": "gzip"],
+            ["Content-Range": "bytes 400-1199/1200", "ETag": "\"\(sha)-gzip\""],
+            ["Content-Range": "bytes 400-4999/5000", "ETag": "\"\(sha)\""],
+            ["Content-Range": "bytes 400-1299/1300", "ETag": "\"\(sha)-gzip\"", "Content-Encoding": "gzip"],
+        ] {
+            guard case .restartFromZero = try decide(headers) else {
+                Issue.record("expected a restart for \(headers)")
+                continue
+            }
+        }
+        #expect(SnapshotHeaders.entityTag("\"\(sha)-gzip\"")! == (sha, .gzip))
+        #expect(SnapshotHeaders.entityTag(" \"\(sha)\" ")! == (sha, .identity))
+        #expect(SnapshotHeaders.entityTag("W/\"\(sha)-gzip\"") == nil)
+        #expect(SnapshotHeaders.entityTag("\"\(sha)-br\"") == nil)
     }
 
     @Test func otherStatuses() throws {

@@ -29,6 +29,31 @@ import Testing
                 + "\n")
     }
 
+    /// `fetch --json`: the status, then `result`, `applied`, `bytesReceived` (over the wire), `resumedFrom`, and
+    /// since compressed downloads `fileBytes` and `encoding`.
+    @Test func fetchJSONKeepsItsKeysAndAddsFileBytesAndEncoding() async throws {
+        let temp = try TemporaryDirectory("ferry-json")
+        defer { temp.remove() }
+        let fixtures = SnapshotFixtures(root: temp.appending("store"))
+        let v1 = try fixtures.publish(rows: 5, textMiB: 1)
+        let dir = ClientDirectory(temp.appending("client"))
+        try await withFerryServer(store: fixtures.store.root) { url, _ in
+            let fetch = ["fetch", "--server", url.absoluteString, "--dataset", fixtures.dataset, "--dir", dir.url.path, "--json"]
+            let first = try await runFerryOffPool(fetch)
+            #expect(first.status == 0, "\(first.stderr)")
+            #expect(
+                first.stdout
+                    == #"{"state":"upToDate","version":1,"sha256":"\#(v1.sha256)","pendingVersion":null,"pendingSha256":null,"outbox":0,"result":"initialSync","applied":false,"bytesReceived":\#(v1.gzipSize),"resumedFrom":0,"fileBytes":\#(v1.size),"encoding":"gzip"}"#
+                    + "\n")
+            let second = try await runFerryOffPool(fetch)
+            #expect(second.status == 0, "\(second.stderr)")
+            #expect(
+                second.stdout
+                    == #"{"state":"upToDate","version":1,"sha256":"\#(v1.sha256)","pendingVersion":null,"pendingSha256":null,"outbox":0,"result":"notModified","applied":false,"bytesReceived":0,"resumedFrom":0,"fileBytes":null,"encoding":null}"#
+                    + "\n")
+        }
+    }
+
     @Test func pushJSONWithAnEmptyOutbox() throws {
         let temp = try TemporaryDirectory("ferry-json")
         defer { temp.remove() }

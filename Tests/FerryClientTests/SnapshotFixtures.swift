@@ -14,9 +14,10 @@ struct SnapshotFixtures {
         self.dataset = dataset
     }
 
-    /// Publishes the next version with `rows` small rows and `blobMiB` MiB of random blobs (for big downloads).
+    /// Publishes the next version with `rows` small rows, `blobMiB` MiB of random blobs (for big downloads) and
+    /// `textMiB` MiB of hex text (compresses to about half, as real data does: for gzip downloads).
     @discardableResult
-    func publish(rows: Int = 3, blobMiB: Int = 0, schemaVersion: Int = 1, label: String = "") throws -> Manifest {
+    func publish(rows: Int = 3, blobMiB: Int = 0, textMiB: Int = 0, schemaVersion: Int = 1, label: String = "") throws -> Manifest {
         let lock = try store.lock(dataset: dataset, wait: true)
         defer { lock.unlock() }
         try DurableFile.makeDirectory(store.temporaryDirectory(dataset: dataset))
@@ -36,20 +37,25 @@ struct SnapshotFixtures {
                         "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < ?) INSERT INTO blobs(id, data) SELECT x, randomblob(65536) FROM c",
                         [.integer(Int64(blobMiB * 16))])
                 }
+                if textMiB > 0 {
+                    try db.run(
+                        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < ?) INSERT INTO blobs(id, data) SELECT 100000 + x, hex(randomblob(32768)) FROM c",
+                        [.integer(Int64(textMiB * 16))])
+                }
                 let tables = [
                     SnapshotMetadata.TableInfo(
                         name: "trips", primaryKey: ["id"], columns: ["id", "name", "seats"], writable: false, merge: .newestWins,
                         createdColumn: nil, updatedColumn: nil, rows: rows),
                     SnapshotMetadata.TableInfo(
                         name: "blobs", primaryKey: ["id"], columns: ["id", "data"], writable: false, merge: .newestWins,
-                        createdColumn: nil, updatedColumn: nil, rows: blobMiB * 16),
+                        createdColumn: nil, updatedColumn: nil, rows: (blobMiB + textMiB) * 16),
                 ]
                 try SnapshotMetadata(dataset: dataset, version: version, schemaVersion: schemaVersion, createdAt: createdAt, tables: tables)
                     .write(to: db)
             }
         }
         return try store.commit(
-            dataset: dataset, version: version, snapshot: file, schemaVersion: schemaVersion, tables: ["trips": rows, "blobs": blobMiB * 16],
+            dataset: dataset, version: version, snapshot: file, schemaVersion: schemaVersion, tables: ["trips": rows, "blobs": (blobMiB + textMiB) * 16],
             dataDigest: String(repeating: "0", count: 64), createdAt: createdAt, keep: 10)
     }
 

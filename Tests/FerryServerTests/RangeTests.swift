@@ -96,6 +96,86 @@ import Testing
         }
     }
 
+    /// RFC 9110 §14.2: a range applies to the selected representation. A request that accepts gzip gets bytes of
+    /// the stored gzip copy, validated by its own strong ETag, so a compressed download resumes exactly.
+    @Test func rangeOnTheGzipRepresentation() async throws {
+        let store = try TestStore()
+        defer { store.remove() }
+        let manifest = try store.publish(rows: 6000)
+        let gzip = try store.gzipBytes(version: 1)
+        let identity = try store.snapshotBytes(version: 1)
+        let g = gzip.count
+        #expect(g < identity.count)
+        let gzipTag = "\"\(manifest.sha256)-gzip\""
+
+        try await store.withLiveServer { client in
+            for (uri, cacheControl) in [
+                ("/v1/datasets/trips/snapshot", "no-cache"), ("/v1/datasets/trips/versions/1", "public, max-age=31536000, immutable"),
+            ] {
+                // Range (+ If-Range with the gzip ETag) → 206 with bytes of the gzip copy
+                for (range, first, last) in [("bytes=100-", 100, g - 1), ("bytes=0-99", 0, 99), ("bytes=-50", g - 50, g - 1)] {
+                    for ifRange in [nil, gzipTag] as [String?] {
+                        var headers: HTTPFields = [.acceptEncoding: "gzip", .range: range]
+                        if let ifRange { headers[.ifRange] = ifRange }
+                        let response = try await client.execute(uri: uri, method: .get, headers: headers)
+                        #expect(response.status == .partialContent, "\(uri) \(range)")
+                        #expect(response.header("Content-Encoding") == "gzip")
+                        #expect(response.header("Content-Range") == "bytes \(first)-\(last)/\(g)", "\(range)")
+                        #expect(response.header("Content-Length") == String(last - first + 1))
+                        #expect(response.header("ETag") == gzipTag)
+                        #expect(response.header("Vary") == "Accept-Encoding")
+                        #expect(response.header("Cache-Control") == cacheControl)
+                        #expect(response.bodyData == gzip.subdata(in: first..<(last + 1)), "\(uri) \(range)")
+                    }
+                }
+
+                // If-Range compares strongly with the selected representation's ETag: the identity tag, a weak gzip
+                // tag or another tag → the full gzip copy (200)
+                for ifRange in ["\"\(manifest.sha256)\"", "W/\(gzipTag)", "\"\(String(repeating: "1", count: 64))-gzip\""] {
+                    let response = try await client.execute(
+                        uri: uri, method: .get, headers: [.acceptEncoding: "gzip", .range: "bytes=100-", .ifRange: ifRange])
+                    #expect(response.status == .ok, "If-Range: \(ifRange)")
+                    #expect(response.header("Content-Range") == nil)
+                    #expect(response.header("Content-Encoding") == "gzip")
+                    #expect(response.bodyData == gzip)
+                }
+                // And the gzip tag on an identity request → the full SQLite file
+                let identityRequest = try await client.execute(
+                    uri: uri, method: .get, headers: [.acceptEncoding: "identity", .range: "bytes=100-", .ifRange: gzipTag])
+                #expect(identityRequest.status == .ok)
+                #expect(identityRequest.header("Content-Encoding") == nil)
+                #expect(identityRequest.bodyData == identity)
+
+                // 416 counts the gzip copy's bytes: a start past its end, though inside the SQLite file
+                let beyond = try await client.execute(uri: uri, method: .get, headers: [.acceptEncoding: "gzip", .range: "bytes=\(g)-"])
+                #expect(beyond.status == .rangeNotSatisfiable)
+                #expect(beyond.header("Content-Range") == "bytes */\(g)")
+                #expect(beyond.header("ETag") == gzipTag)
+                #expect(beyond.header("Vary") == "Accept-Encoding")
+                #expect(beyond.bodyString.contains(#""code":"range-not-satisfiable""#))
+                // The same range in the identity encoding is satisfiable
+                let sameRange = try await client.execute(uri: uri, method: .get, headers: [.range: "bytes=\(g)-"])
+                #expect(sameRange.status == .partialContent)
+                #expect(sameRange.header("Content-Range") == "bytes \(g)-\(identity.count - 1)/\(identity.count)")
+                #expect(sameRange.header("Content-Encoding") == nil)
+
+                // A download cut anywhere and resumed with Range + If-Range is the gzip copy, which inflates to the
+                // published file
+                let cut = g / 3
+                let rest = try await client.execute(
+                    uri: uri, method: .get, headers: [.acceptEncoding: "gzip", .range: "bytes=\(cut)-", .ifRange: gzipTag])
+                #expect(gzip.prefix(cut) + rest.bodyData == gzip)
+            }
+
+            // HEAD still ignores Range, in either encoding
+            let head = try await client.execute(
+                uri: "/v1/datasets/trips/versions/1", method: .head, headers: [.acceptEncoding: "gzip", .range: "bytes=0-9"])
+            #expect(head.status == .ok)
+            #expect(head.header("Content-Length") == String(g))
+            #expect(head.header("Content-Encoding") == "gzip")
+        }
+    }
+
     @Test func rangeParsingFollowsRFC9110() {
         // Pure checks of the parser, including an empty representation
         #expect(ByteRangeRequest.resolve("bytes=0-9", size: 100) == .single(start: 0, end: 9))

@@ -28,9 +28,9 @@ struct LiveDatabase: @unchecked Sendable {
 /// What moving a verified download into place did.
 enum Installation: Sendable {
     /// The download was a version the directory already has; nothing moved.
-    case alreadyPresent(bytesReceived: Int64, resumedFrom: Int64)
+    case alreadyPresent(TransferStats)
     /// The download became `database.db` (`.initialSync`) or `updated.db` (`.updateDownloaded`).
-    case installed(FetchResult.Outcome, SnapshotInfo, bytesReceived: Int64, resumedFrom: Int64)
+    case installed(FetchResult.Outcome, SnapshotInfo, TransferStats)
 }
 
 /// The blocking half of ``FerryClient``: every operation on the client directory's files, synchronous, run by the
@@ -147,7 +147,7 @@ struct ClientFiles: Sendable {
         let verified: SnapshotDownloader.Verified
         switch outcome {
         case .notModified:
-            return .alreadyPresent(bytesReceived: 0, resumedFrom: 0)
+            return .alreadyPresent(TransferStats())
         case .refused(let info, let error):
             state.refuse(info, reason: .schema)
             save(state, during: "refusing a schema version")
@@ -160,7 +160,7 @@ struct ClientFiles: Sendable {
         let pending = try directory.info(of: directory.updated, state: &state)
         if info.sha256 == live?.sha256 || info.sha256 == pending?.sha256 {
             directory.discardPartial()
-            return .alreadyPresent(bytesReceived: verified.bytesReceived, resumedFrom: verified.resumedFrom)
+            return .alreadyPresent(verified.stats)
         }
         let outcome: FetchResult.Outcome
         let target: URL
@@ -173,13 +173,18 @@ struct ClientFiles: Sendable {
         }
         try DurableFile.rename(directory.partial, to: target)
         if let identity = FileIdentity.of(target) { state.remember(identity, info) }
-        // The partial is installed; a record left without it is dropped on the next open (removeLeftovers).
+        // The partial is installed; a record (or compressed prefix) left without it is dropped on the next open
+        // (removeLeftovers).
+        try? FileManager.default.removeItem(at: directory.partialGzip)
         try? FileManager.default.removeItem(at: directory.partialRecord)
         save(state, during: "install")
         logger.info(
             "\(outcome == .initialSync ? "initial sync" : "update downloaded")",
-            metadata: ["version": "\(info.version ?? 0)", "sha256": "\(info.sha256)", "bytes": "\(verified.bytesReceived)"])
-        return .installed(outcome, info, bytesReceived: verified.bytesReceived, resumedFrom: verified.resumedFrom)
+            metadata: [
+                "version": "\(info.version ?? 0)", "sha256": "\(info.sha256)", "bytes": "\(verified.stats.bytesReceived)",
+                "encoding": "\(verified.stats.encoding?.rawValue ?? "-")",
+            ])
+        return .installed(outcome, info, verified.stats)
     }
 
     // MARK: Apply and rollback

@@ -79,8 +79,8 @@ extension FerryClient {
             tokenProvider = { @Sendable in token }
         }
 
-        /// `SERVER/v1/datasets/DATASET/snapshot`, after validating both.
-        func snapshotURL() throws -> (URL, String) {
+        /// `SERVER/v1/datasets/DATASET` (the manifest and the version URLs are under it), after validating both.
+        func datasetURL() throws -> (URL, String) {
             guard let serverURL else {
                 throw FerryError(.badInput, "no server URL configured: set Configuration.serverURL", key: "serverURL")
             }
@@ -94,7 +94,7 @@ extension FerryClient {
             }
             var base = serverURL.absoluteString
             while base.hasSuffix("/") { base.removeLast() }
-            guard let url = URL(string: "\(base)/v1/datasets/\(dataset)/snapshot") else {
+            guard let url = URL(string: "\(base)/v1/datasets/\(dataset)") else {
                 throw FerryError(.badInput, "server URL '\(redactURL(base))' is malformed", key: "serverURL")
             }
             return (url, dataset)

@@ -20,12 +20,18 @@ public struct FetchResult: Sendable, Equatable {
     /// Version and checksum of what was downloaded, nil for ``Outcome/notModified``.
     public var version: Int?
     public var sha256: String?
-    /// Bytes transferred by this call (a resumed prefix is not counted).
+    /// Bytes received over the network by this call: the compressed bytes when the server sent its gzip copy
+    /// (a resumed prefix is not counted).
     public var bytesReceived: Int64
-    /// The byte the transfer resumed from (0 when it started fresh).
+    /// The byte of the transfer (of the gzip copy, when compressed) this call resumed after (0 when it started fresh).
     public var resumedFrom: Int64
     /// The directory's status afterwards.
     public var status: ClientStatus
+    /// Size of the downloaded SQLite file (what its checksum covers), nil when nothing was downloaded.
+    public var fileBytes: Int64? = nil
+    /// How the snapshot travelled: ``TransferEncoding/gzip`` (inflated on arrival) or ``TransferEncoding/identity``;
+    /// nil when nothing was downloaded.
+    public var encoding: TransferEncoding? = nil
 }
 
 /// What one ``FerryClient/applyPendingUpdate()`` did.

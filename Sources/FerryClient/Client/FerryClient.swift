@@ -204,10 +204,12 @@ public actor FerryClient {
 
     // MARK: Fetch
 
-    /// One check with the server: a conditional GET with `If-None-Match` carrying the pending update's checksum if
-    /// there is one, else the live database's. 304 changes nothing. Otherwise the snapshot streams into
-    /// `.ferry/partial.sqlite` (resuming an interrupted download with `Range` + `If-Range`), is verified, and
-    /// becomes `database.db` on the initial sync, else `updated.db`. Concurrent calls share one check.
+    /// One check with the server: the manifest is revalidated with `If-None-Match` carrying the pending update's
+    /// checksum if there is one, else the live database's. 304 changes nothing and moves no snapshot byte.
+    /// Otherwise the version it names is downloaded from its immutable URL (`…/versions/{n}`), compressed when the
+    /// server has a gzip copy, inflated into `.ferry/partial.sqlite` as it arrives (resuming an interrupted download
+    /// with `Range` + `If-Range`), verified against its SHA-256, and becomes `database.db` on the initial sync, else
+    /// `updated.db`. Concurrent calls share one check.
     /// Errors never touch `database.db`; ``FerryError/Code/offline`` is normal.
     ///
     /// ```swift
@@ -223,9 +225,9 @@ public actor FerryClient {
 
     /// The download itself runs outside ``exclusively(_:)``: the app keeps reading and writing database.db meanwhile.
     private func performCheck(progress: (@Sendable (FetchProgress) -> Void)?) async throws -> FetchResult {
-        let (url, dataset) = try configuration.snapshotURL()
+        let (url, dataset) = try configuration.datasetURL()
         let downloader = SnapshotDownloader(
-            directory: directory, transport: transport, snapshotURL: url, dataset: dataset,
+            directory: directory, transport: transport, datasetURL: url, dataset: dataset,
             acceptedSchemaVersions: configuration.acceptedSchemaVersions, writeBufferSize: configuration.writeBufferSize,
             maxBytesPerSecond: configuration.maxBytesPerSecond, tokenProvider: configuration.tokenProvider, logger: logger)
 
@@ -238,7 +240,7 @@ public actor FerryClient {
             }
             return (earlier, try await onFiles { files, state in try files.knownChecksums(&state) })
         }
-        let outcome = try await downloader.download(knownChecksums: known, progress: progress)
+        let outcome = try await downloader.check(knownChecksums: known, progress: progress)
         return try await exclusively {
             if case .notModified = outcome {
                 logger.debug("not modified", metadata: ["dataset": "\(dataset)"])
@@ -253,13 +255,14 @@ public actor FerryClient {
     /// Moves a verified partial into place (see ``ClientFiles/install(_:_:)``) and opens it after the initial sync.
     private func install(_ outcome: SnapshotDownloader.Outcome) async throws -> FetchResult {
         switch try await onFiles({ files, state in try files.install(outcome, &state) }) {
-        case .alreadyPresent(let bytesReceived, let resumedFrom):
-            return FetchResult(outcome: .notModified, bytesReceived: bytesReceived, resumedFrom: resumedFrom, status: try await currentStatus())
-        case .installed(let outcome, let info, let bytesReceived, let resumedFrom):
+        case .alreadyPresent(let stats):
+            return FetchResult(
+                outcome: .notModified, bytesReceived: stats.bytesReceived, resumedFrom: stats.resumedFrom, status: try await currentStatus())
+        case .installed(let outcome, let info, let stats):
             if outcome == .initialSync { try await openConnection() }
             return FetchResult(
-                outcome: outcome, version: info.version, sha256: info.sha256, bytesReceived: bytesReceived, resumedFrom: resumedFrom,
-                status: try await currentStatus())
+                outcome: outcome, version: info.version, sha256: info.sha256, bytesReceived: stats.bytesReceived, resumedFrom: stats.resumedFrom,
+                status: try await currentStatus(), fileBytes: stats.fileBytes, encoding: stats.encoding)
         }
     }
 

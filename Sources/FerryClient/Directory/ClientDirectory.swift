@@ -7,8 +7,11 @@ import Foundation
 /// DIR/database.db            the live database the app reads; never written in place by a fetch
 /// DIR/updated.db             a verified snapshot waiting to be applied (state updatePending)
 /// DIR/previous.db            the version before the last apply; rollback() puts it back
-/// DIR/.ferry/partial.sqlite  a download in progress (resumed with Range + If-Range)
-/// DIR/.ferry/partial.json    what the partial download was promised to become: {"sha256","size","version"}
+/// DIR/.ferry/partial.sqlite  a download in progress: the SQLite file's bytes so far
+/// DIR/.ferry/partial.gz      the compressed bytes received so far, when the download is of the gzip copy (resumed
+///                            with Range + If-Range: "<sha256>-gzip"; re-inflated into partial.sqlite on resume)
+/// DIR/.ferry/partial.json    what the partial download was promised to become and where from:
+///                            {"dataset","expected":{"sha256","size","version"},"source":{"url","encoding","size","etag"}}
 /// DIR/.ferry/state.json      checksum cache (by inode, size, mtime) and versions refused by rollback or schema
 /// DIR/.ferry/lock            held by the one FerryClient using the directory
 /// DIR/.ferry/previous.db.tmp a hard link made during apply; garbage after a crash
@@ -33,6 +36,7 @@ public struct ClientDirectory: Sendable, Equatable {
     public var previous: URL { url.appendingPathComponent("previous.db") }
     var privateDirectory: URL { url.appendingPathComponent(".ferry", isDirectory: true) }
     var partial: URL { privateDirectory.appendingPathComponent("partial.sqlite") }
+    var partialGzip: URL { privateDirectory.appendingPathComponent("partial.gz") }
     var partialRecord: URL { privateDirectory.appendingPathComponent("partial.json") }
     var stateFile: URL { privateDirectory.appendingPathComponent("state.json") }
     var lockFile: URL { privateDirectory.appendingPathComponent("lock") }
@@ -45,7 +49,8 @@ public struct ClientDirectory: Sendable, Equatable {
         try DurableFile.makeDirectory(privateDirectory)
     }
 
-    /// Removes what a crash can leave in `.ferry`: the apply's hard link and a partial without its record.
+    /// Removes what a crash can leave in `.ferry`: the apply's hard link, and partial download files without their
+    /// record (or a record without them).
     /// Throws when `.ferry` cannot be listed or a leftover cannot be removed.
     func removeLeftovers() throws {
         let fm = FileManager.default
@@ -63,7 +68,7 @@ public struct ClientDirectory: Sendable, Equatable {
                 throw ClientDirectory.ioError("cannot remove a leftover of an interrupted apply: \(error.localizedDescription)", leftover)
             }
         }
-        if exists(partial) != exists(partialRecord) { discardPartial() }
+        if (exists(partial) || exists(partialGzip)) != exists(partialRecord) { discardPartial() }
     }
 
     /// Deletes the partial download and its record.
@@ -72,6 +77,7 @@ public struct ClientDirectory: Sendable, Equatable {
     func discardPartial() {
         // Harmless if it stays (see above); a missing file is the usual case.
         try? FileManager.default.removeItem(at: partial)
+        try? FileManager.default.removeItem(at: partialGzip)
         // As above: a record without its partial file is dropped on the next open (removeLeftovers).
         try? FileManager.default.removeItem(at: partialRecord)
     }

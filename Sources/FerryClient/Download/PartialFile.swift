@@ -9,13 +9,22 @@ import Musl
 import Darwin
 #endif
 
-/// `DIR/.ferry/partial.json`: the dataset and the snapshot a partial download was promised to become.
+/// `DIR/.ferry/partial.json`: the dataset, the snapshot a partial download was promised to become, and where its
+/// bytes come from (the version URL and the representation: the SQLite file or its gzip copy, with its ETag).
+///
+/// ```json
+/// {"dataset":"trips","expected":{"sha256":"…","size":49152,"version":3},
+///  "source":{"url":"http://…/v1/datasets/trips/versions/3","encoding":"gzip","size":8120,"etag":"\"…-gzip\""}}
+/// ```
 struct PartialRecord: Codable, Equatable, Sendable {
     var dataset: String
     var expected: ExpectedSnapshot
+    /// Nil in a record written by a client before version URLs: then the bytes are the SQLite file's own (identity)
+    /// and resume from the version URL of `expected.version`.
+    var source: TransferSource? = nil
 }
 
-/// Appends to `.ferry/partial.sqlite` through a write buffer (bounded memory), mapping errno to typed errors.
+/// Appends to a partial download file (`.ferry/partial.sqlite`, `.ferry/partial.gz`) through a write buffer (bounded memory), mapping errno to typed errors.
 /// Its blocking calls (init, ``flush()``, ``finish()``) run on the thread pool; `@unchecked Sendable` because one
 /// download uses it, one awaited call after another, never two at once.
 final class PartialFileWriter: @unchecked Sendable {
@@ -49,6 +58,12 @@ final class PartialFileWriter: @unchecked Sendable {
     /// Buffers `chunk` in memory; true when the buffer is full and ``flush()`` is due.
     func buffer(_ chunk: Data) -> Bool {
         buffer.append(chunk)
+        return buffer.count >= bufferSize
+    }
+
+    /// ``buffer(_:)-(Data)`` for bytes the caller owns only during the call (the inflater's output).
+    func buffer(bytes: UnsafeRawBufferPointer) -> Bool {
+        buffer.append(bytes.assumingMemoryBound(to: UInt8.self))
         return buffer.count >= bufferSize
     }
 

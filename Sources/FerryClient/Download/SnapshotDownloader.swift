@@ -3,17 +3,18 @@ import FerryCore
 import Foundation
 import Logging
 
-/// Progress of one download: bytes of the file on disk so far (a resumed prefix included) out of the total.
+/// Progress of one download, in bytes of the representation on the wire (the compressed bytes when the server sends
+/// its gzip copy), a resumed prefix included.
 ///
 /// ```swift
 /// _ = try await client.checkForUpdates { p in print(p.bytesReceived, p.totalBytes ?? -1) }
 /// ```
 public struct FetchProgress: Sendable, Equatable {
-    /// Bytes of the snapshot on disk so far, including a prefix kept from an interrupted download.
+    /// Bytes of the transfer so far, including a prefix kept from an interrupted download.
     public var bytesReceived: Int64
-    /// Size of the snapshot, when the server said.
+    /// Size of the transfer (the gzip copy's size when compressed), when the server said.
     public var totalBytes: Int64?
-    /// Where this transfer started: 0, or the size of the partial file it resumed.
+    /// Where this transfer started: 0, or the size of the prefix it resumed after.
     public var resumedFrom: Int64
 
     public init(bytesReceived: Int64, totalBytes: Int64?, resumedFrom: Int64) {
@@ -23,13 +24,30 @@ public struct FetchProgress: Sendable, Equatable {
     }
 }
 
-/// Streams a snapshot into `.ferry/partial.sqlite`, hashing while writing, resuming with `Range` + `If-Range`, and
-/// verifying the result. Works only inside `.ferry`: it never touches `database.db` or `updated.db`.
-/// Its methods are nonisolated, so the network and the hashing run off the client actor.
+/// What one transfer moved: bytes on the wire and bytes of the SQLite file.
+struct TransferStats: Sendable, Equatable {
+    /// Bytes received over the network by this call (compressed when gzip; a resumed prefix is not counted).
+    var bytesReceived: Int64 = 0
+    /// The byte of the representation this call resumed after (0 when it started fresh).
+    var resumedFrom: Int64 = 0
+    /// Size of the SQLite file.
+    var fileBytes: Int64?
+    /// How the bytes travelled.
+    var encoding: TransferEncoding?
+}
+
+/// Checks the server and streams a new snapshot into `.ferry/partial.sqlite`. First it revalidates the small manifest
+/// (`GET …/manifest` with `If-None-Match`: 304 means nothing new and moves no snapshot byte); then it downloads the
+/// version the manifest names from its immutable URL (`GET …/versions/{n}`, cacheable by any shared cache), asking
+/// for the gzip copy (`Accept-Encoding: gzip`), inflating and hashing while writing, resuming an interrupted download
+/// with `Range` + `If-Range` on the same version and representation, and verifying the result. Works only inside
+/// `.ferry`: it never touches `database.db` or `updated.db`. Its methods are nonisolated, so the network and the
+/// hashing run off the client actor.
 struct SnapshotDownloader: Sendable {
     let directory: ClientDirectory
     let transport: any SnapshotTransport
-    let snapshotURL: URL
+    /// `SERVER/v1/datasets/DATASET`.
+    let datasetURL: URL
     let dataset: String
     let acceptedSchemaVersions: Set<Int>?
     let writeBufferSize: Int
@@ -41,8 +59,7 @@ struct SnapshotDownloader: Sendable {
     /// A verified snapshot sitting in `.ferry/partial.sqlite`, ready to be renamed into place.
     struct Verified: Sendable, Equatable {
         var info: SnapshotInfo
-        var bytesReceived: Int64
-        var resumedFrom: Int64
+        var stats: TransferStats
     }
 
     enum Outcome: Sendable {
@@ -54,9 +71,23 @@ struct SnapshotDownloader: Sendable {
 
     /// What a response handler produced.
     private enum Step: Sendable {
-        case notModified
         case restart(String)
-        case written(ExpectedSnapshot, sha256: String, bytesReceived: Int64, resumedFrom: Int64)
+        /// 404 on a version URL the manifest just named: it was pruned meanwhile.
+        case versionGone
+        case written(ExpectedSnapshot, sha256: String, stats: TransferStats)
+    }
+
+    /// Where an interrupted download continues: the byte of the representation, and what it was promised to be.
+    struct ResumePoint: Sendable, Equatable {
+        var from: Int64
+        var expected: ExpectedSnapshot
+        var source: TransferSource
+    }
+
+    var manifestURL: URL { datasetURL.appendingPathComponent("manifest") }
+
+    func versionURL(_ version: Int) -> URL {
+        datasetURL.appendingPathComponent("versions").appendingPathComponent(String(version))
     }
 
     // MARK: Partial file
@@ -83,174 +114,218 @@ struct SnapshotDownloader: Sendable {
             let size = FileIdentity.size(of: directory.partial), size == expectedSize
         else { return nil }
         logger.info("finishing a complete download left by an interrupted fetch", metadata: ["sha256": "\(record.expected.sha256)"])
+        let encoding = record.source?.encoding ?? .identity
+        let stats = TransferStats(
+            bytesReceived: 0, resumedFrom: encoding == .gzip ? (record.source?.size ?? 0) : size, fileBytes: size, encoding: encoding)
         return try await BlockingWork.run { [self] in
             let sha256 = try FileDigest.sha256Hex(of: directory.partial)
-            return try verify(expected: record.expected, computedSHA256: sha256, bytesReceived: 0, resumedFrom: size)
+            return try verify(expected: record.expected, computedSHA256: sha256, stats: stats)
         }
     }
 
-    /// Where to resume: the partial file's size and its record, or nil to start from byte 0 (stale files removed).
-    func resumePoint() -> (record: PartialRecord, from: Int64)? {
-        guard let record = loadRecord(), let size = FileIdentity.size(of: directory.partial), size > 0 else {
+    /// Where to resume a download of `promised`: the kept prefix of the same version in the same representation,
+    /// or nil to start from byte 0 (stale files removed). A record from a client before version URLs (no `source`)
+    /// is a prefix of the SQLite file itself and resumes as such.
+    func resumePoint(for promised: ExpectedSnapshot) -> ResumePoint? {
+        guard let record = loadRecord(), record.expected.sha256 == promised.sha256,
+            let version = record.expected.version ?? promised.version, version == promised.version
+        else {
             directory.discardPartial()
             return nil
         }
-        if let expected = record.expected.size, size >= expected {
+        let source =
+            record.source
+            ?? TransferSource(
+                url: versionURL(version).absoluteString, encoding: .identity, size: record.expected.size,
+                etag: TransferSource.etag(sha256: record.expected.sha256, encoding: .identity))
+        let kept = source.encoding == .gzip ? directory.partialGzip : directory.partial
+        guard let size = FileIdentity.size(of: kept), size > 0, size < (source.size ?? Int64.max) else {
             directory.discardPartial()
             return nil
         }
-        return (record, size)
+        var expected = record.expected
+        expected.version = version
+        return ResumePoint(from: size, expected: expected, source: source)
     }
 
-    // MARK: Download
+    // MARK: Check and download
 
-    /// One conditional GET. `knownChecksums` go in `If-None-Match` (pending, else live, plus refused ones).
+    /// One check: revalidates the manifest with `If-None-Match: knownChecksums` (pending, else live, plus refused
+    /// ones); when it names something new, downloads that version. A version pruned between the two requests (404)
+    /// makes one more round.
+    func check(knownChecksums: [String], progress: (@Sendable (FetchProgress) -> Void)?) async throws -> Outcome {
+        for _ in 0..<2 {
+            guard let manifest = try await revalidateManifest(knownChecksums: knownChecksums) else { return .notModified }
+            // A cache in between that dropped If-None-Match still cannot make us download what we have.
+            if knownChecksums.contains(manifest.sha256) { return .notModified }
+            let promised = ExpectedSnapshot(sha256: manifest.sha256, size: manifest.size, version: manifest.version)
+            if let outcome = try await download(promised, progress: progress) { return outcome }
+            logger.notice("version \(manifest.version) was pruned right after the manifest named it; checking again")
+        }
+        throw FerryError(
+            .network, "the server keeps naming versions it no longer serves (\(manifestURL.absoluteString)); try again later or check the server's log")
+    }
+
+    /// Downloads `promised` from its version URL; nil when the server no longer has it (404).
     /// At most one automatic restart from byte 0 when the server answers a range request inconsistently.
-    func download(knownChecksums: [String], progress: (@Sendable (FetchProgress) -> Void)?) async throws -> Outcome {
+    func download(_ promised: ExpectedSnapshot, progress: (@Sendable (FetchProgress) -> Void)?) async throws -> Outcome? {
+        guard let version = promised.version else { preconditionFailure("a manifest always names its version") }
+        let url = versionURL(version)
         var allowResume = true
         for _ in 0..<2 {
-            let resume = allowResume ? resumePoint() : nil
+            let resume = allowResume ? resumePoint(for: promised) : nil
             if !allowResume { directory.discardPartial() }
-            var headers = ["Accept-Encoding": "identity"]
+            // Resume in the representation the kept prefix is of; otherwise ask for the gzip copy (a server without
+            // one sends the SQLite file, which is just as good).
+            var headers = ["Accept-Encoding": resume?.source.encoding == .identity ? "identity" : "gzip"]
             if let authorization = try await BearerAuthorization.header(from: tokenProvider) { headers["Authorization"] = authorization }
-            if !knownChecksums.isEmpty { headers["If-None-Match"] = knownChecksums.map { "\"\($0)\"" }.joined(separator: ", ") }
             if let resume {
                 headers["Range"] = "bytes=\(resume.from)-"
-                headers["If-Range"] = "\"\(resume.record.expected.sha256)\""
-                logger.info("resuming download", metadata: ["from": "\(resume.from)", "sha256": "\(resume.record.expected.sha256)"])
+                headers["If-Range"] = resume.source.etag
+                logger.info(
+                    "resuming download",
+                    metadata: ["from": "\(resume.from)", "sha256": "\(resume.expected.sha256)", "encoding": "\(resume.source.encoding.rawValue)"])
             }
-            let request = SnapshotRequest(url: snapshotURL, headers: headers)
-            let step: Step = try await transport.get(request) { head, body in
+            let step: Step = try await transport.get(SnapshotRequest(url: url, headers: headers)) { head, body in
+                if head.status == 404 { return .versionGone }
                 let plan = try ResponsePlan.decide(
-                    head: head, resumeFrom: resume?.from, partial: resume?.record.expected, url: snapshotURL.absoluteString)
+                    head: head, resumeFrom: resume?.from, partial: resume?.expected, source: resume?.source, promised: promised,
+                    url: url.absoluteString)
                 switch plan {
                 case .notModified:
-                    return .notModified
+                    throw FerryError(
+                        .network, "the server answered 304 Not Modified to \(url.absoluteString) without a condition; check a cache in between")
                 case .restartFromZero(let reason):
                     return .restart(reason)
-                case .full(let expected):
-                    try await BlockingWork.run { [self] in
+                case .full(let expected, let source):
+                    let sink = try await BlockingWork.run { [self] in
                         directory.discardPartial()
-                        try writeRecord(expected)
+                        try writeRecord(expected, source)
+                        return try DownloadSink(
+                            directory: directory, encoding: source.encoding, from: 0, fileLimit: expected.size, bufferSize: writeBufferSize)
                     }
-                    return try await stream(body, into: expected, from: 0, hasher: SHA256(), progress: progress)
-                case .resume(let from, let expected):
-                    let recorded = resume?.record.expected
-                    let hasher = try await BlockingWork.run { [self] in
-                        if expected != recorded { try writeRecord(expected) }
-                        return try hashPrefix(of: directory.partial, count: from)
+                    return try await stream(body, into: sink, expected: expected, source: source, url: url, progress: progress)
+                case .resume(let from, let expected, let source):
+                    let sink: DownloadSink
+                    do {
+                        sink = try await BlockingWork.run { [self] in
+                            // The record learns what the 206 confirmed (sizes; the source of a record from an older client).
+                            if loadRecord() != PartialRecord(dataset: dataset, expected: expected, source: source) {
+                                try writeRecord(expected, source)
+                            }
+                            return try DownloadSink(
+                                directory: directory, encoding: source.encoding, from: from, fileLimit: expected.size, bufferSize: writeBufferSize)
+                        }
+                    } catch let unusable as DownloadSink.UnusablePrefix {
+                        return .restart(unusable.reason)
                     }
-                    return try await stream(body, into: expected, from: from, hasher: hasher, progress: progress)
+                    return try await stream(body, into: sink, expected: expected, source: source, url: url, progress: progress)
                 }
             }
             switch step {
-            case .notModified:
-                return .notModified
+            case .versionGone:
+                return nil
             case .restart(let reason):
                 logger.warning("discarding the partial download and starting from byte 0", metadata: ["reason": "\(reason)"])
                 allowResume = false
                 continue
-            case .written(let expected, let sha256, let received, let resumedFrom):
+            case .written(let expected, let sha256, let stats):
                 return try await BlockingWork.run { [self] in
-                    try verify(expected: expected, computedSHA256: sha256, bytesReceived: received, resumedFrom: resumedFrom)
+                    try verify(expected: expected, computedSHA256: sha256, stats: stats)
                 }
             }
         }
         directory.discardPartial()
         throw FerryError(
-            .corruptTransfer, "the server answered range requests inconsistently twice (\(snapshotURL.absoluteString)); fetch again, or check a proxy in between")
+            .corruptTransfer, "the server answered range requests inconsistently twice (\(url.absoluteString)); fetch again, or check a proxy in between")
     }
 
-    /// Writes `.ferry/partial.json` durably: what the partial download is promised to become.
-    private func writeRecord(_ expected: ExpectedSnapshot) throws {
-        try DurableFile.write(try JSONEncoder().encode(PartialRecord(dataset: dataset, expected: expected)), to: directory.partialRecord)
+    /// Writes `.ferry/partial.json` durably: what the partial download is promised to become, and where from.
+    private func writeRecord(_ expected: ExpectedSnapshot, _ source: TransferSource) throws {
+        try DurableFile.write(
+            try JSONEncoder().encode(PartialRecord(dataset: dataset, expected: expected, source: source)), to: directory.partialRecord)
     }
 
-    /// Writes the body at `from`, hashing as it goes; checks the byte count; fsyncs. The writes run on the thread
-    /// pool, a buffer at a time.
+    /// Streams the body into `sink` (see ``DownloadSink``: written as it comes, or kept compressed and inflated),
+    /// checks the byte counts, fsyncs. The writes run on the thread pool.
     private func stream(
-        _ body: SnapshotResponseBody, into expected: ExpectedSnapshot, from: Int64, hasher: SHA256,
+        _ body: SnapshotResponseBody, into sink: DownloadSink, expected: ExpectedSnapshot, source: TransferSource, url: URL,
         progress: (@Sendable (FetchProgress) -> Void)?
     ) async throws -> Step {
-        var hasher = hasher
-        let (partial, writeBufferSize) = (directory.partial, self.writeBufferSize)
-        let writer = try await BlockingWork.run { try PartialFileWriter(url: partial, offset: from, bufferSize: writeBufferSize) }
-        var onDisk = from
+        let from = sink.resumedFrom
         let started = ContinuousClock.now
-        progress?(FetchProgress(bytesReceived: onDisk, totalBytes: expected.size, resumedFrom: from))
+        progress?(FetchProgress(bytesReceived: from, totalBytes: source.size, resumedFrom: from))
         do {
             for try await chunk in body {
-                if let size = expected.size, onDisk + Int64(chunk.count) > size {
+                if let size = source.size, sink.wireBytes + Int64(chunk.count) > size {
                     directory.discardPartial()
+                    let hint = source.encoding == .gzip ? " (an HTTP client or proxy that inflates gzip itself also causes this: pass the body on as it came)" : ""
                     throw FerryError(
-                        .corruptTransfer, "the server sent more than the \(size) bytes it announced; the partial download was discarded, fetch again")
+                        .corruptTransfer,
+                        "the server sent more than the \(size) bytes it announced\(hint); the partial download was discarded, fetch again")
                 }
-                hasher.update(data: chunk)
-                if writer.buffer(chunk) { try await BlockingWork.run { try writer.flush() } }
-                onDisk += Int64(chunk.count)
-                progress?(FetchProgress(bytesReceived: onDisk, totalBytes: expected.size, resumedFrom: from))
+                switch sink.encoding {
+                case .identity:
+                    if sink.take(chunk) { try await BlockingWork.run { try sink.flush() } }
+                case .gzip:
+                    do {
+                        try await BlockingWork.run { try sink.takeCompressed(chunk) }
+                    } catch let error as FerryError where error.code == .corruptTransfer {
+                        directory.discardPartial()
+                        throw error
+                    }
+                }
+                progress?(FetchProgress(bytesReceived: sink.wireBytes, totalBytes: source.size, resumedFrom: from))
                 if let limit = maxBytesPerSecond, limit > 0 {
-                    let due = Duration.nanoseconds(Int64(Double(onDisk - from) / Double(limit) * 1e9))
+                    let due = Duration.nanoseconds(Int64(Double(sink.wireBytes - from) / Double(limit) * 1e9))
                     let elapsed = ContinuousClock.now - started
                     if due > elapsed { try await Task.sleep(for: due - elapsed) }
                 }
             }
         } catch let error as FerryError {
-            await keepReceivedBytes(writer)
+            await keepReceivedBytes(sink)
             throw error
         } catch {
             // Keep what arrived: the next fetch resumes from it.
-            await keepReceivedBytes(writer)
+            await keepReceivedBytes(sink)
             throw FerryError(
                 .offline,
-                "the download from \(snapshotURL.absoluteString) broke off after \(onDisk) of \(expected.size.map(String.init) ?? "?") bytes (\(error)); the next fetch resumes from there, database.db is unchanged")
+                "the download from \(url.absoluteString) broke off after \(sink.wireBytes) of \(source.size.map(String.init) ?? "?") bytes (\(error)); the next fetch resumes from there, database.db is unchanged")
         }
-        if let size = expected.size, onDisk != size {
-            await keepReceivedBytes(writer)
+        if let size = source.size, sink.wireBytes != size {
+            await keepReceivedBytes(sink)
             throw FerryError(
                 .corruptTransfer,
-                "the download ended after \(onDisk) of \(size) bytes; the next fetch resumes from there, database.db is unchanged")
+                "the download ended after \(sink.wireBytes) of \(size) bytes; the next fetch resumes from there, database.db is unchanged")
         }
-        try await BlockingWork.run { try writer.finish() }
-        return .written(expected, sha256: hasher.finalize().hex, bytesReceived: onDisk - from, resumedFrom: from)
+        let sha256: String
+        do {
+            sha256 = try await BlockingWork.run { try sink.finish() }
+        } catch let error as FerryError where error.code == .corruptTransfer {
+            directory.discardPartial()
+            throw error
+        }
+        let stats = TransferStats(
+            bytesReceived: sink.wireBytes - from, resumedFrom: from, fileBytes: sink.fileBytes, encoding: sink.encoding)
+        return .written(expected, sha256: sha256, stats: stats)
     }
 
     /// Writes out what is buffered before a download ends early, so the next fetch resumes after it. Failing only
     /// means resuming earlier (the partial file's size says where), so it is logged, and the download's own error is
     /// the one thrown.
-    private func keepReceivedBytes(_ writer: PartialFileWriter) async {
+    private func keepReceivedBytes(_ sink: DownloadSink) async {
         do {
-            try await BlockingWork.run { try writer.flush() }
+            try await BlockingWork.run { try sink.flush() }
         } catch {
             logger.notice("could not keep the last bytes received; the next fetch resumes before them", metadata: ["error": "\(error)"])
         }
-    }
-
-    /// Hashes the first `count` bytes already on disk, so a resumed download is verified end to end.
-    private func hashPrefix(of url: URL, count: Int64) throws -> SHA256 {
-        var hasher = SHA256()
-        guard let handle = FileHandle(forReadingAtPath: url.path) else {
-            throw FerryError(.io, "cannot open the partial download to resume it", path: url.path)
-        }
-        // A read-only handle: closing it cannot lose data.
-        defer { try? handle.close() }
-        var remaining = count
-        while remaining > 0 {
-            let chunk = try handle.read(upToCount: Int(min(remaining, 1 << 20))) ?? Data()
-            guard !chunk.isEmpty else {
-                throw FerryError(.io, "the partial download is shorter than expected; fetch again", path: url.path)
-            }
-            hasher.update(data: chunk)
-            remaining -= Int64(chunk.count)
-        }
-        return hasher
     }
 
     // MARK: Verification
 
     /// Checks the downloaded file end to end: checksum, SQLite header, `PRAGMA quick_check`, the `ferry_snapshot`
     /// row (dataset, version) and the accepted schema versions. Discards the partial file on any failure.
-    func verify(expected: ExpectedSnapshot, computedSHA256: String, bytesReceived: Int64, resumedFrom: Int64) throws -> Outcome {
+    func verify(expected: ExpectedSnapshot, computedSHA256: String, stats: TransferStats) throws -> Outcome {
         let info: SnapshotInfo
         do {
             info = try SnapshotVerifier.verify(
@@ -263,6 +338,6 @@ struct SnapshotDownloader: Sendable {
             directory.discardPartial()
             return .refused(info, refusal)
         }
-        return .downloaded(Verified(info: info, bytesReceived: bytesReceived, resumedFrom: resumedFrom))
+        return .downloaded(Verified(info: info, stats: stats))
     }
 }

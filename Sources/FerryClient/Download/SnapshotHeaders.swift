@@ -12,6 +12,28 @@ enum SnapshotHeaders {
         return SHA256Hex.isValid(hex) ? String(hex) : nil
     }
 
+    /// A Ferry snapshot ETag → the SQLite file's SHA-256 and the representation it names: `"<hex>"` is the file
+    /// itself, `"<hex>-gzip"` its gzip copy. Weak or malformed tags are nil.
+    static func entityTag(_ value: String?) -> (sha256: String, encoding: TransferEncoding)? {
+        guard let value else { return nil }
+        let trimmed = value.trimmingCharacters(in: .whitespaces)
+        if trimmed.hasSuffix("-gzip\"") {
+            return strongSHA256ETag(String(trimmed.dropLast("-gzip\"".count)) + "\"").map { ($0, .gzip) }
+        }
+        return strongSHA256ETag(trimmed).map { ($0, .identity) }
+    }
+
+    /// `Content-Encoding` → the representation: absent or `identity` is the file itself, `gzip` (or `x-gzip`) the
+    /// gzip copy; anything else (another coding, several codings) is nil, a body the client cannot read.
+    static func contentEncoding(_ value: String?) -> TransferEncoding? {
+        guard let value else { return .identity }
+        switch value.trimmingCharacters(in: .whitespaces).lowercased() {
+        case "", "identity": return .identity
+        case "gzip", "x-gzip": return .gzip
+        default: return nil
+        }
+    }
+
     /// RFC 9530 `Repr-Digest: sha-256=:<base64>:` (possibly among other algorithms) → the SHA-256 as hex.
     /// Returns nil when there is no sha-256 member; throws when there is one but it is malformed.
     static func reprDigestSHA256(_ value: String?) throws -> String? {

@@ -6,22 +6,37 @@ import NIOHTTP1
 
 /// The default ``SnapshotTransport``: AsyncHTTPClient, streaming the body chunk by chunk (memory stays flat).
 ///
-/// Uses `HTTPClient.shared` unless a client is injected; an injected client belongs to the caller, who shuts it down.
+/// Uses ``sharedClient`` unless a client is injected; an injected client belongs to the caller, who shuts it down,
+/// and must not decompress (`configuration.decompression = .disabled`, as ``makeHTTPClient(connectTimeout:trusting:)``
+/// does): the client asks for the gzip copy, inflates it itself and resumes it by its compressed bytes.
 ///
 /// ```swift
-/// let transport = AsyncHTTPClientTransport()                       // HTTPClient.shared
+/// let transport = AsyncHTTPClientTransport()                       // AsyncHTTPClientTransport.sharedClient
 /// let client = try await FerryClient.open(configuration: config, logger: logger, transport: transport)
 /// ```
 public struct AsyncHTTPClientTransport: SnapshotTransport {
     public let client: HTTPClient
     /// Upper bound for one whole exchange, body included. A stalled transfer ends earlier through the HTTP client's
-    /// read timeout (60 s with ``makeHTTPClient(connectTimeout:trusting:)``, 90 s with `HTTPClient.shared`).
+    /// read timeout (60 s with ``makeHTTPClient(connectTimeout:trusting:)``, 90 s with ``sharedClient``).
     public var deadline: TimeAmount
 
-    public init(client: HTTPClient = .shared, deadline: TimeAmount = .hours(6)) {
+    public init(client: HTTPClient = AsyncHTTPClientTransport.sharedClient, deadline: TimeAmount = .hours(6)) {
         self.client = client
         self.deadline = deadline
     }
+
+    /// The process-wide client of the default transport: `HTTPClient.shared`'s settings without its decompression
+    /// (which would inflate the gzip copy behind the client's back and break resuming and size checks). Like
+    /// `HTTPClient.shared`, it lives as long as the process and is never shut down.
+    ///
+    /// ```swift
+    /// let transport = AsyncHTTPClientTransport(client: AsyncHTTPClientTransport.sharedClient)
+    /// ```
+    public static let sharedClient: HTTPClient = {
+        var configuration = HTTPClient.Configuration.singletonConfiguration
+        configuration.decompression = .disabled
+        return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+    }()
 
     /// An `HTTPClient` configured for snapshot downloads (connect timeout, 60 s read, no decompression), also used
     /// for change uploads. AsyncHTTPClient retries a refused connection (and a failed TLS handshake) until the

@@ -61,13 +61,17 @@ public struct SnapshotResponseBody: AsyncSequence {
     }
 }
 
-/// How the client talks HTTP: one conditional GET with optional `Range`/`If-Range`, the body streamed in chunks.
+/// How the client talks HTTP: one GET (the manifest with `If-None-Match`, a version with optional `Range`/`If-Range`),
+/// the body streamed in chunks.
 /// ``AsyncHTTPClientTransport`` is the default; an app can plug in URLSession by implementing this one method.
 ///
 /// Contract:
 /// - Throw a `FerryError` with code ``FerryError/Code/offline`` when the server cannot be reached at all.
 /// - Call `handle` once with the response head (any status, 304 and errors included) and the body; the body is only
-///   valid inside `handle`. Do not decompress or follow ranges yourself: the client sends `Accept-Encoding: identity`.
+///   valid inside `handle`. Pass the body on exactly as it came: do not decompress it (the client asks for the gzip
+///   copy with `Accept-Encoding: gzip`, inflates it itself and resumes it by its compressed bytes), and do not follow
+///   ranges yourself. A transport that cannot hand over an undecoded body (URLSession decodes gzip on its own) may
+///   send `Accept-Encoding: identity` instead: the server then sends the SQLite file itself, and all works uncompressed.
 /// - A body that ends early must throw from the body iterator rather than end quietly when the transport can tell.
 ///
 /// ```swift

@@ -13,7 +13,14 @@ import NIOPosix
 ///
 /// Order of evaluation (RFC 9110 §13.2.2): a malformed `?checksum=` → 400; `If-None-Match` (weak comparison,
 /// `*`) or `?checksum=` equal to the current checksum → 304; then `Range` (GET only) with `If-Range` (strong
-/// comparison) → 206/416; otherwise 200. A request with a `Range` header is answered in the identity encoding.
+/// comparison) → 206/416; otherwise 200.
+///
+/// The representation is chosen first, from `Accept-Encoding` alone (the stored gzip copy when gzip is acceptable
+/// and the version has one), and every later step applies to it (RFC 9110 §14.2: a range applies to the selected
+/// representation): `Range` counts bytes of the gzip copy, `If-Range` compares strongly with its ETag
+/// (`"<sha256>-gzip"`), `Content-Range` and 416's `bytes */size` give its length. So a client resumes a compressed
+/// download exactly where it stopped, and a client that asks for identity (or sends no `Accept-Encoding`) gets the
+/// SQLite file's bytes as before. `Vary: Accept-Encoding` is on every answer that depends on it, 206 and 416 included.
 struct SnapshotResponder: Sendable {
     let access: DatasetAccess
     let chunkSize: Int
@@ -61,9 +68,7 @@ struct SnapshotResponder: Sendable {
 
         let rangeHeader = request.method == .get ? headers[.range] : nil
         let selected: VersionEntry.Representation
-        if rangeHeader == nil, let gzip = entry.gzip, let accept = headers[.acceptEncoding],
-            ConditionalHeaders.acceptsGzip(accept[...])
-        {
+        if let gzip = entry.gzip, let accept = headers[.acceptEncoding], ConditionalHeaders.acceptsGzip(accept[...]) {
             selected = gzip
         } else {
             selected = entry.identity
@@ -100,9 +105,11 @@ struct SnapshotResponder: Sendable {
                     errorFields[.contentRange] = "bytes */\(size)"
                     errorFields[.acceptRanges] = "bytes"
                     errorFields[.eTag] = selected.etag
+                    errorFields[.vary] = "Accept-Encoding"
                     throw ServerError(
                         .rangeNotSatisfiable, code: "range-not-satisfiable",
-                        "range '\(rangeHeader.prefix(80))' is outside the \(size)-byte snapshot", headers: errorFields)
+                        "range '\(rangeHeader.prefix(80))' is outside the \(size)-byte \(selected.etag == entry.identity.etag ? "snapshot" : "gzip copy of the snapshot")",
+                        headers: errorFields)
                 case .single(let start, let end):
                     fields[.contentRange] = "bytes \(start)-\(end)/\(size)"
                     return body(selected, status: .partialContent, fields: fields, start: start, end: end, head: false)

@@ -54,13 +54,19 @@ struct RollbackJSON: Encodable {
     }
 }
 
-/// `ferry fetch --json`: the status, then what the check did.
+/// `ferry fetch --json`: the status, then what the check did. `bytesReceived` counts the bytes received over the
+/// network by this fetch (compressed when `encoding` is `gzip`), `resumedFrom` the byte of that transfer it resumed
+/// after, `fileBytes` the size of the SQLite file it produced (`null` when nothing was downloaded).
+///
+/// ```json
+/// {…status…,"result":"updateDownloaded","applied":false,"bytesReceived":8120,"resumedFrom":0,"fileBytes":49152,"encoding":"gzip"}
+/// ```
 struct FetchJSON: Encodable {
     let status: ClientStatus
     let result: FetchResult
     let applied: Bool
 
-    enum CodingKeys: String, CodingKey { case result, applied, bytesReceived, resumedFrom }
+    enum CodingKeys: String, CodingKey { case result, applied, bytesReceived, resumedFrom, fileBytes, encoding }
 
     func encode(to encoder: any Encoder) throws {
         try StatusJSON(status).encode(to: encoder)
@@ -69,6 +75,8 @@ struct FetchJSON: Encodable {
         try container.encode(applied, forKey: .applied)
         try container.encode(result.bytesReceived, forKey: .bytesReceived)
         try container.encode(result.resumedFrom, forKey: .resumedFrom)
+        try container.encode(result.fileBytes, forKey: .fileBytes)
+        try container.encode(result.encoding?.rawValue, forKey: .encoding)
     }
 }
 

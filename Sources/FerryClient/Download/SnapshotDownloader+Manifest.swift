@@ -1,0 +1,64 @@
+import FerryCore
+import Foundation
+
+extension SnapshotDownloader {
+    /// The most a manifest may weigh; a real one is well under a kilobyte per retained version.
+    static let manifestLimit = 4 << 20
+
+    /// `GET …/manifest` with `If-None-Match` carrying `knownChecksums` (the manifest's ETag is `"<sha256>"` of the
+    /// latest snapshot, the same tag as the snapshot's): nil on 304, else the manifest, checked to belong to this
+    /// dataset. The manifest is `Cache-Control: no-cache`: a cache may keep it but must revalidate it every time, so
+    /// this request always reaches the server (or a cache that asks it).
+    func revalidateManifest(knownChecksums: [String]) async throws -> Manifest? {
+        var headers = ["Accept": "application/json"]
+        if let authorization = try await BearerAuthorization.header(from: tokenProvider) { headers["Authorization"] = authorization }
+        if !knownChecksums.isEmpty { headers["If-None-Match"] = knownChecksums.map { "\"\($0)\"" }.joined(separator: ", ") }
+        let url = manifestURL
+        return try await transport.get(SnapshotRequest(url: url, headers: headers)) { head, body -> Manifest? in
+            switch head.status {
+            case 304:
+                return nil
+            case 200:
+                var data = Data()
+                do {
+                    for try await chunk in body {
+                        data.append(chunk)
+                        guard data.count <= Self.manifestLimit else {
+                            throw FerryError(
+                                .corruptTransfer, "the manifest at \(url.absoluteString) is larger than \(Self.manifestLimit) bytes; is Configuration.serverURL a Ferry server?")
+                        }
+                    }
+                } catch let error as FerryError {
+                    throw error
+                } catch {
+                    throw FerryError(
+                        .offline, "the manifest from \(url.absoluteString) broke off (\(error)); offline is normal: the app keeps using database.db, try again later")
+                }
+                return try Self.validated(data, dataset: dataset, url: url)
+            default:
+                throw ResponsePlan.failure(status: head.status, url: url.absoluteString)
+            }
+        }
+    }
+
+    /// Decodes a manifest body and checks that it describes a version of `dataset` the client can ask for.
+    static func validated(_ data: Data, dataset: String, url: URL) throws -> Manifest {
+        let manifest: Manifest
+        do {
+            manifest = try Manifest.decode(data)
+        } catch {
+            throw FerryError(
+                .corruptTransfer, "\(url.absoluteString) did not answer with a Ferry manifest (\(error)); is Configuration.serverURL a Ferry server?",
+                underlying: error)
+        }
+        guard manifest.dataset == dataset else {
+            throw FerryError(
+                .verification, "the server's manifest is of dataset '\(manifest.dataset)', not '\(dataset)'; check the server's store", key: "dataset")
+        }
+        guard manifest.version >= 1, SHA256Hex.isValid(manifest.sha256), manifest.size > 0 else {
+            throw FerryError(
+                .corruptTransfer, "the manifest at \(url.absoluteString) names no usable version (version \(manifest.version)); check the server's store")
+        }
+        return manifest
+    }
+}
