@@ -81,7 +81,8 @@ extension ChangeMerger {
             """
             WITH ins AS (INSERT INTO ferry_changes(id, dataset, client_id, result, processed_at)
                          VALUES ($1, $2, $3, $4::jsonb, $5::timestamptz) ON CONFLICT (id) DO NOTHING RETURNING result)
-            SELECT result::text FROM ins UNION ALL SELECT result::text FROM ferry_changes WHERE id = $1
+            SELECT result::text FROM ins
+            UNION ALL SELECT result::text FROM ferry_changes WHERE id = $1 AND dataset = $2 AND client_id = $3
             """,
             [change.change.id, context.dataset, context.clientId, try encode(result), context.nowText])
         if let text = stored.first?.first ?? nil {
@@ -91,7 +92,16 @@ extension ChangeMerger {
                 throw FerryError(.database, "the stored answer of change \(change.change.id) in ferry_changes cannot be read: \(error)")
             }
         }
-        return result
+        // Neither stored nor ours: another device or dataset holds this id.
+        return idTaken(change.change.id)
+    }
+
+    /// The answer to a change whose id another device or dataset already used: refused, and nothing of the other
+    /// answer is revealed. Not stored (the id is taken).
+    static func idTaken(_ id: String) -> ChangeResult {
+        ChangeResult(
+            id: id, status: .invalid, row: nil,
+            message: "this change id was already used by another device or dataset; give each change a new UUID")
     }
 
     /// Ends a failed transaction. A ROLLBACK that fails means the connection is gone: every caller checks
@@ -138,12 +148,14 @@ extension ChangeMerger {
         var fresh: [Int] = []  // answers to store
 
         // Answers given before.
+        // An id stored for another device or dataset is refused without revealing that answer.
         let stored = try pg.run(
-            "SELECT id, result::text FROM ferry_changes WHERE id = ANY($1::text[])", [ChangeLog.arrayLiteral(segment.map(\.change.id))])
+            "SELECT id, result::text, dataset = $2 AND client_id = $3 FROM ferry_changes WHERE id = ANY($1::text[])",
+            [ChangeLog.arrayLiteral(segment.map(\.change.id)), context.dataset, context.clientId])
         var storedByID: [String: ChangeResult] = [:]
         for row in stored {
             guard let id = row[0], let text = row[1] else { continue }
-            storedByID[id] = try JSONDecoder().decode(ChangeResult.self, from: Data(text.utf8))
+            storedByID[id] = row[2] == "t" ? try JSONDecoder().decode(ChangeResult.self, from: Data(text.utf8)) : idTaken(id)
         }
 
         var byTable: [String: [Int]] = [:]

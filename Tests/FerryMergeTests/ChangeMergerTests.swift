@@ -44,6 +44,36 @@ import Testing
 
     /// Both devices push at the same moment: row locks serialise them, so exactly one applies and the other
     /// sees its result (newest-wins: the later push conflicts with the first and its edit is older).
+    @Test("a change id another device already used is refused, and that device's answer is not revealed")
+    func changeIDOfAnotherDevice() async throws {
+        let f = try await MergeFixture.make(clock: "2026-11-21T10:00:00.000Z")
+        defer { f.close() }
+        try f.seed(id: 1, created: Self.base, updated: Self.base)
+        try f.seed(id: 2, created: Self.base, updated: Self.base)
+        let a = try await f.push(
+            [change(.update, id: 1, values: ["seats": .int(4)], edited: "2026-11-21T09:30:00.000Z", base: Self.base, changeID: "shared-id")],
+            sentAt: "2026-11-21T10:00:00.000Z", client: "device-a")
+        #expect(a.map(\.status) == [.applied] && a[0].row != nil)
+        // When device B sends a change with the same id (in a batch, and alone in the slow path after a refusal)
+        for batch in [
+            [change(.update, id: 2, values: ["seats": .int(9)], edited: "2026-11-21T09:40:00.000Z", base: Self.base, changeID: "shared-id")],
+            [
+                change(.update, id: 2, values: ["seats": .int(9)], edited: "2026-11-21T09:40:00.000Z", base: Self.base, changeID: "shared-id"),
+                change(.update, id: 2, values: ["seats": .string("not a number")], edited: "2026-11-21T09:41:00.000Z", base: Self.base),
+            ],
+        ] {
+            let b = try await f.push(batch, sentAt: "2026-11-21T10:01:00.000Z", client: "device-b")
+            // Then it is invalid, carries no row of A's, and nothing was written
+            #expect(b[0].status == .invalid && b[0].row == nil && b[0].message?.contains("already used") == true)
+            #expect(try f.trip(2)?[1] == "0")
+        }
+        // And device A still gets its own answer for its id
+        let again = try await f.push(
+            [change(.update, id: 1, values: ["seats": .int(4)], edited: "2026-11-21T09:30:00.000Z", base: Self.base, changeID: "shared-id")],
+            sentAt: "2026-11-21T10:02:00.000Z", client: "device-a")
+        #expect(again == a)
+    }
+
     @Test func concurrentPushesOfTheSameRowAreSerialised() async throws {
         let f = try await MergeFixture.make(rule: .serverWins, connections: 4, clock: "2026-11-21T10:00:00.000Z")
         defer { f.close() }
