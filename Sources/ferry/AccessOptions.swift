@@ -3,6 +3,7 @@ import AsyncHTTPClient
 import FerryClient
 import FerryCore
 import Foundation
+import NIOCore
 
 /// `--token` and `--ca`, shared by `ferry fetch`, `push` and `sync`: how the client proves its access and which CA it
 /// trusts for https://.
@@ -21,8 +22,20 @@ struct AccessOptions: ParsableArguments {
             valueName: "pem"))
     var ca: String?
 
+    @Option(
+        name: .customLong("connect-timeout"),
+        help: ArgumentHelp("Seconds to wait for a connection to an unreachable host (a refused connection is reported at once).", valueName: "seconds"))
+    var connectTimeout: Double = 10
+
+    @Option(
+        name: .customLong("read-timeout"),
+        help: ArgumentHelp("Seconds to wait for a server that accepted the connection but sends nothing.", valueName: "seconds"))
+    var readTimeout: Double = 60
+
     func validate() throws {
         if let token, token.isEmpty { throw ValidationError("--token must not be empty (omit it to send no token)") }
+        guard (0.1...3600).contains(connectTimeout) else { throw ValidationError("--connect-timeout must be between 0.1 and 3600 seconds") }
+        guard (0.1...86_400).contains(readTimeout) else { throw ValidationError("--read-timeout must be between 0.1 and 86400 seconds") }
         _ = try trustedCertificates()
     }
 
@@ -43,10 +56,12 @@ struct AccessOptions: ParsableArguments {
         }
     }
 
-    /// An HTTP client with a connect timeout (AsyncHTTPClient retries a refused connection until it expires, so this
-    /// bounds how long "offline" takes to report) that trusts `--ca` when given; the caller shuts it down.
+    /// An HTTP client with `--connect-timeout` and `--read-timeout` that trusts `--ca` when given; the caller shuts it
+    /// down.
     func makeHTTPClient() throws -> HTTPClient {
-        AsyncHTTPClientTransport.makeHTTPClient(trusting: try trustedCertificates())
+        AsyncHTTPClientTransport.makeHTTPClient(
+            connectTimeout: .milliseconds(Int64(connectTimeout * 1000)), readTimeout: .milliseconds(Int64(readTimeout * 1000)),
+            trusting: try trustedCertificates())
     }
 
     /// Runs `body` with a client from ``makeHTTPClient()`` and shuts the client down afterwards, either way.

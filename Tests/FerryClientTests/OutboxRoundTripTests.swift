@@ -1,4 +1,4 @@
-import FerryClient
+@testable import FerryClient
 import FerryCore
 import FerryPublisher
 import FerryServer
@@ -129,7 +129,9 @@ import AsyncHTTPClient
 
             // Given an upload the server applied but whose answer never reached the device (the process died)
             let batch = try await device.withDatabase { try Outbox.takeBatch(from: $0, limit: 500) }
-            let request = ChangeBatch(clientId: "crashing-device", sentAt: Timestamp.format(Date()), changes: batch)
+            // The device's own id: the server answers a retried change only to the device that sent it.
+            let deviceID = try FerryClient.deviceID(in: ClientDirectory(world.directory.appending("device")).privateDirectory)
+            let request = ChangeBatch(clientId: deviceID, sentAt: Timestamp.format(Date()), changes: batch)
             let first = try await HTTPChangeUploader(server: server).upload(request, dataset: "trips")
             #expect(first.results.map(\.status) == [.applied])
             await device.close()
@@ -140,6 +142,7 @@ import AsyncHTTPClient
 
             // Then the change was answered from the server's record: one effect, and the outbox is empty
             #expect(try await restarted.pendingEdits() == 0)
+            #expect(try world.scalar("SELECT result->>'status' FROM ferry_changes WHERE id = $1", [batch[0].id]) == "applied")
             #expect(try world.scalar("SELECT count(*) FROM ferry_changes WHERE id = $1", [batch[0].id]) == "1")
             #expect(try world.scalar(#"SELECT "updatedAt"::text FROM trips WHERE name = 'Göteborg-Malmö'"#) == stamped)
             #expect(try world.scalar("SELECT passengers FROM trips WHERE name = 'Göteborg-Malmö'") == "7")

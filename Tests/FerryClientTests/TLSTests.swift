@@ -62,7 +62,10 @@ import AsyncHTTPClient
 
         // Without --ca (the system's trust store) and with an unrelated CA: exit 1, the TLS reason, nothing installed
         for extra in [[], ["--ca", Self.otherCA.path]] {
+            let started = ContinuousClock.now
             let refused = try await runFerryOffPool(fetch + extra)
+            // Reported at once: the handshake is not retried until the connect timeout.
+            #expect(ContinuousClock.now - started < .seconds(2), "took \(ContinuousClock.now - started)")
             #expect(refused.status == 1)
             #expect(refused.stderr.contains(Self.untrusted), "\(refused.stderr)")
             #expect(refused.stderr.contains("pass --ca with the CA that signed it"))

@@ -38,6 +38,9 @@ extension FerryClient {
         public var writeBufferSize: Int = 1 << 20
         /// Download at most this many bytes per second (like curl's `--limit-rate`); nil (default) is unlimited.
         public var maxBytesPerSecond: Int64?
+        /// The longest one check waits in all when the server answers 429 or 5xx with `Retry-After` (seconds); a
+        /// longer wait is reported as a network error instead. Default 10 s.
+        public var retryAfterLimit: Duration = .seconds(10)
         /// Runs on the pending snapshot inside the swap; see ``PrepareUpdate``. Default none.
         public var prepareUpdate: PrepareUpdate?
         /// Push pending edits when the client opens (the thesis' "did become active"), if a server is set. Default true.

@@ -141,7 +141,7 @@ extension FerryClient {
     }
 
     /// This device's id (`.ferry/client-id`), made once.
-    private static func deviceID(in privateDirectory: URL) throws -> String {
+    static func deviceID(in privateDirectory: URL) throws -> String {
         let file = privateDirectory.appendingPathComponent("client-id")
         if let data = FileManager.default.contents(atPath: file.path),
             let text = String(data: data, encoding: .utf8)?.trimmingCharacters(in: .whitespacesAndNewlines), !text.isEmpty

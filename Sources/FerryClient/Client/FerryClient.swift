@@ -226,10 +226,11 @@ public actor FerryClient {
     /// The download itself runs outside ``exclusively(_:)``: the app keeps reading and writing database.db meanwhile.
     private func performCheck(progress: (@Sendable (FetchProgress) -> Void)?) async throws -> FetchResult {
         let (url, dataset) = try configuration.datasetURL()
-        let downloader = SnapshotDownloader(
+        var downloader = SnapshotDownloader(
             directory: directory, transport: transport, datasetURL: url, dataset: dataset,
             acceptedSchemaVersions: configuration.acceptedSchemaVersions, writeBufferSize: configuration.writeBufferSize,
             maxBytesPerSecond: configuration.maxBytesPerSecond, tokenProvider: configuration.tokenProvider, logger: logger)
+        downloader.retryAfterLimit = configuration.retryAfterLimit
 
         let (earlier, known) = try await exclusively { () async throws -> (FetchResult?, [String]) in
             try await onFiles { files, state in try files.checkDataset(dataset, &state) }

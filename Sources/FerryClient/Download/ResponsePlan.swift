@@ -1,4 +1,5 @@
 import FerryCore
+import Foundation
 
 /// What the server promised about the snapshot being downloaded: its checksum, size and version.
 /// Stored in `.ferry/partial.json` so an interrupted download resumes with `Range` + `If-Range`.
@@ -108,8 +109,19 @@ enum ResponsePlan: Equatable {
         case 416 where resumeFrom != nil:
             return .restartFromZero(reason: "the server answered 416 Range Not Satisfiable to bytes=\(resumeFrom!)-")
         default:
-            throw failure(status: head.status, url: url)
+            throw failure(head, url: url)
         }
+    }
+
+    /// The error for `head`: a ``ServerAsksToWait`` when a busy or failing server (429, 500, 502, 503, 504) says
+    /// when to come back (`Retry-After` in seconds), else ``failure(status:url:)``.
+    static func failure(_ head: SnapshotResponseHead, url: String) -> any Error {
+        let failure = failure(status: head.status, url: url)
+        guard [429, 500, 502, 503, 504].contains(head.status),
+            let text = head.headers.first(where: { $0.key.lowercased() == "retry-after" })?.value.trimmingCharacters(in: .whitespaces),
+            let seconds = Int(text), seconds >= 0
+        else { return failure }
+        return ServerAsksToWait(seconds: seconds, failure: failure)
     }
 
     /// The error for a status no download can continue from.

@@ -36,7 +36,7 @@ extension SnapshotDownloader {
                 }
                 return try Self.validated(data, dataset: dataset, url: url)
             default:
-                throw ResponsePlan.failure(status: head.status, url: url.absoluteString)
+                throw ResponsePlan.failure(head, url: url.absoluteString)
             }
         }
     }
@@ -47,6 +47,12 @@ extension SnapshotDownloader {
         do {
             manifest = try Manifest.decode(data)
         } catch {
+            if data.prefix(512).contains(UInt8(ascii: "<")) && String(decoding: data.prefix(512), as: UTF8.self).lowercased().contains("<html") {
+                throw FerryError(
+                    .offline,
+                    "\(url.absoluteString) answered with a web page instead of a Ferry manifest: a captive portal or a proxy's sign-in page? Sign in to the network, then fetch again; database.db is unchanged",
+                    underlying: error)
+            }
             throw FerryError(
                 .corruptTransfer, "\(url.absoluteString) did not answer with a Ferry manifest (\(error)); is Configuration.serverURL a Ferry server?",
                 underlying: error)

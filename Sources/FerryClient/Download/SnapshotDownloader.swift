@@ -52,6 +52,8 @@ struct SnapshotDownloader: Sendable {
     let acceptedSchemaVersions: Set<Int>?
     let writeBufferSize: Int
     let maxBytesPerSecond: Int64?
+    /// The longest a check waits in all for servers that answer `Retry-After`; a longer wait is reported instead.
+    var retryAfterLimit: Duration = .seconds(10)
     /// The access token, asked before each request; nil sends no `Authorization` header.
     var tokenProvider: FerryClient.TokenProvider? = nil
     let logger: Logger
@@ -154,6 +156,20 @@ struct SnapshotDownloader: Sendable {
     /// ones); when it names something new, downloads that version. A version pruned between the two requests (404)
     /// makes one more round.
     func check(knownChecksums: [String], progress: (@Sendable (FetchProgress) -> Void)?) async throws -> Outcome {
+        var waited = 0
+        while true {
+            do {
+                return try await checkOnce(knownChecksums: knownChecksums, progress: progress)
+            } catch let wait as ServerAsksToWait {
+                guard Duration.seconds(waited + wait.seconds) <= retryAfterLimit else { throw wait.failure.waiting(wait.seconds) }
+                logger.notice("the server asks to retry later; waiting", metadata: ["seconds": "\(wait.seconds)"])
+                try await Task.sleep(for: .seconds(wait.seconds))
+                waited += wait.seconds
+            }
+        }
+    }
+
+    private func checkOnce(knownChecksums: [String], progress: (@Sendable (FetchProgress) -> Void)?) async throws -> Outcome {
         for _ in 0..<2 {
             guard let manifest = try await revalidateManifest(knownChecksums: knownChecksums) else { return .notModified }
             // A cache in between that dropped If-None-Match still cannot make us download what we have.

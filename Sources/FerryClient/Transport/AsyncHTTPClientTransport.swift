@@ -35,12 +35,14 @@ public struct AsyncHTTPClientTransport: SnapshotTransport {
     public static let sharedClient: HTTPClient = {
         var configuration = HTTPClient.Configuration.singletonConfiguration
         configuration.decompression = .disabled
+        configuration.connectionPool.retryConnectionEstablishment = false
         return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
     }()
 
-    /// An `HTTPClient` configured for snapshot downloads (connect timeout, 60 s read, no decompression), also used
-    /// for change uploads. AsyncHTTPClient retries a refused connection (and a failed TLS handshake) until the
-    /// connect timeout, so this is also how long it takes to report ``FerryError/Code/offline``.
+    /// An `HTTPClient` configured for snapshot downloads (connect timeout, read timeout, no decompression), also used
+    /// for change uploads. A refused connection or a failed TLS handshake is reported at once (connection setup is
+    /// not retried); an unreachable host takes the connect timeout; a server that accepts and never answers, the
+    /// read timeout.
     /// With `trusting`, `https://` servers are verified against those CA certificates *instead of* the system's trust
     /// store; without it, against the system's.
     /// The caller owns it: `try await client.shutdown()` when done.
@@ -50,9 +52,12 @@ public struct AsyncHTTPClientTransport: SnapshotTransport {
     /// // … use it, then:
     /// try await http.shutdown()
     /// ```
-    public static func makeHTTPClient(connectTimeout: TimeAmount = .seconds(10), trusting ca: TrustedCertificates? = nil) -> HTTPClient {
+    public static func makeHTTPClient(
+        connectTimeout: TimeAmount = .seconds(10), readTimeout: TimeAmount = .seconds(60), trusting ca: TrustedCertificates? = nil
+    ) -> HTTPClient {
         var configuration = HTTPClient.Configuration()
-        configuration.timeout = .init(connect: connectTimeout, read: .seconds(60))
+        configuration.timeout = .init(connect: connectTimeout, read: readTimeout)
+        configuration.connectionPool.retryConnectionEstablishment = false
         configuration.decompression = .disabled
         configuration.redirectConfiguration = .follow(max: 5, allowCycles: false)
         if let ca { configuration.tlsConfiguration = ca.tlsConfiguration }
