@@ -120,7 +120,8 @@ func buildRouter(
         [
             ReadRoutes(
                 snapshots: SnapshotResponder(
-                    access: access, chunkSize: max(64 * 1024, configuration.chunkSize), threadPool: .singleton),
+                    access: access, chunkSize: max(64 * 1024, configuration.chunkSize), threadPool: .singleton,
+                    budget: BufferBudget(slots: configuration.downloadBufferBytes / max(64 * 1024, configuration.chunkSize))),
                 metrics: metrics)
         ] + extraRoutes
         + (configuration.statusToken.map { [StatusRoutes(access: StatusAccess(token: $0), board: configuration.statusBoard)] } ?? [])

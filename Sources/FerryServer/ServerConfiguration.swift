@@ -31,6 +31,10 @@ public struct ServerConfiguration: Sendable {
     public var metricsRegistry: PrometheusCollectorRegistry
     /// Size of each read from a snapshot file while streaming a body. Default 1 MiB.
     public var chunkSize: Int
+    /// The most memory all downloads together hold in file chunks (a multiple of ``chunkSize``, at least two
+    /// chunks): the server's memory does not grow with the number of concurrent downloads; beyond it, downloads
+    /// take turns. Default 64 MiB.
+    public var downloadBufferBytes: Int = 64 << 20
     /// How long a token's scope (or its refusal) is cached: a revoke or a grant takes effect within this. Default 5 s.
     public var tokenCacheTTL: Duration = .seconds(5)
     /// The templates and PostgreSQL database behind the changes endpoint (`POST /v1/datasets/{dataset}/changes`)

@@ -25,6 +25,8 @@ struct SnapshotResponder: Sendable {
     let access: DatasetAccess
     let chunkSize: Int
     let threadPool: NIOThreadPool
+    /// The chunks all downloads together may hold in memory (``ServerConfiguration/downloadBufferBytes``).
+    let budget: BufferBudget
 
     func latest(_ request: Request, context: some RequestContext) async throws -> Response {
         let name = try Self.datasetName(context)
@@ -141,16 +143,21 @@ struct SnapshotResponder: Sendable {
         let file = representation.file
         let chunkSize = self.chunkSize
         let threadPool = self.threadPool
+        let budget = self.budget
         let body = ResponseBody(contentLength: Int(length)) { writer in
-            // Read the next chunk on the thread pool while the current one is written: the file's bytes and the
-            // socket both stay busy, and at most two chunks per download are in memory (the writer waits for
-            // the channel to become writable, which is the backpressure).
+            // Each chunk in memory holds a slot of the server's buffer budget, so memory stays bounded however many
+            // downloads run. When a slot is free, the next chunk is read on the thread pool while the current one is
+            // written, so the file and the socket both stay busy; otherwise the next read waits for a slot after
+            // this chunk is written (the writer also waits for the channel to become writable: backpressure).
             let allocator = ByteBufferAllocator()
             @Sendable func read(_ offset: Int64) async throws -> ByteBuffer {
                 let count = Int(min(Int64(chunkSize), end + 1 - offset))
                 return try await threadPool.runIfActive { try file.read(offset: offset, count: count, allocator: allocator) }
             }
             var offset = start
+            await budget.acquire()
+            var held = 1  // slots this download holds; all are returned on every way out
+            defer { for _ in 0..<held { budget.release() } }
             var buffer = try await read(offset)
             while true {
                 let next = offset + Int64(buffer.readableBytes)
@@ -158,9 +165,21 @@ struct SnapshotResponder: Sendable {
                     try await writer.write(buffer)
                     break
                 }
-                async let upcoming = read(next)
-                try await writer.write(buffer)
-                buffer = try await upcoming
+                if budget.tryAcquire() {
+                    held += 1
+                    async let upcoming = read(next)
+                    try await writer.write(buffer)
+                    buffer = try await upcoming
+                    budget.release()
+                    held -= 1
+                } else {
+                    try await writer.write(buffer)
+                    budget.release()
+                    held -= 1
+                    await budget.acquire()
+                    held += 1
+                    buffer = try await read(next)
+                }
                 offset = next
             }
             try await writer.finish(nil)
