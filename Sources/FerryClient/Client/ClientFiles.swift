@@ -176,7 +176,7 @@ struct ClientFiles: Sendable {
         // The partial is installed; a record (or compressed prefix) left without it is dropped on the next open
         // (removeLeftovers).
         try? FileManager.default.removeItem(at: directory.partialGzip)
-        try? FileManager.default.removeItem(at: directory.partialRecord)
+        try? FileManager.default.removeItem(at: directory.partialRecord)  // as above
         save(state, during: "install")
         logger.info(
             "\(outcome == .initialSync ? "initial sync" : "update downloaded")",

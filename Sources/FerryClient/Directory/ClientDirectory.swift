@@ -77,7 +77,7 @@ public struct ClientDirectory: Sendable, Equatable {
     func discardPartial() {
         // Harmless if it stays (see above); a missing file is the usual case.
         try? FileManager.default.removeItem(at: partial)
-        try? FileManager.default.removeItem(at: partialGzip)
+        try? FileManager.default.removeItem(at: partialGzip)  // as above
         // As above: a record without its partial file is dropped on the next open (removeLeftovers).
         try? FileManager.default.removeItem(at: partialRecord)
     }
