@@ -207,8 +207,13 @@ def check_client(dirpath, published, queued, edited_ever, server_url):
             actual = [r for r in rows(f) if r[0] not in edited_ever]
             if expected != actual:
                 violation("client", "database.db does not hold exactly its published version's rows plus the device's edits")
-            for note_id, body in queued.items():
-                if note_id not in pending and psql(server_url, f"SELECT body FROM notes WHERE id = '{note_id}'") != body:
+            for note_id, (body, queued_at) in queued.items():
+                if note_id in pending or psql(server_url, f"SELECT body FROM notes WHERE id = '{note_id}'") == body:
+                    continue
+                # Acknowledged: the server answered a change of this row after the edit was queued (applied, or
+                # rejected by the merge rule because the server's row was newer: both are answers, not losses).
+                answered = psql(server_url, f"SELECT count(*) FROM ferry_changes WHERE result->'row'->>'id' = '{note_id}' AND processed_at >= '{queued_at}'")
+                if answered == "0":
                     violation("client", f"a queued edit of {note_id} is neither queued nor acknowledged")
 
 
@@ -266,8 +271,9 @@ def drill_client(rounds):
             time.sleep(1.1)  # the server sees a new manifest within a second
             note = RNG.choice(ids)
             body = f"device edit {r}"
+            queued_at = psql(url, "SELECT now()")
             if ferry("exec", "--dir", device, f"UPDATE notes SET body = '{body}' WHERE id = '{note}'").returncode == 0:
-                queued[note] = body
+                queued[note] = (body, queued_at)
                 edited_ever.add(note)
             command = "sync" if r % 2 else "fetch"
             extra = ["--apply", "--limit-rate", "512K"] if command == "fetch" else []
