@@ -7,7 +7,7 @@
 N=${1:-1000000}
 case "$N" in ''|*[!0-9]*) echo "usage: scripts/bench delta [N]   (N rows per table, default 1000000)" >&2; exit 2 ;; esac
 
-ferry_install_deps time bc zsync
+ferry_install_deps time bc zsync nginx-light
 trap ferry_stop_postgres EXIT
 
 say "Building ferry (release)"
@@ -58,22 +58,32 @@ v1sha=$(field "$work/v1.json" "d['sha256']")
 v2sha=$(field "$work/v2.json" "d['sha256']")
 objects="$work/store/campgrounds/objects"
 
-say "Anchor: zsync with 2 KiB blocks from v1 to v2, over loopback HTTP"
-mkdir -p "$work/www"
+say "Anchor: zsync with 2 KiB blocks from v1 to v2, over loopback HTTP (nginx, which serves the ranges zsync asks for)"
+mkdir -p "$work/www" "$work/nginx"
+chmod 755 "$work"
 cp "$objects/$v2sha.sqlite" "$work/www/v2.sqlite"
 (cd "$work/www" && zsyncmake -b 2048 -u v2.sqlite -o v2.sqlite.zsync v2.sqlite >/dev/null 2>&1)
+chmod -R a+rX "$work/www"; chmod 777 "$work/nginx"
 port=$(ferry_free_port)
-python3 -m http.server "$port" --bind 127.0.0.1 --directory "$work/www" >/dev/null 2>&1 &
-http_pid=$!
-for _ in $(seq 50); do curl -s -o /dev/null "http://127.0.0.1:$port/" && break; sleep 0.1; done
+cat >"$work/nginx/nginx.conf" <<NGINX
+worker_processes 1;
+pid $work/nginx/nginx.pid;
+error_log $work/nginx/error.log;
+events { worker_connections 64; }
+http {
+  log_format sent '\$bytes_sent';
+  access_log $work/nginx/access.log sent;
+  client_body_temp_path $work/nginx/body; proxy_temp_path $work/nginx/proxy; fastcgi_temp_path $work/nginx/fcgi;
+  uwsgi_temp_path $work/nginx/uwsgi; scgi_temp_path $work/nginx/scgi;
+  server { listen 127.0.0.1:$port; root $work/www; }
+}
+NGINX
+nginx -p "$work/nginx" -c "$work/nginx/nginx.conf"
+http_pid=$(cat "$work/nginx/nginx.pid")
 cp "$objects/$v1sha.sqlite" "$work/seed.sqlite"
-(cd "$work" && zsync -q -i seed.sqlite -o out.sqlite "http://127.0.0.1:$port/v2.sqlite.zsync" >"$work/zsync.out" 2>&1) || true
-zfetched=$(grep -oE 'fetched [0-9]+' "$work/zsync.out" | awk '{print $2}' | tail -1)
-if [ -z "$zfetched" ]; then
-  # zsync -q prints nothing: count what left the HTTP server instead (range requests' bodies).
-  zfetched=$( (cd "$work" && zsync -i seed.sqlite -o out2.sqlite "http://127.0.0.1:$port/v2.sqlite.zsync" 2>&1) | grep -oE 'fetched [0-9]+' | awk '{print $2}' | tail -1)
-fi
-zsize=$(stat -c %s "$work/www/v2.sqlite.zsync")
+(cd "$work" && zsync -i seed.sqlite -o out.sqlite "http://127.0.0.1:$port/v2.sqlite.zsync" >"$work/zsync.out" 2>&1) || true
+cmp -s "$work/out.sqlite" "$work/www/v2.sqlite" || { echo "zsync did not rebuild v2" >&2; cat "$work/zsync.out" >&2; }
+zsent=$(awk '{s += $1} END {print s + 0}' "$work/nginx/access.log")  # every byte nginx sent, headers and .zsync file included
 kill "$http_pid" 2>/dev/null; http_pid=
 
 say "Results: $changed of $((2 * N)) rows changed (N = $N per table)"
@@ -81,7 +91,7 @@ pct() { echo "100 * $1 / $size" | bc -l | xargs printf '%.2f'; }
 printf '%-44s %14s %10s\n' "bytes to move v1 → v2" "bytes" "% of file"
 printf '%-44s %14s %10s\n' "uncompressed full download" "$size" "100.00"
 printf '%-44s %14s %10s\n' "Ferry gzip full download" "$gzip" "$(pct "$gzip")"
-printf '%-44s %14s %10s\n' "zsync, 2 KiB blocks (fetched + .zsync file)" "$(( ${zfetched:-0} + zsize ))" "$(pct "$(( ${zfetched:-0} + zsize ))")"
+printf '%-44s %14s %10s\n' "zsync, 2 KiB blocks (all bytes sent)" "$zsent" "$(pct "$zsent")"
 printf '%-44s %14s %10s\n' "Ferry patch 1 → 2 (changeset, gzip)" "$patch" "$(pct "$patch")"
 echo
 printf 'publish v2 with patches:    %6.2f s, peak RSS %s MB\n' "$with_secs" "$with_rss"
