@@ -70,7 +70,12 @@ struct SnapshotResponder: Sendable {
 
         let rangeHeader = request.method == .get ? headers[.range] : nil
         let selected: VersionEntry.Representation
-        if let gzip = entry.gzip, let accept = headers[.acceptEncoding], ConditionalHeaders.acceptsGzip(accept[...]) {
+        // A range of the gzip copy goes only to a client that resumes that copy: it names its ETag in If-Range.
+        // Another client asking for a range gets the SQLite file's bytes: HTTP libraries decode Content-Encoding
+        // and cannot decode a slice from the middle of a gzip stream (found by the fuzzer; curl --compressed too).
+        if let gzip = entry.gzip, let accept = headers[.acceptEncoding], ConditionalHeaders.acceptsGzip(accept[...]),
+            rangeHeader == nil || headers[.ifRange].map({ ConditionalHeaders.ifRangeMatches($0[...], tag: gzip.opaqueTag) }) == true
+        {
             selected = gzip
         } else {
             selected = entry.identity
