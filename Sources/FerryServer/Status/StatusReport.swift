@@ -203,12 +203,8 @@ extension StatusReport {
     static func traffic(_ buckets: [TrafficRecorder.Bucket]) -> Traffic {
         var totals = Counts()
         let minutes = buckets.map { bucket in
-            let counts = Counts(
-                ok: bucket.ok, partial: bucket.partial, notModified: bucket.notModified, clientError: bucket.clientError,
-                serverError: bucket.serverError, other: bucket.other, bytes: bucket.bytes, applied: bucket.applied,
-                rejected: bucket.rejected, gone: bucket.gone, invalid: bucket.invalid, forbidden: bucket.forbidden)
-            totals.add(counts)
-            return Minute(start: Timestamp.format(unixMillis: bucket.minute * 60_000), counts: counts)
+            totals.add(bucket.counts)
+            return Minute(start: Timestamp.format(unixMillis: bucket.minute * 60_000), counts: bucket.counts)
         }
         return Traffic(bucketSeconds: 60, minutes: minutes, totals: totals)
     }

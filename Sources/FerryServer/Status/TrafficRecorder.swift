@@ -14,26 +14,19 @@ import Foundation
 /// let lastHour = traffic.window(endingAt: Date())   // 60 buckets, oldest first
 /// ```
 final class TrafficRecorder: Sendable {
-    /// One minute's counts. `minute` is whole minutes since 1970 (UTC).
+    /// One minute's counts (``StatusReport/Counts``: requests by answer, bytes sent, uploads by decision).
+    /// `minute` is whole minutes since 1970 (UTC); `bucket.ok`, `bucket.bytes`, … read and write the counts.
+    @dynamicMemberLookup
     struct Bucket: Sendable, Equatable, Codable {
         var minute: Int64
-        /// Requests answered 200, 206, 304, any 4xx, any 5xx, and anything else (1xx, other 2xx and 3xx).
-        var ok = 0
-        var partial = 0
-        var notModified = 0
-        var clientError = 0
-        var serverError = 0
-        var other = 0
-        /// Response body bytes written (streamed snapshots count what reached the writer).
-        var bytes: Int64 = 0
-        /// Uploaded changes by the server's decision.
-        var applied = 0
-        var rejected = 0
-        var gone = 0
-        var invalid = 0
-        var forbidden = 0
+        var counts = StatusReport.Counts()
 
         init(minute: Int64) { self.minute = minute }
+
+        subscript<T>(dynamicMember keyPath: WritableKeyPath<StatusReport.Counts, T>) -> T {
+            get { counts[keyPath: keyPath] }
+            set { counts[keyPath: keyPath] = newValue }
+        }
     }
 
     /// How many one-minute buckets the ring holds.
