@@ -16,6 +16,9 @@ import Foundation
 /// ```
 public final class SQLiteConnection {
     public enum OpenMode: Sendable {
+        /// Reads only. A hot journal (a writer was killed inside a transaction) is still rolled back first, which
+        /// needs a read-write handle: SQLite refuses to read such a file read-only (`SQLITE_READONLY_ROLLBACK`),
+        /// and the rollback is what restores the last committed state.
         case readOnly
         case readWrite
         case readWriteCreate
@@ -26,22 +29,39 @@ public final class SQLiteConnection {
 
     public init(path: String, mode: OpenMode = .readWriteCreate) throws {
         self.path = path
-        var db: OpaquePointer?
         let flags: Int32
         switch mode {
         case .readOnly: flags = SQLITE_OPEN_READONLY
         case .readWrite: flags = SQLITE_OPEN_READWRITE
         case .readWriteCreate: flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE
         }
+        var handle = try Self.open(path, flags: flags)
+        if mode == .readOnly, Self.needsRecovery(handle) {
+            sqlite3_close_v2(handle)
+            handle = try Self.open(path, flags: SQLITE_OPEN_READWRITE)
+        }
+        self.handle = handle
+    }
+
+    private static func open(_ path: String, flags: Int32) throws -> OpaquePointer {
+        var db: OpaquePointer?
         let rc = sqlite3_open_v2(path, &db, flags | SQLITE_OPEN_NOMUTEX, nil)
         guard rc == SQLITE_OK, let db else {
             let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
             if let db { sqlite3_close_v2(db) }
             throw FerryError(.sqlite, "cannot open SQLite database: \(message)", path: path)
         }
-        self.handle = db
         sqlite3_busy_timeout(db, 5000)
         sqlite3_extended_result_codes(db, 1)
+        return db
+    }
+
+    /// Whether a read-only handle meets a hot journal or WAL it may not recover. Other failures (not a database, a
+    /// damaged page) are left to the statement that meets them, with its own message.
+    private static func needsRecovery(_ db: OpaquePointer) -> Bool {
+        let rc = sqlite3_exec(db, "SELECT 1 FROM sqlite_master LIMIT 1", nil, nil, nil)
+        // SQLITE_READONLY_RECOVERY and SQLITE_READONLY_ROLLBACK: C macros Swift does not import.
+        return rc == SQLITE_READONLY | (1 << 8) || rc == SQLITE_READONLY | (3 << 8)
     }
 
     deinit {

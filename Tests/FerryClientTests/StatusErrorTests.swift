@@ -75,4 +75,48 @@ import Testing
         let rebuilt = ClientStateFile.load(from: dir.stateFile) { Issue.record("state.json: \($0)") }
         #expect(rebuilt.checksums.map(\.info.sha256) == [v1.sha256])
     }
+
+    /// database.db as a writer killed inside a transaction leaves it: the transaction's pages already written over
+    /// the file (a cache spill) and a hot rollback journal beside it, no lock held. Built by copying both files while
+    /// the writer is still inside its transaction.
+    static func directoryWithHotJournal(_ temp: TemporaryDirectory) throws -> (ClientDirectory, SnapshotFixtures) {
+        let fixtures = SnapshotFixtures(root: temp.appending("store"))
+        try fixtures.publish()
+        let work = temp.appending("work.db")
+        try FileManager.default.copyItem(at: fixtures.snapshotFile(1), to: work)
+        let writer = try SQLiteConnection(path: work.path, mode: .readWrite)
+        try OutboxSchema.install(on: writer, tables: try SnapshotMetadata.read(from: writer).tables)
+        try writer.execute("INSERT INTO ferry_outbox(id, tbl, op, key, editedAt) VALUES ('e1', 'trips', 'update', '{}', '2024-01-01T00:00:00.000Z')")
+        try writer.execute("PRAGMA cache_size = 2; BEGIN")
+        try writer.execute("CREATE TABLE filler(b BLOB)")
+        for _ in 0..<64 { try writer.run("INSERT INTO filler VALUES (?)", [.blob([UInt8](repeating: 7, count: 8192))]) }
+        try writer.execute("DELETE FROM ferry_outbox")
+        let dir = ClientDirectory(temp.appending("client"))
+        try dir.create()
+        try FileManager.default.copyItem(at: work, to: dir.database)
+        try FileManager.default.copyItem(atPath: work.path + "-journal", toPath: dir.database.path + "-journal")
+        try writer.execute("ROLLBACK")
+        return (dir, fixtures)
+    }
+
+    @Test func hotJournalOfAKilledWriterIsRolledBackByStatus() async throws {
+        let temp = try TemporaryDirectory("ferry-status")
+        defer { temp.remove() }
+        let (dir, _) = try Self.directoryWithHotJournal(temp)
+        let journal = dir.database.path + "-journal"
+        #expect(FileManager.default.fileExists(atPath: journal))
+
+        // `ferry status` reads the last committed state: version 1 and the one committed edit, not the killed
+        // transaction's deletion of it
+        let result = try runFerry(["status", "--dir", dir.url.path, "--json"])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout.contains(#""outbox":1"#), "\(result.stdout)")
+        #expect(result.stdout.contains(#""version":1"#), "\(result.stdout)")
+
+        // And the journal was rolled back, leaving a database with no trace of the killed transaction
+        #expect(!FileManager.default.fileExists(atPath: journal))
+        let db = try SQLiteConnection(path: dir.database.path, mode: .readOnly)
+        #expect(try db.scalar("SELECT count(*) FROM sqlite_master WHERE name = 'filler'")?.integer == 0)
+        #expect(try db.scalar("PRAGMA integrity_check")?.text == "ok")
+    }
 }
