@@ -3,10 +3,10 @@ import Foundation
 /// Patch objects: gzip-compressed changesets from an older version of a scope to a newer one, stored beside the
 /// snapshots as `objects/<sha256>.patch.gz` and named in the newer version's record (`PublishedVersion.patches`).
 extension FileSnapshotStore {
-    /// Compresses `changeset`, and stores it as a patch from `from` to `to` unless its compressed size reaches
+    /// Compresses `changeset`, and stores it as a patch from `from` (whose file's checksum is `base`) to `to` unless its compressed size reaches
     /// `limit` (a patch as large as the gzip copy saves nothing). The file is fsynced before its rename; it is
     /// garbage until a manifest names it. Call it while holding the lock. Returns nil when not worth storing.
-    public func storePatch(dataset: String, changeset: Changeset, from: Int, to: Int, limit: Int64) throws -> PatchRef? {
+    public func storePatch(dataset: String, changeset: Changeset, from: Int, base: String, to: Int, limit: Int64) throws -> PatchRef? {
         let tmp = temporaryDirectory(dataset: dataset)
         try DurableFile.makeDirectory(tmp)
         try DurableFile.makeDirectory(objectsDirectory(dataset: dataset))
@@ -25,7 +25,7 @@ extension FileSnapshotStore {
         try DurableFile.sync(compressed)
         let sha256 = try FileDigest.sha256Hex(of: compressed)
         try DurableFile.rename(compressed, to: patchURL(dataset: dataset, sha256: sha256))
-        return PatchRef(from: from, to: to, size: size, sha256: sha256)
+        return PatchRef(from: from, to: to, size: size, sha256: sha256, base: base)
     }
 
     /// The changeset of a stored patch, checked against its recorded checksum.

@@ -26,10 +26,13 @@ public struct PublishedVersion: Codable, Sendable, Equatable {
     /// `/v1/datasets/{dataset}/patches/{from}-{to}`; nil when there are none (the first version, a schema change,
     /// or every patch would be larger than the gzip copy).
     public var patches: [PatchRef]?
+    /// The ``ContentDigest`` of the published tables' rows (64 hex digits): what a patched database must hold.
+    /// Nil in records written before it existed.
+    public var contentDigest: String?
 
     public init(
         version: Int, sha256: String, size: Int64, gzipSize: Int64, createdAt: String, schemaVersion: Int, tables: [String: Int],
-        patches: [PatchRef]? = nil
+        patches: [PatchRef]? = nil, contentDigest: String? = nil
     ) {
         self.version = version
         self.sha256 = sha256
@@ -39,6 +42,7 @@ public struct PublishedVersion: Codable, Sendable, Equatable {
         self.schemaVersion = schemaVersion
         self.tables = tables
         self.patches = patches
+        self.contentDigest = contentDigest
     }
 
     /// The patch from version `from` to this one, if published.
@@ -54,8 +58,13 @@ public struct PublishedVersion: Codable, Sendable, Equatable {
             throw FerryError(.store, "sha256 must be 64 lowercase hex digits", path: path, key: named("sha256"))
         }
         guard size >= 0, gzipSize >= 0 else { throw FerryError(.store, "sizes must not be negative", path: path, key: named("size")) }
+        if let contentDigest, ContentDigest(hex: contentDigest) == nil {
+            throw FerryError(.store, "contentDigest must be 64 lowercase hex digits", path: path, key: named("contentDigest"))
+        }
         for (i, patch) in (patches ?? []).enumerated() {
-            guard patch.to == version, patch.from >= 1, patch.from < version, SHA256Hex.isValid(patch.sha256), patch.size >= 0 else {
+            guard patch.to == version, patch.from >= 1, patch.from < version, SHA256Hex.isValid(patch.sha256), patch.size >= 0,
+                patch.base.map(SHA256Hex.isValid) ?? true
+            else {
                 throw FerryError(.store, "a patch must lead from an older version to this one, with a checksum and size", path: path, key: named("patches[\(i)]"))
             }
         }
@@ -66,7 +75,7 @@ public struct PublishedVersion: Codable, Sendable, Equatable {
 /// Its `sha256` (of the compressed bytes, as served) names the stored object and is its ETag.
 ///
 /// ```json
-/// {"from":3,"to":4,"size":18211,"sha256":"…"}
+/// {"from":3,"to":4,"size":18211,"sha256":"…","base":"…"}
 /// ```
 public struct PatchRef: Codable, Sendable, Equatable {
     public var from: Int
@@ -75,12 +84,17 @@ public struct PatchRef: Codable, Sendable, Equatable {
     public var size: Int64
     /// SHA-256 hex of the compressed patch.
     public var sha256: String
+    /// SHA-256 hex of the version `from` file the patch applies to. Scopes share version numbers, so the number
+    /// alone does not say whose version 3 a device holds; a device whose scope changed has another base and takes the
+    /// full download. Nil in records written before it existed (clients then take the full download).
+    public var base: String?
 
-    public init(from: Int, to: Int, size: Int64, sha256: String) {
+    public init(from: Int, to: Int, size: Int64, sha256: String, base: String? = nil) {
         self.from = from
         self.to = to
         self.size = size
         self.sha256 = sha256
+        self.base = base
     }
 }
 

@@ -12,6 +12,9 @@ struct FetchCommand: AsyncParsableCommand {
         discussion: """
             The first fetch becomes DIR/database.db; later ones wait as DIR/updated.db until applied (--apply, \
             `ferry apply`, or the app's next launch). An interrupted download resumes on the next fetch. \
+            When the server offers a row-level patch from the version this directory holds, the patch is \
+            downloaded and applied to a copy instead, and a patch that does not verify falls back to the full \
+            download (--no-patch: always the full download). \
             A scoped dataset needs --token (or FERRY_TOKEN); a refused token fails with code unauthorized and keeps \
             every local file, a partial download included. \
             Exit status: 0 success (also when already up to date), 1 failure (reason on stderr), 2 usage.
@@ -35,12 +38,16 @@ struct FetchCommand: AsyncParsableCommand {
     @Option(name: .customLong("limit-rate"), help: "Download at most this many bytes per second (e.g. 500K, 2M).")
     var limitRate: ByteRate?
 
+    @Flag(name: .customLong("no-patch"), help: "Download the full version even when the server offers a row-level patch.")
+    var noPatch = false
+
     func run() async throws {
         let (result, applied) = try await access.withHTTPClient { http in
             // `ferry sync` pushes; fetch only fetches (the configuration neither pushes nor applies on open).
             var configuration = try server.clientConfiguration(directory: options.directoryURL, http: http, access: access)
             configuration.acceptedSchemaVersions = acceptSchema.isEmpty ? nil : Set(acceptSchema)
             configuration.maxBytesPerSecond = limitRate?.bytesPerSecond
+            configuration.usePatches = !noPatch
             let client = try await FerryClient.open(
                 configuration: configuration, logger: options.logger(), transport: AsyncHTTPClientTransport(client: http))
             do {
@@ -72,6 +79,12 @@ struct FetchCommand: AsyncParsableCommand {
         let transfer = result.bytesReceived + result.resumedFrom
         var size = ProgressBar.bytes(result.fileBytes ?? transfer)
         if result.encoding == .gzip { size += ", \(ProgressBar.bytes(transfer)) gzip" }
+        if case .patch(let from, let to) = result.path {
+            // The bytes moved against the full size is what a patch is for.
+            let share = (result.fileBytes ?? 0) > 0 ? String(format: ", %.2f %% of it", Double(transfer) / Double(result.fileBytes!) * 100) : ""
+            size = "\(ProgressBar.bytes(result.fileBytes ?? 0)) from a \(ProgressBar.bytes(transfer)) patch \(from) → \(to)\(share)"
+        }
+        if let failure = result.patchFailure { size += "; the patch was not used: \(failure)" }
         let resumed = result.resumedFrom > 0 ? ", resumed at \(ProgressBar.bytes(result.resumedFrom))" : ""
         switch result.outcome {
         case .notModified:

@@ -19,6 +19,6 @@ struct StatusCommand: AsyncParsableCommand {
 
     func run() async throws {
         let status = try await FerryClient.status(directory: options.directoryURL, logger: options.logger())
-        print(json ? try JSONLine.render(StatusJSON(status)) : status.text)
+        print(json ? try JSONLine.render(StatusCommandJSON(status: status)) : status.text)
     }
 }

@@ -140,6 +140,32 @@ import FerryMerge
         }
     }
 
+    @Test("a grant to a scope whose data changed too: the new scope's patch from version 1 is not for Alice's version 1, so she downloads it in full")
+    func grantTakesTheFullDownload() async throws {
+        try await withWorld { world in
+            let alice = try await world.client("alice", token: "alice-token")
+            _ = try await alice.checkForUpdates()
+            #expect(try await alice.status().version == 1)
+
+            // Tier 2's data changes (so it gets version 2 with a patch from its own version 1) as Alice is granted it
+            try world.execute("UPDATE campgrounds SET name = name || ' (renovated)' WHERE id = '\(Self.fjall)'")
+            try world.execute("UPDATE users SET access_tier = 2 WHERE id = 'alice'")
+            try await world.publishAndWait()
+            let tier2 = try #require(try FileSnapshotStore(root: world.store).storedManifest(for: Self.dataset)?.entry(for: "2")?.current)
+            let patch = try #require(tier2.published.patch(from: 1))
+            #expect(tier2.version == 2 && patch.base != nil)
+
+            let result = try await alice.checkForUpdates()
+            #expect(result.path == .full && result.patchFailure == nil)
+            #expect(result.sha256 == tier2.sha256)
+            #expect(try await alice.applyPendingUpdate().applied)
+            #expect(try await Self.campgrounds(alice).count == 5)
+            let renamed = try await alice.withDatabase { db in try db.scalar("SELECT name FROM campgrounds WHERE id = ?", [.text(Self.fjall)])?.text }
+            #expect(renamed?.hasSuffix(" (renovated)") == true)
+            await alice.close()
+        }
+    }
+
     @Test("an admin deletes a campground: it disappears for everyone at the next swap")
     func adminDeletes() async throws {
         try await withWorld { world in

@@ -53,7 +53,7 @@ import Testing
             // The server has a gzip copy: the bytes on the wire are those of the gzip copy, the file is the SQLite file
             #expect(result.bytesReceived == published[0].gzipSize && result.encoding == .gzip)
             #expect(result.fileBytes == published[0].size)
-            #expect(result.status == ClientStatus(state: .upToDate, version: 1, sha256: published[0].sha256))
+            #expect(result.status == ClientStatus(state: .upToDate, version: 1, sha256: published[0].sha256, path: .full))
             #expect(try publishedVersion(of: setup.dir.database, among: published) == 1)
             #expect(!setup.dir.exists(setup.dir.partial) && !setup.dir.exists(setup.dir.partialRecord))
 

@@ -100,4 +100,60 @@ import Testing
         }
         #expect(!FileManager.default.fileExists(atPath: world.target.path))
     }
+
+    @Test("a result whose rows do not add up to the published content digest is refused and leaves no file")
+    func contentDigestMismatch() throws {
+        let world = try World()
+        defer { world.temp.remove() }
+        let published = try ContentDigest.compute(SQLiteConnection(path: try world.fixtures.snapshotFile(2).path, mode: .readOnly), tables: ["trips", "blobs"])
+        var expected = world.v2.current
+        expected.contentDigest = published.description
+        // The right digest passes
+        _ = try PatchApplier.build(live: world.device, into: world.target, patch: world.patch, expected: expected)
+        try FileManager.default.removeItem(at: world.target)
+        // A digest one off (rows that differ in a way row counts cannot see) fails, naming both digests
+        var other = published
+        other.add(ContentDigest(hex: String(repeating: "0", count: 63) + "1")!)
+        expected.contentDigest = other.description
+        let error = #expect(throws: FerryError.self) {
+            try PatchApplier.build(live: world.device, into: world.target, patch: world.patch, expected: expected)
+        }
+        #expect(error?.message.contains("content digest is \(published)") == true, "\(String(describing: error))")
+        #expect(!FileManager.default.fileExists(atPath: world.target.path))
+    }
 }
+
+/// The content digest: a sum of row hashes, independent of row order and page layout, moved by adding and removing rows.
+@Suite struct ContentDigestTests {
+    @Test func orderIndependentAndMovedByAddingAndRemovingRows() throws {
+        let temp = try TemporaryDirectory("content-digest")
+        defer { temp.remove() }
+        let a = try SQLiteConnection(path: temp.appending("a.db").path)
+        let b = try SQLiteConnection(path: temp.appending("b.db").path)
+        for db in [a, b] { try db.execute("CREATE TABLE t(id INTEGER PRIMARY KEY, name TEXT, score REAL, data BLOB, note TEXT)") }
+        let rows: [[SQLiteValue]] = [
+            [.integer(1), .text("Växjö"), .real(1.5), .blob([0, 1]), .null], [.integer(2), .text(""), .real(-0.25), .null, .text("x")],
+            [.integer(3), .text("1"), .integer(1), .blob([]), .text("")],
+        ]
+        for row in rows { try a.run("INSERT INTO t VALUES (?, ?, ?, ?, ?)", row) }
+        for row in rows.reversed() { try b.run("INSERT INTO t VALUES (?, ?, ?, ?, ?)", row) }
+        let digest = try ContentDigest.compute(a, tables: ["t"])
+        #expect(try ContentDigest.compute(b, tables: ["t"]) == digest)
+        #expect(ContentDigest(hex: digest.description) == digest)
+        #expect(ContentDigest(hex: "xyz") == nil)
+
+        // A changed value changes it; subtracting the old row and adding the new one gives the same digest
+        var moved = digest
+        try moved.subtract(rowsOf: "t", in: b, where: "WHERE id = ?", [.integer(2)])
+        try b.run("UPDATE t SET name = 'Kalmar' WHERE id = 2")
+        try moved.add(rowsOf: "t", in: b, where: "WHERE id = ?", [.integer(2)])
+        let changed = try ContentDigest.compute(b, tables: ["t"])
+        #expect(changed != digest && moved == changed)
+        // Values that print alike are different rows: text '1' is not the integer 1, an empty blob is not NULL
+        try a.run("UPDATE t SET name = 1 WHERE id = 3")
+        #expect(try ContentDigest.compute(a, tables: ["t"]) == digest)  // a TEXT column stores 1 as '1'
+        try a.run("UPDATE t SET data = NULL WHERE id = 3")
+        #expect(try ContentDigest.compute(a, tables: ["t"]) != digest)
+    }
+}
+

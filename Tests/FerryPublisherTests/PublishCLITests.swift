@@ -28,7 +28,8 @@ struct PublishCLITests {
         let object = try #require(try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: Any])
         #expect(
             Set(object.keys) == [
-                "createdAt", "dataset", "gzipSize", "schemaVersion", "seconds", "sha256", "size", "tables", "unchanged", "version", "versions",
+                "contentDigest", "createdAt", "dataset", "gzipSize", "schemaVersion", "seconds", "sha256", "size", "tables", "unchanged", "version",
+                "versions",
             ])
         #expect(object["dataset"] as? String == "cli" && object["version"] as? Int == 1 && object["unchanged"] as? Bool == false)
         #expect((object["tables"] as? [String: Int]) == ["t": 2])

@@ -15,7 +15,7 @@ import Testing
         try store.publish(rows: 25)
         let diff = try Changeset.diff(
             from: store.store.snapshotURL(dataset: "trips", version: 1), to: store.store.snapshotURL(dataset: "trips", version: 2), tables: ["trips"])
-        let ref = try #require(try store.store.storePatch(dataset: "trips", changeset: diff, from: 1, to: 2, limit: .max))
+        let ref = try #require(try store.store.storePatch(dataset: "trips", changeset: diff, from: 1, base: String(repeating: "b", count: 64), to: 2, limit: .max))
         var manifest = try store.store.requireManifest("trips")
         manifest.scopes[0].retained[1].published.patches = [ref]
         try store.store.commit(manifest)

@@ -1,8 +1,9 @@
 # scripts/bench delta [N]: what an update costs after 1 % of the rows change, in one run on the same data:
 # Ferry's row-level patch (SQLite changeset, gzip) against Ferry's gzip full download, the uncompressed file, and
-# zsync (2 KiB blocks) between the same two files; and the time to publish v2 with and without patches.
+# zsync (2 KiB blocks) between the same two files; the time to publish v2 with and without patches; and on the
+# device (`ferry fetch --apply` from `ferry serve` on loopback) the patch update against a full update of the same
+# version: time, peak RSS, body bytes and loopback bytes (every byte on lo, headers included). Then a 10-row change.
 # N campgrounds + N reviews (~500 MB at the default N). Release build; a private PostgreSQL; nothing else touched.
-# The device side (apply time, device RSS) joins this table once the client applies patches.
 
 N=${1:-1000000}
 case "$N" in ''|*[!0-9]*) echo "usage: scripts/bench delta [N]   (N rows per table, default 1000000)" >&2; exit 2 ;; esac
@@ -18,8 +19,10 @@ say "Starting a private PostgreSQL"
 ferry_start_postgres
 work=$(mktemp -d /tmp/ferry-bench.XXXXXX)
 http_pid=
+serve_pid=
 cleanup() {
   [ -n "$http_pid" ] && kill "$http_pid" 2>/dev/null
+  [ -n "$serve_pid" ] && kill "$serve_pid" 2>/dev/null
   ferry_stop_postgres
   rm -rf "$work"
 }
@@ -33,6 +36,28 @@ bench_generate_campgrounds "$URL" "$N"
 say "v1: ferry publish"
 "$FERRY" publish --config templates/campgrounds.yml --database-url "$URL" --store "$work/store" --json >"$work/v1.json"
 cp -a "$work/store" "$work/store-nopatch"
+
+say "ferry serve on loopback; two devices fetch v1 (initial sync)"
+sport=$(ferry_free_port)
+"$FERRY" serve --store "$work/store" --port "$sport" >"$work/serve.log" 2>&1 &
+serve_pid=$!
+server="http://127.0.0.1:$sport"
+for _ in $(seq 1 100); do curl -fs -o /dev/null "$server/v1/datasets/campgrounds/manifest" && break; sleep 0.1; done
+for device in patch full; do
+  "$FERRY" fetch --server "$server" --dataset campgrounds --dir "$work/device-$device" --json >/dev/null
+done
+# Waits until the server names version $1 (it polls the store every second).
+wait_version() { for _ in $(seq 1 100); do [ "$(curl -fs "$server/v1/datasets/campgrounds/manifest" | python3 -c 'import json,sys; print(json.load(sys.stdin)["version"])')" = "$1" ] && return; sleep 0.1; done; echo "the server did not pick up version $1" >&2; return 1; }
+lo_bytes() { awk '/^ *lo:/ {print $2}' /proc/net/dev; }
+# device_update NAME ARGS...: ferry fetch --apply on loopback, measured; its body bytes, loopback bytes and path.
+device_update() {
+  local name=$1; shift
+  local before; before=$(lo_bytes)
+  bench_measure "$name" "$FERRY" fetch --server "$server" --dataset campgrounds --json --apply "$@"
+  printf -v "${name}_lo" '%s' "$(( $(lo_bytes) - before ))"
+  printf -v "${name}_body" '%s' "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["bytesReceived"])' "$work/$name.out")"
+  printf -v "${name}_path" '%s' "$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["path"] + ("" if d["path"] == "full" else " %d → %d" % (d["patchFrom"], d["patchTo"])))' "$work/$name.out")"
+}
 
 say "1 % of rows change: key hash or key = 50 mod 100, same-length text, updated_at bumped"
 psql "$URL" -q -v ON_ERROR_STOP=1 <<'SQL'
@@ -57,6 +82,22 @@ patch=$(field "$work/v2.json" "[p for p in d.get('patches', []) if p['from'] == 
 v1sha=$(field "$work/v1.json" "d['sha256']")
 v2sha=$(field "$work/v2.json" "d['sha256']")
 objects="$work/store/campgrounds/objects"
+
+say "The devices update to v2: one by the patch, one by the full download (--no-patch), both with --apply"
+wait_version 2
+device_update devpatch --dir "$work/device-patch"
+device_update devfull --dir "$work/device-full" --no-patch
+for device in patch full; do
+  sha=$("$FERRY" status --dir "$work/device-$device" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["sha256"])')
+  [ "$sha" = "$v2sha" ] || { echo "device-$device does not hold v2 ($sha)" >&2; exit 1; }
+done
+[ "$devpatch_path" = "patch 1 → 2" ] || { echo "the device did not take the patch ($devpatch_path)" >&2; cat "$work/devpatch.err" >&2; }
+
+say "A 10-row change: v3, and the device updates by patch"
+psql "$URL" -q -v ON_ERROR_STOP=1 -c "UPDATE reviews SET rating = 1 + rating % 5, updated_at = updated_at + interval '1 day' WHERE id IN (SELECT id FROM reviews ORDER BY id LIMIT 10)"
+"$FERRY" publish --config templates/campgrounds.yml --database-url "$URL" --store "$work/store" --json >"$work/v3.json"
+wait_version 3
+device_update devten --dir "$work/device-patch"
 
 say "Anchor: zsync with 2 KiB blocks from v1 to v2, over loopback HTTP (nginx, which serves the ranges zsync asks for)"
 mkdir -p "$work/www" "$work/nginx"
@@ -85,6 +126,7 @@ cp "$objects/$v1sha.sqlite" "$work/seed.sqlite"
 cmp -s "$work/out.sqlite" "$work/www/v2.sqlite" || { echo "zsync did not rebuild v2" >&2; cat "$work/zsync.out" >&2; }
 zsent=$(awk '{s += $1} END {print s + 0}' "$work/nginx/access.log")  # every byte nginx sent, headers and .zsync file included
 kill "$http_pid" 2>/dev/null; http_pid=
+kill "$serve_pid" 2>/dev/null; serve_pid=
 
 say "Results: $changed of $((2 * N)) rows changed (N = $N per table)"
 pct() { echo "100 * $1 / $size" | bc -l | xargs printf '%.2f'; }
@@ -98,3 +140,10 @@ printf 'publish v2 with patches:    %6.2f s, peak RSS %s MB\n' "$with_secs" "$wi
 printf 'publish v2 without patches: %6.2f s, peak RSS %s MB\n' "$without_secs" "$without_rss"
 printf 'patches cost %.0f %% more publish time (target <= 25 %%); the patch is %.2f %% of the file (target <= 2 %%)\n' \
   "$(echo "100 * ($with_secs - $without_secs) / $without_secs" | bc -l)" "$(echo "100 * $patch / $size" | bc -l)"
+echo
+printf '%-44s %9s %9s %14s %14s\n' "device: ferry fetch --apply v1 → v2" "seconds" "peak RSS" "body bytes" "loopback bytes"
+printf '%-44s %9.2f %7s MB %14s %14s\n' "by patch ($devpatch_path)" "$devpatch_secs" "$devpatch_rss" "$devpatch_body" "$devpatch_lo"
+printf '%-44s %9.2f %7s MB %14s %14s\n' "full download, gzip (--no-patch)" "$devfull_secs" "$devfull_rss" "$devfull_body" "$devfull_lo"
+printf 'the patch update took %.2f× the full update'"'"'s time (target <= 1.0); device peak RSS %s MB (target <= 100)\n' \
+  "$(echo "$devpatch_secs / $devfull_secs" | bc -l)" "$devpatch_rss"
+printf 'a 10-row change (v2 → v3, %s): %s body bytes, %s loopback bytes (target <= 65536)\n' "$devten_path" "$devten_body" "$devten_lo"

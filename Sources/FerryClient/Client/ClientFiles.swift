@@ -30,7 +30,7 @@ enum Installation: Sendable {
     /// The download was a version the directory already has; nothing moved.
     case alreadyPresent(TransferStats)
     /// The download became `database.db` (`.initialSync`) or `updated.db` (`.updateDownloaded`).
-    case installed(FetchResult.Outcome, SnapshotInfo, TransferStats)
+    case installed(FetchResult.Outcome, SnapshotInfo, TransferStats, UpdatePath)
 }
 
 /// The blocking half of ``FerryClient``: every operation on the client directory's files, synchronous, run by the
@@ -135,6 +135,26 @@ struct ClientFiles: Sendable {
         return known + state.refusedChecksums(accepts: { accepted?.contains($0) ?? true })
     }
 
+    /// The file a patch would start from: `updated.db` when an update is pending (it is the newer), else
+    /// `database.db`; nil when neither holds a readable version.
+    func patchBase(_ state: inout ClientStateFile) throws -> SnapshotDownloader.PatchBase? {
+        for file in [directory.updated, directory.database] {
+            guard let info = try directory.info(of: file, state: &state) else { continue }
+            return info.version == nil ? nil : SnapshotDownloader.PatchBase(file: file, info: info)
+        }
+        return nil
+    }
+
+    /// Copies the patch's base into `.ferry/patched.sqlite`, once the base is checked to still be the version the
+    /// patch was chosen for (an apply or rollback may have run while it downloaded).
+    func clonePatchBase(_ base: SnapshotDownloader.PatchBase, _ state: inout ClientStateFile) throws -> FileClone.Method {
+        guard let now = try directory.info(of: base.file, state: &state), now.sha256 == base.info.sha256 else {
+            throw FerryError(
+                .verification, "\(base.file.lastPathComponent) changed while the patch downloaded; taking the full download", path: base.file.path)
+        }
+        return try FileClone.clone(base.file, to: directory.patched)
+    }
+
     /// The check found nothing new: the partial is dropped and the cache kept.
     func notModified(_ state: inout ClientStateFile) {
         directory.discardPartial()
@@ -154,12 +174,15 @@ struct ClientFiles: Sendable {
             throw error
         case .downloaded(let v):
             verified = v
+        case .patch:
+            // FerryClient applies a patch (into a verified file) before it installs anything.
+            throw FerryError(.verification, "a patch reached the install step unapplied; nothing was changed", path: directory.patched.path)
         }
         let info = verified.info
         let live = try directory.info(of: directory.database, state: &state)
         let pending = try directory.info(of: directory.updated, state: &state)
         if info.sha256 == live?.sha256 || info.sha256 == pending?.sha256 {
-            directory.discardPartial()
+            if verified.file == directory.partial { directory.discardPartial() } else { try? FileManager.default.removeItem(at: verified.file) }
             return .alreadyPresent(verified.stats)
         }
         let outcome: FetchResult.Outcome
@@ -171,20 +194,23 @@ struct ClientFiles: Sendable {
             outcome = .updateDownloaded
             target = directory.updated
         }
-        try DurableFile.rename(directory.partial, to: target)
+        try DurableFile.rename(verified.file, to: target)
         if let identity = FileIdentity.of(target) { state.remember(identity, info) }
-        // The partial is installed; a record (or compressed prefix) left without it is dropped on the next open
-        // (removeLeftovers).
-        try? FileManager.default.removeItem(at: directory.partialGzip)
-        try? FileManager.default.removeItem(at: directory.partialRecord)  // as above
+        state.arrived(info.sha256, by: verified.path)
+        if verified.file == directory.partial {
+            // The partial is installed; a record (or compressed prefix) left without it is dropped on the next open
+            // (removeLeftovers).
+            try? FileManager.default.removeItem(at: directory.partialGzip)
+            try? FileManager.default.removeItem(at: directory.partialRecord)  // as above
+        }
         save(state, during: "install")
         logger.info(
             "\(outcome == .initialSync ? "initial sync" : "update downloaded")",
             metadata: [
                 "version": "\(info.version ?? 0)", "sha256": "\(info.sha256)", "bytes": "\(verified.stats.bytesReceived)",
-                "encoding": "\(verified.stats.encoding?.rawValue ?? "-")",
+                "encoding": "\(verified.stats.encoding?.rawValue ?? "-")", "path": "\(verified.path)",
             ])
-        return .installed(outcome, info, verified.stats)
+        return .installed(outcome, info, verified.stats, verified.path)
     }
 
     // MARK: Apply and rollback

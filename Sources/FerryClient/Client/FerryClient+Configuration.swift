@@ -34,6 +34,10 @@ extension FerryClient {
         /// Apply a pending `updated.db` in ``FerryClient/open(configuration:logger:transport:)`` before any
         /// connection is handed out (the book's "on launch"). Default true.
         public var applyPendingOnOpen: Bool = true
+        /// Take a row-level patch when the server offers one from the version this device holds and it is smaller
+        /// than the compressed full download (docs/delta.md). A patch that cannot be downloaded, applied or verified
+        /// falls back to the full download. False always downloads the full version (`ferry fetch --no-patch`).
+        public var usePatches: Bool = true
         /// Bytes buffered before each write to the partial file. Default 1 MiB.
         public var writeBufferSize: Int = 1 << 20
         /// Download at most this many bytes per second (like curl's `--limit-rate`); nil (default) is unlimited.

@@ -32,6 +32,28 @@ public struct FetchResult: Sendable, Equatable {
     /// How the snapshot travelled: ``TransferEncoding/gzip`` (inflated on arrival) or ``TransferEncoding/identity``;
     /// nil when nothing was downloaded.
     public var encoding: TransferEncoding? = nil
+    /// How the version arrived (nil when nothing was downloaded).
+    public var path: UpdatePath? = nil
+    /// Why a patch the server offered was not used (the full download was taken instead); nil otherwise.
+    public var patchFailure: String? = nil
+}
+
+/// How a version reached the device: the compressed full download, or a row-level patch from the version it held.
+///
+/// ```swift
+/// if case .patch(let from, let to) = result.path { print("patched \(from) → \(to)") }
+/// ```
+public enum UpdatePath: Sendable, Equatable, Codable {
+    case full
+    case patch(from: Int, to: Int)
+
+    /// `"full"` or `"patch"`.
+    public var name: String {
+        switch self {
+        case .full: return "full"
+        case .patch: return "patch"
+        }
+    }
 }
 
 /// What one ``FerryClient/applyPendingUpdate()`` did.

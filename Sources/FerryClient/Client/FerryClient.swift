@@ -232,17 +232,33 @@ public actor FerryClient {
             maxBytesPerSecond: configuration.maxBytesPerSecond, tokenProvider: configuration.tokenProvider, logger: logger)
         downloader.retryAfterLimit = configuration.retryAfterLimit
 
-        let (earlier, known) = try await exclusively { () async throws -> (FetchResult?, [String]) in
+        let usePatches = configuration.usePatches
+        let (earlier, known, base) = try await exclusively { () async throws -> (FetchResult?, [String], SnapshotDownloader.PatchBase?) in
             try await onFiles { files, state in try files.checkDataset(dataset, &state) }
             // A download that finished before a crash but was never renamed: verify it from disk and install it first.
             var earlier: FetchResult?
             if let outcome = try await downloader.verifyCompletePartial() {
                 earlier = try await install(outcome)
             }
-            return (earlier, try await onFiles { files, state in try files.knownChecksums(&state) })
+            let (known, base) = try await onFiles { files, state in
+                (try files.knownChecksums(&state), usePatches ? try files.patchBase(&state) : nil)
+            }
+            return (earlier, known, base)
         }
-        let outcome = try await downloader.check(knownChecksums: known, progress: progress)
-        return try await exclusively {
+        var outcome = try await downloader.check(knownChecksums: known, patchBase: base, progress: progress)
+        if case .patch(let patch) = outcome {
+            do {
+                outcome = .downloaded(try await build(patch))
+            } catch let error as FerryError where error.code != .offline {
+                logger.warning(
+                    "the patch did not apply; taking the full download",
+                    metadata: ["from": "\(patch.ref.from)", "to": "\(patch.ref.to)", "error": "\(error.message)"])
+                downloader.patchFailure.withLock { $0 = error.message }
+                outcome = try await downloader.check(knownChecksums: known, patchBase: nil, progress: progress)
+            }
+        }
+        let patchFailure = downloader.patchFailure.withLock { $0 }
+        var result = try await exclusively {
             if case .notModified = outcome {
                 logger.debug("not modified", metadata: ["dataset": "\(dataset)"])
                 try await onFiles { files, state in files.notModified(&state) }
@@ -251,6 +267,32 @@ public actor FerryClient {
             }
             return try await install(outcome)
         }
+        result.patchFailure = patchFailure
+        return result
+    }
+
+    /// Builds the next version from a downloaded patch: a copy of the base taken while no other operation runs
+    /// (so it holds committed data), the patch applied to the copy off the actor, then checked (see
+    /// ``PatchApplier``). The app keeps using database.db meanwhile; edits it makes are in the outbox, which the
+    /// apply replays on top as after a full download.
+    private func build(_ patch: SnapshotDownloader.DownloadedPatch) async throws -> SnapshotDownloader.Verified {
+        let scratch = directory.patched
+        let method = try await exclusively { try await onFiles { files, state in try files.clonePatchBase(patch.base, &state) } }
+        let started = ContinuousClock.now
+        let applied = try await BlockingWork.run {
+            try PatchApplier.apply(to: scratch, copy: method, patch: patch.changeset, expected: patch.target)
+        }
+        logger.info(
+            "patch applied",
+            metadata: [
+                "from": "\(patch.ref.from)", "to": "\(patch.ref.to)", "bytes": "\(patch.bytesReceived)", "copy": "\(applied.copy.rawValue)",
+                "conflicts": "\(applied.conflictsResolved)", "vacuumed": "\(applied.vacuumed)",
+                "seconds": "\((ContinuousClock.now - started).components.seconds)",
+            ])
+        let target = patch.target
+        let info = SnapshotInfo(sha256: target.sha256, version: target.version, schemaVersion: target.schemaVersion, dataset: patch.base.info.dataset)
+        let stats = TransferStats(bytesReceived: patch.bytesReceived, resumedFrom: 0, fileBytes: FileIdentity.size(of: scratch), encoding: .gzip)
+        return SnapshotDownloader.Verified(info: info, stats: stats, file: scratch, path: .patch(from: patch.ref.from, to: patch.ref.to))
     }
 
     /// Moves a verified partial into place (see ``ClientFiles/install(_:_:)``) and opens it after the initial sync.
@@ -259,11 +301,11 @@ public actor FerryClient {
         case .alreadyPresent(let stats):
             return FetchResult(
                 outcome: .notModified, bytesReceived: stats.bytesReceived, resumedFrom: stats.resumedFrom, status: try await currentStatus())
-        case .installed(let outcome, let info, let stats):
+        case .installed(let outcome, let info, let stats, let path):
             if outcome == .initialSync { try await openConnection() }
             return FetchResult(
                 outcome: outcome, version: info.version, sha256: info.sha256, bytesReceived: stats.bytesReceived, resumedFrom: stats.resumedFrom,
-                status: try await currentStatus(), fileBytes: stats.fileBytes, encoding: stats.encoding)
+                status: try await currentStatus(), fileBytes: stats.fileBytes, encoding: stats.encoding, path: path)
         }
     }
 

@@ -45,12 +45,16 @@ public struct ClientStatus: Sendable, Equatable {
     public var previousVersion: Int?
     /// Local edits waiting for the server's answer (the outbox).
     public var outbox: Int
+    /// How the newest version here (pending, else live) arrived; nil when the client does not know (a file put
+    /// there by hand, or a lost `state.json`).
+    public var path: UpdatePath?
 
     public init(
         state: SyncState, version: Int? = nil, sha256: String? = nil, pendingVersion: Int? = nil,
-        pendingSha256: String? = nil, previousVersion: Int? = nil, outbox: Int = 0
+        pendingSha256: String? = nil, previousVersion: Int? = nil, outbox: Int = 0, path: UpdatePath? = nil
     ) {
         self.outbox = outbox
+        self.path = path
         self.state = state
         self.version = version
         self.sha256 = sha256

@@ -38,6 +38,8 @@ public struct ClientDirectory: Sendable, Equatable {
     var partial: URL { privateDirectory.appendingPathComponent("partial.sqlite") }
     var partialGzip: URL { privateDirectory.appendingPathComponent("partial.gz") }
     var partialRecord: URL { privateDirectory.appendingPathComponent("partial.json") }
+    /// Where a patch is applied to a copy of the device's database before it becomes `updated.db`.
+    var patched: URL { privateDirectory.appendingPathComponent("patched.sqlite") }
     var stateFile: URL { privateDirectory.appendingPathComponent("state.json") }
     var lockFile: URL { privateDirectory.appendingPathComponent("lock") }
     var previousLink: URL { privateDirectory.appendingPathComponent("previous.db.tmp") }
@@ -49,8 +51,8 @@ public struct ClientDirectory: Sendable, Equatable {
         try DurableFile.makeDirectory(privateDirectory)
     }
 
-    /// Removes what a crash can leave in `.ferry`: the apply's hard link, and partial download files without their
-    /// record (or a record without them).
+    /// Removes what a crash can leave in `.ferry`: the apply's hard link, partial download files without their
+    /// record (or a record without them), and a half-patched copy.
     /// Throws when `.ferry` cannot be listed or a leftover cannot be removed.
     func removeLeftovers() throws {
         let fm = FileManager.default
@@ -69,6 +71,14 @@ public struct ClientDirectory: Sendable, Equatable {
             }
         }
         if (exists(partial) || exists(partialGzip)) != exists(partialRecord) { discardPartial() }
+        // A patch being applied when the process died: scratch, rebuilt by the next fetch.
+        for scratch in [patched.path, patched.path + "-journal"] where fm.fileExists(atPath: scratch) {
+            do {
+                try fm.removeItem(atPath: scratch)
+            } catch {
+                throw ClientDirectory.ioError("cannot remove a leftover of an interrupted patch: \(error.localizedDescription)", URL(fileURLWithPath: scratch))
+            }
+        }
     }
 
     /// Deletes the partial download and its record.

@@ -45,8 +45,16 @@ struct ClientStateFile: Codable, Equatable, Sendable {
         var schemaVersion: Int?
     }
 
+    /// How a version arrived, by its published checksum.
+    struct Arrival: Codable, Equatable, Sendable {
+        var sha256: String
+        var path: UpdatePath
+    }
+
     var checksums: [CachedChecksum] = []
     var refused: [Refused] = []
+    /// Optional in the file: a state.json from before patches has none.
+    var arrivals: [Arrival]? = nil
 
     static let maxEntries = 8
 
@@ -85,6 +93,17 @@ struct ClientStateFile: Codable, Equatable, Sendable {
         checksums.removeAll { $0.identity.inode == identity.inode }
         checksums.append(CachedChecksum(identity: identity, info: info))
         if checksums.count > Self.maxEntries { checksums.removeFirst(checksums.count - Self.maxEntries) }
+    }
+
+    mutating func arrived(_ sha256: String, by path: UpdatePath) {
+        var list = (arrivals ?? []).filter { $0.sha256 != sha256 }
+        list.append(Arrival(sha256: sha256, path: path))
+        arrivals = Array(list.suffix(Self.maxEntries))
+    }
+
+    func arrival(of sha256: String?) -> UpdatePath? {
+        guard let sha256 else { return nil }
+        return arrivals?.last { $0.sha256 == sha256 }?.path
     }
 
     mutating func refuse(_ info: SnapshotInfo, reason: RefusalReason) {
@@ -135,7 +154,8 @@ extension ClientDirectory {
         return ClientStatus(
             state: SyncState.derive(hasDatabase: live != nil, hasUpdate: pending != nil),
             version: live?.version, sha256: live?.sha256, pendingVersion: pending?.version, pendingSha256: pending?.sha256,
-            previousVersion: previousInfo?.version, outbox: live == nil ? 0 : try queuedEdits())
+            previousVersion: previousInfo?.version, outbox: live == nil ? 0 : try queuedEdits(),
+            path: state.arrival(of: pending?.sha256 ?? live?.sha256))
     }
 
     /// The number of edits in database.db's outbox; throws when it cannot be read (a status never shows a count it

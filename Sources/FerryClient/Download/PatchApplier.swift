@@ -23,25 +23,48 @@ enum PatchApplier {
         var copy: FileClone.Method
         /// Conflicts settled in favour of the server's row (devices with local edits only).
         var conflictsResolved: Int
-        /// Whether the device had local edits (then row counts are not checked against the manifest).
+        /// Whether the device had local edits (then row counts and the content digest are not checked).
         var hadLocalEdits: Bool
+        /// Whether the result was rebuilt with `VACUUM` (see ``vacuumFreeRatio``).
+        var vacuumed = false
     }
 
+    /// A patched database whose free pages reach this share of its pages is rebuilt with `VACUUM` before it becomes
+    /// `updated.db`: the pages a patch frees are reused by later patches, so the file stays compact, and one that
+    /// fragmented past this point costs one rebuild on the device, never a full download.
+    static let vacuumFreeRatio = 0.25
+
+    /// Clones `live` into `target` and applies `patch` to the clone (see ``apply(to:copy:patch:expected:)``).
     static func build(live: URL, into target: URL, patch: Changeset, expected: PublishedVersion) throws -> Outcome {
+        let method: FileClone.Method
         do {
-            return try buildOrThrow(live: live, into: target, patch: patch, expected: expected)
+            try patch.validate()
+            method = try FileClone.clone(live, to: target)
+        } catch {
+            try? FileManager.default.removeItem(at: target)  // the original error says what went wrong
+            throw error
+        }
+        return try apply(to: target, copy: method, patch: patch, expected: expected)
+    }
+
+    /// Applies `patch` to `target`, a fresh copy of the device's database, and checks the result against
+    /// `expected`. Anything that fails removes `target` and throws.
+    static func apply(to target: URL, copy method: FileClone.Method, patch: Changeset, expected: PublishedVersion) throws -> Outcome {
+        do {
+            return try applyOrThrow(to: target, copy: method, patch: patch, expected: expected)
         } catch {
             // The half-built file must not survive; the original error says what went wrong.
             try? FileManager.default.removeItem(at: target)
+            try? FileManager.default.removeItem(atPath: target.path + "-journal")
             throw error
         }
     }
 
-    private static func buildOrThrow(live: URL, into target: URL, patch: Changeset, expected: PublishedVersion) throws -> Outcome {
+    private static func applyOrThrow(to target: URL, copy method: FileClone.Method, patch: Changeset, expected: PublishedVersion) throws -> Outcome {
         try patch.validate()
-        let method = try FileClone.clone(live, to: target)
         var resolved = 0
         var hadLocalEdits = false
+        var vacuumed = false
         do {
             let db = try SQLiteConnection(path: target.path, mode: .readWrite)
             let hasOutbox = try tableExists("ferry_outbox", db)
@@ -61,26 +84,46 @@ enum PatchApplier {
                     "UPDATE ferry_snapshot SET version = ?, schemaVersion = ?, createdAt = ?, tables = ?",
                     [.integer(Int64(expected.version)), .integer(Int64(expected.schemaVersion)), .text(expected.createdAt), .text(counts)])
                 guard updated == 1 else {
-                    throw FerryError(.verification, "the database has \(updated) ferry_snapshot rows, not one; it is not a Ferry snapshot", path: live.path)
+                    throw FerryError(.verification, "the database has \(updated) ferry_snapshot rows, not one; it is not a Ferry snapshot", path: target.path)
                 }
-                if try tableExists("ferry_origin", db) {
-                    try db.run("UPDATE ferry_origin SET sha256 = ?", [.text(expected.sha256)])
-                }
+                // The file's bytes are not the published ones: it names the version it holds (status, If-None-Match).
+                try db.execute("CREATE TABLE IF NOT EXISTS ferry_origin(sha256 TEXT NOT NULL); DELETE FROM ferry_origin;")
+                try db.run("INSERT INTO ferry_origin(sha256) VALUES (?)", [.text(expected.sha256)])
                 if try tableExists("ferry_capture", db) { try Outbox.setCapture(true, db) }
             }
             if !hadLocalEdits {
-                for (table, rows) in expected.tables.sorted(by: { $0.key < $1.key }) {
-                    let count = try db.scalar("SELECT count(*) FROM \(SQLIdentifier.quote(table))")?.integer ?? -1
-                    guard count == Int64(rows) else {
-                        throw FerryError(
-                            .verification, "after the patch, table '\(table)' has \(count) rows but version \(expected.version) has \(rows); taking the full download",
-                            path: target.path)
-                    }
-                }
+                try verifyContent(db, expected: expected, file: target)
+            }
+            let pages = try db.scalar("PRAGMA page_count")?.integer ?? 0
+            let free = try db.scalar("PRAGMA freelist_count")?.integer ?? 0
+            if pages > 0, Double(free) >= Double(pages) * vacuumFreeRatio {
+                try db.execute("VACUUM")
+                vacuumed = true
             }
         }
         try DurableFile.sync(target)
-        return Outcome(copy: method, conflictsResolved: resolved, hadLocalEdits: hadLocalEdits)
+        return Outcome(copy: method, conflictsResolved: resolved, hadLocalEdits: hadLocalEdits, vacuumed: vacuumed)
+    }
+
+    /// On a device without local edits the patched rows must be exactly the published ones: the row counts, then the
+    /// content digest (when the version records one).
+    private static func verifyContent(_ db: SQLiteConnection, expected: PublishedVersion, file: URL) throws {
+        for (table, rows) in expected.tables.sorted(by: { $0.key < $1.key }) {
+            let count = try db.scalar("SELECT count(*) FROM \(SQLIdentifier.quote(table))")?.integer ?? -1
+            guard count == Int64(rows) else {
+                throw FerryError(
+                    .verification, "after the patch, table '\(table)' has \(count) rows but version \(expected.version) has \(rows)",
+                    path: file.path)
+            }
+        }
+        guard let published = expected.contentDigest else { return }
+        let digest = try ContentDigest.compute(db, tables: Array(expected.tables.keys))
+        guard digest.description == published else {
+            throw FerryError(
+                .verification,
+                "after the patch, the rows' content digest is \(digest) but version \(expected.version) has \(published): the database diverged from the version it claims",
+                path: file.path)
+        }
     }
 
     static func tableExists(_ name: String, _ db: SQLiteConnection) throws -> Bool {

@@ -57,16 +57,24 @@ struct SnapshotDownloader: Sendable {
     /// The access token, asked before each request; nil sends no `Authorization` header.
     var tokenProvider: FerryClient.TokenProvider? = nil
     let logger: Logger
+    /// Why the last patch offered could not be used (the check then took the full download).
+    let patchFailure = Locked<String?>(nil)
 
     /// A verified snapshot sitting in `.ferry/partial.sqlite`, ready to be renamed into place.
     struct Verified: Sendable, Equatable {
         var info: SnapshotInfo
         var stats: TransferStats
+        /// Where the verified file is: `.ferry/partial.sqlite` for a download, `.ferry/patched.sqlite` for a patch.
+        var file: URL
+        /// How it was made.
+        var path: UpdatePath = .full
     }
 
     enum Outcome: Sendable {
         case notModified
         case downloaded(Verified)
+        /// A verified patch from the device's version to the manifest's, to apply to a copy of the base.
+        case patch(DownloadedPatch)
         /// Verified, but of a schema version the app does not accept: the partial was discarded.
         case refused(SnapshotInfo, FerryError)
     }
@@ -155,11 +163,14 @@ struct SnapshotDownloader: Sendable {
     /// One check: revalidates the manifest with `If-None-Match: knownChecksums` (pending, else live, plus refused
     /// ones); when it names something new, downloads that version. A version pruned between the two requests (404)
     /// makes one more round.
-    func check(knownChecksums: [String], progress: (@Sendable (FetchProgress) -> Void)?) async throws -> Outcome {
+    /// With a `patchBase`, a manifest that names a patch from it (see ``choosePatch(_:base:accepted:)``) makes it
+    /// download that patch instead (``Outcome/patch(_:)``); a patch that cannot be downloaded or verified falls back
+    /// to the full download, and its error is kept in ``patchFailure``.
+    func check(knownChecksums: [String], patchBase: PatchBase? = nil, progress: (@Sendable (FetchProgress) -> Void)?) async throws -> Outcome {
         var waited = 0
         while true {
             do {
-                return try await checkOnce(knownChecksums: knownChecksums, progress: progress)
+                return try await checkOnce(knownChecksums: knownChecksums, patchBase: patchBase, progress: progress)
             } catch let wait as ServerAsksToWait {
                 guard Duration.seconds(waited + wait.seconds) <= retryAfterLimit else { throw wait.failure.waiting(wait.seconds) }
                 logger.notice("the server asks to retry later; waiting", metadata: ["seconds": "\(wait.seconds)"])
@@ -169,11 +180,22 @@ struct SnapshotDownloader: Sendable {
         }
     }
 
-    private func checkOnce(knownChecksums: [String], progress: (@Sendable (FetchProgress) -> Void)?) async throws -> Outcome {
+    private func checkOnce(knownChecksums: [String], patchBase: PatchBase?, progress: (@Sendable (FetchProgress) -> Void)?) async throws -> Outcome {
         for _ in 0..<2 {
             guard let manifest = try await revalidateManifest(knownChecksums: knownChecksums) else { return .notModified }
             // A cache in between that dropped If-None-Match still cannot make us download what we have.
             if knownChecksums.contains(manifest.sha256) { return .notModified }
+            if let patchBase, let ref = Self.choosePatch(manifest, base: patchBase, accepted: acceptedSchemaVersions) {
+                do {
+                    let (changeset, bytes) = try await downloadPatch(ref, progress: progress)
+                    return .patch(DownloadedPatch(ref: ref, changeset: changeset, target: manifest.current, base: patchBase, bytesReceived: bytes))
+                } catch let error as FerryError where error.code != .offline && error.code != .unauthorized {
+                    logger.warning(
+                        "the patch cannot be used; taking the full download",
+                        metadata: ["from": "\(ref.from)", "to": "\(ref.to)", "error": "\(error.message)"])
+                    patchFailure.withLock { $0 = error.message }
+                }
+            }
             let promised = ExpectedSnapshot(sha256: manifest.sha256, size: manifest.size, version: manifest.version)
             if let outcome = try await download(promised, progress: progress) { return outcome }
             logger.notice("version \(manifest.version) was pruned right after the manifest named it; checking again")
@@ -354,6 +376,6 @@ struct SnapshotDownloader: Sendable {
             directory.discardPartial()
             return .refused(info, refusal)
         }
-        return .downloaded(Verified(info: info, stats: stats))
+        return .downloaded(Verified(info: info, stats: stats, file: directory.partial))
     }
 }

@@ -54,6 +54,8 @@ final class ExportSession: @unchecked Sendable {
 struct ExportResult {
     var tables: [String: Int]
     var dataDigest: String
+    /// The ``ContentDigest`` of the file's published tables, recorded with the version for devices to check.
+    var contentDigest: String
 }
 
 /// Streams every table of a template from PostgreSQL into a fresh SQLite file, in one REPEATABLE READ snapshot.
@@ -132,7 +134,8 @@ final class SnapshotExporter {
                 throw FerryError(.verification, "table '\(plan.name)': SQLite holds \(stored) rows but PostgreSQL sent \(counts[plan.name] ?? 0); nothing was published", path: file.path)
             }
         }
-        return ExportResult(tables: counts, dataDigest: digest.finalizeHex())
+        let contentDigest = try ContentDigest.compute(db, tables: plans.map(\.name))
+        return ExportResult(tables: counts, dataDigest: digest.finalizeHex(), contentDigest: contentDigest.description)
     }
 
     /// Streams one table; returns the row count, checked against PostgreSQL's `COPY n`.

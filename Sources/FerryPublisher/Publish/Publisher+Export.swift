@@ -66,13 +66,13 @@ extension Publisher {
             var record = VersionRecord(
                 published: PublishedVersion(
                     version: version, sha256: object.sha256, size: object.size, gzipSize: object.gzipSize, createdAt: createdAt,
-                    schemaVersion: template.schemaVersion, tables: export.result.tables),
+                    schemaVersion: template.schemaVersion, tables: export.result.tables, contentDigest: export.result.contentDigest),
                 dataDigest: export.result.dataDigest)
             let retained = Array(((before?.retained ?? []) + [record]).suffix(configuration.keep))
             if configuration.patches, let before, let comparable, before.current.schemaVersion == template.schemaVersion {
                 record.published.patches = patches(
                     to: record, tables: export.result.tables.keys.sorted() + ["ferry_tables"], after: before,
-                    from: retained.dropLast().map(\.version), in: comparable, store: store)
+                    from: Array(retained.dropLast()), in: comparable, store: store)
             }
             entries.append(ScopeEntry(scope: export.scope, retained: retained.dropLast() + [record]))
         }
@@ -106,7 +106,7 @@ extension Publisher {
     /// not smaller than the gzip copy is not stored. Patches only save bytes: a failure is logged and the scope
     /// simply has none (its devices take the full download).
     func patches(
-        to record: VersionRecord, tables: [String], after before: ScopeEntry, from versions: [Int], in previous: StoredManifest,
+        to record: VersionRecord, tables: [String], after before: ScopeEntry, from bases: [VersionRecord], in previous: StoredManifest,
         store: FileSnapshotStore
     ) -> [PatchRef]? {
         let dataset = previous.dataset
@@ -116,7 +116,8 @@ extension Publisher {
                 from: store.files(of: previousCurrent, in: previous).snapshot, to: store.objectURL(dataset: dataset, sha256: record.sha256),
                 tables: tables)
             var refs: [PatchRef] = []
-            for from in versions {
+            for base in bases {
+                let from = base.version
                 let changeset: Changeset
                 if from == previousCurrent.version {
                     changeset = diff
@@ -125,7 +126,8 @@ extension Publisher {
                 } else {
                     continue
                 }
-                if let ref = try store.storePatch(dataset: dataset, changeset: changeset, from: from, to: record.version, limit: record.gzipSize) {
+                if let ref = try store.storePatch(
+                    dataset: dataset, changeset: changeset, from: from, base: base.sha256, to: record.version, limit: record.gzipSize) {
                     refs.append(ref)
                 }
             }

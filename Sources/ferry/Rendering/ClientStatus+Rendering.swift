@@ -26,6 +26,38 @@ struct StatusJSON: Encodable {
     }
 }
 
+/// `ferry status --json`: the status, then how its newest version (pending, else live) arrived: `path` is `"patch"`
+/// (with `patchFrom` and `patchTo`), `"full"`, or `null` when the client does not know.
+///
+/// ```json
+/// {…status…,"path":"patch","patchFrom":2,"patchTo":3}
+/// ```
+struct StatusCommandJSON: Encodable {
+    let status: ClientStatus
+
+    func encode(to encoder: any Encoder) throws {
+        try StatusJSON(status).encode(to: encoder)
+        try PathJSON(path: status.path).encode(to: encoder)
+    }
+}
+
+/// `path`, `patchFrom`, `patchTo`: how a version arrived (see ``UpdatePath``), `null` when unknown or nothing arrived.
+struct PathJSON: Encodable {
+    let path: UpdatePath?
+
+    enum CodingKeys: String, CodingKey { case path, patchFrom, patchTo }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(path?.name, forKey: .path)
+        var from: Int?
+        var to: Int?
+        if case .patch(let f, let t) = path { (from, to) = (f, t) }
+        try container.encode(from, forKey: .patchFrom)
+        try container.encode(to, forKey: .patchTo)
+    }
+}
+
 /// `ferry apply --json`: the status, then `applied`.
 struct ApplyJSON: Encodable {
     let status: ClientStatus
@@ -56,10 +88,12 @@ struct RollbackJSON: Encodable {
 
 /// `ferry fetch --json`: the status, then what the check did. `bytesReceived` counts the bytes received over the
 /// network by this fetch (compressed when `encoding` is `gzip`), `resumedFrom` the byte of that transfer it resumed
-/// after, `fileBytes` the size of the SQLite file it produced (`null` when nothing was downloaded).
+/// after, `fileBytes` the size of the SQLite file it produced (`null` when nothing was downloaded), then the path it
+/// took (``PathJSON``) and `patchError`, why a patch the server offered was not used (`null` when none was or it was).
 ///
 /// ```json
-/// {…status…,"result":"updateDownloaded","applied":false,"bytesReceived":8120,"resumedFrom":0,"fileBytes":49152,"encoding":"gzip"}
+/// {…status…,"result":"updateDownloaded","applied":false,"bytesReceived":8120,"resumedFrom":0,"fileBytes":49152,"encoding":"gzip",
+///  "path":"patch","patchFrom":2,"patchTo":3,"patchError":null}
 /// ```
 struct FetchJSON: Encodable {
     let status: ClientStatus
@@ -67,6 +101,7 @@ struct FetchJSON: Encodable {
     let applied: Bool
 
     enum CodingKeys: String, CodingKey { case result, applied, bytesReceived, resumedFrom, fileBytes, encoding }
+    enum ErrorKeys: String, CodingKey { case patchError }
 
     func encode(to encoder: any Encoder) throws {
         try StatusJSON(status).encode(to: encoder)
@@ -77,6 +112,9 @@ struct FetchJSON: Encodable {
         try container.encode(result.resumedFrom, forKey: .resumedFrom)
         try container.encode(result.fileBytes, forKey: .fileBytes)
         try container.encode(result.encoding?.rawValue, forKey: .encoding)
+        try PathJSON(path: result.path).encode(to: encoder)
+        var errors = encoder.container(keyedBy: ErrorKeys.self)
+        try errors.encode(result.patchFailure, forKey: .patchError)
     }
 }
 
@@ -106,6 +144,7 @@ extension ClientStatus {
                 + (pendingSha256.map { " (sha256 \($0))" } ?? ""))
         lines.append("outbox: \(outbox) local edit\(outbox == 1 ? "" : "s") waiting for upload")
         if let previousVersion { lines.append("previous: version \(previousVersion) (ferry rollback restores it)") }
+        if case .patch(let from, let to) = path { lines.append("arrived: by patch \(from) → \(to)") }
         return lines.joined(separator: "\n")
     }
 }

@@ -1,0 +1,103 @@
+import Crypto
+import FerryCore
+import Foundation
+
+/// The patch path (docs/delta.md): when the device holds a version the manifest names a patch from, the patch is
+/// downloaded from its immutable URL (`…/patches/{from}-{to}`), checked against the size and SHA-256 the manifest
+/// names, and inflated; the client then applies it to a copy of its database.
+extension SnapshotDownloader {
+    /// The file a patch would apply to: `updated.db` when an update is pending (it is newer), else `database.db`.
+    struct PatchBase: Sendable, Equatable {
+        var file: URL
+        var info: SnapshotInfo
+    }
+
+    /// A verified patch, ready to be applied.
+    struct DownloadedPatch: Sendable {
+        var ref: PatchRef
+        var changeset: Changeset
+        /// The version it leads to, as the manifest describes it.
+        var target: PublishedVersion
+        var base: PatchBase
+        /// Bytes received over the network for it.
+        var bytesReceived: Int64
+    }
+
+    /// The most a patch may inflate to, as a multiple of its compressed size (a changeset of text compresses about
+    /// 5×; this bounds a hostile one).
+    static let patchInflationLimit: Int64 = 64
+
+    /// The patch to take from `base` to the manifest's version, or nil to take the full download: the patch must
+    /// start at the base's version and name the base's published checksum (scopes share version numbers), the schema
+    /// must be unchanged and accepted, and the patch must be smaller than the compressed full download.
+    static func choosePatch(_ manifest: Manifest, base: PatchBase?, accepted: Set<Int>?) -> PatchRef? {
+        guard let base, let version = base.info.version, version < manifest.version,
+            base.info.schemaVersion == manifest.schemaVersion, base.info.dataset == nil || base.info.dataset == manifest.dataset,
+            accepted?.contains(manifest.schemaVersion) ?? true,
+            let ref = manifest.current.patch(from: version), ref.to == manifest.version, ref.base == base.info.sha256
+        else { return nil }
+        let full = manifest.gzipSize > 0 ? manifest.gzipSize : manifest.size
+        return ref.size < full ? ref : nil
+    }
+
+    func patchURL(_ ref: PatchRef) -> URL {
+        datasetURL.appendingPathComponent("patches").appendingPathComponent("\(ref.from)-\(ref.to)")
+    }
+
+    /// Downloads `ref` and checks its size and SHA-256 before inflating it. Patches are small (a fraction of the
+    /// compressed snapshot) and are not resumed: an interrupted one is downloaded again.
+    func downloadPatch(_ ref: PatchRef, progress: (@Sendable (FetchProgress) -> Void)?) async throws -> (Changeset, Int64) {
+        let url = patchURL(ref)
+        var headers = ["Accept-Encoding": "identity"]
+        if let authorization = try await BearerAuthorization.header(from: tokenProvider) { headers["Authorization"] = authorization }
+        let compressed: Data = try await transport.get(SnapshotRequest(url: url, headers: headers)) { head, body in
+            guard head.status == 200 else { throw ResponsePlan.failure(head, url: url.absoluteString) }
+            var data = Data()
+            data.reserveCapacity(Int(ref.size))
+            progress?(FetchProgress(bytesReceived: 0, totalBytes: ref.size, resumedFrom: 0))
+            do {
+                for try await chunk in body {
+                    guard Int64(data.count + chunk.count) <= ref.size else {
+                        throw FerryError(
+                            .corruptTransfer, "the patch at \(url.absoluteString) is longer than the \(ref.size) bytes the manifest names")
+                    }
+                    data.append(chunk)
+                    progress?(FetchProgress(bytesReceived: Int64(data.count), totalBytes: ref.size, resumedFrom: 0))
+                }
+            } catch let error as FerryError {
+                throw error
+            } catch {
+                throw FerryError(
+                    .offline, "the patch download from \(url.absoluteString) broke off after \(data.count) of \(ref.size) bytes (\(error)); database.db is unchanged")
+            }
+            return data
+        }
+        guard Int64(compressed.count) == ref.size else {
+            throw FerryError(
+                .corruptTransfer, "the patch at \(url.absoluteString) ended after \(compressed.count) of \(ref.size) bytes; database.db is unchanged")
+        }
+        let sha256 = SHA256.hash(data: compressed).map { String(format: "%02x", $0) }.joined()
+        guard sha256 == ref.sha256 else {
+            throw FerryError(
+                .corruptTransfer, "the patch at \(url.absoluteString) does not match its checksum (sha256 \(sha256), the manifest names \(ref.sha256)); database.db is unchanged")
+        }
+        return (try Self.inflate(compressed, limit: ref.size * Self.patchInflationLimit, url: url), Int64(compressed.count))
+    }
+
+    private static func inflate(_ compressed: Data, limit: Int64, url: URL) throws -> Changeset {
+        let inflater = try GzipInflater()
+        var raw = Data()
+        do {
+            try inflater.inflate(compressed) { piece in
+                guard Int64(raw.count + piece.count) <= limit else {
+                    throw FerryError(.verification, "the patch inflates to more than \(limit) bytes")
+                }
+                raw.append(contentsOf: piece)
+            }
+            try inflater.finish()
+        } catch let error as FerryError {
+            throw FerryError(.corruptTransfer, "the patch at \(url.absoluteString) cannot be inflated: \(error.message)")
+        }
+        return Changeset(data: raw)
+    }
+}
