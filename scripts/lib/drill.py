@@ -254,8 +254,18 @@ def drill_client(rounds):
     published_files(store, "notes", published)
     time.sleep(1.1)  # the server sees a new manifest within a second
     t0 = time.time()
-    ferry("fetch", "--server", base, "--dataset", "notes", "--dir", device, "--apply", "--limit-rate", "512K")
+    ferry("fetch", "--server", base, "--dataset", "notes", "--dir", device, "--apply", "--limit-rate", "512K", "--no-patch")
     runtime = time.time() - t0
+    # The patch path's runtime: a round's change (1/40 of the rows) arrives as a row-level patch.
+    psql(url, "UPDATE notes SET body = body || '!', updated_at = now() WHERE abs(hashtext(id)) % 40 = 39")
+    ferry(*publish)
+    published_files(store, "notes", published)
+    time.sleep(1.1)
+    t0 = time.time()
+    measured = ferry("fetch", "--server", base, "--dataset", "notes", "--dir", device, "--apply", "--json")
+    patch_runtime = time.time() - t0
+    if measured.returncode != 0 or json.loads(measured.stdout)["path"] != "patch":
+        raise RuntimeError(f"the update by patch was not taken: {measured.stdout.strip()[:300]} {measured.stderr.strip()[:300]}")
     psql(url, "UPDATE notes SET body = body || '.', updated_at = now()")
     ferry(*publish)
     published_files(store, "notes", published)
@@ -275,10 +285,14 @@ def drill_client(rounds):
             if ferry("exec", "--dir", device, f"UPDATE notes SET body = '{body}' WHERE id = '{note}'").returncode == 0:
                 queued[note] = (body, queued_at)
                 edited_ever.add(note)
+            # Fetches alternate between the full download (throttled, so kills land inside it) and the patch path.
             command = "sync" if r % 2 else "fetch"
-            extra = ["--apply", "--limit-rate", "512K"] if command == "fetch" else []
+            by_patch = command == "fetch" and r % 4 == 2
+            extra = ["--apply"] + ([] if by_patch else ["--limit-rate", "512K", "--no-patch"]) if command == "fetch" else []
             p = start(command, "--server", base, "--dataset", "notes", "--dir", device, *extra)
-            window = sync_runtime if command == "sync" else runtime
+            window = sync_runtime if command == "sync" else (patch_runtime if by_patch else runtime)
+            if by_patch:
+                command = "fetch (patch)"
             # Half the kills anywhere in the run, half near its end, where verify and swap take their short turn.
             time.sleep(RNG.uniform(0, window * 1.1) if RNG.random() < 0.5 else RNG.uniform(window * 0.8, window * 1.05))
             finished = p.poll() is not None
@@ -286,6 +300,8 @@ def drill_client(rounds):
             dot = os.path.join(device, ".ferry")
             if finished:
                 phase = "finished"
+            elif os.path.exists(os.path.join(dot, "patched.sqlite")):
+                phase = "patch"
             elif os.path.exists(os.path.join(device, "updated.db")):
                 phase = "verify/swap"
             elif os.path.isdir(dot) and any(n.startswith("partial") for n in os.listdir(dot)):
