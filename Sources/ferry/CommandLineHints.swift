@@ -1,5 +1,6 @@
 import FerryClient
 import FerryCore
+import FerryPostgres
 
 /// The one place where library errors meet command-line options. The libraries name their own settings
 /// (`Configuration.serverURL`, `TrustedCertificates`, the token provider) and never a flag; here an error's code, key
@@ -33,6 +34,8 @@ enum CommandLineHints {
         case (.badInput, "serverURL"): return "pass the server with --server URL"
         case (.badInput, "dataset"): return "pass the dataset with --dataset NAME"
         case (.noDatabase, _): return "run `ferry fetch --server URL --dataset NAME --dir DIR` once online"
+        case (.badTemplate, nil) where error.message.hasPrefix(Template.unreadableFileMessage):
+            return "pass the template with --config FILE (the samples are in templates/)"
         default: return nil
         }
     }

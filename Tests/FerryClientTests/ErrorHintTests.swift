@@ -67,5 +67,18 @@ import Testing
         #expect(exec.status == 1)
         #expect(exec.stderr.contains("there is no database.db yet"), "\(exec.stderr)")
         #expect(exec.stderr.contains("run `ferry fetch --server URL --dataset NAME --dir DIR` once online"), "\(exec.stderr)")
+
+        // A server that is not running: plain words, not the socket library's text
+        let port = try BadNetworkTests.freePort()
+        let refused = try await runFerryOffPool(["fetch", "--server", "http://127.0.0.1:\(port)", "--dataset", "trips", "--dir", dir])
+        #expect(refused.status == 1)
+        #expect(refused.stderr.contains("connection refused: nothing listens there"), "\(refused.stderr)")
+        #expect(!refused.stderr.contains("errno"), "\(refused.stderr)")
+
+        // A template that is not there: the file, then the flag
+        let missing = try runFerry(["publish", "--config", temp.appending("nope.yml").path, "--database-url", "postgres://x@127.0.0.1:1/x", "--store", dir])
+        #expect(missing.status == 1)
+        #expect(missing.stderr.contains("nope.yml: cannot read the template file"), "\(missing.stderr)")
+        #expect(missing.stderr.contains("pass the template with --config FILE"), "\(missing.stderr)")
     }
 }

@@ -123,6 +123,35 @@ import Testing
     }
 }
 
+extension PatchApplierTests {
+    @Test("moved row by row from the base's digest, the check agrees with a full read, and still sees a column the patch did not change")
+    func digestMovedFromTheBase() throws {
+        let world = try World()
+        defer { world.temp.remove() }
+        let tables = ["trips", "blobs"]
+        let base = try ContentDigest.compute(SQLiteConnection(path: try world.fixtures.snapshotFile(1).path, mode: .readOnly), tables: tables)
+        var expected = world.v2.current
+        expected.contentDigest = try ContentDigest.compute(SQLiteConnection(path: try world.fixtures.snapshotFile(2).path, mode: .readOnly), tables: tables)
+            .description
+        #expect(try world.patch.touchedRows()["trips"]?.keys.count == 10)
+        _ = try PatchApplier.build(live: world.device, into: world.target, patch: world.patch, expected: expected, baseDigest: base.description)
+        try FileManager.default.removeItem(at: world.target)
+
+        // Given a row the patch updates, diverged in a column the patch does not change (no conflict can see that)
+        let db = try SQLiteConnection(path: world.device.path, mode: .readWrite)
+        try Outbox.setCapture(false, db)
+        try db.execute("UPDATE trips SET seats = 1000 WHERE id = 't1'")
+        try Outbox.setCapture(true, db)
+        for baseDigest in [base.description, nil] {
+            let error = #expect(throws: FerryError.self) {
+                try PatchApplier.build(live: world.device, into: world.target, patch: world.patch, expected: expected, baseDigest: baseDigest)
+            }
+            #expect(error?.message.contains("content digest") == true, "\(String(describing: error))")
+            #expect(!FileManager.default.fileExists(atPath: world.target.path))
+        }
+    }
+}
+
 /// The content digest: a sum of row hashes, independent of row order and page layout, moved by adding and removing rows.
 @Suite struct ContentDigestTests {
     @Test func orderIndependentAndMovedByAddingAndRemovingRows() throws {

@@ -140,7 +140,8 @@ struct ClientFiles: Sendable {
     func patchBase(_ state: inout ClientStateFile) throws -> SnapshotDownloader.PatchBase? {
         for file in [directory.updated, directory.database] {
             guard let info = try directory.info(of: file, state: &state) else { continue }
-            return info.version == nil ? nil : SnapshotDownloader.PatchBase(file: file, info: info)
+            guard info.version != nil else { return nil }
+            return SnapshotDownloader.PatchBase(file: file, info: info, contentDigest: state.arrival(of: info.sha256)?.contentDigest)
         }
         return nil
     }
@@ -196,7 +197,7 @@ struct ClientFiles: Sendable {
         }
         try DurableFile.rename(verified.file, to: target)
         if let identity = FileIdentity.of(target) { state.remember(identity, info) }
-        state.arrived(info.sha256, by: verified.path)
+        state.arrived(info.sha256, by: verified.path, contentDigest: verified.contentDigest)
         if verified.file == directory.partial {
             // The partial is installed; a record (or compressed prefix) left without it is dropped on the next open
             // (removeLeftovers).

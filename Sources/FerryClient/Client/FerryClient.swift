@@ -280,19 +280,21 @@ public actor FerryClient {
         let method = try await exclusively { try await onFiles { files, state in try files.clonePatchBase(patch.base, &state) } }
         let started = ContinuousClock.now
         let applied = try await BlockingWork.run {
-            try PatchApplier.apply(to: scratch, copy: method, patch: patch.changeset, expected: patch.target)
+            try PatchApplier.apply(
+                to: scratch, copy: method, patch: patch.changeset, expected: patch.target, baseDigest: patch.base.contentDigest)
         }
         logger.info(
             "patch applied",
             metadata: [
                 "from": "\(patch.ref.from)", "to": "\(patch.ref.to)", "bytes": "\(patch.bytesReceived)", "copy": "\(applied.copy.rawValue)",
-                "conflicts": "\(applied.conflictsResolved)", "vacuumed": "\(applied.vacuumed)",
+                "conflicts": "\(applied.conflictsResolved)", "vacuumed": "\(applied.vacuumed)", "digest": "\(applied.digestCheck.rawValue)",
                 "seconds": "\((ContinuousClock.now - started).components.seconds)",
             ])
         let target = patch.target
         let info = SnapshotInfo(sha256: target.sha256, version: target.version, schemaVersion: target.schemaVersion, dataset: patch.base.info.dataset)
         let stats = TransferStats(bytesReceived: patch.bytesReceived, resumedFrom: 0, fileBytes: FileIdentity.size(of: scratch), encoding: .gzip)
-        return SnapshotDownloader.Verified(info: info, stats: stats, file: scratch, path: .patch(from: patch.ref.from, to: patch.ref.to))
+        return SnapshotDownloader.Verified(
+            info: info, stats: stats, file: scratch, path: .patch(from: patch.ref.from, to: patch.ref.to), contentDigest: target.contentDigest)
     }
 
     /// Moves a verified partial into place (see ``ClientFiles/install(_:_:)``) and opens it after the initial sync.

@@ -49,6 +49,8 @@ struct ClientStateFile: Codable, Equatable, Sendable {
     struct Arrival: Codable, Equatable, Sendable {
         var sha256: String
         var path: UpdatePath
+        /// The version's content digest, the starting point of the next patch's check.
+        var contentDigest: String?
     }
 
     var checksums: [CachedChecksum] = []
@@ -95,15 +97,15 @@ struct ClientStateFile: Codable, Equatable, Sendable {
         if checksums.count > Self.maxEntries { checksums.removeFirst(checksums.count - Self.maxEntries) }
     }
 
-    mutating func arrived(_ sha256: String, by path: UpdatePath) {
+    mutating func arrived(_ sha256: String, by path: UpdatePath, contentDigest: String?) {
         var list = (arrivals ?? []).filter { $0.sha256 != sha256 }
-        list.append(Arrival(sha256: sha256, path: path))
+        list.append(Arrival(sha256: sha256, path: path, contentDigest: contentDigest))
         arrivals = Array(list.suffix(Self.maxEntries))
     }
 
-    func arrival(of sha256: String?) -> UpdatePath? {
+    func arrival(of sha256: String?) -> Arrival? {
         guard let sha256 else { return nil }
-        return arrivals?.last { $0.sha256 == sha256 }?.path
+        return arrivals?.last { $0.sha256 == sha256 }
     }
 
     mutating func refuse(_ info: SnapshotInfo, reason: RefusalReason) {
@@ -155,7 +157,7 @@ extension ClientDirectory {
             state: SyncState.derive(hasDatabase: live != nil, hasUpdate: pending != nil),
             version: live?.version, sha256: live?.sha256, pendingVersion: pending?.version, pendingSha256: pending?.sha256,
             previousVersion: previousInfo?.version, outbox: live == nil ? 0 : try queuedEdits(),
-            path: state.arrival(of: pending?.sha256 ?? live?.sha256))
+            path: state.arrival(of: pending?.sha256 ?? live?.sha256)?.path)
     }
 
     /// The number of edits in database.db's outbox; throws when it cannot be read (a status never shows a count it

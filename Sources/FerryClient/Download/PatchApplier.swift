@@ -27,15 +27,20 @@ enum PatchApplier {
         var hadLocalEdits: Bool
         /// Whether the result was rebuilt with `VACUUM` (see ``vacuumFreeRatio``).
         var vacuumed = false
+        /// How the content digest was checked: moved from the base's, read in full, or not at all (local edits, or
+        /// a version that records none).
+        var digestCheck: DigestCheck = .none
     }
+
+    enum DigestCheck: String, Sendable { case moved, full, none }
 
     /// A patched database whose free pages reach this share of its pages is rebuilt with `VACUUM` before it becomes
     /// `updated.db`: the pages a patch frees are reused by later patches, so the file stays compact, and one that
     /// fragmented past this point costs one rebuild on the device, never a full download.
     static let vacuumFreeRatio = 0.25
 
-    /// Clones `live` into `target` and applies `patch` to the clone (see ``apply(to:copy:patch:expected:)``).
-    static func build(live: URL, into target: URL, patch: Changeset, expected: PublishedVersion) throws -> Outcome {
+    /// Clones `live` into `target` and applies `patch` to the clone (see ``apply(to:copy:patch:expected:baseDigest:)``).
+    static func build(live: URL, into target: URL, patch: Changeset, expected: PublishedVersion, baseDigest: String? = nil) throws -> Outcome {
         let method: FileClone.Method
         do {
             try patch.validate()
@@ -44,14 +49,18 @@ enum PatchApplier {
             try? FileManager.default.removeItem(at: target)  // the original error says what went wrong
             throw error
         }
-        return try apply(to: target, copy: method, patch: patch, expected: expected)
+        return try apply(to: target, copy: method, patch: patch, expected: expected, baseDigest: baseDigest)
     }
 
     /// Applies `patch` to `target`, a fresh copy of the device's database, and checks the result against
-    /// `expected`. Anything that fails removes `target` and throws.
-    static func apply(to target: URL, copy method: FileClone.Method, patch: Changeset, expected: PublishedVersion) throws -> Outcome {
+    /// `expected`. With the base version's content digest (`baseDigest`), the result's digest is moved by the rows
+    /// the patch touches (one lookup each, before and after); without it the patched tables are read in full.
+    /// Anything that fails removes `target` and throws.
+    static func apply(
+        to target: URL, copy method: FileClone.Method, patch: Changeset, expected: PublishedVersion, baseDigest: String? = nil
+    ) throws -> Outcome {
         do {
-            return try applyOrThrow(to: target, copy: method, patch: patch, expected: expected)
+            return try applyOrThrow(to: target, copy: method, patch: patch, expected: expected, baseDigest: baseDigest)
         } catch {
             // The half-built file must not survive; the original error says what went wrong.
             try? FileManager.default.removeItem(at: target)
@@ -60,11 +69,14 @@ enum PatchApplier {
         }
     }
 
-    private static func applyOrThrow(to target: URL, copy method: FileClone.Method, patch: Changeset, expected: PublishedVersion) throws -> Outcome {
+    private static func applyOrThrow(
+        to target: URL, copy method: FileClone.Method, patch: Changeset, expected: PublishedVersion, baseDigest: String?
+    ) throws -> Outcome {
         try patch.validate()
         var resolved = 0
         var hadLocalEdits = false
         var vacuumed = false
+        var moved: ContentDigest?
         do {
             let db = try SQLiteConnection(path: target.path, mode: .readWrite)
             let hasOutbox = try tableExists("ferry_outbox", db)
@@ -72,13 +84,21 @@ enum PatchApplier {
                 hadLocalEdits = (try db.scalar("SELECT (SELECT count(*) FROM ferry_outbox) + (SELECT count(*) FROM ferry_base)")?.integer ?? 0) > 0
             }
             let lenient = hadLocalEdits
+            // The digest moved row by row: the base's, minus the touched rows before, plus them after.
+            var touched: [String: Changeset.TouchedRows] = [:]
+            if !hadLocalEdits, expected.contentDigest != nil, let base = baseDigest.flatMap(ContentDigest.init(hex:)) {
+                touched = try patch.touchedRows().filter { expected.tables[$0.key] != nil }
+                moved = base
+            }
             try db.transaction {
                 if try tableExists("ferry_capture", db) { try Outbox.setCapture(false, db) }
+                if moved != nil { moved!.subtract(try ContentDigest.of(touched, in: db)) }
                 try patch.apply(to: db) { conflict in
                     guard lenient else { return .abort }
                     resolved += 1
                     return conflict.kind == .notFound ? .omit : .replace
                 }
+                if moved != nil { moved!.add(try ContentDigest.of(touched, in: db)) }
                 let counts = try SnapshotMetadata.json(expected.tables)
                 let updated = try db.run(
                     "UPDATE ferry_snapshot SET version = ?, schemaVersion = ?, createdAt = ?, tables = ?",
@@ -92,7 +112,7 @@ enum PatchApplier {
                 if try tableExists("ferry_capture", db) { try Outbox.setCapture(true, db) }
             }
             if !hadLocalEdits {
-                try verifyContent(db, expected: expected, file: target)
+                try verifyContent(db, expected: expected, movedDigest: moved, file: target)
             }
             let pages = try db.scalar("PRAGMA page_count")?.integer ?? 0
             let free = try db.scalar("PRAGMA freelist_count")?.integer ?? 0
@@ -102,12 +122,13 @@ enum PatchApplier {
             }
         }
         try DurableFile.sync(target)
-        return Outcome(copy: method, conflictsResolved: resolved, hadLocalEdits: hadLocalEdits, vacuumed: vacuumed)
+        let check: DigestCheck = hadLocalEdits || expected.contentDigest == nil ? .none : (moved != nil ? .moved : .full)
+        return Outcome(copy: method, conflictsResolved: resolved, hadLocalEdits: hadLocalEdits, vacuumed: vacuumed, digestCheck: check)
     }
 
     /// On a device without local edits the patched rows must be exactly the published ones: the row counts, then the
-    /// content digest (when the version records one).
-    private static func verifyContent(_ db: SQLiteConnection, expected: PublishedVersion, file: URL) throws {
+    /// content digest (when the version records one), moved from the base's or computed in full.
+    private static func verifyContent(_ db: SQLiteConnection, expected: PublishedVersion, movedDigest: ContentDigest?, file: URL) throws {
         for (table, rows) in expected.tables.sorted(by: { $0.key < $1.key }) {
             let count = try db.scalar("SELECT count(*) FROM \(SQLIdentifier.quote(table))")?.integer ?? -1
             guard count == Int64(rows) else {
@@ -117,7 +138,7 @@ enum PatchApplier {
             }
         }
         guard let published = expected.contentDigest else { return }
-        let digest = try ContentDigest.compute(db, tables: Array(expected.tables.keys))
+        let digest = try movedDigest ?? ContentDigest.compute(db, tables: Array(expected.tables.keys))
         guard digest.description == published else {
             throw FerryError(
                 .verification,

@@ -10,6 +10,8 @@ extension SnapshotDownloader {
     struct PatchBase: Sendable, Equatable {
         var file: URL
         var info: SnapshotInfo
+        /// The content digest of the base's version, when the client recorded it as the version arrived.
+        var contentDigest: String? = nil
     }
 
     /// A verified patch, ready to be applied.

@@ -68,6 +68,8 @@ struct SnapshotDownloader: Sendable {
         var file: URL
         /// How it was made.
         var path: UpdatePath = .full
+        /// The version's content digest as the manifest named it (nil when unknown), kept for the next patch.
+        var contentDigest: String? = nil
     }
 
     enum Outcome: Sendable {
@@ -197,7 +199,11 @@ struct SnapshotDownloader: Sendable {
                 }
             }
             let promised = ExpectedSnapshot(sha256: manifest.sha256, size: manifest.size, version: manifest.version)
-            if let outcome = try await download(promised, progress: progress) { return outcome }
+            if let outcome = try await download(promised, progress: progress) {
+                guard case .downloaded(var verified) = outcome else { return outcome }
+                verified.contentDigest = manifest.contentDigest
+                return .downloaded(verified)
+            }
             logger.notice("version \(manifest.version) was pruned right after the manifest named it; checking again")
         }
         throw FerryError(

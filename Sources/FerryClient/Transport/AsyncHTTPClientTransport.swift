@@ -82,7 +82,7 @@ public struct AsyncHTTPClientTransport: SnapshotTransport {
                 error, url: request.url.absoluteString,
                 offline: FerryError(
                     .offline,
-                    "cannot reach \(request.url.absoluteString): \(error); offline is normal: the app keeps using database.db, try again later"))
+                    "cannot reach \(request.url.absoluteString): \(TransportFailure.plainReason(error)); offline is normal: the app keeps using database.db, try again later"))
         }
         var headers: [String: String] = [:]
         for field in response.headers {

@@ -1,6 +1,13 @@
 import FerryCore
 import Foundation
+import AsyncHTTPClient
+import NIOCore
 import NIOSSL
+#if canImport(Darwin)
+import Darwin
+#elseif canImport(Glibc)
+import Glibc
+#endif
 
 /// What went wrong when a TLS connection to the server failed. A front end maps it to its own setting (the `ferry`
 /// CLI to its options); the library's message names ``TrustedCertificates``.
@@ -79,5 +86,25 @@ enum URLHost {
     static func of(_ url: String) -> String {
         guard let parsed = URL(string: url), let host = parsed.host else { return "the server" }
         return parsed.port.map { "\(host):\($0)" } ?? host
+    }
+}
+
+extension TransportFailure {
+    /// A connection failure in words a person reads: "connection refused" rather than the NIO error's own text
+    /// ("connection reset (error set): Connection refused) (errno: 111)"). Anything not recognised is described as is.
+    static func plainReason(_ error: any Error) -> String {
+        if let io = error as? IOError {
+            switch io.errnoCode {
+            case ECONNREFUSED: return "connection refused: nothing listens there (is the server running, and is the port right?)"
+            case ECONNRESET: return "the connection was reset"
+            case ENETUNREACH, EHOSTUNREACH: return "the network or host is unreachable"
+            case ETIMEDOUT: return "the connection timed out"
+            default: return "\(io.description)"
+            }
+        }
+        if let client = error as? HTTPClientError, client == .connectTimeout {
+            return "the connection timed out"
+        }
+        return "\(error)"
     }
 }

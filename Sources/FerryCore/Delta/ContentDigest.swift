@@ -36,6 +36,13 @@ public struct ContentDigest: Sendable, Equatable, CustomStringConvertible {
     /// Adds the hash of every row `SELECT * FROM table [WHERE …]` returns.
     public mutating func add(rowsOf table: String, in db: SQLiteConnection, where condition: String = "", _ parameters: [SQLiteValue] = []) throws {
         let statement = try db.prepare("SELECT * FROM \(SQLIdentifier.quote(table)) \(condition)")
+        try add(rowsOf: table, statement, parameters)
+    }
+
+    /// Adds the rows a prepared `SELECT * FROM table …` returns for `parameters` (the statement is reset first, so
+    /// one statement serves many lookups).
+    mutating func add(rowsOf table: String, _ statement: SQLiteStatement, _ parameters: [SQLiteValue]) throws {
+        statement.reset()
         try statement.bind(parameters)
         var encoder = RowEncoder(table: table)
         while try statement.step() {

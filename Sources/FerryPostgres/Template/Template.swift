@@ -14,6 +14,9 @@ import Foundation
 ///
 /// The format is documented in `docs/templates.md`.
 public struct Template: Sendable, Equatable {
+    /// How the error for a template file that cannot be read begins (the CLI appends the option that fixes it).
+    public static let unreadableFileMessage = "cannot read the template file"
+
     /// The file this template was read from (as given to ``load(path:)``).
     public var path: String
     /// Dataset name, `[a-z0-9_-]+`: used in URLs and file names.
@@ -155,7 +158,7 @@ public struct Template: Sendable, Equatable {
     /// Reads and validates a template file (syntax and values; not yet against PostgreSQL).
     public static func load(path: String) throws -> Template {
         guard let data = FileManager.default.contents(atPath: path) else {
-            throw FerryError(.badTemplate, "cannot read the template file: check that the path names an existing, readable file", path: path)
+            throw FerryError(.badTemplate, Self.unreadableFileMessage + ": check that the path names an existing, readable file", path: path)
         }
         guard let text = String(data: data, encoding: .utf8) else {
             throw FerryError(.badTemplate, "the template is not UTF-8 text", path: path)
