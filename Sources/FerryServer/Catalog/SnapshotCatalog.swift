@@ -30,6 +30,17 @@ public final class SnapshotCatalog: Service, Sendable {
         let versions: [Int: VersionEntry]
         /// The patches to the retained versions, by their URL's versions.
         var patches: [PatchKey: VersionEntry] = [:]
+        /// Every representation this view may read, by its content-addressed name (`/objects/{object}`): each
+        /// retained version's SQLite file and gzip copy, and each patch.
+        var objects: [ObjectName: VersionEntry.Representation] = [:]
+
+        /// Fills ``objects`` from ``versions`` and ``patches``.
+        mutating func indexObjects() {
+            var index: [ObjectName: VersionEntry.Representation] = [:]
+            for entry in versions.values { for representation in entry.representations { index[representation.object] = representation } }
+            for entry in patches.values { index[entry.identity.object] = entry.identity }
+            objects = index
+        }
     }
 
     /// A snapshot file and its gzip copy, open, with the gzip copy's checksum: shared by every version entry that
@@ -255,6 +266,7 @@ public final class SnapshotCatalog: Service, Sendable {
                 manifest: clientManifest, manifestBody: ByteBuffer(bytes: try clientManifest.jsonData()),
                 manifestETag: "\"\(clientManifest.sha256)\"", latest: latest, versions: versions)
             view.patches = patches
+            view.indexObjects()
             if let scope = entry.scope { views[scope] = view } else { everyone = view }
         }
         let access: DatasetState.Access
