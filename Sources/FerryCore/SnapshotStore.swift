@@ -1,15 +1,38 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import Foundation
 
-/// Read access to published snapshots: what the server needs. Each method's contract:
-/// - ``datasets()`` lists datasets that have a manifest, sorted by name.
+/// Read access to published snapshots: all the server's catalog uses, so another backend (an S3-compatible
+/// bucket, docs/deploy.md) is one new conforming type. Each method's contract:
+/// - ``datasets()`` lists datasets that have a manifest, sorted by name; throws when the store cannot be listed
+///   (a passing fault must never look like an empty store).
+/// - ``manifestRevision(dataset:)`` is cheap and changes whenever the dataset's manifest is replaced (a file's
+///   inode, size and mtime; a bucket object's ETag); nil when there is none. Readers poll it and reload on change.
 /// - ``storedManifest(for:)`` returns the dataset's manifest (every scope's retained versions), or nil when the
 ///   dataset has never been published.
-/// - ``files(of:in:)`` names a retained version's complete, immutable files: a file is only ever referenced by a
-///   manifest after it was fsynced and renamed into place.
+/// - ``files(of:in:)`` and ``patchURL(dataset:sha256:)`` name a retained version's, and a patch's, complete,
+///   immutable local files: a file is only ever referenced by a manifest after it was fsynced and renamed into
+///   place (a remote backend downloads an object into a local cache before it returns its path).
+/// - ``manifestURL(dataset:)`` says where the manifest lives, for messages.
 public protocol SnapshotStore: Sendable {
     func datasets() throws -> [String]
+    func manifestRevision(dataset: String) -> StoreRevision?
     func storedManifest(for dataset: String) throws -> StoredManifest?
     func files(of record: VersionRecord, in manifest: StoredManifest) -> SnapshotFiles
+    func patchURL(dataset: String, sha256: String) -> URL
+    func manifestURL(dataset: String) -> URL
+}
+
+/// An opaque token that changes whenever a dataset's manifest is replaced (``SnapshotStore/manifestRevision(dataset:)``).
+public struct StoreRevision: Hashable, Sendable {
+    public let value: String
+
+    public init(_ value: String) { self.value = value }
 }
 
 /// Where one version's bytes live: the SQLite file and its gzip copy.
@@ -50,6 +73,19 @@ public struct FileSnapshotStore: SnapshotStore {
     public func objectGzipURL(dataset: String, sha256: String) -> URL { objectsDirectory(dataset: dataset).appendingPathComponent("\(sha256).sqlite.gz") }
     /// A patch object: a gzip-compressed changeset, named by the checksum of those bytes.
     public func patchURL(dataset: String, sha256: String) -> URL { objectsDirectory(dataset: dataset).appendingPathComponent("\(sha256).patch.gz") }
+
+    /// The manifest file's device, inode, size and modification time: a rename gives a new inode, an edit a new
+    /// size or mtime.
+    public func manifestRevision(dataset: String) -> StoreRevision? {
+        var info = stat()
+        guard stat(manifestURL(dataset: dataset).path, &info) == 0 else { return nil }
+        #if canImport(Darwin)
+        let modified = info.st_mtimespec
+        #else
+        let modified = info.st_mtim
+        #endif
+        return StoreRevision("\(info.st_dev):\(info.st_ino):\(info.st_size):\(modified.tv_sec).\(modified.tv_nsec)")
+    }
 
     public func datasets() throws -> [String] {
         let names: [String]

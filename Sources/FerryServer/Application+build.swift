@@ -92,7 +92,8 @@ func buildApplication(
 }
 
 /// Builds the router: `/v1/datasets`, `/v1/datasets/{dataset}/manifest`, `/snapshot`, `/versions/{version}`,
-/// `/healthz`, `/metrics`, then each of `extraRoutes`.
+/// `/patches/{patch}`, `/objects/{object}` and the object lookups, `/healthz`, `/metrics`, then each of
+/// `extraRoutes`.
 ///
 /// ```swift
 /// let router = try buildRouter(configuration, catalog: catalog, logger: logger)
@@ -175,7 +176,7 @@ public struct ServerRoutes: Sendable {
 
 extension Router: @retroactive @unchecked Sendable {}
 
-/// The read path: datasets, manifests, snapshots, versions, health and metrics.
+/// The read path: datasets, manifests, snapshots, versions, patches, objects, health and metrics.
 struct ReadRoutes: ServerRouteGroup {
     let snapshots: SnapshotResponder
     let metrics: ServerMetrics
@@ -199,6 +200,16 @@ struct ReadRoutes: ServerRouteGroup {
             }
             routes.on("/v1/datasets/{dataset}/patches/{patch}", method: method) { request, context in
                 try await snapshots.patch(request, context: context)
+            }
+            // Content-addressed objects and the object lookup, for a shared cache (SnapshotResponder+Object.swift).
+            routes.on("/v1/datasets/{dataset}/objects/{object}", method: method) { request, context in
+                try await snapshots.object(request, context: context)
+            }
+            routes.on("/v1/datasets/{dataset}/versions/{version}/object", method: method) { request, context in
+                try await snapshots.objectLookup(request, context: context, patch: false)
+            }
+            routes.on("/v1/datasets/{dataset}/patches/{patch}/object", method: method) { request, context in
+                try await snapshots.objectLookup(request, context: context, patch: true)
             }
         }
         routes.on("/healthz", method: .get) { _, _ in Self.json(ByteBuffer(string: #"{"status":"ok"}"#)) }

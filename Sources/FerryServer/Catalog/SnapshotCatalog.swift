@@ -1,8 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import FerryCore
 import Foundation
 import Logging
@@ -35,6 +30,17 @@ public final class SnapshotCatalog: Service, Sendable {
         let versions: [Int: VersionEntry]
         /// The patches to the retained versions, by their URL's versions.
         var patches: [PatchKey: VersionEntry] = [:]
+        /// Every representation this view may read, by its content-addressed name (`/objects/{object}`): each
+        /// retained version's SQLite file and gzip copy, and each patch.
+        var objects: [ObjectName: VersionEntry.Representation] = [:]
+
+        /// Fills ``objects`` from ``versions`` and ``patches``.
+        mutating func indexObjects() {
+            var index: [ObjectName: VersionEntry.Representation] = [:]
+            for entry in versions.values { for representation in entry.representations { index[representation.object] = representation } }
+            for entry in patches.values { index[entry.identity.object] = entry.identity }
+            objects = index
+        }
     }
 
     /// A snapshot file and its gzip copy, open, with the gzip copy's checksum: shared by every version entry that
@@ -54,7 +60,7 @@ public final class SnapshotCatalog: Service, Sendable {
             case scoped([String: SnapshotView])
         }
         let access: Access
-        let identity: FileIdentity
+        let identity: StoreRevision
         /// The highest version number served, and when the dataset was last published (for gauges and logs).
         let lastVersion: Int
         let createdAt: String
@@ -78,23 +84,23 @@ public final class SnapshotCatalog: Service, Sendable {
         var datasets: [String: DatasetState] = [:]
         var listBody = ByteBuffer(string: #"{"datasets":[]}"#)
         /// Manifests that failed to load, by dataset, so a broken file is reported once, not every poll.
-        var failed: [String: FileIdentity] = [:]
+        var failed: [String: StoreRevision] = [:]
         /// When the last poll finished (for the status page).
         var lastPoll: Date?
     }
 
-    let store: FileSnapshotStore
+    let store: any SnapshotStore
     let pollInterval: Duration
     let logger: Logger
     let metrics: ServerMetrics?
     private let state = Locked(State())
 
     /// Creates an empty catalog; call ``refresh()`` once before serving, then run it as a service.
-    public convenience init(store: FileSnapshotStore, pollInterval: Duration, logger: Logger) {
+    public convenience init(store: any SnapshotStore, pollInterval: Duration, logger: Logger) {
         self.init(store: store, pollInterval: pollInterval, logger: logger, metrics: nil)
     }
 
-    init(store: FileSnapshotStore, pollInterval: Duration, logger: Logger, metrics: ServerMetrics?) {
+    init(store: any SnapshotStore, pollInterval: Duration, logger: Logger, metrics: ServerMetrics?) {
         self.store = store
         self.pollInterval = pollInterval
         self.logger = logger
@@ -154,13 +160,13 @@ public final class SnapshotCatalog: Service, Sendable {
     }
 
     func refreshBlocking() throws {
-        let names = try Self.datasetNames(root: store.root)
+        let names = try datasetNames()
         let before = state.current
         var datasets = before.datasets
         var failed = before.failed
         var changed = false
         for name in names {
-            guard let identity = FileIdentity(path: store.manifestURL(dataset: name).path) else {
+            guard let identity = store.manifestRevision(dataset: name) else {
                 if datasets.removeValue(forKey: name) != nil { changed = true }
                 continue
             }
@@ -208,7 +214,7 @@ public final class SnapshotCatalog: Service, Sendable {
     /// Opens every file the manifest names (once per checksum, reusing the previous state's) and builds one view per
     /// scope: the single implicit scope of an unscoped dataset is everyone's view. A missing current file is an
     /// error; a missing older one is skipped (retention raced us).
-    private func load(dataset name: String, identity: FileIdentity, previous: DatasetState?) throws -> DatasetState {
+    private func load(dataset name: String, identity: StoreRevision, previous: DatasetState?) throws -> DatasetState {
         let manifestPath = store.manifestURL(dataset: name).path
         guard let manifest = try store.storedManifest(for: name) else {
             throw FerryError(.io, "cannot read manifest", path: manifestPath)
@@ -260,6 +266,7 @@ public final class SnapshotCatalog: Service, Sendable {
                 manifest: clientManifest, manifestBody: ByteBuffer(bytes: try clientManifest.jsonData()),
                 manifestETag: "\"\(clientManifest.sha256)\"", latest: latest, versions: versions)
             view.patches = patches
+            view.indexObjects()
             if let scope = entry.scope { views[scope] = view } else { everyone = view }
         }
         let access: DatasetState.Access
@@ -292,13 +299,14 @@ public final class SnapshotCatalog: Service, Sendable {
         return OpenObject(snapshot: snapshot, gzip: nil, gzipSHA256: nil)
     }
 
-    /// The dataset directories of the store. An unreadable store is an error, so a passing fault never makes the
-    /// server drop every dataset.
-    static func datasetNames(root: URL) throws -> Set<String> {
+    /// The datasets of the store. An unreadable store is an error, so a passing fault never makes the server drop
+    /// every dataset.
+    func datasetNames() throws -> Set<String> {
         do {
-            return Set(try FileManager.default.contentsOfDirectory(atPath: root.path).filter(DatasetName.isValid))
-        } catch {
-            throw FerryError(.io, "cannot list the snapshot store: \(error.localizedDescription); serving what was loaded before", path: root.path)
+            return Set(try store.datasets())
+        } catch var error as FerryError {
+            error.message += "; serving what was loaded before"
+            throw error
         }
     }
 
@@ -337,29 +345,5 @@ extension SnapshotCatalog {
                 views: views.map { .init(manifest: $0.manifest, retained: $0.versions.values.map(\.record).sorted { $0.version < $1.version }) })
         }
         return CatalogStatus(datasets: datasets, lastPoll: current.lastPoll, unreadableManifests: current.failed.keys.sorted())
-    }
-}
-
-/// What identifies one version of `manifest.json`: a rename gives a new inode, an edit a new size or mtime.
-struct FileIdentity: Equatable, Sendable {
-    let device: UInt64
-    let inode: UInt64
-    let size: Int64
-    let modifiedSeconds: Int
-    let modifiedNanoseconds: Int
-
-    init?(path: String) {
-        var info = stat()
-        guard stat(path, &info) == 0 else { return nil }
-        device = UInt64(info.st_dev)
-        inode = UInt64(info.st_ino)
-        size = Int64(info.st_size)
-        #if canImport(Darwin)
-        modifiedSeconds = Int(info.st_mtimespec.tv_sec)
-        modifiedNanoseconds = Int(info.st_mtimespec.tv_nsec)
-        #else
-        modifiedSeconds = Int(info.st_mtim.tv_sec)
-        modifiedNanoseconds = Int(info.st_mtim.tv_nsec)
-        #endif
     }
 }

@@ -16,7 +16,7 @@ extension VersionEntry {
         fields[.cacheControl] = scoped ? CachePolicy.scopedVersion : CachePolicy.version
         let identity = Representation(
             file: file, etag: "\"\(patch.sha256)\"", opaqueTag: Substring(patch.sha256), size: file.size, latestHeaders: fields,
-            versionHeaders: fields)
+            versionHeaders: fields, object: ObjectName(sha256: patch.sha256, kind: .patch))
         return VersionEntry(dataset: dataset, record: record, sha256: patch.sha256, identity: identity)
     }
 }

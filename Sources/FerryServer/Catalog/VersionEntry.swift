@@ -17,6 +17,16 @@ final class VersionEntry: Sendable {
         /// without Content-Length.
         let latestHeaders: HTTPFields
         let versionHeaders: HTTPFields
+        /// Its content-addressed name, `/objects/{object}` (``ObjectName``).
+        let object: ObjectName
+
+        /// Headers of a 200 on its object URL: the version URL's, without `Vary` (the object URL names one
+        /// representation, so the answer does not depend on `Accept-Encoding`).
+        var objectHeaders: HTTPFields {
+            var fields = versionHeaders
+            fields[.vary] = nil
+            return fields
+        }
     }
 
     let dataset: String
@@ -36,11 +46,12 @@ final class VersionEntry: Sendable {
         self.createdAt = record.createdAt
         self.record = record
         identity = Self.representation(
-            file: snapshot, tag: record.sha256, digestHex: record.sha256, encoding: nil, version: record.version, scoped: scoped)
+            file: snapshot, tag: record.sha256, digestHex: record.sha256, encoding: nil, version: record.version, scoped: scoped,
+            object: ObjectName(sha256: record.sha256, kind: .snapshot))
         if let gzipFile, let gzipSHA256 {
             gzip = Self.representation(
                 file: gzipFile, tag: record.sha256 + "-gzip", digestHex: gzipSHA256, encoding: "gzip",
-                version: record.version, scoped: scoped)
+                version: record.version, scoped: scoped, object: ObjectName(sha256: record.sha256, kind: .snapshotGzip))
         } else {
             gzip = nil
         }
@@ -58,7 +69,7 @@ final class VersionEntry: Sendable {
     }
 
     private static func representation(
-        file: OpenFile, tag: String, digestHex: String, encoding: String?, version: Int, scoped: Bool
+        file: OpenFile, tag: String, digestHex: String, encoding: String?, version: Int, scoped: Bool, object: ObjectName
     ) -> Representation {
         var base = HTTPFields()
         base[.contentType] = "application/vnd.sqlite3"
@@ -75,8 +86,11 @@ final class VersionEntry: Sendable {
         let etag = "\"\(tag)\""
         return Representation(
             file: file, etag: etag, opaqueTag: Substring(tag), size: file.size, latestHeaders: latest,
-            versionHeaders: pinned)
+            versionHeaders: pinned, object: object)
     }
+
+    /// Every representation: the SQLite file, then its gzip copy when there is one.
+    var representations: [Representation] { [identity] + (gzip.map { [$0] } ?? []) }
 
     /// The representation whose opaque tag equals `tag` (identity or gzip), if any.
     func representation(matchingOpaqueTag tag: Substring) -> Representation? {
@@ -100,6 +114,8 @@ enum CachePolicy {
 extension HTTPField.Name {
     /// `Ferry-Version: <n>`: the version number of the snapshot in the response.
     static let ferryVersion = HTTPField.Name("Ferry-Version")!
+    /// `Ferry-Object: <name>`: the object a version or patch URL would answer with (the object lookup).
+    static let ferryObject = HTTPField.Name("Ferry-Object")!
     /// RFC 9530 `Repr-Digest`.
     static let reprDigest = HTTPField.Name("Repr-Digest")!
 }

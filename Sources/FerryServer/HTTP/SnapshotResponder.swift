@@ -68,18 +68,7 @@ struct SnapshotResponder: Sendable {
             checksumMatches = lowered == entry.sha256
         }
 
-        let rangeHeader = request.method == .get ? headers[.range] : nil
-        let selected: VersionEntry.Representation
-        // A range of the gzip copy goes only to a client that resumes that copy: it names its ETag in If-Range.
-        // Another client asking for a range gets the SQLite file's bytes: HTTP libraries decode Content-Encoding
-        // and cannot decode a slice from the middle of a gzip stream (found by the fuzzer; curl --compressed too).
-        if let gzip = entry.gzip, let accept = headers[.acceptEncoding], ConditionalHeaders.acceptsGzip(accept[...]),
-            rangeHeader == nil || headers[.ifRange].map({ ConditionalHeaders.ifRangeMatches($0[...], tag: gzip.opaqueTag) }) == true
-        {
-            selected = gzip
-        } else {
-            selected = entry.identity
-        }
+        let selected = Self.select(request, entry: entry)
 
         // If-None-Match: weak comparison against either representation of this version (both carry the same
         // content); the 304 echoes the representation the client holds.
@@ -99,9 +88,34 @@ struct SnapshotResponder: Sendable {
             return notModified(selected, cacheControlLatest: cacheControlLatest)
         }
 
-        var fields = cacheControlLatest ? selected.latestHeaders : selected.versionHeaders
+        return try answer(
+            request, selected, fields: cacheControlLatest ? selected.latestHeaders : selected.versionHeaders,
+            what: selected.etag == entry.identity.etag ? "snapshot" : "gzip copy of the snapshot")
+    }
+
+    /// The representation of `entry` a request gets, chosen from `Accept-Encoding` alone: the stored gzip copy when
+    /// gzip is acceptable and the version has one, else the SQLite file. A range of the gzip copy goes only to a
+    /// client that resumes that copy: it names its ETag in If-Range. Another client asking for a range gets the
+    /// SQLite file's bytes: HTTP libraries decode Content-Encoding and cannot decode a slice from the middle of a
+    /// gzip stream (found by the fuzzer; curl --compressed too). The object lookup uses the same choice.
+    static func select(_ request: Request, entry: VersionEntry) -> VersionEntry.Representation {
+        let headers = request.headers
+        let rangeHeader = request.method == .get ? headers[.range] : nil
+        if let gzip = entry.gzip, let accept = headers[.acceptEncoding], ConditionalHeaders.acceptsGzip(accept[...]),
+            rangeHeader == nil || headers[.ifRange].map({ ConditionalHeaders.ifRangeMatches($0[...], tag: gzip.opaqueTag) }) == true
+        {
+            return gzip
+        }
+        return entry.identity
+    }
+
+    /// The answer with `selected`'s bytes once no precondition stopped it: `Range` (GET only) with `If-Range`
+    /// (strong comparison) → 206 or 416, otherwise 200 (no body for HEAD). `what` names the bytes in a 416's message.
+    func answer(_ request: Request, _ selected: VersionEntry.Representation, fields: HTTPFields, what: String) throws -> Response {
+        let headers = request.headers
+        var fields = fields
         let size = selected.size
-        if let rangeHeader {
+        if let rangeHeader = request.method == .get ? headers[.range] : nil {
             let ifRangeOK = headers[.ifRange].map { ConditionalHeaders.ifRangeMatches($0[...], tag: selected.opaqueTag) } ?? true
             if ifRangeOK {
                 switch ByteRangeRequest.resolve(rangeHeader[...], size: size) {
@@ -112,10 +126,10 @@ struct SnapshotResponder: Sendable {
                     errorFields[.contentRange] = "bytes */\(size)"
                     errorFields[.acceptRanges] = "bytes"
                     errorFields[.eTag] = selected.etag
-                    errorFields[.vary] = "Accept-Encoding"
+                    if fields[.vary] != nil { errorFields[.vary] = fields[.vary] }
                     throw ServerError(
                         .rangeNotSatisfiable, code: "range-not-satisfiable",
-                        "range '\(rangeHeader.prefix(80))' is outside the \(size)-byte \(selected.etag == entry.identity.etag ? "snapshot" : "gzip copy of the snapshot")",
+                        "range '\(rangeHeader.prefix(80))' is outside the \(size)-byte \(what)",
                         headers: errorFields)
                 case .single(let start, let end):
                     fields[.contentRange] = "bytes \(start)-\(end)/\(size)"

@@ -1,0 +1,111 @@
+import FerryCore
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+
+/// Content-addressed objects, for a shared cache in front of the replicas (docs/deploy.md, "Scoped datasets
+/// through a shared cache"):
+///
+/// - `GET|HEAD /v1/datasets/{dataset}/objects/{object}` answers one stored representation by its name
+///   (``ObjectName``), with the same headers as the version or patch URL that serves it (without `Vary`: the
+///   name fixes the representation). A caller reads only objects its own view retains: on a scoped dataset, an
+///   object of another scope is 404 like one that never existed.
+/// - `GET|HEAD /v1/datasets/{dataset}/versions/{version}/object` and `/patches/{from}-{to}/object` (the object
+///   lookup) name the object that request would be answered with, in `Ferry-Object`, after the same token
+///   check and the same choice of representation (``select(_:entry:)``); nginx's `auth_request` asks it before
+///   serving a cached object, so a request without a valid token for the scope gets no byte from the cache.
+///
+/// Both answer with the dataset's own `Cache-Control`: `private` on a scoped dataset, so a cache that only honours
+/// `Cache-Control` keeps none of it; the lookup is `no-store`.
+extension SnapshotResponder {
+    func object(_ request: Request, context: some RequestContext) async throws -> Response {
+        let name = try Self.datasetName(context)
+        let text = context.parameters.get("object") ?? ""
+        guard let object = ObjectName(text) else {
+            throw ServerError(
+                .badRequest, code: .badInput,
+                "object '\(text.prefix(80))' is malformed: use <sha256>.sqlite, <sha256>.sqlite.gz or <sha256>.patch.gz (64 lowercase hex digits)")
+        }
+        let (view, _) = try await access.view(request, dataset: name)
+        guard let representation = view.objects[object] else {
+            throw ServerError(
+                .notFound, code: .notFound,
+                "dataset '\(name)' has no object \(object) (objects of pruned versions are deleted); fetch the latest manifest")
+        }
+        if let value = request.headers[.ifNoneMatch], let condition = ConditionalHeaders.noneMatch(value[...]) {
+            let matches: Bool
+            switch condition {
+            case .any: matches = true
+            case .tags(let tags): matches = tags.contains(representation.opaqueTag)
+            }
+            if matches { return Response(status: .notModified, headers: representation.objectHeaders) }
+        }
+        return try answer(request, representation, fields: representation.objectHeaders, what: "object \(object)")
+    }
+
+    /// The object lookup of a version URL (`patch: false`) or a patch URL (`patch: true`).
+    func objectLookup(_ request: Request, context: some RequestContext, patch: Bool) async throws -> Response {
+        let name = try Self.datasetName(context)
+        let entry: VersionEntry
+        if patch {
+            let text = context.parameters.get("patch") ?? ""
+            guard let key = PatchKey(text) else {
+                throw ServerError(
+                    .badRequest, code: .badInput,
+                    "patch '\(text.prefix(40))' is malformed: use FROM-TO, two version numbers without leading zeros, FROM below TO")
+            }
+            let (view, _) = try await access.view(request, dataset: name)
+            guard let found = view.patches[key] else {
+                throw ServerError(.notFound, code: .notFound, "dataset '\(name)' has no patch from version \(key.from) to \(key.to)")
+            }
+            entry = found
+        } else {
+            let text = context.parameters.get("version") ?? ""
+            guard let number = Self.versionNumber(text) else {
+                throw ServerError(
+                    .badRequest, code: .badInput,
+                    "version '\(text.prefix(40))' is malformed: use a positive decimal integer without leading zeros")
+            }
+            let (view, _) = try await access.view(request, dataset: name)
+            guard let found = view.versions[number] else {
+                throw ServerError(.notFound, code: .notFound, "version \(number) of dataset '\(name)' is not retained")
+            }
+            entry = found
+        }
+        let selected = patch ? entry.identity : Self.select(request, entry: entry)
+        let lookup = ObjectLookup(
+            dataset: name, version: entry.version, object: selected.object.description,
+            url: "/v1/datasets/\(name)/objects/\(selected.object)", etag: selected.etag, size: selected.size)
+        var headers = HTTPFields()
+        headers[.contentType] = "application/json"
+        // The answer depends on the token and on Accept-Encoding, Range and If-Range: no cache keeps it.
+        headers[.cacheControl] = "no-store"
+        headers[.ferryObject] = lookup.object
+        headers[.ferryVersion] = String(entry.version)
+        let body = ByteBuffer(bytes: try Self.lookupEncoder.encode(lookup))
+        let response = Response(status: .ok, headers: headers, body: .init(byteBuffer: body))
+        return request.method == .head ? response.createHeadResponse() : response
+    }
+
+    static let lookupEncoder: JSONEncoder = {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return encoder
+    }()
+}
+
+/// The body of an object lookup: which object a version or patch URL answers this request with.
+struct ObjectLookup: Codable, Equatable, Sendable {
+    var dataset: String
+    /// `Ferry-Version` of the answer (the patch's target version for a patch).
+    var version: Int
+    /// The object's name, as in `/objects/{object}`.
+    var object: String
+    /// `/v1/datasets/{dataset}/objects/{object}`.
+    var url: String
+    /// The object's strong ETag, the one the version URL would send.
+    var etag: String
+    /// Its size in bytes.
+    var size: Int64
+}
