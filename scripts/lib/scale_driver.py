@@ -22,6 +22,7 @@
 
 Every loop is bounded (device count, attempts, timeouts); every URL is on 127.0.0.1.
 """
+import collections
 import argparse
 import concurrent.futures
 import hashlib
@@ -154,7 +155,8 @@ class Wave:
             env["FERRY_TOKEN"] = token
         partial = os.path.join(directory, ".ferry", "partial.gz")
         process = subprocess.Popen(
-            [self.args.ferry] + self.fetch_args(directory, ["--limit-rate", str(rate)]),
+            # --no-patch: a cut download is a full download (a patch is small and not resumed).
+            [self.args.ferry] + self.fetch_args(directory, ["--limit-rate", str(rate), "--no-patch"]),
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
         cut_at = None
         deadline = time.monotonic() + 120
@@ -187,7 +189,7 @@ class Wave:
             result["attempts"] = attempt
             t0 = time.monotonic()
             try:
-                fetched = run_ferry(self.args.ferry, self.fetch_args(directory), token)
+                fetched = run_ferry(self.args.ferry, self.fetch_args(directory, ["--no-patch"] if cut else []), token)
             except subprocess.TimeoutExpired:
                 result["errors"].append(f"attempt {attempt}: fetch timed out after {FETCH_TIMEOUT} s")
                 continue
@@ -200,6 +202,7 @@ class Wave:
             result["fetchSeconds"] = round(seconds, 3)
             result["bytesReceived"] = answer.get("bytesReceived")
             result["resumedFrom"] = answer.get("resumedFrom")
+            result["path"] = answer.get("path")
             problem = self.check(directory, token, answer, expected)
             if problem:
                 result["errors"].append(f"attempt {attempt}: {problem}")
@@ -227,9 +230,16 @@ class Wave:
         updated = os.path.join(directory, "updated.db")
         if answer.get("pendingSha256") != expected["sha256"] or not os.path.exists(updated):
             return f"pending {answer.get('pendingVersion')}/{answer.get('pendingSha256')}, expected {expected['version']}/{expected['sha256']}"
-        actual = sha256_file(updated)
-        if actual != expected["sha256"]:
-            return f"updated.db is {actual}, not the published {expected['sha256']}"
+        if answer.get("path") == "patch":
+            # A patched updated.db holds the published rows, not the published bytes: the client checked it against
+            # the version's content digest, and the verify phase compares every live database with the published
+            # file row for row.
+            if answer.get("patchTo") != expected["version"]:
+                return f"patched to {answer.get('patchTo')}, expected {expected['version']}"
+        else:
+            actual = sha256_file(updated)
+            if actual != expected["sha256"]:
+                return f"updated.db is {actual}, not the published {expected['sha256']}"
         applied = run_ferry(self.args.ferry, ["apply", "--dir", directory, "--json"], token, timeout=300)
         if applied.returncode != 0:
             return f"apply failed: {applied.stderr.strip()[-300:]}"
@@ -563,13 +573,16 @@ def report(args):
         resumed = sum(1 for r in cut if r["ok"] and (r.get("resumedFrom") or 0) > 0 and r.get("cutAt"))
         retried = sum(1 for r in results if r["attempts"] > 1)
         p50, p99 = percentile(plain, 50), percentile(plain, 99)
+        timing = f"client fetch p50 {p50:.2f} s, p99 {p99:.2f} s" if plain else "no device finished"
+        paths = collections.Counter(r.get("path") for r in results if r["ok"])
+        by_path = ", ".join(f"{n} by {p}" for p, n in sorted(paths.items(), key=lambda kv: str(kv[0])))
         print(f"{wave['phase']} wave: {len(results)} devices, {wave['concurrency']} at a time, {wave['seconds']} s; "
-              f"client fetch p50 {p50:.2f} s, p99 {p99:.2f} s; failed {len(bad)}; retried {retried}"
+              f"{timing}; {by_path}; failed {len(bad)}; retried {retried}"
               + (f"; {resumed}/{len(cut)} cut midway and resumed" if cut else "")
               + ("; a replica was killed with SIGKILL during it" if wave.get("killedAt") else ""))
         for r in bad[:5]:
             print(f"  device {r['device']}: {'; '.join(r['errors'][-2:])}")
-    print(f"devices ending with the published version: byte-identical download (sha256) for every updated device; "
+    print(f"devices ending with the published version: byte-identical download (sha256) for every full update, the content digest for every patch; "
           f"live database.db equal row for row: {checked['checked'] - len(checked['different'])}/{checked['checked']} checked")
     if probed:
         print(f"leak probe: {probed['requests']} requests, {probed['leakedBytes']} bytes of an object outside the caller's scope")
