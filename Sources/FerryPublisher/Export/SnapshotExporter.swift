@@ -56,6 +56,8 @@ struct ExportResult {
     var dataDigest: String
     /// The ``ContentDigest`` of the file's published tables, recorded with the version for devices to check.
     var contentDigest: String
+    /// Seconds per step of this export.
+    var phases = PublishPhases()
 }
 
 /// Streams every table of a template from PostgreSQL into a fresh SQLite file, in one REPEATABLE READ snapshot.
@@ -104,10 +106,11 @@ final class SnapshotExporter {
             for plan in plans { try db.execute(plan.createSQL) }
         }
 
+        var phases = PublishPhases()
         var counts: [String: Int] = [:]
         var infos: [SnapshotMetadata.TableInfo] = []
         for plan in plans {
-            let rows = try load(plan, from: pg, into: db, digest: &digest)
+            let rows = try phases.time(.extract) { try load(plan, from: pg, into: db, digest: &digest) }
             counts[plan.name] = rows
             infos.append(
                 SnapshotMetadata.TableInfo(
@@ -116,26 +119,32 @@ final class SnapshotExporter {
             try afterTable?(plan.name)
         }
 
-        for plan in plans {
-            for (j, sql) in plan.table.indexes.enumerated() {
-                do { try db.execute(sql) } catch let error as FerryError {
-                    throw FerryError(.badTemplate, "table '\(plan.name)': index fails in SQLite: \(error.message); fix the statement", path: template.path, key: "tables[\(plan.index)].indexes[\(j)]")
+        try phases.time(.indexes) {
+            for plan in plans {
+                for (j, sql) in plan.table.indexes.enumerated() {
+                    do { try db.execute(sql) } catch let error as FerryError {
+                        throw FerryError(.badTemplate, "table '\(plan.name)': index fails in SQLite: \(error.message); fix the statement", path: template.path, key: "tables[\(plan.index)].indexes[\(j)]")
+                    }
                 }
             }
         }
-        let metadata = SnapshotMetadata(dataset: template.dataset, version: version, schemaVersion: template.schemaVersion, createdAt: createdAt, tables: infos)
-        try metadata.write(to: db)
-        try db.execute("COMMIT")
-        try db.execute("ANALYZE")
-        try db.checkIntegrity()
-        for plan in plans {
-            let stored = try db.scalar("SELECT count(*) FROM \(SQLIdentifier.quote(plan.name))")?.integer ?? -1
-            guard stored == Int64(counts[plan.name] ?? -2) else {
-                throw FerryError(.verification, "table '\(plan.name)': SQLite holds \(stored) rows but PostgreSQL sent \(counts[plan.name] ?? 0); nothing was published", path: file.path)
+        try phases.time(.commit) {
+            let metadata = SnapshotMetadata(dataset: template.dataset, version: version, schemaVersion: template.schemaVersion, createdAt: createdAt, tables: infos)
+            try metadata.write(to: db)
+            try db.execute("COMMIT")
+        }
+        try phases.time(.analyze) { try db.execute("ANALYZE") }
+        try phases.time(.integrityCheck) { try db.checkIntegrity() }
+        try phases.time(.rowCounts) {
+            for plan in plans {
+                let stored = try db.scalar("SELECT count(*) FROM \(SQLIdentifier.quote(plan.name))")?.integer ?? -1
+                guard stored == Int64(counts[plan.name] ?? -2) else {
+                    throw FerryError(.verification, "table '\(plan.name)': SQLite holds \(stored) rows but PostgreSQL sent \(counts[plan.name] ?? 0); nothing was published", path: file.path)
+                }
             }
         }
-        let contentDigest = try ContentDigest.compute(db, tables: plans.map(\.name))
-        return ExportResult(tables: counts, dataDigest: digest.finalizeHex(), contentDigest: contentDigest.description)
+        let contentDigest = try phases.time(.contentDigest) { try ContentDigest.compute(db, tables: plans.map(\.name)) }
+        return ExportResult(tables: counts, dataDigest: digest.finalizeHex(), contentDigest: contentDigest.description, phases: phases)
     }
 
     /// Streams one table; returns the row count, checked against PostgreSQL's `COPY n`.

@@ -41,6 +41,8 @@ extension Publisher {
             throw error
         }
 
+        var phases = PublishPhases()
+        for export in exports { phases.add(export.result.phases) }
         var entries: [ScopeEntry] = []
         var unchangedScopes: Set<String?> = []
         var storedByDigest: [String: FileSnapshotStore.StoredObject] = [:]
@@ -60,7 +62,7 @@ extension Publisher {
                 try DurableFile.remove(export.file)
                 object = shared
             } else {
-                object = try store.storeObject(dataset: dataset, file: export.file, gzipLevel: gzipLevel)
+                object = try phases.time(.store) { try store.storeObject(dataset: dataset, file: export.file, gzipLevel: gzipLevel) }
                 storedByDigest[export.result.dataDigest] = object
             }
             var record = VersionRecord(
@@ -70,9 +72,11 @@ extension Publisher {
                 dataDigest: export.result.dataDigest)
             let retained = Array(((before?.retained ?? []) + [record]).suffix(configuration.keep))
             if configuration.patches, let before, let comparable, before.current.schemaVersion == template.schemaVersion {
-                record.published.patches = patches(
-                    to: record, tables: export.result.tables.keys.sorted() + ["ferry_tables"], after: before,
-                    from: Array(retained.dropLast()), in: comparable, store: store)
+                record.published.patches = phases.time(.patches) {
+                    patches(
+                        to: record, tables: export.result.tables.keys.sorted() + ["ferry_tables"], after: before,
+                        from: Array(retained.dropLast()), in: comparable, store: store)
+                }
             }
             entries.append(ScopeEntry(scope: export.scope, retained: retained.dropLast() + [record]))
         }
@@ -87,9 +91,9 @@ extension Publisher {
         let unchanged = !newVersion && sameScopes
         if let previous, previous == manifest {
             logger.info("data unchanged; no new version", metadata: ["dataset": "\(dataset)", "version": "\(previous.lastVersion)"])
-            return PublishResult(stored: previous, unchangedScopes: unchangedScopes, unchanged: true, seconds: seconds())
+            return PublishResult(stored: previous, unchangedScopes: unchangedScopes, unchanged: true, seconds: seconds(), phases: phases)
         }
-        try store.commit(manifest)
+        try phases.time(.manifest) { try store.commit(manifest) }
         let dropped = (previous?.scopes.compactMap(\.scope) ?? []).filter { !scopes.contains($0) }
         logger.info(
             newVersion ? "published" : "retention changed; no new version",
@@ -97,7 +101,7 @@ extension Publisher {
                 "dataset": "\(dataset)", "version": "\(manifest.lastVersion)", "scopes": "\(entries.count)",
                 "files": "\(Set(entries.map(\.current.sha256)).count)", "dropped": "\(dropped.count)", "seconds": "\(seconds())",
             ])
-        return PublishResult(stored: manifest, unchangedScopes: unchangedScopes, unchanged: unchanged, seconds: seconds())
+        return PublishResult(stored: manifest, unchangedScopes: unchangedScopes, unchanged: unchanged, seconds: seconds(), phases: phases)
     }
 
     /// Patches from each older retained version of a scope to its new version `record`: one SQLite session diff
