@@ -33,9 +33,16 @@ extension Publisher {
         if scopes.isEmpty {
             logger.warning("the scope values are empty: no scope gets a snapshot", metadata: ["dataset": "\(dataset)"])
         }
+        let gzipLevel = min(9, max(1, configuration.gzipLevel))
+        // A switch between scoped and unscoped starts every scope afresh.
+        let comparable = previous?.scoped == (template.scope != nil) ? previous : nil
+        var unchangedDigests: [String?: String] = [:]
+        for entry in comparable?.scopes ?? [] { unchangedDigests[entry.scope] = entry.current.dataDigest }
         let exports: [ScopeExport]
         do {
-            exports = try exportAll(scopes: scopes, main: main, template: template, tmp: tmp, version: version, createdAt: createdAt)
+            exports = try exportAll(
+                scopes: scopes, main: main, template: template, tmp: tmp, version: version, createdAt: createdAt,
+                unchangedDigests: unchangedDigests, gzipLevel: gzipLevel)
         } catch {
             try store.clearTemporaryDirectory(dataset: dataset)
             throw error
@@ -46,12 +53,10 @@ extension Publisher {
         var entries: [ScopeEntry] = []
         var unchangedScopes: Set<String?> = []
         var storedByDigest: [String: FileSnapshotStore.StoredObject] = [:]
-        let gzipLevel = min(9, max(1, configuration.gzipLevel))
-        // A switch between scoped and unscoped starts every scope afresh.
-        let comparable = previous?.scoped == (template.scope != nil) ? previous : nil
         for export in exports {
             let before = comparable?.entry(for: export.scope)
             if let before, before.current.dataDigest == export.result.dataDigest {
+                try export.result.prepared?.discard()
                 try DurableFile.remove(export.file)
                 entries.append(ScopeEntry(scope: export.scope, retained: Array(before.retained.suffix(configuration.keep))))
                 unchangedScopes.insert(export.scope)
@@ -59,10 +64,14 @@ extension Publisher {
             }
             let object: FileSnapshotStore.StoredObject
             if let shared = storedByDigest[export.result.dataDigest] {
+                try export.result.prepared?.discard()
                 try DurableFile.remove(export.file)
                 object = shared
             } else {
-                object = try phases.time(.store) { try store.storeObject(dataset: dataset, file: export.file, gzipLevel: gzipLevel) }
+                object = try phases.time(.store) {
+                    if let prepared = export.result.prepared { return try store.storeObject(dataset: dataset, prepared: prepared) }
+                    return try store.storeObject(dataset: dataset, file: export.file, gzipLevel: gzipLevel)
+                }
                 storedByDigest[export.result.dataDigest] = object
             }
             var record = VersionRecord(
@@ -145,7 +154,8 @@ extension Publisher {
 
     /// Exports every scope into `tmp`, `configuration.parallelism` at a time; the first error stops the rest.
     private func exportAll(
-        scopes: [String?], main: ExportSession, template: Template, tmp: URL, version: Int, createdAt: String
+        scopes: [String?], main: ExportSession, template: Template, tmp: URL, version: Int, createdAt: String,
+        unchangedDigests: [String?: String], gzipLevel: Int32
     ) throws -> [ScopeExport] {
         guard !scopes.isEmpty else { return [] }
         let workers = max(1, min(configuration.parallelism, scopes.count))
@@ -163,7 +173,9 @@ extension Publisher {
                 exporter.afterTable = afterTable
                 while let index = state.withLock({ $0.next(limit: scopes.count) }) {
                     let file = tmp.appendingPathComponent("\(version)-\(index).sqlite")
-                    let result = try exporter.write(plans: plans, from: session.pg, to: file, version: version, createdAt: createdAt, scope: scopes[index])
+                    let result = try exporter.write(
+                        plans: plans, from: session.pg, to: file, version: version, createdAt: createdAt, scope: scopes[index],
+                        unchangedDigest: unchangedDigests[scopes[index]], gzipLevel: gzipLevel)
                     state.withLock { $0.results[index] = ScopeExport(scope: scopes[index], file: file, result: result) }
                 }
             } catch {
