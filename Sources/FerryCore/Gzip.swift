@@ -10,6 +10,31 @@ public enum Gzip {
     /// Compresses `source` into `destination` as a gzip stream and fsyncs it. Returns the compressed size.
     @discardableResult
     public static func compressFile(from source: URL, to destination: URL, level: Int32 = 6) throws -> Int64 {
+        try compress(from: source, to: destination, level: level, hashing: false).gzipSize
+    }
+
+    /// What ``compressAndHash(from:to:level:)`` read and wrote.
+    public struct Compressed: Sendable, Equatable {
+        /// Lowercase hex SHA-256 of the source file.
+        public var sha256: String
+        /// Bytes read from the source.
+        public var size: Int64
+        /// Bytes of the gzip stream written.
+        public var gzipSize: Int64
+    }
+
+    /// Compresses `source` into `destination` (fsynced) and hashes `source` with SHA-256 in the same pass: each
+    /// chunk is read once, hashed, then deflated, so the file is not read twice.
+    ///
+    /// ```swift
+    /// let compressed = try Gzip.compressAndHash(from: sqliteURL, to: gzURL, level: 1)
+    /// print(compressed.sha256, compressed.size, compressed.gzipSize)
+    /// ```
+    public static func compressAndHash(from source: URL, to destination: URL, level: Int32 = 6) throws -> Compressed {
+        try compress(from: source, to: destination, level: level, hashing: true)
+    }
+
+    private static func compress(from source: URL, to destination: URL, level: Int32, hashing: Bool) throws -> Compressed {
         guard let input = FileHandle(forReadingAtPath: source.path) else {
             throw FerryError(.io, "cannot open file to compress", path: source.path)
         }
@@ -29,6 +54,8 @@ public enum Gzip {
         let chunk = 1 << 20
         var outBuffer = [UInt8](repeating: 0, count: chunk)
         var total: Int64 = 0
+        var size: Int64 = 0
+        var hasher = StreamingSHA256()
         func drain(flush: Int32) throws {
             repeat {
                 let produced: Int = try outBuffer.withUnsafeMutableBytes { out -> Int in
@@ -52,7 +79,9 @@ public enum Gzip {
                 throw FerryError(.io, "cannot read file: \(error.localizedDescription)", path: source.path)
             }
             if data.isEmpty { break }
+            size += Int64(data.count)
             try data.withUnsafeBytes { raw in
+                if hashing { hasher.update(raw) }
                 stream.next_in = UnsafeMutablePointer(mutating: raw.baseAddress!.assumingMemoryBound(to: Bytef.self))
                 stream.avail_in = uInt(raw.count)
                 try drain(flush: Z_NO_FLUSH)
@@ -64,7 +93,7 @@ public enum Gzip {
         do { try output.synchronize() } catch {
             throw FerryError(.io, "cannot fsync gzip file: \(error.localizedDescription)", path: destination.path)
         }
-        return total
+        return Compressed(sha256: hashing ? hasher.finalizeHex() : "", size: size, gzipSize: total)
     }
 
     /// Decompresses a gzip file (used by tests and by clients that fetched the gzip encoding), streaming through a

@@ -183,6 +183,54 @@ public struct FileSnapshotStore: SnapshotStore {
         return StoredObject(sha256: sha256, size: size, gzipSize: gzipSize)
     }
 
+    /// A finished snapshot file in the dataset's temp directory, fsynced, hashed and gzipped next to itself
+    /// (`file.gz`, fsynced), ready for ``storeObject(dataset:prepared:)``. Preparing needs no lock and no store, so
+    /// it can run while the file is still being verified; nothing is stored until the caller decides to.
+    public struct PreparedObject: Sendable, Equatable {
+        public var file: URL
+        public var gzipFile: URL
+        public var sha256: String
+        public var size: Int64
+        public var gzipSize: Int64
+
+        /// Fsyncs `file`, then reads it once, hashing and gzipping (level `gzipLevel`) in the same pass.
+        ///
+        /// ```swift
+        /// let prepared = try FileSnapshotStore.PreparedObject(file: tmpFile, gzipLevel: 1)
+        /// let stored = try store.storeObject(dataset: "trips", prepared: prepared)
+        /// ```
+        public init(file: URL, gzipLevel: Int32) throws {
+            try DurableFile.sync(file)
+            self.file = file
+            gzipFile = file.appendingPathExtension("gz")
+            let compressed = try Gzip.compressAndHash(from: file, to: gzipFile, level: gzipLevel)
+            sha256 = compressed.sha256
+            size = compressed.size
+            gzipSize = compressed.gzipSize
+        }
+
+        /// Deletes both temp files (the data was not stored after all).
+        public func discard() throws {
+            try DurableFile.remove(gzipFile)
+            try DurableFile.remove(file)
+        }
+    }
+
+    /// Moves a prepared file and its gzip copy into `objects/` under its checksum; when that object exists, the
+    /// file is identical to it and both temp files are deleted. Call it while holding the lock.
+    public func storeObject(dataset: String, prepared: PreparedObject) throws -> StoredObject {
+        try DurableFile.makeDirectory(objectsDirectory(dataset: dataset))
+        let target = objectURL(dataset: dataset, sha256: prepared.sha256)
+        let gzipTarget = objectGzipURL(dataset: dataset, sha256: prepared.sha256)
+        if FileManager.default.fileExists(atPath: target.path), FileManager.default.fileExists(atPath: gzipTarget.path) {
+            try prepared.discard()
+            return StoredObject(sha256: prepared.sha256, size: prepared.size, gzipSize: try Self.fileSize(gzipTarget))
+        }
+        try DurableFile.rename(prepared.gzipFile, to: gzipTarget)
+        try DurableFile.rename(prepared.file, to: target)
+        return StoredObject(sha256: prepared.sha256, size: prepared.size, gzipSize: prepared.gzipSize)
+    }
+
     /// Replaces `manifest.json` with `manifest` atomically, then deletes the objects no retained version names any
     /// more (of dropped versions and scopes). A server holding a deleted file open keeps reading it. Call it while
     /// holding the lock, after every object the manifest names was stored.

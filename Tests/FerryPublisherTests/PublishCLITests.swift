@@ -29,8 +29,13 @@ struct PublishCLITests {
         #expect(
             Set(object.keys) == [
                 "contentDigest", "createdAt", "dataset", "gzipSize", "schemaVersion", "seconds", "sha256", "size", "tables", "unchanged", "version",
-                "versions",
+                "versions", "phases",
             ])
+        // phases: seconds per step, named as PublishPhase spells them; a publish that stores a version ran them all but patches.
+        let phases = try #require(object["phases"] as? [String: Double])
+        #expect(Set(phases.keys).isSubset(of: Set(PublishPhase.allCases.map(\.rawValue))))
+        #expect(["extract", "indexes", "commit", "analyze", "store", "manifest"].allSatisfy { phases[$0] != nil })
+        #expect(phases.values.allSatisfy { $0 >= 0 })
         #expect(object["dataset"] as? String == "cli" && object["version"] as? Int == 1 && object["unchanged"] as? Bool == false)
         #expect((object["tables"] as? [String: Int]) == ["t": 2])
 
@@ -38,6 +43,9 @@ struct PublishCLITests {
         #expect(again.status == 0)
         let second = try #require(try JSONSerialization.jsonObject(with: Data(again.stdout.utf8)) as? [String: Any])
         #expect(second["unchanged"] as? Bool == true && second["version"] as? Int == 1)
+        // Unchanged data is extracted but not stored again.
+        let secondPhases = try #require(second["phases"] as? [String: Double])
+        #expect(secondPhases["extract"] != nil && secondPhases["store"] == nil)
     }
 
     @Test("human output; DATABASE_URL fallback; --keep; progress stays off when stderr is not a terminal")

@@ -54,16 +54,24 @@ final class ExportSession: @unchecked Sendable {
 struct ExportResult {
     var tables: [String: Int]
     var dataDigest: String
-    /// The ``ContentDigest`` of the file's published tables, recorded with the version for devices to check.
-    var contentDigest: String
+    /// The ``ContentDigest`` of the file's published tables, recorded with the version for devices to check; nil
+    /// when the data equalled the scope's current version (nothing was checked: the file is thrown away).
+    var contentDigest: String?
+    /// The file fsynced, hashed and gzipped, ready to store; nil when the data was unchanged.
+    var prepared: FileSnapshotStore.PreparedObject?
+    /// Seconds per step of this export.
+    var phases = PublishPhases()
 }
 
 /// Streams every table of a template from PostgreSQL into a fresh SQLite file, in one REPEATABLE READ snapshot.
 ///
 /// Steps: one libpq connection, `BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY`, resolve the template against
 /// the catalog, then per table `COPY (SELECT … ORDER BY pk) TO STDOUT (FORMAT binary)` decoded into one prepared
-/// INSERT inside one SQLite transaction; then indexes, metadata, COMMIT, ANALYZE, `PRAGMA integrity_check` and
-/// per-table row counts against what PostgreSQL sent.
+/// INSERT inside one SQLite transaction; then indexes, metadata, COMMIT, ANALYZE. The finished file is then read
+/// twice side by side: on a thread of its own `PRAGMA integrity_check`, per-table row counts against what
+/// PostgreSQL sent and the ``ContentDigest``; on the calling thread the stored object's fsync, SHA-256 and gzip copy
+/// (``FileSnapshotStore/PreparedObject``), in one pass. Data equal to the scope's current version skips everything
+/// after the load.
 final class SnapshotExporter {
     let template: Template
     let logger: Logger
@@ -79,66 +87,114 @@ final class SnapshotExporter {
     }
 
     /// Writes one snapshot file from `pg`'s open transaction. With a `scope`, it is set for the transaction
-    /// first, so every `:scope` in the plans' SQL reads it.
-    func write(plans: [TablePlan], from pg: PostgresConnection, to file: URL, version: Int, createdAt: String, scope: String?) throws -> ExportResult {
+    /// first, so every `:scope` in the plans' SQL reads it. When the data's digest equals `unchangedDigest` (the
+    /// scope's current version's), the file is left unfinished and unchecked: the publisher keeps the current
+    /// version and deletes it.
+    func write(
+        plans: [TablePlan], from pg: PostgresConnection, to file: URL, version: Int, createdAt: String, scope: String?,
+        unchangedDigest: String? = nil, gzipLevel: Int32 = 1
+    ) throws -> ExportResult {
         if let scope { _ = try pg.query(ScopeSQL.setScopeSQL, [scope]) }
         self.scope = scope
         var digest = StreamingSHA256()
         digest.update("ferry-data-v1\ndataset=\(template.dataset)\nschemaVersion=\(template.schemaVersion)\n")
         for plan in plans { digest.update(plan.definition) }
 
-        let db = try SQLiteConnection(path: file.path)
-        // A fresh temp file nobody else sees: no journal needed. It is fsynced before it is committed to the store.
-        try db.execute("PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA locking_mode = EXCLUSIVE; PRAGMA cache_size = -32768")
-        try db.execute("BEGIN")
-        if let schema = template.schema {
-            let ddl: String
-            do { ddl = try String(contentsOfFile: schema, encoding: .utf8) } catch {
-                throw FerryError(.badTemplate, "cannot read schema file \(schema)", path: template.path, key: "schema")
-            }
-            digest.update("schema=\(ddl)\n")
-            do { try db.execute(ddl) } catch let error as FerryError {
-                throw FerryError(.badTemplate, "the schema file \(schema) fails in SQLite: \(error.message); fix its DDL", path: template.path, key: "schema")
-            }
-        } else {
-            for plan in plans { try db.execute(plan.createSQL) }
-        }
-
+        var phases = PublishPhases()
         var counts: [String: Int] = [:]
-        var infos: [SnapshotMetadata.TableInfo] = []
-        for plan in plans {
-            let rows = try load(plan, from: pg, into: db, digest: &digest)
-            counts[plan.name] = rows
-            infos.append(
-                SnapshotMetadata.TableInfo(
-                    name: plan.name, primaryKey: plan.primaryKey, columns: plan.columns.map(\.name), writable: plan.table.writable,
-                    merge: plan.table.merge, createdColumn: plan.createdColumn, updatedColumn: plan.updatedColumn, rows: rows))
-            try afterTable?(plan.name)
+        let dataDigest: String
+        // The writing connection lives in this block: the file is closed before it is read again below.
+        do {
+            let db = try SQLiteConnection(path: file.path)
+            // A fresh temp file nobody else sees: no journal needed. It is fsynced before it is committed to the store.
+            try db.execute("PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA locking_mode = EXCLUSIVE; PRAGMA cache_size = -32768")
+            try db.execute("BEGIN")
+            if let schema = template.schema {
+                let ddl: String
+                do { ddl = try String(contentsOfFile: schema, encoding: .utf8) } catch {
+                    throw FerryError(.badTemplate, "cannot read schema file \(schema)", path: template.path, key: "schema")
+                }
+                digest.update("schema=\(ddl)\n")
+                do { try db.execute(ddl) } catch let error as FerryError {
+                    throw FerryError(.badTemplate, "the schema file \(schema) fails in SQLite: \(error.message); fix its DDL", path: template.path, key: "schema")
+                }
+            } else {
+                for plan in plans { try db.execute(plan.createSQL) }
+            }
+
+            var infos: [SnapshotMetadata.TableInfo] = []
+            for plan in plans {
+                let rows = try phases.time(.extract) { try load(plan, from: pg, into: db, digest: &digest) }
+                counts[plan.name] = rows
+                infos.append(
+                    SnapshotMetadata.TableInfo(
+                        name: plan.name, primaryKey: plan.primaryKey, columns: plan.columns.map(\.name), writable: plan.table.writable,
+                        merge: plan.table.merge, createdColumn: plan.createdColumn, updatedColumn: plan.updatedColumn, rows: rows))
+                try afterTable?(plan.name)
+            }
+            dataDigest = digest.finalizeHex()
+            if dataDigest == unchangedDigest {
+                return ExportResult(tables: counts, dataDigest: dataDigest, contentDigest: nil, prepared: nil, phases: phases)
+            }
+
+            try phases.time(.indexes) {
+                for plan in plans {
+                    for (j, sql) in plan.table.indexes.enumerated() {
+                        do { try db.execute(sql) } catch let error as FerryError {
+                            throw FerryError(.badTemplate, "table '\(plan.name)': index fails in SQLite: \(error.message); fix the statement", path: template.path, key: "tables[\(plan.index)].indexes[\(j)]")
+                        }
+                    }
+                }
+            }
+            try phases.time(.commit) {
+                let metadata = SnapshotMetadata(dataset: template.dataset, version: version, schemaVersion: template.schemaVersion, createdAt: createdAt, tables: infos)
+                try metadata.write(to: db)
+                try db.execute("COMMIT")
+            }
+            try phases.time(.analyze) { try db.execute("ANALYZE") }
         }
 
-        for plan in plans {
-            for (j, sql) in plan.table.indexes.enumerated() {
-                do { try db.execute(sql) } catch let error as FerryError {
-                    throw FerryError(.badTemplate, "table '\(plan.name)': index fails in SQLite: \(error.message); fix the statement", path: template.path, key: "tables[\(plan.index)].indexes[\(j)]")
+        // Two independent reads of the finished file run side by side (the machine's second core): the checks and
+        // the content digest on a thread of their own, the stored object's fsync, hash and gzip copy on this one.
+        let tables = plans.map(\.name)
+        let checked = counts
+        let verification = ThreadJob(name: "ferry.verify") { try Self.verify(file, tables: tables, counts: checked) }
+        let prepared: FileSnapshotStore.PreparedObject
+        do {
+            prepared = try phases.time(.store) { try FileSnapshotStore.PreparedObject(file: file, gzipLevel: gzipLevel) }
+        } catch {
+            // The verification thread still reads the file: let it finish before the caller clears tmp/. This
+            // error is the one to report; the verification's outcome no longer matters.
+            _ = try? verification.join()
+            throw error
+        }
+        let (contentDigest, checkPhases) = try verification.join()
+        phases.add(checkPhases)
+        return ExportResult(tables: counts, dataDigest: dataDigest, contentDigest: contentDigest.description, prepared: prepared, phases: phases)
+    }
+
+    /// Checks a finished file on a read-only connection of its own: `PRAGMA integrity_check`, each table's row
+    /// count against what PostgreSQL sent, then the ``ContentDigest`` of `tables`.
+    private static func verify(_ file: URL, tables: [String], counts: [String: Int]) throws -> (ContentDigest, PublishPhases) {
+        var phases = PublishPhases()
+        let db = try SQLiteConnection(path: file.path, mode: .readOnly)
+        try phases.time(.integrityCheck) { try db.checkIntegrity() }
+        try phases.time(.rowCounts) {
+            for table in tables {
+                let stored = try db.scalar("SELECT count(*) FROM \(SQLIdentifier.quote(table))")?.integer ?? -1
+                guard stored == Int64(counts[table] ?? -2) else {
+                    throw FerryError(.verification, "table '\(table)': SQLite holds \(stored) rows but PostgreSQL sent \(counts[table] ?? 0); nothing was published", path: file.path)
                 }
             }
         }
-        let metadata = SnapshotMetadata(dataset: template.dataset, version: version, schemaVersion: template.schemaVersion, createdAt: createdAt, tables: infos)
-        try metadata.write(to: db)
-        try db.execute("COMMIT")
-        try db.execute("ANALYZE")
-        try db.checkIntegrity()
-        for plan in plans {
-            let stored = try db.scalar("SELECT count(*) FROM \(SQLIdentifier.quote(plan.name))")?.integer ?? -1
-            guard stored == Int64(counts[plan.name] ?? -2) else {
-                throw FerryError(.verification, "table '\(plan.name)': SQLite holds \(stored) rows but PostgreSQL sent \(counts[plan.name] ?? 0); nothing was published", path: file.path)
-            }
-        }
-        let contentDigest = try ContentDigest.compute(db, tables: plans.map(\.name))
-        return ExportResult(tables: counts, dataDigest: digest.finalizeHex(), contentDigest: contentDigest.description)
+        let digest = try phases.time(.contentDigest) { try ContentDigest.compute(db, tables: tables) }
+        return (digest, phases)
     }
 
-    /// Streams one table; returns the row count, checked against PostgreSQL's `COPY n`.
+    /// Streams one table; returns the row count, checked against PostgreSQL's `COPY n`. Two threads share the work:
+    /// the calling thread receives CopyData messages from libpq, hashes them and copies them into batches; a thread
+    /// of its own decodes the batches into SQLite INSERTs. A ``BatchQueue`` of a few 1 MB batches between them keeps
+    /// memory flat when SQLite is the slower side.
     func load(_ plan: TablePlan, from pg: PostgresConnection, into db: SQLiteConnection, digest: inout StreamingSHA256) throws -> Int {
         let statement: SQLiteStatement
         do { statement = try db.prepare(plan.insertSQL) } catch let error as FerryError {
@@ -155,23 +211,44 @@ final class SnapshotExporter {
         // The closure cannot capture an inout parameter: hash into a local copy and hand it back.
         digest.update("rows=\(plan.name)\n")
         var localDigest = digest
+        let queue = BatchQueue()
+        let table = plan.name
+        let inserter = ThreadJob(name: "ferry.insert") {
+            do {
+                while let batch = queue.take() {
+                    defer { queue.recycle(batch) }
+                    try loader.consume(batch.bytes)
+                    if let progress, loader.rows >= nextCheck {
+                        nextCheck = loader.rows + 16_384
+                        let now = ContinuousClock.now
+                        if now - lastReport >= .milliseconds(250) {
+                            lastReport = now
+                            progress(PublishProgress(dataset: dataset, table: table, rows: loader.rows, seconds: (now - start).seconds, finished: false, scope: scope))
+                        }
+                    }
+                }
+            } catch {
+                queue.cancel()  // the receiving side stops at its next batch
+                throw error
+            }
+        }
         let sent: Int
         do {
             sent = try pg.copyOut(plan.copySQL) { message in
                 localDigest.update(message)
-                try loader.consume(message)
-                if let progress, loader.rows >= nextCheck {
-                    nextCheck = loader.rows + 16_384
-                    let now = ContinuousClock.now
-                    if now - lastReport >= .milliseconds(250) {
-                        lastReport = now
-                        progress(PublishProgress(dataset: dataset, table: plan.name, rows: loader.rows, seconds: (now - start).seconds, finished: false, scope: scope))
-                    }
-                }
+                try queue.put(message)
             }
-        } catch let error as FerryError where error.code == .database {
-            throw FerryError(.database, "table '\(plan.name)': \(error.message)", path: template.path, key: "tables[\(plan.index)]")
+            try queue.finish()
+        } catch {
+            queue.cancel()
+            // When the inserter stopped first, its error is the cause (the COPY only saw BatchQueue.Cancelled).
+            try inserter.join()
+            if let error = error as? FerryError, error.code == .database {
+                throw FerryError(.database, "table '\(plan.name)': \(error.message)", path: template.path, key: "tables[\(plan.index)]")
+            }
+            throw error
         }
+        try inserter.join()
         digest = localDigest
         guard loader.finished, sent == loader.rows else {
             throw FerryError(.verification, "table '\(plan.name)': PostgreSQL reported \(sent) rows but \(loader.rows) arrived complete; nothing was published")

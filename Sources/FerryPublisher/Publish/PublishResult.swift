@@ -6,10 +6,11 @@ import Foundation
 /// existing versions).
 ///
 /// `--json` prints it as one object with sorted keys: for an unscoped dataset the served ``Manifest``'s fields plus
-/// `seconds` and `unchanged`:
-/// `{"createdAt","dataset","gzipSize","schemaVersion","seconds","sha256","size","tables","unchanged","version","versions"}`;
-/// for a scoped one `{"createdAt","dataset","schemaVersion","scopes","seconds","unchanged","version"}`, each scope
-/// its manifest's fields plus `scope`, `unchanged` and `shared`.
+/// `seconds`, `unchanged` and `phases`:
+/// `{"contentDigest","createdAt","dataset","gzipSize","phases","schemaVersion","seconds","sha256","size","tables","unchanged","version","versions"}`;
+/// for a scoped one `{"createdAt","dataset","phases","schemaVersion","scopes","seconds","unchanged","version"}`, each
+/// scope its manifest's fields plus `scope`, `unchanged` and `shared`. `phases` maps each ``PublishPhase`` that ran
+/// to its seconds.
 ///
 /// ```swift
 /// let result = try await Publisher(configuration: config, logger: logger).publish()
@@ -31,6 +32,8 @@ public struct PublishResult: Encodable, Sendable, Equatable {
     public var seconds: Double
     /// True when no scope's data changed and no scope appeared or disappeared, so no version was made.
     public var unchanged: Bool
+    /// Seconds per step of the publish (``PublishPhases``).
+    public var phases: PublishPhases
 
     /// One scope's outcome in a scoped publish: the manifest its token holders now get.
     @dynamicMemberLookup
@@ -64,8 +67,9 @@ public struct PublishResult: Encodable, Sendable, Equatable {
     }
 
     /// The result of publishing `stored`: its implicit scope's manifest, or one ``Scope`` per scope.
-    init(stored: StoredManifest, unchangedScopes: Set<String?>, unchanged: Bool, seconds: Double) {
+    init(stored: StoredManifest, unchangedScopes: Set<String?>, unchanged: Bool, seconds: Double, phases: PublishPhases) {
         dataset = stored.dataset
+        self.phases = phases
         version = stored.lastVersion
         schemaVersion = stored.schemaVersion
         createdAt = stored.scopes.map(\.current.createdAt).max() ?? stored.createdAt
@@ -89,7 +93,7 @@ public struct PublishResult: Encodable, Sendable, Equatable {
     /// Retained versions after this publish, ascending; nil for a scoped dataset.
     public var versions: [Int]? { manifest?.versions }
 
-    private enum CodingKeys: String, CodingKey { case dataset, version, createdAt, schemaVersion, scopes, seconds, unchanged }
+    private enum CodingKeys: String, CodingKey { case dataset, version, createdAt, schemaVersion, scopes, seconds, unchanged, phases }
 
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
@@ -104,5 +108,6 @@ public struct PublishResult: Encodable, Sendable, Equatable {
         }
         try container.encode(seconds, forKey: .seconds)
         try container.encode(unchanged, forKey: .unchanged)
+        try container.encode(phases, forKey: .phases)
     }
 }

@@ -33,23 +33,30 @@ extension Publisher {
         if scopes.isEmpty {
             logger.warning("the scope values are empty: no scope gets a snapshot", metadata: ["dataset": "\(dataset)"])
         }
+        let gzipLevel = min(9, max(1, configuration.gzipLevel))
+        // A switch between scoped and unscoped starts every scope afresh.
+        let comparable = previous?.scoped == (template.scope != nil) ? previous : nil
+        var unchangedDigests: [String?: String] = [:]
+        for entry in comparable?.scopes ?? [] { unchangedDigests[entry.scope] = entry.current.dataDigest }
         let exports: [ScopeExport]
         do {
-            exports = try exportAll(scopes: scopes, main: main, template: template, tmp: tmp, version: version, createdAt: createdAt)
+            exports = try exportAll(
+                scopes: scopes, main: main, template: template, tmp: tmp, version: version, createdAt: createdAt,
+                unchangedDigests: unchangedDigests, gzipLevel: gzipLevel)
         } catch {
             try store.clearTemporaryDirectory(dataset: dataset)
             throw error
         }
 
+        var phases = PublishPhases()
+        for export in exports { phases.add(export.result.phases) }
         var entries: [ScopeEntry] = []
         var unchangedScopes: Set<String?> = []
         var storedByDigest: [String: FileSnapshotStore.StoredObject] = [:]
-        let gzipLevel = min(9, max(1, configuration.gzipLevel))
-        // A switch between scoped and unscoped starts every scope afresh.
-        let comparable = previous?.scoped == (template.scope != nil) ? previous : nil
         for export in exports {
             let before = comparable?.entry(for: export.scope)
             if let before, before.current.dataDigest == export.result.dataDigest {
+                try export.result.prepared?.discard()
                 try DurableFile.remove(export.file)
                 entries.append(ScopeEntry(scope: export.scope, retained: Array(before.retained.suffix(configuration.keep))))
                 unchangedScopes.insert(export.scope)
@@ -57,10 +64,14 @@ extension Publisher {
             }
             let object: FileSnapshotStore.StoredObject
             if let shared = storedByDigest[export.result.dataDigest] {
+                try export.result.prepared?.discard()
                 try DurableFile.remove(export.file)
                 object = shared
             } else {
-                object = try store.storeObject(dataset: dataset, file: export.file, gzipLevel: gzipLevel)
+                object = try phases.time(.store) {
+                    if let prepared = export.result.prepared { return try store.storeObject(dataset: dataset, prepared: prepared) }
+                    return try store.storeObject(dataset: dataset, file: export.file, gzipLevel: gzipLevel)
+                }
                 storedByDigest[export.result.dataDigest] = object
             }
             var record = VersionRecord(
@@ -70,9 +81,11 @@ extension Publisher {
                 dataDigest: export.result.dataDigest)
             let retained = Array(((before?.retained ?? []) + [record]).suffix(configuration.keep))
             if configuration.patches, let before, let comparable, before.current.schemaVersion == template.schemaVersion {
-                record.published.patches = patches(
-                    to: record, tables: export.result.tables.keys.sorted() + ["ferry_tables"], after: before,
-                    from: Array(retained.dropLast()), in: comparable, store: store)
+                record.published.patches = phases.time(.patches) {
+                    patches(
+                        to: record, tables: export.result.tables.keys.sorted() + ["ferry_tables"], after: before,
+                        from: Array(retained.dropLast()), in: comparable, store: store)
+                }
             }
             entries.append(ScopeEntry(scope: export.scope, retained: retained.dropLast() + [record]))
         }
@@ -87,9 +100,9 @@ extension Publisher {
         let unchanged = !newVersion && sameScopes
         if let previous, previous == manifest {
             logger.info("data unchanged; no new version", metadata: ["dataset": "\(dataset)", "version": "\(previous.lastVersion)"])
-            return PublishResult(stored: previous, unchangedScopes: unchangedScopes, unchanged: true, seconds: seconds())
+            return PublishResult(stored: previous, unchangedScopes: unchangedScopes, unchanged: true, seconds: seconds(), phases: phases)
         }
-        try store.commit(manifest)
+        try phases.time(.manifest) { try store.commit(manifest) }
         let dropped = (previous?.scopes.compactMap(\.scope) ?? []).filter { !scopes.contains($0) }
         logger.info(
             newVersion ? "published" : "retention changed; no new version",
@@ -97,7 +110,7 @@ extension Publisher {
                 "dataset": "\(dataset)", "version": "\(manifest.lastVersion)", "scopes": "\(entries.count)",
                 "files": "\(Set(entries.map(\.current.sha256)).count)", "dropped": "\(dropped.count)", "seconds": "\(seconds())",
             ])
-        return PublishResult(stored: manifest, unchangedScopes: unchangedScopes, unchanged: unchanged, seconds: seconds())
+        return PublishResult(stored: manifest, unchangedScopes: unchangedScopes, unchanged: unchanged, seconds: seconds(), phases: phases)
     }
 
     /// Patches from each older retained version of a scope to its new version `record`: one SQLite session diff
@@ -141,7 +154,8 @@ extension Publisher {
 
     /// Exports every scope into `tmp`, `configuration.parallelism` at a time; the first error stops the rest.
     private func exportAll(
-        scopes: [String?], main: ExportSession, template: Template, tmp: URL, version: Int, createdAt: String
+        scopes: [String?], main: ExportSession, template: Template, tmp: URL, version: Int, createdAt: String,
+        unchangedDigests: [String?: String], gzipLevel: Int32
     ) throws -> [ScopeExport] {
         guard !scopes.isEmpty else { return [] }
         let workers = max(1, min(configuration.parallelism, scopes.count))
@@ -159,7 +173,9 @@ extension Publisher {
                 exporter.afterTable = afterTable
                 while let index = state.withLock({ $0.next(limit: scopes.count) }) {
                     let file = tmp.appendingPathComponent("\(version)-\(index).sqlite")
-                    let result = try exporter.write(plans: plans, from: session.pg, to: file, version: version, createdAt: createdAt, scope: scopes[index])
+                    let result = try exporter.write(
+                        plans: plans, from: session.pg, to: file, version: version, createdAt: createdAt, scope: scopes[index],
+                        unchangedDigest: unchangedDigests[scopes[index]], gzipLevel: gzipLevel)
                     state.withLock { $0.results[index] = ScopeExport(scope: scopes[index], file: file, result: result) }
                 }
             } catch {

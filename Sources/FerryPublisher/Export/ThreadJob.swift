@@ -1,0 +1,33 @@
+import Foundation
+
+/// Blocking work on a thread of its own, joined by the thread that started it: the publish job's way to run two
+/// blocking steps side by side (docs/ARCHITECTURE.md, "Blocking work"). Unlike `DispatchQueue.concurrentPerform`,
+/// the job is guaranteed its own thread, so two jobs that wait on each other (a producer and a consumer) cannot
+/// deadlock on a busy pool.
+///
+/// Unchecked Sendable: `body` and what it captures are handed to the new thread and used there alone until
+/// ``join()`` returns; the result is written before the semaphore is signalled and read after it was waited for.
+final class ThreadJob<Value>: @unchecked Sendable {
+    private let done = DispatchSemaphore(value: 0)
+    private var result: Result<Value, any Error>?
+    private var body: (() throws -> Value)?
+
+    /// Starts `body` on a new thread named `name`.
+    init(name: String, _ body: @escaping () throws -> Value) {
+        self.body = body
+        let thread = Thread { [self] in
+            let work = self.body!
+            self.body = nil
+            result = Result { try work() }
+            done.signal()
+        }
+        thread.name = name
+        thread.start()
+    }
+
+    /// Waits for the job and returns its value, or throws its error. Call it once.
+    func join() throws -> Value {
+        done.wait()
+        return try result!.get()
+    }
+}
