@@ -220,23 +220,11 @@ struct ReadRoutes: ServerRouteGroup {
 
     static func manifest(_ request: Request, context: BasicRequestContext, access: DatasetAccess) async throws -> Response {
         let name = try SnapshotResponder.datasetName(context)
-        let (dataset, scoped) = try await access.view(request, dataset: name)
-        let cacheControl = scoped ? CachePolicy.scopedLatest : "no-cache"
-        var headers = HTTPFields()
-        headers[.eTag] = dataset.manifestETag
-        headers[.ferryVersion] = String(dataset.manifest.version)
-        headers[.cacheControl] = cacheControl
-        if let value = request.headers[.ifNoneMatch], let condition = ConditionalHeaders.noneMatch(value[...]) {
-            let matches: Bool
-            switch condition {
-            case .any: matches = true
-            case .tags(let tags): matches = tags.contains { $0 == dataset.manifest.sha256 }
-            }
-            if matches {
-                return Response(status: .notModified, headers: headers)
-            }
+        let (dataset, _) = try await access.view(request, dataset: name)
+        if let fields = dataset.manifestNotModified(request.headers) {
+            return Response(status: .notModified, headers: fields)
         }
-        let response = json(dataset.manifestBody, headers: headers)
+        let response = json(dataset.manifestBody, headers: dataset.manifestHeaders)
         return request.method == .head ? response.createHeadResponse() : response
     }
 }

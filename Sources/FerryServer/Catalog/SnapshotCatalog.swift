@@ -5,6 +5,7 @@ import Darwin
 #endif
 import FerryCore
 import Foundation
+import HTTPTypes
 import Logging
 import NIOCore
 import NIOPosix
@@ -29,12 +30,24 @@ public final class SnapshotCatalog: Service, Sendable {
     struct SnapshotView: Sendable {
         let manifest: Manifest
         let manifestBody: ByteBuffer
-        /// `"<sha256>"` of the latest snapshot.
-        let manifestETag: String
+        /// The manifest's headers on a 200 (ETag `"<sha256>"` of the latest snapshot, Ferry-Version, Cache-Control)
+        /// and on a 304 (ETag, Cache-Control).
+        let manifestHeaders: HTTPFields
+        let manifestNotModified: HTTPFields
         let latest: VersionEntry
         let versions: [Int: VersionEntry]
         /// The patches to the retained versions, by their URL's versions.
         var patches: [PatchKey: VersionEntry] = [:]
+
+        /// The manifest's 304 fields when `If-None-Match` is `*` or names the latest snapshot's checksum; nil
+        /// otherwise.
+        func manifestNotModified(_ headers: HTTPFields) -> HTTPFields? {
+            guard let value = headers[.ifNoneMatch], let condition = ConditionalHeaders.noneMatch(value[...]) else { return nil }
+            switch condition {
+            case .any: return manifestNotModified
+            case .tags(let tags): return tags.contains { $0 == manifest.sha256 } ? manifestNotModified : nil
+            }
+        }
     }
 
     /// A snapshot file and its gzip copy, open, with the gzip copy's checksum: shared by every version entry that
@@ -256,9 +269,13 @@ public final class SnapshotCatalog: Service, Sendable {
                     path: store.files(of: entry.current, in: manifest).snapshot.path)
             }
             let clientManifest = entry.manifest(dataset: name)
+            var headers = HTTPFields()
+            headers[.eTag] = "\"\(clientManifest.sha256)\""
+            headers[.ferryVersion] = String(clientManifest.version)
+            headers[.cacheControl] = manifest.scoped ? CachePolicy.scopedLatest : CachePolicy.latest
             var view = SnapshotView(
-                manifest: clientManifest, manifestBody: ByteBuffer(bytes: try clientManifest.jsonData()),
-                manifestETag: "\"\(clientManifest.sha256)\"", latest: latest, versions: versions)
+                manifest: clientManifest, manifestBody: ByteBuffer(bytes: try clientManifest.jsonData()), manifestHeaders: headers,
+                manifestNotModified: VersionEntry.Representation.notModified(headers), latest: latest, versions: versions)
             view.patches = patches
             if let scope = entry.scope { views[scope] = view } else { everyone = view }
         }
