@@ -61,7 +61,16 @@ func buildApplication(
         catalog: catalog, scopes: wiring.scopeAuthorities.mapValues { TokenScopes(authority: $0, ttl: configuration.tokenCacheTTL) }, logger: logger)
     let changes: [any ServerRouteGroup] = wiring.mergers.isEmpty ? [] : [ChangesRoute(mergers: wiring.mergers, limits: configuration.changeLimits)]
     let router = try buildRouter(configuration, catalog: catalog, access: access, metrics: metrics, logger: logger, extraRoutes: changes)
-    let http1 = HTTPServerBuilder.http1(configuration: configuration.http1Channel)
+    let revalidator =
+        configuration.channelRevalidation.enabled
+        ? ChannelRevalidator(
+            access: access, metrics: metrics, traffic: configuration.statusBoard.traffic, logger: logger,
+            onAnswer: configuration.channelRevalidation.onAnswer)
+        : nil
+    let channel = configuration.http1Channel
+    let http1 = HTTPServerBuilder { responder in
+        RevalidatingHTTP1Channel(responder: responder, configuration: channel, revalidator: revalidator)
+    }
     var app = Application(
         router: router,
         server: try configuration.tls.map { try .tls(http1, tlsConfiguration: $0.makeTLSConfiguration()) } ?? http1,

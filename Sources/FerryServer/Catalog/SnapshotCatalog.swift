@@ -40,7 +40,7 @@ public final class SnapshotCatalog: Service, Sendable {
         var patches: [PatchKey: VersionEntry] = [:]
 
         /// The manifest's 304 fields when `If-None-Match` is `*` or names the latest snapshot's checksum; nil
-        /// otherwise.
+        /// otherwise. Shared by the route and ``NotModifiedHandler``.
         func manifestNotModified(_ headers: HTTPFields) -> HTTPFields? {
             guard let value = headers[.ifNoneMatch], let condition = ConditionalHeaders.noneMatch(value[...]) else { return nil }
             switch condition {

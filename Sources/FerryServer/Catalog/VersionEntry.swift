@@ -18,7 +18,7 @@ final class VersionEntry: Sendable {
         let latestHeaders: HTTPFields
         let versionHeaders: HTTPFields
         /// Headers of a 304 on each URL: only what RFC 9110 §15.4.5 asks for (ETag, Cache-Control, Vary when the
-        /// 200 has it); the server adds Date.
+        /// 200 has it); the server adds Date. The route and ``NotModifiedHandler`` both send exactly these.
         let latestNotModified: HTTPFields
         let versionNotModified: HTTPFields
 

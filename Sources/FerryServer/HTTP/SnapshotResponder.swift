@@ -124,7 +124,8 @@ struct SnapshotResponder: Sendable {
 
     /// The 304 fields when `If-None-Match` matches: weak comparison against either representation of this version
     /// (both carry the same content), and the 304 echoes the representation the client holds (`*`: the selected
-    /// one). Nil when the header is absent, malformed or names another version.
+    /// one). Nil when the header is absent, malformed or names another version. Shared by the route and
+    /// ``NotModifiedHandler``, so both answer with the same fields.
     static func notModified(
         _ entry: VersionEntry, selected: VersionEntry.Representation, headers: HTTPFields, latest: Bool
     ) -> HTTPFields? {
