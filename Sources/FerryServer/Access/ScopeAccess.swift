@@ -159,8 +159,8 @@ public struct DatasetAccess: Sendable {
     /// What `request` may read of dataset `name`: the public view, or its scope's. 404 for an unknown dataset or a
     /// scope with no snapshot yet.
     func view(_ request: Request, dataset name: String) async throws -> (view: SnapshotCatalog.SnapshotView, scoped: Bool) {
-        guard let dataset = catalog.dataset(name) else { throw SnapshotResponder.unknownDataset(name) }
-        switch dataset.access {
+        guard let access = catalog.access(name) else { throw SnapshotResponder.unknownDataset(name) }
+        switch access {
         case .everyone(let view):
             return (view, false)
         case .scoped(let views):
@@ -178,8 +178,8 @@ public struct DatasetAccess: Sendable {
     /// the scope a fresh cache entry gives the request's token. Nil whenever the route would answer an error or
     /// would have to ask the token authority (``NotModifiedHandler`` then passes the request on).
     func cachedView(_ headers: HTTPFields, dataset name: String) -> (view: SnapshotCatalog.SnapshotView, scoped: Bool)? {
-        guard let dataset = catalog.dataset(name) else { return nil }
-        switch dataset.access {
+        guard let access = catalog.access(name) else { return nil }
+        switch access {
         case .everyone(let view):
             return (view, false)
         case .scoped(let views):
