@@ -179,6 +179,49 @@ import Testing
         }
     }
 
+    @Test("once the HTTP decoder has read a connection, its revalidations are answered after the decoder; pipelined requests in order")
+    func afterTheDecoderAndPipelined() async throws {
+        let store = try TestStore()
+        defer { store.remove() }
+        let manifest = try store.publish()
+        let conditional = "GET /v1/datasets/trips/snapshot HTTP/1.1\r\nHost: x\r\nIf-None-Match: \"\(manifest.sha256)\"\r\n\r\n"
+        let plain = "GET /v1/datasets/trips/manifest HTTP/1.1\r\nHost: x\r\n\r\n"
+        try await Self.withServers(store.configuration) { channel, router, answers, _ in
+            let routed = try await Self.exchange(router, "GET", "/v1/datasets/trips/snapshot", [("If-None-Match", "\"\(manifest.sha256)\"")])
+            try await offPool {
+                let connection = try RawHTTPConnection(port: channel)
+                connection.setTimeouts(seconds: 5)
+                // A plain GET goes to the decoder (and the router), then a revalidation on the same connection
+                try connection.send(plain)
+                let first = try connection.readHead()
+                #expect(first.status == 200)
+                _ = try connection.read(Int(first.headers["content-length"] ?? "0") ?? 0)
+                try connection.send(conditional)
+                var lines = try connection.readHeadLines()
+                #expect(lines.removeFirst() == "HTTP/1.1 304 Not Modified")
+                #expect(lines.filter { !$0.hasPrefix("Date:") } == routed.fields)
+            }
+            #expect(answers.value == 1)  // NotModifiedHandler, after the decoder
+
+            try await offPool {
+                // Three requests in one write: the first answered before the decoder, the second read by it, the
+                // third answered by the router (the second's response was not written yet): in request order
+                let connection = try RawHTTPConnection(port: channel)
+                connection.setTimeouts(seconds: 5)
+                try connection.send(conditional + plain + conditional)
+                #expect(try connection.readHead().status == 304)
+                let second = try connection.readHead()
+                #expect(second.status == 200)
+                let body = try connection.read(Int(second.headers["content-length"] ?? "0") ?? 0)
+                #expect(String(decoding: body, as: UTF8.self).contains(manifest.sha256))
+                var lines = try connection.readHeadLines()
+                #expect(lines.removeFirst() == "HTTP/1.1 304 Not Modified")
+                #expect(lines.filter { !$0.hasPrefix("Date:") } == routed.fields)
+            }
+            #expect(answers.value == 2)
+        }
+    }
+
     @Test("after a publish the channel answers with the new version's ETag at once; the old one gets the full body")
     func aNewPublishIsUsedAtOnce() async throws {
         let store = try TestStore()

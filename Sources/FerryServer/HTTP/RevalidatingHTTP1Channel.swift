@@ -5,14 +5,16 @@ import NIOHTTP1
 import NIOHTTPTypes
 import NIOHTTPTypesHTTP1
 
-/// Hummingbird's HTTP/1.1 child channel with one handler more: ``NotModifiedHandler``, right before the request
-/// reaches Hummingbird's async responder, answers conditional requests it can answer exactly as the route would.
+/// Hummingbird's HTTP/1.1 child channel with two handlers more, which answer conditional requests exactly as the
+/// route would: ``RawNotModifiedHandler`` before the HTTP codec, on a connection whose bytes the decoder has not
+/// seen yet, and ``NotModifiedHandler`` right before the request reaches Hummingbird's async responder.
 ///
-/// The pipeline is the one `HTTP1Channel` (Hummingbird 2.28.1) builds: NIO's HTTP/1 codec, `HTTP1ToHTTPServerCodec`,
-/// the configuration's `additionalChannelHandlers`, `HTTPConnectionStateHandler`, then ``NotModifiedHandler``
-/// (`HTTP1Channel` has no place after the state handler, which is why this type exists). Behind the state handler,
-/// a 304 answered in the channel counts for the idle timeout and for graceful shutdown like any other response, and
-/// every Ferry handler (header timeout, close after response, flush before close) sees it too.
+/// The pipeline is the one `HTTP1Channel` (Hummingbird 2.28.1) builds: NIO's HTTP/1 codec (with
+/// ``RawNotModifiedHandler`` before it), `HTTP1ToHTTPServerCodec`, the configuration's `additionalChannelHandlers`,
+/// `HTTPConnectionStateHandler`, then ``NotModifiedHandler`` (`HTTP1Channel` has no place before the codec or
+/// after the state handler, which is why this type exists). Behind the state handler, a 304 answered there counts
+/// for graceful shutdown like any other response; the header and idle timeouts are ``ConnectionTimeoutHandler``'s,
+/// which both handlers keep informed.
 ///
 /// ```swift
 /// let server = HTTPServerBuilder { responder in
@@ -41,11 +43,17 @@ struct RevalidatingHTTP1Channel: ServerChildChannel, HTTPChannelHandler {
                 withEncoderConfiguration: .init(),
                 withDecoderLimitConfiguration: limits
             )
+            let raw = revalidator.map { RawNotModifiedHandler(revalidator: $0, maxHeadBytes: configuration.httpDecoder.maxHeaderListSize) }
+            if let raw {
+                try pipeline.addHandler(raw, position: .before(try pipeline.handler(type: HTTPResponseEncoder.self)))
+            }
             try pipeline.addHandler(HTTP1ToHTTPServerCodec(secure: false))
             try pipeline.addHandlers(configuration.additionalChannelHandlers())
             try pipeline.addHandler(HTTPConnectionStateHandler(idleTimeout: configuration.idleTimeout.map { .init($0) }, logger: logger))
             if let revalidator {
                 try pipeline.addHandler(NotModifiedHandler(revalidator: revalidator))
+                // Nil when the server has neither timeout (then nothing is timed).
+                raw?.timeouts = try? pipeline.handler(type: ConnectionTimeoutHandler.self)
             }
             return try NIOAsyncChannel(wrappingChannelSynchronously: channel, configuration: .init(isOutboundHalfClosureEnabled: true))
         }
