@@ -61,7 +61,16 @@ func buildApplication(
         catalog: catalog, scopes: wiring.scopeAuthorities.mapValues { TokenScopes(authority: $0, ttl: configuration.tokenCacheTTL) }, logger: logger)
     let changes: [any ServerRouteGroup] = wiring.mergers.isEmpty ? [] : [ChangesRoute(mergers: wiring.mergers, limits: configuration.changeLimits)]
     let router = try buildRouter(configuration, catalog: catalog, access: access, metrics: metrics, logger: logger, extraRoutes: changes)
-    let http1 = HTTPServerBuilder.http1(configuration: configuration.http1Channel)
+    let revalidator =
+        configuration.channelRevalidation.enabled
+        ? ChannelRevalidator(
+            access: access, metrics: metrics, traffic: configuration.statusBoard.traffic, logger: logger,
+            onAnswer: configuration.channelRevalidation.onAnswer)
+        : nil
+    let channel = configuration.http1Channel
+    let http1 = HTTPServerBuilder { responder in
+        RevalidatingHTTP1Channel(responder: responder, configuration: channel, revalidator: revalidator)
+    }
     var app = Application(
         router: router,
         server: try configuration.tls.map { try .tls(http1, tlsConfiguration: $0.makeTLSConfiguration()) } ?? http1,
@@ -231,23 +240,11 @@ struct ReadRoutes: ServerRouteGroup {
 
     static func manifest(_ request: Request, context: BasicRequestContext, access: DatasetAccess) async throws -> Response {
         let name = try SnapshotResponder.datasetName(context)
-        let (dataset, scoped) = try await access.view(request, dataset: name)
-        let cacheControl = scoped ? CachePolicy.scopedLatest : "no-cache"
-        var headers = HTTPFields()
-        headers[.eTag] = dataset.manifestETag
-        headers[.ferryVersion] = String(dataset.manifest.version)
-        headers[.cacheControl] = cacheControl
-        if let value = request.headers[.ifNoneMatch], let condition = ConditionalHeaders.noneMatch(value[...]) {
-            let matches: Bool
-            switch condition {
-            case .any: matches = true
-            case .tags(let tags): matches = tags.contains { $0 == dataset.manifest.sha256 }
-            }
-            if matches {
-                return Response(status: .notModified, headers: headers)
-            }
+        let (dataset, _) = try await access.view(request, dataset: name)
+        if let fields = dataset.manifestNotModified(request.headers) {
+            return Response(status: .notModified, headers: fields)
         }
-        let response = json(dataset.manifestBody, headers: headers)
+        let response = json(dataset.manifestBody, headers: dataset.manifestHeaders)
         return request.method == .head ? response.createHeadResponse() : response
     }
 }

@@ -67,6 +67,18 @@ final class RawHTTPConnection: @unchecked Sendable {
         }
     }
 
+    /// Reads the status line and header lines as sent, in order (without the blank line that ends them).
+    func readHeadLines() throws -> [String] {
+        while true {
+            if let end = findHeaderEnd() {
+                let text = String(decoding: pending[..<end], as: UTF8.self)
+                pending.removeFirst(end + 4)
+                return text.components(separatedBy: "\r\n")
+            }
+            guard try fill() else { throw POSIXError(.ECONNRESET) }
+        }
+    }
+
     /// Reads exactly `count` body bytes.
     func read(_ count: Int) throws -> [UInt8] {
         while pending.count < count {

@@ -55,6 +55,15 @@ public final class TokenScopes: Sendable {
         return scope
     }
 
+    /// The scope of `token` if the cache holds a fresh answer for it (nil inside: the authority does not know the
+    /// token), without asking the authority: ``NotModifiedHandler`` answers only what the cache already knows.
+    func cachedScope(forToken token: String) -> String?? {
+        let hash = Self.hash(token)
+        let now = ContinuousClock.now
+        guard let hit = cache.withLock({ $0[hash] }), hit.expires > now else { return nil }
+        return .some(hit.scope)
+    }
+
     /// Lowercase SHA-256 hex of the token's UTF-8 bytes: what `scope.token` receives as `$1`.
     public static func hash(_ token: String) -> String {
         FileDigest.sha256Hex(bytes: Array(token.utf8))
@@ -69,22 +78,51 @@ public struct DatasetAccess: Sendable {
     let scopes: [String: TokenScopes]
     let logger: Logger
 
+    /// What an `Authorization` header holds.
+    enum Credential: Equatable {
+        case missing, notBearer, malformed
+        case bearer(String)
+
+        init(_ header: String?) {
+            guard let header else {
+                self = .missing
+                return
+            }
+            let parts = header.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
+            guard parts.count == 2, parts[0].lowercased() == "bearer" else {
+                self = .notBearer
+                return
+            }
+            let token = parts[1].trimmingCharacters(in: .whitespaces)
+            // RFC 6750 b64token: 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"="
+            guard !token.isEmpty, token.utf8.count <= 4096, token.utf8.allSatisfy(Self.isTokenByte) else {
+                self = .malformed
+                return
+            }
+            self = .bearer(token)
+        }
+
+        static func isTokenByte(_ byte: UInt8) -> Bool {
+            switch byte {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"): true
+            case UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"), UInt8(ascii: "+"), UInt8(ascii: "/"), UInt8(ascii: "="): true
+            default: false
+            }
+        }
+    }
+
     /// The bearer token of the request, or a 401.
     static func bearerToken(_ request: Request, dataset: String) throws -> String {
-        guard let header = request.headers[.authorization] else {
+        switch Credential(request.headers[.authorization]) {
+        case .missing:
             throw unauthorized("dataset '\(dataset)' needs an access token: send `Authorization: Bearer <token>`", invalidToken: false)
-        }
-        let parts = header.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
-        guard parts.count == 2, parts[0].lowercased() == "bearer" else {
+        case .notBearer:
             throw unauthorized("dataset '\(dataset)' needs a bearer token: send `Authorization: Bearer <token>`", invalidToken: false)
-        }
-        let token = parts[1].trimmingCharacters(in: .whitespaces)
-        // RFC 6750 b64token: 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"="
-        let allowed = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~+/=".utf8)
-        guard !token.isEmpty, token.utf8.count <= 4096, token.utf8.allSatisfy(allowed.contains) else {
+        case .malformed:
             throw unauthorized("the access token is malformed; re-authenticate", invalidToken: true)
+        case .bearer(let token):
+            return token
         }
-        return token
     }
 
     static func unauthorized(_ message: String, invalidToken: Bool) -> ServerError {
@@ -121,8 +159,8 @@ public struct DatasetAccess: Sendable {
     /// What `request` may read of dataset `name`: the public view, or its scope's. 404 for an unknown dataset or a
     /// scope with no snapshot yet.
     func view(_ request: Request, dataset name: String) async throws -> (view: SnapshotCatalog.SnapshotView, scoped: Bool) {
-        guard let dataset = catalog.dataset(name) else { throw SnapshotResponder.unknownDataset(name) }
-        switch dataset.access {
+        guard let access = catalog.access(name) else { throw SnapshotResponder.unknownDataset(name) }
+        switch access {
         case .everyone(let view):
             return (view, false)
         case .scoped(let views):
@@ -132,6 +170,22 @@ public struct DatasetAccess: Sendable {
                     .notFound, code: .notFound,
                     "dataset '\(name)' has no snapshot for your access scope yet; it appears at the next publish")
             }
+            return (view, true)
+        }
+    }
+
+    /// What ``view(_:dataset:)`` would answer, when it can be known without waiting: the public view, or the view of
+    /// the scope a fresh cache entry gives the request's token. Nil whenever the route would answer an error or
+    /// would have to ask the token authority (``NotModifiedHandler`` then passes the request on).
+    func cachedView(_ headers: HTTPFields, dataset name: String) -> (view: SnapshotCatalog.SnapshotView, scoped: Bool)? {
+        guard let access = catalog.access(name) else { return nil }
+        switch access {
+        case .everyone(let view):
+            return (view, false)
+        case .scoped(let views):
+            guard let resolver = scopes[name], case .bearer(let token) = Credential(headers[.authorization]),
+                case .some(.some(let scope)) = resolver.cachedScope(forToken: token), let view = views[scope]
+            else { return nil }
             return (view, true)
         }
     }

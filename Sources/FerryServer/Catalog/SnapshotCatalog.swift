@@ -1,5 +1,6 @@
 import FerryCore
 import Foundation
+import HTTPTypes
 import Logging
 import NIOCore
 import NIOPosix
@@ -20,26 +21,49 @@ import ServiceLifecycle
 /// let manifest = catalog.dataset("campgrounds")?.manifest
 /// ```
 public final class SnapshotCatalog: Service, Sendable {
-    /// One audience's view of a dataset: everyone's for a public dataset, one scope's for a scoped one.
-    struct SnapshotView: Sendable {
+    /// One audience's view of a dataset: everyone's for a public dataset, one scope's for a scoped one. A class:
+    /// every request looks one up, and handing out a reference costs less than copying its fields.
+    final class SnapshotView: Sendable {
         let manifest: Manifest
         let manifestBody: ByteBuffer
-        /// `"<sha256>"` of the latest snapshot.
-        let manifestETag: String
+        /// The manifest's headers on a 200 (ETag `"<sha256>"` of the latest snapshot, Ferry-Version, Cache-Control)
+        /// and on a 304 (ETag, Cache-Control).
+        let manifestHeaders: HTTPFields
+        let manifestNotModified: HTTPFields
         let latest: VersionEntry
         let versions: [Int: VersionEntry]
         /// The patches to the retained versions, by their URL's versions.
-        var patches: [PatchKey: VersionEntry] = [:]
+        let patches: [PatchKey: VersionEntry]
         /// Every representation this view may read, by its content-addressed name (`/objects/{object}`): each
         /// retained version's SQLite file and gzip copy, and each patch.
-        var objects: [ObjectName: VersionEntry.Representation] = [:]
+        let objects: [ObjectName: VersionEntry.Representation]
 
-        /// Fills ``objects`` from ``versions`` and ``patches``.
-        mutating func indexObjects() {
+        init(manifest: Manifest, scoped: Bool, latest: VersionEntry, versions: [Int: VersionEntry], patches: [PatchKey: VersionEntry]) throws {
+            self.manifest = manifest
+            manifestBody = ByteBuffer(bytes: try manifest.jsonData())
+            var headers = HTTPFields()
+            headers[.eTag] = "\"\(manifest.sha256)\""
+            headers[.ferryVersion] = String(manifest.version)
+            headers[.cacheControl] = scoped ? CachePolicy.scopedLatest : CachePolicy.latest
+            manifestHeaders = headers
+            manifestNotModified = VersionEntry.Representation.notModified(headers)
+            self.latest = latest
+            self.versions = versions
+            self.patches = patches
             var index: [ObjectName: VersionEntry.Representation] = [:]
             for entry in versions.values { for representation in entry.representations { index[representation.object] = representation } }
             for entry in patches.values { index[entry.identity.object] = entry.identity }
             objects = index
+        }
+
+        /// The manifest's 304 fields when `If-None-Match` is `*` or names the latest snapshot's checksum; nil
+        /// otherwise. Shared by the route and ``NotModifiedHandler``.
+        func manifestNotModified(_ headers: HTTPFields) -> HTTPFields? {
+            guard let value = headers[.ifNoneMatch], let condition = ConditionalHeaders.noneMatch(value[...]) else { return nil }
+            switch condition {
+            case .any: return manifestNotModified
+            case .tags(let tags): return tags.contains { $0 == manifest.sha256 } ? manifestNotModified : nil
+            }
         }
     }
 
@@ -110,6 +134,11 @@ public final class SnapshotCatalog: Service, Sendable {
     /// The dataset's current state, or nil when it has no (loadable) manifest.
     func dataset(_ name: String) -> DatasetState? {
         state.withLock { $0.datasets[name] }
+    }
+
+    /// Who may read the dataset and which views it has (the part of ``dataset(_:)`` every request needs).
+    func access(_ name: String) -> DatasetState.Access? {
+        state.withLock { $0.datasets[name]?.access }
     }
 
     /// `{"datasets":[<manifest>...]}`, sorted by name; a scoped dataset appears as `{"dataset":…,"scoped":true}`.
@@ -261,12 +290,8 @@ public final class SnapshotCatalog: Service, Sendable {
                     .store, "\(entry.scope.map { "scope '\($0)': " } ?? "")the current snapshot's file is missing",
                     path: store.files(of: entry.current, in: manifest).snapshot.path)
             }
-            let clientManifest = entry.manifest(dataset: name)
-            var view = SnapshotView(
-                manifest: clientManifest, manifestBody: ByteBuffer(bytes: try clientManifest.jsonData()),
-                manifestETag: "\"\(clientManifest.sha256)\"", latest: latest, versions: versions)
-            view.patches = patches
-            view.indexObjects()
+            let view = try SnapshotView(
+                manifest: entry.manifest(dataset: name), scoped: manifest.scoped, latest: latest, versions: versions, patches: patches)
             if let scope = entry.scope { views[scope] = view } else { everyone = view }
         }
         let access: DatasetState.Access

@@ -27,6 +27,38 @@ final class VersionEntry: Sendable {
             fields[.vary] = nil
             return fields
         }
+
+        /// Headers of a 304 on each URL: only what RFC 9110 §15.4.5 asks for (ETag, Cache-Control, Vary when the
+        /// 200 has it); the server adds Date. The route and ``NotModifiedHandler`` both send exactly these.
+        let latestNotModified: HTTPFields
+        let versionNotModified: HTTPFields
+
+        init(
+            file: OpenFile, etag: String, opaqueTag: Substring, size: Int64, latestHeaders: HTTPFields, versionHeaders: HTTPFields,
+            object: ObjectName
+        ) {
+            self.object = object
+            self.file = file
+            self.etag = etag
+            self.opaqueTag = opaqueTag
+            self.size = size
+            self.latestHeaders = latestHeaders
+            self.versionHeaders = versionHeaders
+            latestNotModified = Self.notModified(latestHeaders)
+            versionNotModified = Self.notModified(versionHeaders)
+        }
+
+        /// The fields of `headers` a 304 carries, in this order: ETag, Cache-Control, Vary.
+        static func notModified(_ headers: HTTPFields) -> HTTPFields {
+            var fields = HTTPFields()
+            for name in [HTTPField.Name.eTag, .cacheControl, .vary] {
+                if let value = headers[name] { fields[name] = value }
+            }
+            return fields
+        }
+
+        /// The 304 fields for the latest URL or a version URL.
+        func notModifiedFields(latest: Bool) -> HTTPFields { latest ? latestNotModified : versionNotModified }
     }
 
     let dataset: String

@@ -68,24 +68,12 @@ struct SnapshotResponder: Sendable {
             checksumMatches = lowered == entry.sha256
         }
 
-        let selected = Self.select(request, entry: entry)
-
-        // If-None-Match: weak comparison against either representation of this version (both carry the same
-        // content); the 304 echoes the representation the client holds.
-        if let value = headers[.ifNoneMatch], let condition = ConditionalHeaders.noneMatch(value[...]) {
-            switch condition {
-            case .any:
-                return notModified(selected, cacheControlLatest: cacheControlLatest)
-            case .tags(let tags):
-                for tag in tags {
-                    if let held = entry.representation(matchingOpaqueTag: tag) {
-                        return notModified(held, cacheControlLatest: cacheControlLatest)
-                    }
-                }
-            }
+        let selected = Self.selectedRepresentation(of: entry, headers: headers, method: request.method)
+        if let fields = Self.notModified(entry, selected: selected, headers: headers, latest: cacheControlLatest) {
+            return Response(status: .notModified, headers: fields)
         }
         if checksumMatches {
-            return notModified(selected, cacheControlLatest: cacheControlLatest)
+            return Response(status: .notModified, headers: selected.notModifiedFields(latest: cacheControlLatest))
         }
 
         return try answer(
@@ -99,14 +87,7 @@ struct SnapshotResponder: Sendable {
     /// SQLite file's bytes: HTTP libraries decode Content-Encoding and cannot decode a slice from the middle of a
     /// gzip stream (found by the fuzzer; curl --compressed too). The object lookup uses the same choice.
     static func select(_ request: Request, entry: VersionEntry) -> VersionEntry.Representation {
-        let headers = request.headers
-        let rangeHeader = request.method == .get ? headers[.range] : nil
-        if let gzip = entry.gzip, let accept = headers[.acceptEncoding], ConditionalHeaders.acceptsGzip(accept[...]),
-            rangeHeader == nil || headers[.ifRange].map({ ConditionalHeaders.ifRangeMatches($0[...], tag: gzip.opaqueTag) }) == true
-        {
-            return gzip
-        }
-        return entry.identity
+        selectedRepresentation(of: entry, headers: request.headers, method: request.method)
     }
 
     /// The answer with `selected`'s bytes once no precondition stopped it: `Range` (GET only) with `If-Range`
@@ -141,12 +122,40 @@ struct SnapshotResponder: Sendable {
             selected, status: .ok, fields: fields, start: 0, end: size - 1, head: request.method == .head)
     }
 
-    private func notModified(_ representation: VersionEntry.Representation, cacheControlLatest: Bool) -> Response {
-        // NIO's encoder strips Content-Length from a 304; the other 200 headers are allowed and useful
-        // (RFC 9110 §15.4.5 requires ETag, Cache-Control and Vary).
-        Response(
-            status: .notModified,
-            headers: cacheControlLatest ? representation.latestHeaders : representation.versionHeaders)
+    /// The representation a request gets, chosen from `Accept-Encoding` alone: the stored gzip copy when gzip is
+    /// acceptable and the version has one. A range of the gzip copy goes only to a client that resumes that copy
+    /// (it names its ETag in If-Range); another client asking for a range gets the SQLite file's bytes: HTTP
+    /// libraries decode Content-Encoding and cannot decode a slice from the middle of a gzip stream (found by the
+    /// fuzzer; curl --compressed too).
+    static func selectedRepresentation(
+        of entry: VersionEntry, headers: HTTPFields, method: HTTPRequest.Method
+    ) -> VersionEntry.Representation {
+        let rangeHeader = method == .get ? headers[.range] : nil
+        if let gzip = entry.gzip, let accept = headers[.acceptEncoding], ConditionalHeaders.acceptsGzip(accept[...]),
+            rangeHeader == nil || headers[.ifRange].map({ ConditionalHeaders.ifRangeMatches($0[...], tag: gzip.opaqueTag) }) == true
+        {
+            return gzip
+        }
+        return entry.identity
+    }
+
+    /// The 304 fields when `If-None-Match` matches: weak comparison against either representation of this version
+    /// (both carry the same content), and the 304 echoes the representation the client holds (`*`: the selected
+    /// one). Nil when the header is absent, malformed or names another version. Shared by the route and
+    /// ``NotModifiedHandler``, so both answer with the same fields.
+    static func notModified(
+        _ entry: VersionEntry, selected: VersionEntry.Representation, headers: HTTPFields, latest: Bool
+    ) -> HTTPFields? {
+        guard let value = headers[.ifNoneMatch], let condition = ConditionalHeaders.noneMatch(value[...]) else { return nil }
+        switch condition {
+        case .any:
+            return selected.notModifiedFields(latest: latest)
+        case .tags(let tags):
+            for tag in tags {
+                if let held = entry.representation(matchingOpaqueTag: tag) { return held.notModifiedFields(latest: latest) }
+            }
+            return nil
+        }
     }
 
     private func body(

@@ -32,8 +32,14 @@ final class ServerMetrics: Sendable {
     }
 
     func recordRequest(route: String, status: Int) {
+        requestsCounter(route: route, status: status).increment()
+        if status == 304 { notModifiedCounter(route: route).increment() }
+    }
+
+    /// `ferry_http_requests_total{route,status}`, made on first use.
+    func requestsCounter(route: String, status: Int) -> Metrics.Counter {
         let key = Key(route: route, status: status)
-        let counter = requests.withLock { counters in
+        return requests.withLock { counters in
             if let counter = counters[key] { return counter }
             let counter = Metrics.Counter(
                 label: "ferry_http_requests_total", dimensions: [("route", route), ("status", String(status))],
@@ -41,14 +47,15 @@ final class ServerMetrics: Sendable {
             counters[key] = counter
             return counter
         }
-        counter.increment()
-        if status == 304 {
-            notModified.withLock { counters in
-                if let counter = counters[route] { return counter }
-                let counter = Metrics.Counter(label: "ferry_http_not_modified_total", dimensions: [("route", route)], factory: factory)
-                counters[route] = counter
-                return counter
-            }.increment()
+    }
+
+    /// `ferry_http_not_modified_total{route}`, made on first use.
+    func notModifiedCounter(route: String) -> Metrics.Counter {
+        notModified.withLock { counters in
+            if let counter = counters[route] { return counter }
+            let counter = Metrics.Counter(label: "ferry_http_not_modified_total", dimensions: [("route", route)], factory: factory)
+            counters[route] = counter
+            return counter
         }
     }
 

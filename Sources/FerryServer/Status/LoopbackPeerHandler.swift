@@ -7,6 +7,9 @@ import NIOHTTPTypes
 /// can tell a browser on this machine from a remote client: Hummingbird's `BasicRequestContext` does not keep the
 /// peer address. Any value a client sent in that header is removed first, so it cannot be forged.
 ///
+/// Only a request with a query is marked (the mark is for `/status?token=`), and the peer is looked up once per
+/// connection: a request without the header and without a query passes unchanged, at no cost.
+///
 /// Sits in the channel pipeline after the HTTP codec (`HTTP1Channel.Configuration.additionalChannelHandlers`).
 final class LoopbackPeerHandler: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
@@ -15,16 +18,32 @@ final class LoopbackPeerHandler: ChannelInboundHandler, RemovableChannelHandler 
     /// `Ferry-Internal-Peer: loopback`, set only by this handler.
     static let header = HTTPField.Name("Ferry-Internal-Peer")!
 
+    /// Whether the peer is on this machine, once known.
+    private var loopbackPeer: Bool?
+
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard case .head(var request) = unwrapInboundIn(data) else {
             context.fireChannelRead(data)
             return
         }
+        let forged = request.headerFields[Self.header] != nil
+        let hasQuery = request.path?.utf8.contains(UInt8(ascii: "?")) ?? false
+        guard forged || hasQuery else {
+            context.fireChannelRead(data)
+            return
+        }
         request.headerFields[Self.header] = nil
-        if Self.isLoopback(context.channel.remoteAddress) {
+        if hasQuery, isLoopback(context) {
             request.headerFields[Self.header] = "loopback"
         }
         context.fireChannelRead(wrapInboundOut(.head(request)))
+    }
+
+    private func isLoopback(_ context: ChannelHandlerContext) -> Bool {
+        if let loopbackPeer { return loopbackPeer }
+        let found = Self.isLoopback(context.channel.remoteAddress)
+        loopbackPeer = found
+        return found
     }
 
     static func isLoopback(_ address: SocketAddress?) -> Bool {

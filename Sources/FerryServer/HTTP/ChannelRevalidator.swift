@@ -1,0 +1,143 @@
+import CoreMetrics
+import FerryCore
+import HTTPTypes
+import Logging
+
+/// Decides, from the request head alone and synchronously, whether a conditional GET or HEAD of a manifest,
+/// snapshot, version or patch URL gets a 304, with exactly the fields the route would send. ``NotModifiedHandler``
+/// asks it for every request; nil means "not certain": the request goes on to the router, which answers it as
+/// always.
+///
+/// It answers only a request that the route would answer 304 without any wait: GET or HEAD with `If-None-Match`,
+/// the path in its one canonical form (no query, no `%`, no trailing `/`), no body and no `Connection`, `Expect`
+/// or `Upgrade` header, a dataset the catalog serves, and for a scoped dataset a bearer token whose scope the token
+/// cache holds fresh (the route would use that same cache entry). The fields come from the same functions the
+/// routes call (``SnapshotResponder/notModified(_:selected:headers:latest:)``,
+/// ``SnapshotCatalog/SnapshotView/manifestNotModified(_:)``), over the catalog's current state, so a new
+/// publish is seen at once.
+///
+/// Counts what the server's middleware counts for a 304: `ferry_http_requests_total{route,status="304"}`,
+/// `ferry_http_not_modified_total{route}` and the status page's traffic.
+///
+/// ```swift
+/// let revalidator = ChannelRevalidator(access: access, metrics: metrics, traffic: board.traffic, logger: logger)
+/// if let (route, fields) = revalidator.notModified(request) { /* write a 304 with fields */ }
+/// ```
+struct ChannelRevalidator: Sendable {
+    /// The routes a 304 can be answered for, with their patterns as the router names them (for metrics).
+    enum Route: Int, CaseIterable, Sendable {
+        case manifest, snapshot, version, patch
+
+        var pattern: String {
+            switch self {
+            case .manifest: "/v1/datasets/{dataset}/manifest"
+            case .snapshot: "/v1/datasets/{dataset}/snapshot"
+            case .version: "/v1/datasets/{dataset}/versions/{version}"
+            case .patch: "/v1/datasets/{dataset}/patches/{patch}"
+            }
+        }
+    }
+
+    /// A request path the revalidator understands.
+    enum Target: Equatable, Sendable {
+        case manifest, snapshot
+        case version(Int)
+        case patch(PatchKey)
+
+        var route: Route {
+            switch self {
+            case .manifest: .manifest
+            case .snapshot: .snapshot
+            case .version: .version
+            case .patch: .patch
+            }
+        }
+    }
+
+    struct Counters: Sendable {
+        let requests: CoreMetrics.Counter
+        let notModified: CoreMetrics.Counter
+    }
+
+    let access: DatasetAccess
+    let traffic: TrafficRecorder
+    let logger: Logger
+    /// Per ``Route``, in `rawValue` order.
+    let counters: [Counters]
+    /// Tests only: called after each answer.
+    let onAnswer: (@Sendable () -> Void)?
+
+    init(access: DatasetAccess, metrics: ServerMetrics, traffic: TrafficRecorder, logger: Logger, onAnswer: (@Sendable () -> Void)? = nil) {
+        self.access = access
+        self.traffic = traffic
+        self.logger = logger
+        self.onAnswer = onAnswer
+        counters = Route.allCases.map {
+            Counters(requests: metrics.requestsCounter(route: $0.pattern, status: 304), notModified: metrics.notModifiedCounter(route: $0.pattern))
+        }
+    }
+
+    /// The 304's fields (without Date) and the route it stands for, or nil to let the router answer.
+    func notModified(_ request: HTTPRequest) -> (route: Route, fields: HTTPFields)? {
+        let headers = request.headerFields
+        guard request.method == .get || request.method == .head, headers[.ifNoneMatch] != nil,
+            let path = request.path, let (dataset, target) = Self.parse(path),
+            headers[.contentLength].map({ $0 == "0" }) ?? true,
+            headers[.transferEncoding] == nil, headers[.connection] == nil, headers[.expect] == nil, headers[.upgrade] == nil,
+            let (view, _) = access.cachedView(headers, dataset: dataset)
+        else { return nil }
+        let fields: HTTPFields?
+        switch target {
+        case .manifest:
+            fields = view.manifestNotModified(headers)
+        case .snapshot:
+            fields = Self.notModified(view.latest, request: request, latest: true)
+        case .version(let number):
+            fields = view.versions[number].flatMap { Self.notModified($0, request: request, latest: false) }
+        case .patch(let key):
+            fields = view.patches[key].flatMap { Self.notModified($0, request: request, latest: false) }
+        }
+        guard let fields else { return nil }
+        return (target.route, fields)
+    }
+
+    static func notModified(_ entry: VersionEntry, request: HTTPRequest, latest: Bool) -> HTTPFields? {
+        let selected = SnapshotResponder.selectedRepresentation(of: entry, headers: request.headerFields, method: request.method)
+        return SnapshotResponder.notModified(entry, selected: selected, headers: request.headerFields, latest: latest)
+    }
+
+    /// Counts a 304 answered for `route` as the server's middleware would, and logs it at debug level.
+    func record(_ route: Route, request: HTTPRequest) {
+        let counters = self.counters[route.rawValue]
+        counters.requests.increment()
+        counters.notModified.increment()
+        traffic.recordRequest(status: 304)
+        if logger.logLevel <= .debug {
+            logger.debug("\(request.method.rawValue) \(request.path ?? "") 304", metadata: ["route": .string(route.pattern), "bytes": "0"])
+        }
+        onAnswer?()
+    }
+
+    /// `/v1/datasets/{dataset}/manifest|snapshot|versions/{n}|patches/{from}-{to}`, each part in its only valid
+    /// form (a dataset name, canonical version numbers); anything else, a query included, is nil.
+    static func parse(_ path: String) -> (dataset: String, target: Target)? {
+        let prefix = "/v1/datasets/"
+        guard path.utf8.starts(with: prefix.utf8) else { return nil }
+        let parts = path.utf8.dropFirst(prefix.utf8.count).split(separator: UInt8(ascii: "/"), maxSplits: 3, omittingEmptySubsequences: false)
+        guard parts.count == 2 || parts.count == 3, let name = String(parts[0]), DatasetName.isValid(name) else { return nil }
+        let kind = parts[1]
+        if parts.count == 2 {
+            if kind.elementsEqual("manifest".utf8) { return (name, .manifest) }
+            if kind.elementsEqual("snapshot".utf8) { return (name, .snapshot) }
+            return nil
+        }
+        guard let argument = String(parts[2]) else { return nil }
+        if kind.elementsEqual("versions".utf8) {
+            return SnapshotResponder.versionNumber(argument).map { (name, .version($0)) }
+        }
+        if kind.elementsEqual("patches".utf8) {
+            return PatchKey(argument).map { (name, .patch($0)) }
+        }
+        return nil
+    }
+}

@@ -1,0 +1,59 @@
+@testable import FerryServer
+import HTTPTypes
+import Testing
+
+/// The strict subset of HTTP/1.1 that RawNotModifiedHandler reads; everything else is left to the HTTP decoder.
+@Suite struct RawRequestHeadTests {
+    static func parse(_ text: String, limit: Int = 80 * 1024) -> RawRequestHead? {
+        Array(text.utf8).withUnsafeBytes { RawRequestHead.parse($0, maxHeadBytes: limit) }
+    }
+
+    static let tag = "\"9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08\""
+
+    @Test func readsASimpleConditionalRequest() throws {
+        let text = "GET /v1/datasets/trips/snapshot HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nIf-None-Match:  \(Self.tag) \t\r\nuser-agent: wrk\r\n\r\n"
+        let head = try #require(Self.parse(text + "GET /next"))
+        #expect(head.length == text.utf8.count)
+        #expect(head.request.method == .get && head.request.path == "/v1/datasets/trips/snapshot")
+        #expect(head.request.authority == "127.0.0.1:8080")
+        #expect(head.request.headerFields[.ifNoneMatch] == Self.tag)
+        #expect(head.request.headerFields[.userAgent] == "wrk")
+        #expect(head.request.headerFields[HTTPField.Name("Host")!] == nil)  // the authority, as NIO's conversion has it
+        let headRequest = try #require(Self.parse("HEAD /v1/datasets/trips/versions/3 HTTP/1.1\r\n\r\n"))
+        #expect(headRequest.request.method == .head && headRequest.request.headerFields.isEmpty)
+    }
+
+    @Test(arguments: [
+        "GET /v1/datasets/trips/snapshot HTTP/1.1\r\nIf-None-Match: *\r\n",  // incomplete
+        "GET /v1/datasets/trips/snapshot HTTP/1.0\r\n\r\n",
+        "get /v1/datasets/trips/snapshot HTTP/1.1\r\n\r\n",
+        "POST /v1/datasets/trips/snapshot HTTP/1.1\r\n\r\n",
+        "GET /v1/datasets/trips/snapshot?checksum=abc HTTP/1.1\r\n\r\n",
+        "GET /v1/datasets/tr%69ps/snapshot HTTP/1.1\r\n\r\n",
+        "GET /v1/datasets/Trips/snapshot HTTP/1.1\r\n\r\n",
+        "GET http://x/v1/datasets/trips/snapshot HTTP/1.1\r\n\r\n",
+        "GET  /v1/datasets/trips/snapshot HTTP/1.1\r\n\r\n",
+        "GET /v1/datasets/trips/snapshot HTTP/1.1\n\n",
+        "GET /v1/datasets/trips/snapshot HTTP/1.1\r\nIf-None-Match: *\n\r\n",
+        "GET /v1/datasets/trips/snapshot HTTP/1.1\r\nIf-None-Match: *\r\n continued\r\n\r\n",  // obs-fold
+        "GET /v1/datasets/trips/snapshot HTTP/1.1\r\nIf-None-Match : *\r\n\r\n",
+        "GET /v1/datasets/trips/snapshot HTTP/1.1\r\n: *\r\n\r\n",
+        "GET /v1/datasets/trips/snapshot HTTP/1.1\r\nIf-None-Match: \"a\"\r\nif-none-match: \"b\"\r\n\r\n",
+        "GET /v1/datasets/trips/snapshot HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
+        "GET /v1/datasets/trips/snapshot HTTP/1.1\r\nX-Name: caf\u{e9}\r\n\r\n",
+        "GET /v1/datasets/trips/snapshot HTTP/1.1\r\nX-Name: a\u{0}b\r\n\r\n",
+        "GET /v1/datasets/trips/snapshot HTTP/1.1\r\nX-Name: a\rb\r\n\r\n",
+    ])
+    func leavesEverythingElseToTheDecoder(_ text: String) {
+        #expect(Self.parse(text) == nil)
+    }
+
+    @Test func staysWithinTheLimits() {
+        let fields = (0..<64).map { "X-\($0): v\r\n" }.joined()
+        #expect(Self.parse("GET / HTTP/1.1\r\n\(fields)\r\n") != nil)
+        #expect(Self.parse("GET / HTTP/1.1\r\n\(fields)X-64: v\r\n\r\n") == nil)
+        let text = "GET / HTTP/1.1\r\nX-Long: \(String(repeating: "a", count: 100))\r\n\r\n"
+        #expect(Self.parse(text, limit: text.utf8.count) != nil)
+        #expect(Self.parse(text, limit: text.utf8.count - 1) == nil)
+    }
+}
