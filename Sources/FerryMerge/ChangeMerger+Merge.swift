@@ -149,8 +149,9 @@ extension ChangeMerger {
 
         // Answers given before.
         // An id stored for another device or dataset is refused without revealing that answer.
+        // The ids behind a sub-select, so the planner looks them up by the primary key (see keyFilter).
         let stored = try pg.run(
-            "SELECT id, result::text, dataset = $2 AND client_id = $3 FROM ferry_changes WHERE id = ANY($1::text[])",
+            "SELECT id, result::text, dataset = $2 AND client_id = $3 FROM ferry_changes WHERE id = ANY(ARRAY(SELECT unnest($1::text[])))",
             [ChangeLog.arrayLiteral(segment.map(\.change.id)), context.dataset, context.clientId])
         var storedByID: [String: ChangeResult] = [:]
         for row in stored {
@@ -297,6 +298,20 @@ extension ChangeMerger {
             .joined(separator: " AND ")
     }
 
+    /// `t.id = ANY(ARRAY(SELECT (x)::integer FROM unnest($2::text[]) AS x)) AND …` over the key arrays that
+    /// ``unnest(_:keys:values:firstParameter:)`` bound from `firstParameter` on: reaches the changes' rows through
+    /// the primary-key index. Without it PostgreSQL joins a batch's few hundred keys to the table by hashing the
+    /// whole table (a sequential scan per statement, measured at 24 ms against 0.6 ms for 500 keys in a table of
+    /// 50,000 rows); an array behind a sub-select has no length the planner knows, so it takes the index.
+    static func keyFilter(_ schema: TableSchema, alias: String, firstParameter: Int) -> String {
+        let filters = schema.key.enumerated().compactMap { offset, column -> String? in
+            // An array-typed key cannot be rebuilt element-wise into ARRAY(...); the join alone finds those rows.
+            guard column.kind != .array else { return nil }
+            return "\(alias).\(column.quoted) = ANY(ARRAY(SELECT \(TableSchema.input(column, "x")) FROM unnest($\(firstParameter + offset)::text[]) AS x))"
+        }
+        return filters.isEmpty ? "TRUE" : filters.joined(separator: " AND ")
+    }
+
     struct CurrentRow {
         let updatedMillis: Int64
         let row: [String: JSONValue]
@@ -310,6 +325,7 @@ extension ChangeMerger {
             """
             SELECT k.ord::text, \(schema.updatedMillis(from: "t")), \(schema.outputs(from: "t"))
             FROM \(schema.sqlName) AS t JOIN \(from) ON \(keyMatch(schema, alias: "t"))
+            WHERE \(keyFilter(schema, alias: "t", firstParameter: 1))
             ORDER BY \(order) FOR UPDATE OF t
             """, parameters)
         var out = [CurrentRow?](repeating: nil, count: changes.count)
@@ -355,7 +371,7 @@ extension ChangeMerger {
         let rows = try pg.run(
             """
             UPDATE \(schema.sqlName) AS t SET \(sets.joined(separator: ", "))
-            FROM \(from) WHERE \(keyMatch(schema, alias: "t"))
+            FROM \(from) WHERE \(keyMatch(schema, alias: "t")) AND \(keyFilter(schema, alias: "t", firstParameter: 2))
             RETURNING k.ord::text, \(schema.outputs(from: "t"))
             """, [context.nowText] + parameters)
         return try byOrdinal(rows, schema: schema, expected: changes.count, what: "update")
@@ -393,7 +409,9 @@ extension ChangeMerger {
         let key = schema.keyObject { "t.\($0.quoted)" }
         let rows = try pg.run(
             """
-            WITH d AS (DELETE FROM \(schema.sqlName) AS t USING \(from) WHERE \(keyMatch(schema, alias: "t")) RETURNING \(key) AS key)
+            WITH d AS (
+              DELETE FROM \(schema.sqlName) AS t USING \(from)
+              WHERE \(keyMatch(schema, alias: "t")) AND \(keyFilter(schema, alias: "t", firstParameter: 4)) RETURNING \(key) AS key)
             INSERT INTO ferry_tombstones(dataset, tbl, key, deleted_at) SELECT $1, $2, d.key, $3::timestamptz FROM d
             ON CONFLICT (dataset, tbl, key) DO UPDATE SET deleted_at = EXCLUDED.deleted_at
             RETURNING 1

@@ -1,12 +1,23 @@
 # scripts/bench outbox [ROWS] — sourced by scripts/bench after scripts/lib/common.sh.
-# Changes applied per second by the merge engine (ChangeMerger, as behind POST /v1/datasets/{d}/changes) for
-# batches of 500 updates to distinct rows, beside the floor measured in the same run: the same updates sent by
-# psql as one multi-row UPDATE … FROM (VALUES …) statement per 500 rows.
+# Changes applied per second for batches of 500 updates, beside the floor measured in the same run: the same
+# updates sent by psql as one multi-row UPDATE … FROM (VALUES …) statement per 500 rows.
+#  - the merge engine alone (ChangeMerger, as behind POST /v1/datasets/{d}/changes), 1 and 2 connections;
+#  - end to end: `ferry serve` (2 merger connections) and devices POSTing the batches over HTTP
+#    (scripts/lib/outbox_http.py), so HTTP, JSON decoding and the answers count too: 1, 2 and 4 devices on
+#    distinct rows, and 4 devices each updating every row (overlapping rows, settled by newest-wins).
 rows=${1:-50000}
 batch=500
+base="2026-11-21T09:00:00.000Z"
 
-ferry_install_deps
-trap ferry_stop_postgres EXIT
+ferry_install_deps curl
+work=$(mktemp -d /tmp/ferry-bench-outbox.XXXXXX)
+ferry_pid=""
+cleanup() {
+  ferry_stop_pid "$ferry_pid"
+  ferry_stop_postgres
+  rm -rf "$work"
+}
+trap cleanup EXIT
 say "Starting a private PostgreSQL"
 ferry_start_postgres
 psql_cmd=("$FERRY_PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 "$FERRY_PG_URL")
@@ -14,16 +25,53 @@ psql_cmd=("$FERRY_PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 "$FERRY_PG_URL")
 "${psql_cmd[@]}" -c "CREATE TABLE bench_trips(id int PRIMARY KEY, name text NOT NULL, seats int NOT NULL, stops int NOT NULL,
   created_at timestamptz NOT NULL, updated_at timestamptz NOT NULL)"
 
-say "Building the benchmark program (release)"
+say "Building the benchmark program and ferry (release)"
 swift build -c release --product ferry-outbox-bench >/dev/null
-bench_bin=$(swift build -c release --show-bin-path)/ferry-outbox-bench
+swift build -c release --product ferry >/dev/null
+bin=$(swift build -c release --show-bin-path)
 
-say "Ferry: $rows updates in batches of $batch"
-read -r _ ferry_s ferry_rate < <("$bench_bin" "$FERRY_PG_URL" "$rows" "$batch" 1)
-read -r _ ferry2_s ferry2_rate < <("$bench_bin" "$FERRY_PG_URL" "$rows" "$batch" 2)
+# Every run starts from the same rows, all last written at $base, and no stored answers.
+reset_rows() {
+  "${psql_cmd[@]}" -c "TRUNCATE bench_trips; INSERT INTO bench_trips SELECT g, 'Växjö-Kalmar', 0, 0, '$base', '$base' FROM generate_series(1, $rows) g"
+  "${psql_cmd[@]}" -c "DO \$\$ BEGIN IF to_regclass('ferry_changes') IS NOT NULL THEN TRUNCATE ferry_changes, ferry_tombstones; END IF; END \$\$"
+  "${psql_cmd[@]}" -c "VACUUM ANALYZE bench_trips"  # VACUUM cannot share a transaction with the load
+}
+
+say "Merge engine: $rows updates in batches of $batch"
+read -r _ ferry_s ferry_rate < <("$bin/ferry-outbox-bench" "$FERRY_PG_URL" "$rows" "$batch" 1)
+read -r _ ferry2_s ferry2_rate < <("$bin/ferry-outbox-bench" "$FERRY_PG_URL" "$rows" "$batch" 2)
+
+say "End to end: ferry serve, devices POSTing batches of $batch"
+mkdir -p "$work/store"
+cat >"$work/bench.yml" <<YAML
+dataset: bench
+schemaVersion: 1
+timestamps: { created: created_at, updated: updated_at }
+tables:
+  - name: trips
+    source: bench_trips
+    writable: true
+    merge: newest-wins
+YAML
+port=$(ferry_free_port)
+"$bin/ferry" serve --store "$work/store" --host 127.0.0.1 --port "$port" --config "$work/bench.yml" \
+  --database-url "$FERRY_PG_URL" >"$work/serve.log" 2>&1 &
+ferry_pid=$!
+ferry_wait_http "http://127.0.0.1:$port/healthz" "$ferry_pid" 60 || { cat "$work/serve.log" >&2; exit 1; }
+drive() {  # drive MODE DEVICES: prints "changes seconds rate applied rejected"
+  reset_rows
+  python3 scripts/lib/outbox_http.py --url "http://127.0.0.1:$port" --rows "$rows" --batch "$batch" --base "$base" \
+    --mode "$1" --devices "$2"
+}
+read -r _ http1_s http1_rate _ _ < <(drive distinct 1)
+read -r _ http2_s http2_rate _ _ < <(drive distinct 2)
+read -r _ http4_s http4_rate _ _ < <(drive distinct 4)
+read -r overlap_n overlap_s overlap_rate overlap_applied overlap_rejected < <(drive overlap 4)
+ferry_stop_pid "$ferry_pid"
+ferry_pid=""
 
 say "Floor: psql, one UPDATE … FROM (VALUES …) per $batch rows"
-sql=$(mktemp /tmp/ferry-outbox-floor.XXXXXX.sql)
+sql="$work/floor.sql"
 python3 - "$rows" "$batch" >"$sql" <<'PY'
 import sys
 rows, batch = int(sys.argv[1]), int(sys.argv[2])
@@ -32,18 +80,21 @@ for start in range(1, rows + 1, batch):
     print("UPDATE bench_trips AS t SET seats = v.seats, name = v.name, updated_at = clock_timestamp() "
           f"FROM (VALUES {values}) AS v(id, seats, name) WHERE t.id = v.id;")
 PY
-"${psql_cmd[@]}" -c "TRUNCATE bench_trips; INSERT INTO bench_trips SELECT g, 'Växjö-Kalmar', 0, 0, now(), now() FROM generate_series(1, $rows) g"
-"${psql_cmd[@]}" -c "VACUUM ANALYZE bench_trips"  # VACUUM cannot share a transaction with the load
+reset_rows
 floor_start=$(date +%s.%N)
 "${psql_cmd[@]}" -f "$sql"
 floor_end=$(date +%s.%N)
-rm -f "$sql"
 floor_s=$(python3 -c "print(f'{$floor_end - $floor_start:.3f}')")
 floor_rate=$(python3 -c "print(f'{$rows / ($floor_end - $floor_start):.0f}')")
 
-say "Results ($rows updates, batches of $batch)"
-printf '%-44s %10s %14s\n' "" "seconds" "changes/s"
-printf '%-44s %10s %14s\n' "ferry merge engine, 1 connection" "$ferry_s" "$ferry_rate"
-printf '%-44s %10s %14s\n' "ferry merge engine, 2 connections" "$ferry2_s" "$ferry2_rate"
-printf '%-44s %10s %14s\n' "floor: psql UPDATE … FROM (VALUES …)" "$floor_s" "$floor_rate"
-python3 -c "print(f'ratio ferry/floor: {$ferry_rate / $floor_rate:.2f} (1 connection), {$ferry2_rate / $floor_rate:.2f} (2); target >= 10000 changes/s')"
+ratio() { python3 -c "import sys; print(f'{float(sys.argv[1]) / float(sys.argv[2]):.2f}')" "$1" "$2"; }
+say "Results ($rows updates, batches of $batch; $(nproc) CPUs shared with whatever else runs)"
+printf '%-56s %10s %12s %8s\n' "" "seconds" "changes/s" "/floor"
+printf '%-56s %10s %12s %8s\n' "merge engine, 1 connection" "$ferry_s" "$ferry_rate" "$(ratio "$ferry_rate" "$floor_rate")"
+printf '%-56s %10s %12s %8s\n' "merge engine, 2 connections (target 0.40 × floor)" "$ferry2_s" "$ferry2_rate" "$(ratio "$ferry2_rate" "$floor_rate")"
+printf '%-56s %10s %12s %8s\n' "HTTP, 1 device" "$http1_s" "$http1_rate" "$(ratio "$http1_rate" "$floor_rate")"
+printf '%-56s %10s %12s %8s\n' "HTTP, 2 devices (target 15000/s)" "$http2_s" "$http2_rate" "$(ratio "$http2_rate" "$floor_rate")"
+printf '%-56s %10s %12s %8s\n' "HTTP, 4 devices" "$http4_s" "$http4_rate" "$(ratio "$http4_rate" "$floor_rate")"
+printf '%-56s %10s %12s %8s\n' "HTTP, 4 devices, every row by each ($overlap_n changes)" "$overlap_s" "$overlap_rate" "$(ratio "$overlap_rate" "$floor_rate")"
+printf '%-56s %10s %12s\n' "floor: psql UPDATE … FROM (VALUES …)" "$floor_s" "$floor_rate"
+echo "overlapping rows: $overlap_applied applied, $overlap_rejected rejected by newest-wins"

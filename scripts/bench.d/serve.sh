@@ -1,6 +1,7 @@
-# scripts/bench serve [--size-mb N] [--duration S]: `ferry serve` against nginx on the same snapshot file, same run.
-# 304 revalidations/s (wrk -t2 -c64, If-None-Match) and full-download throughput (-c1, -c4); prints both, the
-# ratio, and ferry's RSS under the 64-connection load. Sourced by scripts/bench after scripts/lib/common.sh.
+# scripts/bench serve [--size-mb N] [--duration S]: `ferry serve` against nginx on the same files, same run.
+# 304 revalidations/s (wrk -t2 -c64, If-None-Match) of the snapshot and of the manifest (nginx serves the store's
+# manifest.json file), the size of each 304, and full-download throughput (-c1, -c4); prints each, the ratio, and
+# ferry's RSS under the 64-connection load. Sourced by scripts/bench after scripts/lib/common.sh.
 
 size_mb=100
 duration=10
@@ -98,6 +99,9 @@ ferry_url="http://127.0.0.1:$ferry_port/v1/datasets/bench/snapshot"
 nginx_url="http://127.0.0.1:$nginx_port/bench/versions/1.sqlite"
 nginx_etag=$(curl -sI "$nginx_url" | tr -d '\r' | awk -F': ' 'tolower($1)=="etag"{print $2}')
 ferry_etag="\"$sha\""
+ferry_manifest_url="http://127.0.0.1:$ferry_port/v1/datasets/bench/manifest"
+nginx_manifest_url="http://127.0.0.1:$nginx_port/bench/manifest.json"
+nginx_manifest_etag=$(curl -sI "$nginx_manifest_url" | tr -d '\r' | awk -F': ' 'tolower($1)=="etag"{print $2}')
 # Sanity: both answer 304 to their ETag and serve the same bytes.
 for pair in "$ferry_url|$ferry_etag" "$nginx_url|$nginx_etag"; do
   code=$(curl -s -o /dev/null -w '%{http_code}' -H "If-None-Match: ${pair#*|}" "${pair%%|*}")
@@ -105,6 +109,14 @@ for pair in "$ferry_url|$ferry_etag" "$nginx_url|$nginx_etag"; do
   got=$(curl -s "${pair%%|*}" | sha256sum | cut -d' ' -f1)
   [ "$got" = "$sha" ] || { echo "wrong bytes from ${pair%%|*}" >&2; exit 1; }
 done
+for pair in "$ferry_manifest_url|$ferry_etag" "$nginx_manifest_url|$nginx_manifest_etag"; do
+  code=$(curl -s -o /dev/null -w '%{http_code}' -H "If-None-Match: ${pair#*|}" "${pair%%|*}")
+  [ "$code" = 304 ] || { echo "expected 304 from ${pair%%|*}, got $code" >&2; exit 1; }
+done
+# Bytes of a 304's status line and headers, as sent.
+head_bytes() { curl -s -o /dev/null -w '%{size_header}' -H "If-None-Match: $2" "$1"; }
+ferry_304_bytes=$(head_bytes "$ferry_url" "$ferry_etag")
+nginx_304_bytes=$(head_bytes "$nginx_url" "$nginx_etag")
 
 rps() { awk '/Requests\/sec/{print $2}'; }
 # wrk prints Transfer/sec as e.g. 1.23GB; convert to MB/s.
@@ -133,6 +145,8 @@ ferry_304=$(wrk -t2 -c64 -d"${duration}s" -H "If-None-Match: $ferry_etag" "$ferr
 wait "$sampler"
 rss_304=$(cat "$work/rss")
 nginx_304=$(wrk -t2 -c64 -d"${duration}s" -H "If-None-Match: $nginx_etag" "$nginx_url" | rps)
+ferry_manifest_304=$(wrk -t2 -c64 -d"${duration}s" -H "If-None-Match: $ferry_etag" "$ferry_manifest_url" | rps)
+nginx_manifest_304=$(wrk -t2 -c64 -d"${duration}s" -H "If-None-Match: $nginx_manifest_etag" "$nginx_manifest_url" | rps)
 
 say "Full downloads of the ${size} byte file: wrk -c1 and -c4, ${duration}s each"
 ferry_c1=$(wrk -t1 -c1 -d"${duration}s" "$ferry_url" | mbps)
@@ -148,6 +162,8 @@ rss_after=$(awk '/VmRSS/{print $2}' "/proc/$ferry_pid/status")
 say "Results (same run, loopback, $(nproc) CPUs shared with whatever else runs)"
 printf '%-28s %14s %14s %8s %8s\n' "measure" "ferry serve" "nginx" "ratio" "target"
 printf '%-28s %14s %14s %8s %8s\n' "304 revalidations/s (c64)" "$ferry_304" "$nginx_304" "$(ratio "$ferry_304" "$nginx_304")" "0.80"
+printf '%-28s %14s %14s %8s %8s\n' "304 of the manifest/s (c64)" "$ferry_manifest_304" "$nginx_manifest_304" "$(ratio "$ferry_manifest_304" "$nginx_manifest_304")" "0.80"
+printf '%-28s %14s %14s\n' "bytes of a 304's head" "$ferry_304_bytes" "$nginx_304_bytes"
 printf '%-28s %14s %14s %8s %8s\n' "download MB/s (c1)" "$ferry_c1" "$nginx_c1" "$(ratio "$ferry_c1" "$nginx_c1")" "0.90"
 printf '%-28s %14s %14s %8s %8s\n' "download MB/s (c4)" "$ferry_c4" "$nginx_c4" "$(ratio "$ferry_c4" "$nginx_c4")" "0.90"
 echo "ferry RSS: idle ${rss_before} kB, max under 64-connection 304 load ${rss_304} kB, max under 4 downloads ${rss_c4} kB, after ${rss_after} kB"
