@@ -183,7 +183,12 @@ struct ClientFiles: Sendable {
         let live = try directory.info(of: directory.database, state: &state)
         let pending = try directory.info(of: directory.updated, state: &state)
         if info.sha256 == live?.sha256 || info.sha256 == pending?.sha256 {
-            if verified.file == directory.partial { directory.discardPartial() } else { try? FileManager.default.removeItem(at: verified.file) }
+            if verified.file == directory.partial {
+                directory.discardPartial()
+            } else {
+                // A patched copy left behind is scratch: the next open removes it (removeLeftovers).
+                try? FileManager.default.removeItem(at: verified.file)
+            }
             return .alreadyPresent(verified.stats)
         }
         let outcome: FetchResult.Outcome

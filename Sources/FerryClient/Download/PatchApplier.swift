@@ -64,7 +64,7 @@ enum PatchApplier {
         } catch {
             // The half-built file must not survive; the original error says what went wrong.
             try? FileManager.default.removeItem(at: target)
-            try? FileManager.default.removeItem(atPath: target.path + "-journal")
+            try? FileManager.default.removeItem(atPath: target.path + "-journal")  // as above; also removed on the next open
             throw error
         }
     }
