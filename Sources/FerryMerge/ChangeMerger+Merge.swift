@@ -84,7 +84,7 @@ extension ChangeMerger {
             SELECT result::text FROM ins
             UNION ALL SELECT result::text FROM ferry_changes WHERE id = $1 AND dataset = $2 AND client_id = $3
             """,
-            [change.change.id, context.dataset, context.clientId, try encode(result), context.nowText])
+            [change.change.id, context.dataset, context.clientId, encode(result), context.nowText])
         if let text = stored.first?.first ?? nil {
             do {
                 return try JSONDecoder().decode(ChangeResult.self, from: Data(text.utf8))
@@ -258,14 +258,14 @@ extension ChangeMerger {
                 """,
                 [
                     ChangeLog.arrayLiteral(fresh.map { answers[$0].id }), context.dataset, context.clientId, context.nowText,
-                    ChangeLog.arrayLiteral(try fresh.map { try encode(answers[$0]) }),
+                    ChangeLog.arrayLiteral(fresh.map { encode(answers[$0]) }),
                 ])
         }
         return answers
     }
 
-    static func encode(_ result: ChangeResult) throws -> String {
-        String(decoding: try JSONEncoder().encode(result), as: UTF8.self)
+    static func encode(_ result: ChangeResult) -> String {
+        String(decoding: AnswerJSON.encode(result), as: UTF8.self)
     }
 
     /// Indexes grouped by the shape of their SQL (same changed columns), in first-seen order.
