@@ -60,9 +60,14 @@ enum ChangeLog {
                 continue
             }
             bytes.append(quote)
-            for byte in value.utf8 {
-                if byte == quote || byte == backslash { bytes.append(backslash) }
-                bytes.append(byte)
+            let utf8 = value.utf8
+            if utf8.contains(where: { $0 == quote || $0 == backslash }) {
+                for byte in utf8 {
+                    if byte == quote || byte == backslash { bytes.append(backslash) }
+                    bytes.append(byte)
+                }
+            } else {
+                bytes.append(contentsOf: utf8)
             }
             bytes.append(quote)
         }
