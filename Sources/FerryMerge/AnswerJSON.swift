@@ -23,6 +23,19 @@ public enum AnswerJSON {
         return out
     }
 
+    /// `[…]`: the answers as a JSON array.
+    public static func encodeArray(_ results: [ChangeResult]) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(2 + results.count * 256)
+        out.append(UInt8(ascii: "["))
+        for (i, result) in results.enumerated() {
+            if i > 0 { out.append(UInt8(ascii: ",")) }
+            write(result, to: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        return out
+    }
+
     /// One answer as a JSON object.
     public static func encode(_ result: ChangeResult) -> [UInt8] {
         var out: [UInt8] = []
