@@ -46,20 +46,32 @@ enum ChangeLog {
         return Int(value ?? "0") ?? 0
     }
 
-    /// A PostgreSQL text-array literal (`{"a","b",NULL}`) for binding many values as one parameter.
+    /// A PostgreSQL text-array literal (`{"a","b",NULL}`) for binding many values as one parameter. Built on UTF-8
+    /// bytes: a batch binds a few of these with hundreds of values each.
     static func arrayLiteral(_ values: [String?]) -> String {
-        var out = "{"
-        out.reserveCapacity(values.count * 12)
+        let quote = UInt8(ascii: "\""), backslash = UInt8(ascii: "\\")
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(values.reduce(2) { $0 + ($1?.utf8.count ?? 4) + 3 })
+        bytes.append(UInt8(ascii: "{"))
         for (i, value) in values.enumerated() {
-            if i > 0 { out += "," }
-            guard let value else { out += "NULL"; continue }
-            out += "\""
-            for ch in value.unicodeScalars {
-                if ch == "\"" || ch == "\\" { out += "\\" }
-                out.unicodeScalars.append(ch)
+            if i > 0 { bytes.append(UInt8(ascii: ",")) }
+            guard let value else {
+                bytes.append(contentsOf: "NULL".utf8)
+                continue
             }
-            out += "\""
+            bytes.append(quote)
+            let utf8 = value.utf8
+            if utf8.contains(where: { $0 == quote || $0 == backslash }) {
+                for byte in utf8 {
+                    if byte == quote || byte == backslash { bytes.append(backslash) }
+                    bytes.append(byte)
+                }
+            } else {
+                bytes.append(contentsOf: utf8)
+            }
+            bytes.append(quote)
         }
-        return out + "}"
+        bytes.append(UInt8(ascii: "}"))
+        return String(decoding: bytes, as: UTF8.self)
     }
 }

@@ -84,7 +84,7 @@ extension ChangeMerger {
             SELECT result::text FROM ins
             UNION ALL SELECT result::text FROM ferry_changes WHERE id = $1 AND dataset = $2 AND client_id = $3
             """,
-            [change.change.id, context.dataset, context.clientId, try encode(result), context.nowText])
+            [change.change.id, context.dataset, context.clientId, encode(result), context.nowText])
         if let text = stored.first?.first ?? nil {
             do {
                 return try JSONDecoder().decode(ChangeResult.self, from: Data(text.utf8))
@@ -202,8 +202,19 @@ extension ChangeMerger {
                 decisions.append(
                     MergeDecision.decide(
                         op: change.op, rule: schema.table.merge,
-                        row: current[j].map { MergeDecision.ServerRow(updatedMillis: $0.updatedMillis) },
+                        row: current[j].map { MergeDecision.ServerRow(updatedMillis: $0) },
                         tombstoned: tombstoned.contains(j), baseMillis: change.baseMillis, editedMillis: change.editedMillis))
+            }
+
+            // A rejection answers with the server's row (the winner); read only those rows, locked above and not
+            // written by this segment.
+            let rejected = decisions.indices.filter { j in
+                if case .reject = decisions[j], !outOfScope.contains(j) { return true }
+                return false
+            }
+            var serverRows: [Int: [String: JSONValue]] = [:]
+            if !rejected.isEmpty {
+                for (k, row) in try rows(rejected.map { changes[$0] }, schema: schema, on: pg) { serverRows[rejected[k]] = row }
             }
 
             let updates = decisions.indices.filter { decisions[$0] == .update }
@@ -241,7 +252,7 @@ extension ChangeMerger {
                 case .reject(let message) where outOfScope.contains(j):
                     result = ChangeResult(id: id, status: .forbidden, row: nil, message: message)
                 case .reject(let message):
-                    result = ChangeResult(id: id, status: .rejected, row: current[j]?.row, message: message)
+                    result = ChangeResult(id: id, status: .rejected, row: serverRows[j], message: message)
                 case .gone(let message):
                     result = ChangeResult(id: id, status: .gone, row: nil, message: message)
                 }
@@ -251,21 +262,23 @@ extension ChangeMerger {
 
         let answers = results.map { $0! }
         if !fresh.isEmpty {
+            // One JSON array of the answers, parsed once (cheaper than a text[] of JSON texts cast one by one); each
+            // answer's id is its change id.
             _ = try pg.run(
                 """
                 INSERT INTO ferry_changes(id, dataset, client_id, result, processed_at)
-                SELECT x.i, $2, $3, x.r::jsonb, $4::timestamptz FROM unnest($1::text[], $5::text[]) AS x(i, r)
+                SELECT r.answer->>'id', $2, $3, r.answer, $4::timestamptz FROM jsonb_array_elements($1::jsonb) AS r(answer)
                 """,
                 [
-                    ChangeLog.arrayLiteral(fresh.map { answers[$0].id }), context.dataset, context.clientId, context.nowText,
-                    ChangeLog.arrayLiteral(try fresh.map { try encode(answers[$0]) }),
+                    String(decoding: AnswerJSON.encodeArray(fresh.map { answers[$0] }), as: UTF8.self), context.dataset, context.clientId,
+                    context.nowText,
                 ])
         }
         return answers
     }
 
-    static func encode(_ result: ChangeResult) throws -> String {
-        String(decoding: try JSONEncoder().encode(result), as: UTF8.self)
+    static func encode(_ result: ChangeResult) -> String {
+        String(decoding: AnswerJSON.encode(result), as: UTF8.self)
     }
 
     /// Indexes grouped by the shape of their SQL (same changed columns), in first-seen order.
@@ -312,26 +325,40 @@ extension ChangeMerger {
         return filters.isEmpty ? "TRUE" : filters.joined(separator: " AND ")
     }
 
-    struct CurrentRow {
-        let updatedMillis: Int64
-        let row: [String: JSONValue]
-    }
-
-    /// Reads and locks (`FOR UPDATE`) the rows the changes name, in key order; nil where there is no row.
-    static func lockRows(_ changes: [ValidChange], schema: TableSchema, on pg: PostgresConnection) throws -> [CurrentRow?] {
+    /// Reads and locks (`FOR UPDATE`) the rows the changes name, in key order: each row's `updated_at` in
+    /// milliseconds, nil where there is no row. The rows themselves are read only for the answers that need them
+    /// (``rows(_:schema:on:)``): most changes are applied, and their answer is the row as written.
+    static func lockRows(_ changes: [ValidChange], schema: TableSchema, on pg: PostgresConnection) throws -> [Int64?] {
         let (from, parameters) = unnest(changes, keys: schema.key.count, values: 0, firstParameter: 1)
         let order = schema.key.map { "t.\($0.quoted)" }.joined(separator: ", ")
         let rows = try pg.run(
             """
-            SELECT k.ord::text, \(schema.updatedMillis(from: "t")), \(schema.outputs(from: "t"))
+            SELECT k.ord::text, \(schema.updatedMillis(from: "t"))
             FROM \(schema.sqlName) AS t JOIN \(from) ON \(keyMatch(schema, alias: "t"))
             WHERE \(keyFilter(schema, alias: "t", firstParameter: 1))
             ORDER BY \(order) FOR UPDATE OF t
             """, parameters)
-        var out = [CurrentRow?](repeating: nil, count: changes.count)
+        var out = [Int64?](repeating: nil, count: changes.count)
         for row in rows {
             guard let ord = row[0].flatMap({ Int($0) }), let millis = row[1].flatMap({ Int64($0) }) else { continue }
-            out[ord - 1] = CurrentRow(updatedMillis: millis, row: schema.row(row, at: 2))
+            out[ord - 1] = millis
+        }
+        return out
+    }
+
+    /// The current rows the changes name, by index into `changes` (rows this transaction has locked).
+    static func rows(_ changes: [ValidChange], schema: TableSchema, on pg: PostgresConnection) throws -> [Int: [String: JSONValue]] {
+        let (from, parameters) = unnest(changes, keys: schema.key.count, values: 0, firstParameter: 1)
+        let rows = try pg.run(
+            """
+            SELECT k.ord::text, \(schema.outputs(from: "t"))
+            FROM \(schema.sqlName) AS t JOIN \(from) ON \(keyMatch(schema, alias: "t"))
+            WHERE \(keyFilter(schema, alias: "t", firstParameter: 1))
+            """, parameters)
+        var out: [Int: [String: JSONValue]] = [:]
+        for row in rows {
+            guard let ord = row[0].flatMap({ Int($0) }) else { continue }
+            out[ord - 1] = schema.row(row, at: 1)
         }
         return out
     }

@@ -118,6 +118,7 @@ import Testing
             ("HEAD", "\(base)/versions/1", [("If-None-Match", "\"\(v1)-gzip\"")]),
             ("GET", "\(base)/patches/1-2", [("If-None-Match", "\"\(ref.sha256)\"")]),
             ("HEAD", "\(base)/patches/1-2", [("If-None-Match", "*")]),
+            ("GET", "\(base)/snapshot", [("If-None-Match", "\"\(v2)\""), ("Connection", "keep-alive")]),
         ]
         try await Self.withServers(store.configuration) { channel, router, answers, configuration in
             for (index, (method, path, headers)) in cases.enumerated() {
@@ -136,7 +137,7 @@ import Testing
             let traffic = configuration.statusBoard.traffic.window(endingAt: Date()).reduce(0) { $0 + $1.notModified }
             #expect(traffic == cases.count)
             let metrics = try await Self.body(channel, "/metrics")
-            for (route, count) in [("manifest", 4), ("snapshot", 6), ("versions/{version}", 3), ("patches/{patch}", 2)] {
+            for (route, count) in [("manifest", 4), ("snapshot", 7), ("versions/{version}", 3), ("patches/{patch}", 2)] {
                 let pattern = "/v1/datasets/{dataset}/\(route)"
                 #expect(metrics.contains(#"ferry_http_requests_total{route="\#(pattern)",status="304"} \#(count)"#), "\(metrics)")
                 #expect(metrics.contains(#"ferry_http_not_modified_total{route="\#(pattern)"} \#(count)"#))
@@ -167,6 +168,7 @@ import Testing
             ("POST", "\(base)/snapshot", [("If-None-Match", "*"), ("Content-Length", "0")]),  // 405
             ("GET", "\(base)/snapshot", [("If-None-Match", "*"), ("Content-Length", "2")]),  // a body
             ("GET", "\(base)/snapshot", [("If-None-Match", "*"), ("Connection", "close")]),  // the router closes after it
+            ("GET", "\(base)/snapshot", [("If-None-Match", "*"), ("Connection", "keep-alive, Upgrade")]),
         ]
         try await Self.withServers(store.configuration) { channel, router, answers, _ in
             for (method, path, headers) in cases {

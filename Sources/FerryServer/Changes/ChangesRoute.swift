@@ -72,7 +72,7 @@ public struct ChangesRoute: ServerRouteGroup {
         status?.recordUpload(dataset: dataset, results: results)
         var headers = HTTPFields()
         headers[.contentType] = "application/json"
-        return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: try JSONEncoder().encode(results))))
+        return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: AnswerJSON.encode(results))))
     }
 
     /// `{"error":{"code","message"}}`, the server's error shape.

@@ -9,12 +9,12 @@ import Logging
 /// always.
 ///
 /// It answers only a request that the route would answer 304 without any wait: GET or HEAD with `If-None-Match`,
-/// the path in its one canonical form (no query, no `%`, no trailing `/`), no body and no `Connection`, `Expect`
-/// or `Upgrade` header, a dataset the catalog serves, and for a scoped dataset a bearer token whose scope the token
-/// cache holds fresh (the route would use that same cache entry). The fields come from the same functions the
-/// routes call (``SnapshotResponder/notModified(_:selected:headers:latest:)``,
-/// ``SnapshotCatalog/SnapshotView/manifestNotModified(_:)``), over the catalog's current state, so a new
-/// publish is seen at once.
+/// the path in its one canonical form (no query, no `%`, no trailing `/`), no body, no `Expect` or `Upgrade` header
+/// and no `Connection` but `keep-alive`, a dataset the catalog serves, and for a scoped dataset a bearer token whose
+/// scope the token cache holds fresh (the route would use that same cache entry). The fields come from the same
+/// functions the routes call (``SnapshotResponder/notModified(_:selected:headers:latest:)``,
+/// ``SnapshotCatalog/SnapshotView/manifestNotModified(_:)``), over the catalog's current state, so a new publish is
+/// seen at once.
 ///
 /// Counts what the server's middleware counts for a 304: `ferry_http_requests_total{route,status="304"}`,
 /// `ferry_http_not_modified_total{route}` and the status page's traffic.
@@ -83,7 +83,8 @@ struct ChannelRevalidator: Sendable {
         guard request.method == .get || request.method == .head, headers[.ifNoneMatch] != nil,
             let path = request.path, let (dataset, target) = Self.parse(path),
             headers[.contentLength].map({ $0 == "0" }) ?? true,
-            headers[.transferEncoding] == nil, headers[.connection] == nil, headers[.expect] == nil, headers[.upgrade] == nil,
+            headers[.transferEncoding] == nil, headers[.connection].map(Self.isKeepAlive) ?? true, headers[.expect] == nil,
+            headers[.upgrade] == nil,
             let (view, _) = access.cachedView(headers, dataset: dataset)
         else { return nil }
         let fields: HTTPFields?
@@ -99,6 +100,12 @@ struct ChannelRevalidator: Sendable {
         }
         guard let fields else { return nil }
         return (target.route, fields)
+    }
+
+    /// `Connection: keep-alive` (browsers send it) changes nothing on the route either; any other value (`close`
+    /// above all) goes to the router.
+    static func isKeepAlive(_ value: String) -> Bool {
+        value.utf8.count == 10 && value.lowercased() == "keep-alive"
     }
 
     static func notModified(_ entry: VersionEntry, request: HTTPRequest, latest: Bool) -> HTTPFields? {
