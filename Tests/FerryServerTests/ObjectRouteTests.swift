@@ -67,19 +67,24 @@ import Testing
             for accept in ["gzip", "identity"] {
                 let compressed = try await client.execute(uri: "\(base)/\(sha).sqlite.gz", method: .get, headers: [.acceptEncoding: accept])
                 #expect(compressed.status == .ok && compressed.bodyData == gzip)
-                #expect(compressed.header("Content-Encoding") == "gzip" && compressed.header("ETag") == "\"\(sha)-gzip\"")
-                for name in ["ETag", "Content-Type", "Content-Encoding", "Repr-Digest", "Ferry-Version", "Cache-Control", "Accept-Ranges", "Content-Length"] {
+                // A gzip file in its own right: no Content-Encoding, which a decoding client would apply to a range.
+                #expect(compressed.header("Content-Type") == "application/gzip" && compressed.header("Content-Encoding") == nil)
+                #expect(version.header("Content-Type") == "application/vnd.sqlite3" && version.header("Content-Encoding") == "gzip")
+                for name in ["ETag", "Repr-Digest", "Ferry-Version", "Cache-Control", "Accept-Ranges", "Content-Length"] {
                     #expect(compressed.header(name) == version.header(name), "\(name)")
                 }
-                #expect(compressed.header("Vary") == nil)
+                #expect(compressed.header("Vary") == nil && compressed.header("ETag") == "\"\(sha)-gzip\"")
                 let plain = try await client.execute(uri: "\(base)/\(sha).sqlite", method: .get, headers: [.acceptEncoding: accept])
                 #expect(plain.status == .ok && plain.bodyData == sqlite && plain.header("Content-Encoding") == nil)
                 #expect(plain.header("ETag") == "\"\(sha)\"" && plain.header("Cache-Control") == "public, max-age=31536000, immutable")
             }
-            // A range of the gzip copy is a slice of its bytes, with or without If-Range (the name says which bytes).
-            let part = try await client.execute(uri: "\(base)/\(sha).sqlite.gz", method: .get, headers: [.range: "bytes=10-99"])
+            // A range of the gzip copy is a slice of its bytes, with or without If-Range (the name says which bytes),
+            // and says no Content-Encoding: the fuzzer's client failed to inflate such a slice when it did.
+            let part = try await client.execute(
+                uri: "\(base)/\(sha).sqlite.gz", method: .get, headers: [.range: "bytes=10-99", .acceptEncoding: "gzip"])
             #expect(part.status == .partialContent && part.bodyData == gzip[10..<100])
-            #expect(part.header("Content-Range") == "bytes 10-99/\(gzip.count)" && part.header("Content-Encoding") == "gzip")
+            #expect(part.header("Content-Range") == "bytes 10-99/\(gzip.count)" && part.header("Content-Encoding") == nil)
+            #expect(part.header("Content-Type") == "application/gzip")
             let resumed = try await client.execute(
                 uri: "\(base)/\(sha).sqlite.gz", method: .get, headers: [.range: "bytes=100-", .ifRange: "\"\(sha)-gzip\""])
             #expect(resumed.status == .partialContent && resumed.bodyData == gzip[100...])
@@ -89,6 +94,7 @@ import Testing
             #expect(outside.status == .rangeNotSatisfiable && outside.header("Content-Range") == "bytes */\(sqlite.count)")
             let notModified = try await client.execute(uri: "\(base)/\(sha).sqlite.gz", method: .get, headers: [.ifNoneMatch: "W/\"\(sha)-gzip\""])
             #expect(notModified.status == .notModified && notModified.header("ETag") == "\"\(sha)-gzip\"")
+            #expect(notModified.header("Content-Type") == nil && notModified.header("Cache-Control") == "public, max-age=31536000, immutable")
             let otherRepresentation = try await client.execute(uri: "\(base)/\(sha).sqlite.gz", method: .get, headers: [.ifNoneMatch: "\"\(sha)\""])
             #expect(otherRepresentation.status == .ok)
             let head = try await client.execute(uri: "\(base)/\(sha).sqlite", method: .head)

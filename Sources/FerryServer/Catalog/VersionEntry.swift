@@ -21,12 +21,13 @@ final class VersionEntry: Sendable {
         let object: ObjectName
 
         /// Headers of a 200 on its object URL: the version URL's, without `Vary` (the object URL names one
-        /// representation, so the answer does not depend on `Accept-Encoding`).
-        var objectHeaders: HTTPFields {
-            var fields = versionHeaders
-            fields[.vary] = nil
-            return fields
-        }
+        /// representation, so the answer does not depend on `Accept-Encoding`). A `.sqlite.gz` object is a gzip
+        /// file in its own right, `Content-Type: application/gzip` without `Content-Encoding`: a range of it is a
+        /// slice of a file, which an HTTP library that decodes `Content-Encoding` would fail to inflate (found by
+        /// the fuzzer). Ferry's nginx configuration labels it back as the version URL does (deploy/nginx/ferry.conf).
+        let objectHeaders: HTTPFields
+        /// The 304 fields of its object URL.
+        let objectNotModified: HTTPFields
 
         /// Headers of a 304 on each URL: only what RFC 9110 §15.4.5 asks for (ETag, Cache-Control, Vary when the
         /// 200 has it); the server adds Date. The route and ``NotModifiedHandler`` both send exactly these.
@@ -46,6 +47,14 @@ final class VersionEntry: Sendable {
             self.versionHeaders = versionHeaders
             latestNotModified = Self.notModified(latestHeaders)
             versionNotModified = Self.notModified(versionHeaders)
+            var objectFields = versionHeaders
+            objectFields[.vary] = nil
+            if object.kind == .snapshotGzip {
+                objectFields[.contentType] = "application/gzip"
+                objectFields[.contentEncoding] = nil
+            }
+            objectHeaders = objectFields
+            objectNotModified = Self.notModified(objectFields)
         }
 
         /// The fields of `headers` a 304 carries, in this order: ETag, Cache-Control, Vary.

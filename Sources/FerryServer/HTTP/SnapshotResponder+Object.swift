@@ -39,7 +39,7 @@ extension SnapshotResponder {
             case .any: matches = true
             case .tags(let tags): matches = tags.contains(representation.opaqueTag)
             }
-            if matches { return Response(status: .notModified, headers: representation.objectHeaders) }
+            if matches { return Response(status: .notModified, headers: representation.objectNotModified) }
         }
         return try answer(request, representation, fields: representation.objectHeaders, what: "object \(object)")
     }
@@ -47,32 +47,7 @@ extension SnapshotResponder {
     /// The object lookup of a version URL (`patch: false`) or a patch URL (`patch: true`).
     func objectLookup(_ request: Request, context: some RequestContext, patch: Bool) async throws -> Response {
         let name = try Self.datasetName(context)
-        let entry: VersionEntry
-        if patch {
-            let text = context.parameters.get("patch") ?? ""
-            guard let key = PatchKey(text) else {
-                throw ServerError(
-                    .badRequest, code: .badInput,
-                    "patch '\(text.prefix(40))' is malformed: use FROM-TO, two version numbers without leading zeros, FROM below TO")
-            }
-            let (view, _) = try await access.view(request, dataset: name)
-            guard let found = view.patches[key] else {
-                throw ServerError(.notFound, code: .notFound, "dataset '\(name)' has no patch from version \(key.from) to \(key.to)")
-            }
-            entry = found
-        } else {
-            let text = context.parameters.get("version") ?? ""
-            guard let number = Self.versionNumber(text) else {
-                throw ServerError(
-                    .badRequest, code: .badInput,
-                    "version '\(text.prefix(40))' is malformed: use a positive decimal integer without leading zeros")
-            }
-            let (view, _) = try await access.view(request, dataset: name)
-            guard let found = view.versions[number] else {
-                throw ServerError(.notFound, code: .notFound, "version \(number) of dataset '\(name)' is not retained")
-            }
-            entry = found
-        }
+        let entry = patch ? try await patchEntry(request, context: context) : try await versionEntry(request, context: context)
         let selected = patch ? entry.identity : Self.select(request, entry: entry)
         let lookup = ObjectLookup(
             dataset: name, version: entry.version, object: selected.object.description,

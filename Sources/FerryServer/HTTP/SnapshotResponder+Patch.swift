@@ -6,6 +6,12 @@ extension SnapshotResponder {
     /// answered from the caller's own view like a version URL (conditional requests, ranges, immutable caching;
     /// `private` on a scoped dataset). A patch the view does not have is 404, whatever the reason.
     func patch(_ request: Request, context: some RequestContext) async throws -> Response {
+        try respond(to: request, entry: try await patchEntry(request, context: context), cacheControlLatest: false)
+    }
+
+    /// The patch `{from}-{to}` of `{dataset}` in the caller's own view (the patch URL and its object lookup): 400
+    /// when the pair is malformed, 404 when the view has no such patch.
+    func patchEntry(_ request: Request, context: some RequestContext) async throws -> VersionEntry {
         let name = try Self.datasetName(context)
         let text = context.parameters.get("patch") ?? ""
         guard let key = PatchKey(text) else {
@@ -20,6 +26,6 @@ extension SnapshotResponder {
                 .notFound, code: .notFound,
                 "dataset '\(name)' has no patch from version \(key.from) to \(key.to) (patches to the latest version \(view.manifest.version) start at: \(available.isEmpty ? "none" : available)); fetch the full snapshot")
         }
-        return try respond(to: request, entry: entry, cacheControlLatest: false)
+        return entry
     }
 }

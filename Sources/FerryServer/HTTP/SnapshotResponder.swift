@@ -37,6 +37,12 @@ struct SnapshotResponder: Sendable {
     /// A version URL answers only from the caller's own view: on a scoped dataset, a version number of another scope
     /// is 404 exactly like a number that never existed.
     func version(_ request: Request, context: some RequestContext) async throws -> Response {
+        try respond(to: request, entry: try await versionEntry(request, context: context), cacheControlLatest: false)
+    }
+
+    /// The retained version `{version}` of `{dataset}` in the caller's own view (the version URL and its object
+    /// lookup): 400 when the number is malformed, 404 when the view does not retain it.
+    func versionEntry(_ request: Request, context: some RequestContext) async throws -> VersionEntry {
         let name = try Self.datasetName(context)
         let text = context.parameters.get("version") ?? ""
         guard let number = Self.versionNumber(text) else {
@@ -51,7 +57,7 @@ struct SnapshotResponder: Sendable {
                 .notFound, code: .notFound,
                 "version \(number) of dataset '\(name)' is not retained (retained: \(retained)); fetch the latest snapshot")
         }
-        return try respond(to: request, entry: entry, cacheControlLatest: false)
+        return entry
     }
 
     func respond(to request: Request, entry: VersionEntry, cacheControlLatest: Bool) throws -> Response {
