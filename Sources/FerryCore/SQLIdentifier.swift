@@ -38,6 +38,17 @@ public enum SQLIdentifier {
         return "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\""
     }
 
+    /// Double-quotes a name Ferry derives for SQLite alone, such as a trigger name made from a table name. SQLite
+    /// takes longer names than PostgreSQL's 63 bytes, so only control characters are refused.
+    ///
+    /// ```swift
+    /// SQLIdentifier.quoteSQLite("ferry_trips_ins")  // "\"ferry_trips_ins\""
+    /// ```
+    public static func quoteSQLite(_ name: String) -> String {
+        precondition(!name.isEmpty && name.utf8.allSatisfy { $0 >= 0x20 && $0 != 0x7f }, "a derived SQLite name has no control characters")
+        return "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+    }
+
     /// Quotes each part of `schema.table`.
     public static func quoteQualified(_ name: String) -> String {
         name.split(separator: ".").map { quote(String($0)) }.joined(separator: ".")

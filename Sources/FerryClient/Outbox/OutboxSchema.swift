@@ -82,7 +82,7 @@ public enum OutboxSchema {
         try db.transaction {
             try db.execute(queueDDL)
             for table in protectedTables {
-                for event in ["INSERT", "UPDATE", "DELETE"] { try db.execute("DROP TRIGGER IF EXISTS \"ferry_protect_\(table)_\(event)\"") }
+                for event in ["INSERT", "UPDATE", "DELETE"] { try db.execute("DROP TRIGGER IF EXISTS \(SQLIdentifier.quoteSQLite("ferry_protect_\(table)_\(event)"))") }
             }
             if let origin {
                 try db.execute("CREATE TABLE IF NOT EXISTS ferry_origin(sha256 TEXT NOT NULL); DELETE FROM ferry_origin;")
@@ -101,7 +101,7 @@ public enum OutboxSchema {
                 let message = SQLIdentifier.literal("ferry: \(table) describes the snapshot and is read-only")
                 for event in ["INSERT", "UPDATE", "DELETE"] {
                     try db.execute(
-                        "CREATE TRIGGER \"ferry_protect_\(table)_\(event)\" BEFORE \(event) ON \(table) WHEN \(capturing) BEGIN SELECT RAISE(ABORT, \(message)); END")
+                        "CREATE TRIGGER \(SQLIdentifier.quoteSQLite("ferry_protect_\(table)_\(event)")) BEFORE \(event) ON \(SQLIdentifier.quote(table)) WHEN \(capturing) BEGIN SELECT RAISE(ABORT, \(message)); END")
                 }
             }
         }
@@ -131,13 +131,15 @@ public enum OutboxSchema {
     /// The trigger SQL for one table: capture triggers for writable tables, refusal triggers for the others.
     static func triggers(for table: SnapshotMetadata.TableInfo, existing: [String]) throws -> [String] {
         let t = try quoted(table.name, in: [table.name], table: table.name)
+        // Trigger names keep the form devices already hold (the table name without its quotes), so a reinstall
+        // drops exactly the triggers an earlier version created.
         let name = table.name.replacingOccurrences(of: "\"", with: "")
-        var out = ["DROP TRIGGER IF EXISTS \"ferry_\(name)_ins\"", "DROP TRIGGER IF EXISTS \"ferry_\(name)_upd\"",
-                   "DROP TRIGGER IF EXISTS \"ferry_\(name)_del\"", "DROP TRIGGER IF EXISTS \"ferry_\(name)_key\""]
+        func trigger(_ suffix: String) -> String { SQLIdentifier.quoteSQLite("ferry_\(name)_\(suffix)") }
+        var out = ["ins", "upd", "del", "key"].map { "DROP TRIGGER IF EXISTS \(trigger($0))" }
         guard table.writable else {
             let message = SQLIdentifier.literal("ferry: table \(table.name) is read-only on devices (writable: false in the template); only writable tables accept edits")
             for (suffix, event) in [("ins", "INSERT"), ("upd", "UPDATE"), ("del", "DELETE")] {
-                out.append("CREATE TRIGGER \"ferry_\(name)_\(suffix)\" BEFORE \(event) ON \(t) WHEN \(capturing) BEGIN SELECT RAISE(ABORT, \(message)); END")
+                out.append("CREATE TRIGGER \(trigger(suffix)) BEFORE \(event) ON \(t) WHEN \(capturing) BEGIN SELECT RAISE(ABORT, \(message)); END")
             }
             return out
         }
@@ -180,14 +182,14 @@ public enum OutboxSchema {
         if pk.count == 1 {
             let message = SQLIdentifier.literal("ferry: inserts into \(table.name) need a UUID text primary key (\(table.primaryKey[0])), e.g. lower(hex(randomblob(16))) formatted as a UUID, so two devices never pick the same key")
             out.append("""
-                CREATE TRIGGER "ferry_\(name)_key" BEFORE INSERT ON \(t) WHEN \(capturing) AND \
+                CREATE TRIGGER \(trigger("key")) BEFORE INSERT ON \(t) WHEN \(capturing) AND \
                 (typeof(NEW.\(pk[0])) != 'text' OR NEW.\(pk[0]) NOT GLOB '\(uuidGlob)')
                 BEGIN SELECT RAISE(ABORT, \(message)); END
                 """)
         }
         let insertStamps = (created.map { ["\($0) = COALESCE(NEW.\($0), \(nowSQL))"] } ?? []) + (updated.map { ["\($0) = \(nowSQL)"] } ?? [])
         out.append("""
-            CREATE TRIGGER "ferry_\(name)_ins" AFTER INSERT ON \(t) WHEN \(capturing) BEGIN
+            CREATE TRIGGER \(trigger("ins")) AFTER INSERT ON \(t) WHEN \(capturing) BEGIN
               INSERT INTO ferry_outbox(id, tbl, op, key, vals, editedAt, baseUpdatedAt)
                 VALUES (\(uuidSQL), \(tbl), 'insert', \(keyJSON("NEW")), \(allValues), \(nowSQL), NULL);
               \(stamp(insertStamps))
@@ -195,7 +197,7 @@ public enum OutboxSchema {
             """)
         let keyChange = pk.map { "NEW.\($0) IS NOT OLD.\($0)" }.joined(separator: " OR ")
         out.append("""
-            CREATE TRIGGER "ferry_\(name)_upd" AFTER UPDATE ON \(t) WHEN \(capturing) BEGIN
+            CREATE TRIGGER \(trigger("upd")) AFTER UPDATE ON \(t) WHEN \(capturing) BEGIN
               SELECT RAISE(ABORT, \(SQLIdentifier.literal("ferry: the primary key of \(table.name) cannot change; delete the row and insert a new one"))) WHERE \(keyChange);
               INSERT OR IGNORE INTO ferry_base(tbl, key, updatedAt) SELECT \(tbl), \(keyJSON("OLD")), \(updated.map { "OLD.\($0)" } ?? "NULL")
                 WHERE NOT EXISTS (SELECT 1 FROM ferry_outbox WHERE tbl = \(tbl) AND key = \(keyJSON("OLD")) AND op = 'insert');
@@ -208,7 +210,7 @@ public enum OutboxSchema {
             END
             """)
         out.append("""
-            CREATE TRIGGER "ferry_\(name)_del" AFTER DELETE ON \(t) WHEN \(capturing) BEGIN
+            CREATE TRIGGER \(trigger("del")) AFTER DELETE ON \(t) WHEN \(capturing) BEGIN
               INSERT INTO ferry_outbox(id, tbl, op, key, vals, editedAt, baseUpdatedAt)
                 SELECT \(uuidSQL), \(tbl), 'delete', \(keyJSON("OLD")), '{}', \(nowSQL), \(baseOf("OLD"))
                 WHERE NOT EXISTS (SELECT 1 FROM ferry_outbox WHERE tbl = \(tbl) AND key = \(keyJSON("OLD")) AND op = 'insert' AND sent = 0);
