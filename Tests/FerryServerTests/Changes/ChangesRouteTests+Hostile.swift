@@ -1,5 +1,6 @@
 import FerryCore
 import FerryMerge
+import FerryPostgres
 @testable import FerryServer
 import Foundation
 import HTTPTypes
@@ -112,6 +113,36 @@ extension ChangesRouteTests {
             #expect(try f.trip(1)?[1] == "1")
             #expect(try f.count("SELECT count(*) FROM ferry_changes") == 1)
             #expect(try f.count("SELECT count(*) FROM ferry_tombstones") == 0)
+        }
+    }
+
+    /// PostgreSQL silently skips a write the engine asked for (a BEFORE trigger that returns NULL, as an
+    /// operator's audit trigger might): the engine's invariant check turns it into a 503 that says what happened,
+    /// the transaction is rolled back, and no answer is stored, so the device keeps the edit and sends it again.
+    @Test func aWriteThatPostgreSQLSkipsIsA503AndRecordsNothing() async throws {
+        try await withServer { f, client in
+            try f.seed(id: 1, created: Self.base, updated: Self.base)
+            try f.pg.execute("""
+                CREATE FUNCTION skip_write() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$;
+                CREATE TRIGGER skip_trips BEFORE UPDATE ON trips FOR EACH ROW EXECUTE FUNCTION skip_write();
+                """)
+            let body = ByteBuffer(string: Self.batchJSON(Self.changeJSON(id: #""short""#, values: #"{"seats":5}"#)))
+            try await client.execute(uri: "/v1/datasets/trips/changes", method: .post, body: body) { response in
+                #expect(response.status == .serviceUnavailable)
+                let text = String(buffer: response.body)
+                #expect(text.contains("merge engine invariant failed for table 'trips'"), "\(text)")
+                #expect(text.contains("expected 1"), "\(text)")
+            }
+            try expectNothingWritten(f, "after the skipped write")
+            // Once the trigger is gone, the device's retry of the same change id is applied, once.
+            try f.pg.execute("DROP TRIGGER skip_trips ON trips")
+            try await client.execute(uri: "/v1/datasets/trips/changes", method: .post, body: body) { response in
+                #expect(response.status == .ok)
+                let results = try JSONDecoder().decode(ChangeResults.self, from: Data(response.body.readableBytesView)).results
+                #expect(results.map(\.status) == [.applied])
+            }
+            #expect(try f.trip(1)?[1] == "5")
+            #expect(try f.count("SELECT count(*) FROM ferry_changes") == 1)
         }
     }
 
