@@ -128,4 +128,29 @@ import Testing
             #expect(again.status == .ok && sha256Hex(again.body) == legacy.sha256 && again.header("Ferry-Version") == "4")
         }
     }
+    @Test("a versions/N store written by the old code itself (Tests/Fixtures/legacy-store) is served with its own manifest bytes")
+    func legacyFixtureIsServed() async throws {
+        let store = try TestStore()
+        defer { store.remove() }
+        let fixture = TestPaths.packageRoot.appendingPathComponent("Tests/Fixtures/legacy-store/trips")
+        try FileManager.default.copyItem(at: fixture, to: store.store.directory(dataset: "trips"))
+        let oldManifest = try Data(contentsOf: fixture.appendingPathComponent("manifest.json"))
+        let records = try (1...2).map { version in
+            try JSONDecoder().decode(VersionRecord.self, from: Data(contentsOf: fixture.appendingPathComponent("versions/\(version).json")))
+        }
+
+        try await store.withLiveServer { client in
+            // The manifest is the file the old publisher wrote, byte for byte, and its ETag is the current checksum
+            let manifest = try await client.execute(uri: "/v1/datasets/trips/manifest", method: .get)
+            #expect(manifest.status == .ok && manifest.bodyData == oldManifest)
+            // Each retained version URL serves the old file under its checksum
+            for record in records {
+                let version = try await client.execute(uri: "/v1/datasets/trips/versions/\(record.version)", method: .get)
+                #expect(version.status == .ok && sha256Hex(version.body) == record.sha256)
+                #expect(version.header("ETag") == "\"\(record.sha256)\"")
+            }
+            let current = try await client.execute(uri: "/v1/datasets/trips/snapshot", method: .get)
+            #expect(current.header("Ferry-Version") == "2" && sha256Hex(current.body) == records[1].sha256)
+        }
+    }
 }
