@@ -27,7 +27,7 @@ struct ServeCommand: AsyncParsableCommand {
             With --config and --database-url it also accepts device edits at POST /v1/datasets/{dataset}/changes, \
             and with --publish-every it publishes those templates into the store on a schedule, in-process.
             A template with `scope:` makes its dataset scoped: every route needs `Authorization: Bearer <token>`, \
-            checked with the template's token query (answers cached for at most 5 s), and serves that scope's snapshot.
+            checked with the template's token query (answers cached for --token-cache-ttl seconds), and serves that scope's snapshot.
             With --status-token (or FERRY_STATUS_TOKEN) it serves an operator's status page at /status (HTML) and \
             /status.json to `Authorization: Bearer <token>`, or to ?token=<token> from this machine.
             """
@@ -63,6 +63,22 @@ struct ServeCommand: AsyncParsableCommand {
         transform: { try PublishInterval(parsing: $0) })
     var changeRetention: PublishInterval = PublishInterval(seconds: 30 * 86_400)
 
+    @Option(
+        name: .customLong("retention-sweep-interval"),
+        help: ArgumentHelp("How often answers older than --change-retention are deleted, e.g. 1h (the default) or 10m.", valueName: "duration"),
+        transform: { try PublishInterval(parsing: $0) })
+    var retentionSweepInterval: PublishInterval = PublishInterval(seconds: 3_600)
+
+    @Option(
+        name: .customLong("merger-connections"),
+        help: ArgumentHelp("PostgreSQL connections each dataset's change merger keeps open (1 to 64).", valueName: "count"))
+    var mergerConnections: Int = 2
+
+    @Option(
+        name: .customLong("token-cache-ttl"),
+        help: ArgumentHelp("Seconds a token's scope (or its refusal) is cached: a revoke or a grant takes effect within this (0 to 3600).", valueName: "seconds"))
+    var tokenCacheTTL: Double = 5
+
     @Option(name: .customLong("drain-timeout"), help: "Seconds SIGTERM waits for in-flight downloads.")
     var drainTimeout: Double = 30
 
@@ -84,6 +100,11 @@ struct ServeCommand: AsyncParsableCommand {
 
     @Option(name: .customLong("max-changes"), help: ArgumentHelp("Most changes in one uploaded batch; more is answered 400.", valueName: "count"))
     var maxChanges: Int = ChangeRequest.Limits().maxChanges
+
+    @Option(
+        name: .customLong("download-buffer-bytes"),
+        help: ArgumentHelp("Most memory all downloads together hold in file chunks (at least 2 MiB); beyond it, downloads take turns.", valueName: "bytes"))
+    var downloadBufferBytes: Int = 64 << 20
 
     @Option(
         name: .customLong("tls-cert"),
@@ -112,6 +133,16 @@ struct ServeCommand: AsyncParsableCommand {
         guard maxHeaderBytes >= 1024 else { throw ValidationError("--max-header-bytes must be at least 1024") }
         guard maxBodyBytes >= 1024 else { throw ValidationError("--max-body-bytes must be at least 1024") }
         guard maxChanges >= 1 else { throw ValidationError("--max-changes must be at least 1") }
+        // Two chunks of 1 MiB at the least: one download must always be able to stream.
+        guard downloadBufferBytes >= 2 << 20 else {
+            throw ValidationError("--download-buffer-bytes must be at least 2097152 (2 MiB, two 1 MiB chunks), got \(downloadBufferBytes)")
+        }
+        guard (0...3600).contains(tokenCacheTTL) else {
+            throw ValidationError("--token-cache-ttl must be 0 (ask PostgreSQL every time) to 3600 seconds, got \(tokenCacheTTL)")
+        }
+        guard (1...64).contains(mergerConnections) else {
+            throw ValidationError("--merger-connections must be between 1 and 64, got \(mergerConnections)")
+        }
         if !config.isEmpty && databaseURL == nil {
             throw ValidationError("--config needs --database-url (the outbox endpoint writes to PostgreSQL)")
         }
@@ -187,6 +218,32 @@ struct ServeCommand: AsyncParsableCommand {
         #endif
     }
 
+    /// Every limit the server runs with, named by its option, as read back from the configuration (so a test or an
+    /// operator sees what the server actually got, not what was typed).
+    static func limitsMetadata(_ configuration: ServerConfiguration) -> Logger.Metadata {
+        func seconds(_ duration: Duration?) -> Logger.MetadataValue {
+            guard let duration else { return "0" }
+            let (whole, attoseconds) = duration.components
+            return .string(attoseconds == 0 ? "\(whole)" : "\(Double(whole) + Double(attoseconds) / 1e18)")
+        }
+        var limits: Logger.Metadata = [
+            "max-body-bytes": "\(configuration.changeLimits.maxBodyBytes)",
+            "max-changes": "\(configuration.changeLimits.maxChanges)",
+            "max-header-bytes": "\(configuration.maxHeaderBytes)",
+            "header-timeout": seconds(configuration.headerTimeout),
+            "idle-timeout": seconds(configuration.idleTimeout),
+            "drain-timeout": seconds(configuration.drainTimeout),
+            "download-buffer-bytes": "\(configuration.downloadBufferBytes)",
+            "token-cache-ttl": seconds(configuration.tokenCacheTTL),
+        ]
+        if let database = configuration.database {
+            limits["change-retention"] = seconds(database.changeRetention)
+            limits["retention-sweep-interval"] = seconds(database.retentionSweepInterval)
+            limits["merger-connections"] = "\(database.mergerConnections)"
+        }
+        return limits
+    }
+
     func run() async throws {
         Self.raiseOpenFileLimit()
         Self.fixMallocThreshold()
@@ -211,13 +268,18 @@ struct ServeCommand: AsyncParsableCommand {
         configuration.maxHeaderBytes = maxHeaderBytes
         configuration.changeLimits.maxBodyBytes = maxBodyBytes
         configuration.changeLimits.maxChanges = maxChanges
+        configuration.downloadBufferBytes = downloadBufferBytes
+        configuration.tokenCacheTTL = .milliseconds(Int64(tokenCacheTTL * 1000))
         configuration.statusToken = effectiveStatusToken
         let statusBoard = configuration.statusBoard
         if let databaseURL {
             var database = ServerConfiguration.DatabaseSettings(templatePaths: config.map { URL(fileURLWithPath: $0) }, databaseURL: databaseURL)
             database.changeRetention = changeRetention.duration
+            database.retentionSweepInterval = retentionSweepInterval.duration
+            database.mergerConnections = mergerConnections
             configuration.database = database
         }
+        logger.info("ferry serve limits", metadata: Self.limitsMetadata(configuration))
 
         // The one piece the CLI adds to the server: an in-process publish schedule (only the CLI links both the
         // server and the publisher). The server prunes tombstones when its catalog sees the new manifests.

@@ -20,11 +20,17 @@ import Darwin
     /// The real Ferry routes behind a front that misbehaves as told: busy with `Retry-After`, a captive portal's
     /// page, or a proxy that strips `ETag`.
     struct Front<Inner: HTTPResponder>: HTTPResponder where Inner.Context == BasicRequestContext {
-        enum Mode: Sendable { case pass, busy(retryAfter: Int, times: Int), captivePortal, stripETag }
+        enum Mode: Sendable { case pass, busy(retryAfter: Int, times: Int), failing(retryAfter: Int?), captivePortal, stripETag }
+        /// One answer the front gave: the path asked for, the status and the body bytes it announced.
+        struct Answer: Sendable { var path: String; var status: Int; var bodyBytes: Int }
         actor State {
             var mode: Mode = .pass
             var busyAnswers = 0
+            private(set) var answers: [Answer] = []
             func set(_ mode: Mode) { self.mode = mode }
+            func record(_ answer: Answer) { answers.append(answer) }
+            /// Forgets the answers so far (so a test counts only its own requests).
+            func clearAnswers() { answers = [] }
             func next() -> Mode {
                 if case .busy(let seconds, let times) = mode {
                     if times <= 1 { mode = .pass }
@@ -39,7 +45,19 @@ import Darwin
         let state = State()
 
         func respond(to request: Request, context: BasicRequestContext) async throws -> Response {
+            let response = try await answer(request, context: context)
+            let bytes = response.headers[.contentLength].flatMap { Int($0) } ?? 0
+            await state.record(Answer(path: request.uri.path, status: Int(response.status.code), bodyBytes: bytes))
+            return response
+        }
+
+        func answer(_ request: Request, context: BasicRequestContext) async throws -> Response {
             switch await state.next() {
+            case .failing(let seconds):
+                var headers = HTTPFields()
+                if let seconds { headers[.retryAfter] = String(seconds) }
+                headers[.contentType] = "text/plain"
+                return Response(status: .internalServerError, headers: headers, body: .init(byteBuffer: ByteBuffer(string: "Internal Server Error")))
             case .busy(let seconds, _):
                 var headers = HTTPFields()
                 headers[.retryAfter] = String(seconds)
@@ -94,23 +112,118 @@ import Darwin
         try publishedVersion(of: URL(fileURLWithPath: dir).appendingPathComponent("database.db"), among: published)
     }
 
-    @Test("a refused connection is offline at once; a server that never answers times out as configured")
-    func refusedAndSilent() async throws {
-        let temp = try TemporaryDirectory("bad-network-closed")
-        defer { temp.remove() }
-        // A port nothing listens on
-        let closed = try Self.freePort()
-        let (refused, refusedTime) = try await Self.fetch(URL(string: "http://127.0.0.1:\(closed)")!, temp.appending("a").path)
-        #expect(refused.status == 1 && refused.stderr.contains("offline"), "\(refused.stderr)")
-        #expect(refusedTime < .seconds(2), "took \(refusedTime)")
+    /// What "none may change database.db" compares: its bytes (SHA-256), its inode and its modification time.
+    struct Fingerprint: Equatable, CustomStringConvertible {
+        var sha256: String
+        var inode: UInt64
+        var modified: Date
+        var description: String { "sha256 \(sha256.prefix(12)) inode \(inode) mtime \(modified.timeIntervalSince1970)" }
+    }
 
-        // A listener that accepts (the kernel completes the handshake) and never answers
-        let (socket, port) = try Self.silentListener()
-        defer { close(socket) }
-        let (silent, silentTime) = try await Self.fetch(URL(string: "http://127.0.0.1:\(port)")!, temp.appending("b").path, ["--read-timeout", "1"])
-        #expect(silent.status == 1, "\(silent.stderr)")
-        #expect(silent.stderr.contains("offline") || silent.stderr.contains("timed out") || silent.stderr.contains("timeout"), "\(silent.stderr)")
-        #expect(silentTime < .seconds(6), "took \(silentTime)")
+    static func expectUnchanged(_ dir: String, _ held: Fingerprint, sourceLocation: SourceLocation = #_sourceLocation) throws {
+        let now = try fingerprint(dir)
+        #expect(now == held, "database.db changed: \(now), was \(held)", sourceLocation: sourceLocation)
+    }
+
+    static func fingerprint(_ dir: String) throws -> Fingerprint {
+        let database = URL(fileURLWithPath: dir).appendingPathComponent("database.db")
+        let attributes = try FileManager.default.attributesOfItem(atPath: database.path)
+        return Fingerprint(
+            sha256: sha256Hex(Array(try Data(contentsOf: database))),
+            inode: try #require((attributes[.systemFileNumber] as? NSNumber)?.uint64Value),
+            modified: try #require(attributes[.modificationDate] as? Date))
+    }
+
+    @Test("a refused connection is offline at once; a server that never answers times out as configured; neither changes database.db")
+    func refusedAndSilent() async throws {
+        try await Self.withDevice { _, _, dir, published in
+            // Given a device that holds version 1 (fetched from a good server)
+            #expect(try Self.version(dir, published) == 1)
+            let held = try Self.fingerprint(dir)
+
+            // A port nothing listens on
+            let closed = try Self.freePort()
+            let (refused, refusedTime) = try await Self.fetch(URL(string: "http://127.0.0.1:\(closed)")!, dir)
+            #expect(refused.status == 1 && refused.stderr.contains("offline"), "\(refused.stderr)")
+            #expect(refusedTime < .seconds(2), "took \(refusedTime)")
+            try Self.expectUnchanged(dir, held)
+
+            // A listener that accepts (the kernel completes the handshake) and never answers
+            let (socket, port) = try Self.silentListener()
+            defer { close(socket) }
+            let (silent, silentTime) = try await Self.fetch(URL(string: "http://127.0.0.1:\(port)")!, dir, ["--read-timeout", "1"])
+            #expect(silent.status == 1, "\(silent.stderr)")
+            #expect(silent.stderr.contains("offline") || silent.stderr.contains("timed out") || silent.stderr.contains("timeout"), "\(silent.stderr)")
+            #expect(silentTime < .seconds(6), "took \(silentTime)")
+            try Self.expectUnchanged(dir, held)
+            #expect(try Self.version(dir, published) == 1)
+        }
+    }
+
+    /// An unreachable host: SYNs go unanswered, so only the connect timeout ends the attempt.
+    ///
+    /// Measured in this sandbox first: every off-link address (10.255.255.1, TEST-NET 203.0.113.1, 240.0.0.1, ...)
+    /// is answered at once by the sandbox's network (connected in 1 ms), and an unused on-link address (192.0.2.77)
+    /// fails with EHOSTUNREACH after ARP gives up (3 s); neither is a black hole, and CI networks differ again. A
+    /// listening socket whose accept queue is full is one, on any Linux: the kernel drops further SYNs (the client
+    /// retransmits until it gives up), so the host is "unreachable" in exactly the way a dead route is, on 127.0.0.1.
+    @Test("an unreachable host is offline after --connect-timeout, not at once and not much later; database.db unchanged")
+    func unreachableHost() async throws {
+        try await Self.withDevice { _, _, dir, published in
+            let held = try Self.fingerprint(dir)
+            let (listener, port, filler) = try Self.blackHole()
+            defer { close(listener); close(filler) }
+            let (unreachable, time) = try await Self.fetch(URL(string: "http://127.0.0.1:\(port)")!, dir, ["--connect-timeout", "1"])
+            #expect(unreachable.status == 1, "\(unreachable.stderr)")
+            #expect(unreachable.stderr.contains("cannot reach") && unreachable.stderr.contains("offline"), "\(unreachable.stderr)")
+            // The connect timeout is what ended it: at least 1 s, and within it plus the process' own start and stop.
+            #expect(time >= .milliseconds(950), "took \(time): failed before the connect timeout")
+            #expect(time < .seconds(4), "took \(time)")
+            try Self.expectUnchanged(dir, held)
+            #expect(try Self.version(dir, published) == 1)
+        }
+    }
+
+    @Test("500 with and without Retry-After: a clear message, exit 1, database.db unchanged")
+    func failingServer() async throws {
+        try await Self.withDevice { url, front, dir, published in
+            let held = try Self.fingerprint(dir)
+
+            // Without Retry-After: reported at once, naming the status and that database.db stays in use
+            await front.set(.failing(retryAfter: nil))
+            let (plain, plainTime) = try await Self.fetch(url, dir)
+            #expect(plain.status == 1, "\(plain.stderr)")
+            #expect(plain.stderr.contains("HTTP 500") && plain.stderr.contains("keeps using database.db"), "\(plain.stderr)")
+            #expect(plainTime < .seconds(3), "took \(plainTime)")
+            try Self.expectUnchanged(dir, held)
+
+            // With a Retry-After within the cap (10 s): the client waits 6 s and asks once more; a second wait would
+            // pass the cap, so it reports the 500 it still gets, saying how long the server asked to wait
+            await front.clearAnswers()
+            await front.set(.failing(retryAfter: 6))
+            let (retried, retriedTime) = try await Self.fetch(url, dir)
+            #expect(retried.status == 1, "\(retried.stderr)")
+            #expect(retried.stderr.contains("HTTP 500") && retried.stderr.contains("retry after 6 s"), "\(retried.stderr)")
+            #expect(retriedTime >= .milliseconds(5900), "took \(retriedTime): Retry-After was not honoured")
+            #expect(retriedTime < .seconds(9), "took \(retriedTime)")
+            let answers = await front.answers
+            #expect(answers.map(\.status) == [500, 500], "\(answers)")
+            try Self.expectUnchanged(dir, held)
+
+            // With a Retry-After beyond the cap: reported at once, saying how long the server asked to wait
+            await front.set(.failing(retryAfter: 3600))
+            let (tooLong, tooLongTime) = try await Self.fetch(url, dir)
+            #expect(tooLong.status == 1 && tooLong.stderr.contains("500") && tooLong.stderr.contains("3600"), "\(tooLong.stderr)")
+            #expect(tooLongTime < .seconds(3), "took \(tooLongTime)")
+            try Self.expectUnchanged(dir, held)
+            #expect(try Self.version(dir, published) == 1)
+
+            // And once the server is well again, the same device updates
+            await front.set(.pass)
+            let (ok, _) = try await Self.fetch(url, dir)
+            #expect(ok.status == 0, "\(ok.stderr)")
+            #expect(try Self.version(dir, published) == 2)
+        }
     }
 
     @Test("503 with Retry-After is honoured within the cap; a longer wait is reported, not slept through")
@@ -125,31 +238,55 @@ import Darwin
         }
         try await Self.withDevice { url, front, dir, published in
             // A Retry-After beyond the cap: exit 1 at once, saying so; database.db unchanged
+            let held = try Self.fingerprint(dir)
             await front.set(.busy(retryAfter: 3600, times: 5))
             let (busy, busyTime) = try await Self.fetch(url, dir)
             #expect(busy.status == 1 && busy.stderr.contains("503") && busy.stderr.contains("3600"), "\(busy.stderr)")
             #expect(busyTime < .seconds(5))
+            try Self.expectUnchanged(dir, held)
             #expect(try Self.version(dir, published) == 1)
         }
     }
 
-    @Test("a captive portal's page is named as such and changes nothing; a proxy that strips ETag still ends in a verified database")
-    func portalAndStrippedETag() async throws {
+    @Test("a captive portal's page is named as such and changes nothing")
+    func captivePortal() async throws {
         try await Self.withDevice { url, front, dir, published in
+            let held = try Self.fingerprint(dir)
             await front.set(.captivePortal)
             let (portal, _) = try await Self.fetch(url, dir)
             #expect(portal.status == 1 && portal.stderr.contains("captive portal"), "\(portal.stderr)")
+            try Self.expectUnchanged(dir, held)
             #expect(try Self.version(dir, published) == 1)
+        }
+    }
 
+    /// A proxy that strips `ETag` from every answer (manifest, 304s and snapshot): the client does not need it. The
+    /// manifest's body names the checksum and the snapshot's `Repr-Digest` carries it, so the download is verified
+    /// all the same; the next fetch compares the manifest's checksum with database.db's and downloads nothing.
+    @Test("a proxy that strips ETag still ends in a verified database, downloaded once")
+    func strippedETag() async throws {
+        try await Self.withDevice { url, front, dir, published in
             await front.set(.stripETag)
+            await front.clearAnswers()
             let (stripped, _) = try await Self.fetch(url, dir)
-            // Either the download is verified another way, or it is refused clearly; never a wrong database.
-            if stripped.status == 0 {
-                #expect(try Self.version(dir, published) == 2)
-            } else {
-                #expect(stripped.status == 1 && !stripped.stderr.isEmpty)
-                #expect(try Self.version(dir, published) == 1)
+            #expect(stripped.status == 0, "\(stripped.stderr)")
+            #expect(try Self.version(dir, published) == 2)
+            let first = await front.answers
+            let downloads = first.filter { !$0.path.hasSuffix("/manifest") && $0.status == 200 }
+            #expect(downloads.count == 1, "\(first)")
+            #expect(downloads.map(\.bodyBytes).reduce(0, +) <= Int(published[1].size), "\(first)")
+
+            // The next fetches download nothing: only the manifest is asked for, and database.db stays as it is
+            let updated = try Self.fingerprint(dir)
+            await front.clearAnswers()
+            for _ in 0..<2 {
+                let (again, _) = try await Self.fetch(url, dir)
+                #expect(again.status == 0, "\(again.stderr)")
             }
+            // Each asks for the manifest once, with If-None-Match naming database.db's checksum, and gets a 304
+            let later = await front.answers
+            #expect(later.count == 2 && later.allSatisfy { $0.path.hasSuffix("/manifest") && $0.status == 304 }, "\(later)")
+            try Self.expectUnchanged(dir, updated)
         }
     }
 
@@ -159,8 +296,33 @@ import Darwin
         return port
     }
 
+    /// A TCP listener on 127.0.0.1 with a backlog of 0 whose accept queue is already full (one connection, `filler`,
+    /// never accepted): the kernel drops every further SYN, so a connect to `port` hangs until the client gives up.
+    static func blackHole() throws -> (listener: Int32, port: Int, filler: Int32) {
+        let (fd, port) = try Self.listener(backlog: 0)
+        #if canImport(Glibc)
+        let filler = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        #else
+        let filler = socket(AF_INET, SOCK_STREAM, 0)
+        #endif
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = UInt16(port).bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(filler, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard filler >= 0, connected == 0 else {
+            close(fd)
+            throw FerryError(.io, "cannot fill the black hole's accept queue")
+        }
+        return (fd, port, filler)
+    }
+
     /// A TCP socket on 127.0.0.1 that listens and never accepts: connections complete and then hear nothing.
-    static func silentListener() throws -> (Int32, Int) {
+    static func silentListener() throws -> (Int32, Int) { try listener(backlog: 16) }
+
+    static func listener(backlog: Int32) throws -> (Int32, Int) {
         #if canImport(Glibc)
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         #else
@@ -172,7 +334,7 @@ import Darwin
         address.sin_port = 0
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-        guard bound == 0, listen(fd, 16) == 0 else { close(fd); throw FerryError(.io, "bind/listen failed") }
+        guard bound == 0, listen(fd, backlog) == 0 else { close(fd); throw FerryError(.io, "bind/listen failed") }
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
         return (fd, Int(UInt16(bigEndian: address.sin_port)))

@@ -32,6 +32,29 @@ import Testing
         try db.query("SELECT op, key, vals, baseUpdatedAt, sent FROM ferry_outbox ORDER BY seq")
     }
 
+    @Test func installingAgainWritesNothingUnlessSomethingChanged() throws {
+        // Given a database whose outbox schema is installed with its published checksum
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let db = try makeDatabase(dir)
+        let origin = String(repeating: "a", count: 64)
+        try OutboxSchema.install(on: db, tables: [Self.trips, Self.regions], origin: origin)
+        let file = dir.appending("database.db")
+        let installed = try Data(contentsOf: file)
+
+        // When every open installs again, the file's bytes (its change counter included) stay as they are
+        for _ in 0..<3 { try OutboxSchema.install(on: db, tables: [Self.trips, Self.regions], origin: origin) }
+        #expect(try Data(contentsOf: file) == installed)
+
+        // And another origin or a dropped trigger is installed as before
+        let next = String(repeating: "b", count: 64)
+        try OutboxSchema.install(on: db, tables: [Self.trips, Self.regions], origin: next)
+        #expect(OutboxSchema.origin(of: db) == next)
+        try db.execute("DROP TRIGGER ferry_trips_upd")
+        try OutboxSchema.install(on: db, tables: [Self.trips, Self.regions], origin: next)
+        #expect(try db.scalar("SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND name = 'ferry_trips_upd'")?.integer == 1)
+    }
+
     @Test func updatesAreCapturedWithTheServerBaseAndCoalesced() throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }

@@ -4,6 +4,7 @@ import Glibc
 import Darwin
 #endif
 import FerryCore
+import FerryPostgres
 @testable import FerryServer
 import Foundation
 import Testing
@@ -75,5 +76,64 @@ import Testing
         let nowhere = try runFerry(["serve", "--store", "/nonexistent/ferry-store-\(UUID().uuidString)", "--port", "0"])
         #expect(nowhere.status == 1)
         #expect(nowhere.stderr.contains("snapshot store does not exist"))
+    }
+
+    @Test func everyLimitIsAnOptionThatReachesTheServer() async throws {
+        // Bad values are usage errors (exit 2) naming the option and the accepted range
+        let bad: [(String, String, String)] = [
+            ("--download-buffer-bytes", "1048576", "at least 2097152"),
+            ("--token-cache-ttl", "-1", "0 (ask PostgreSQL every time) to 3600 seconds"),
+            ("--token-cache-ttl", "3601", "0 (ask PostgreSQL every time) to 3600 seconds"),
+            ("--merger-connections", "0", "between 1 and 64"),
+            ("--merger-connections", "65", "between 1 and 64"),
+            ("--retention-sweep-interval", "soon", "e.g. 30s, 15m, 2h or 30d"),
+        ]
+        for (option, value, range) in bad {
+            let run = try await runFerryOffPool(["serve", "--store", "/tmp", "--port", "0", "\(option)=\(value)"])
+            #expect(run.status == 2, "\(option) \(value): \(run.stderr)")
+            #expect(run.stderr.contains(option) && run.stderr.contains(range), "\(option) \(value): \(run.stderr)")
+        }
+
+        // Given a server with the changes endpoint and every new limit set away from its default
+        let database = try TestDatabase.create("serve-limits")
+        defer { database.drop() }
+        try database.connect().execute(String(contentsOf: TestPaths.packageRoot.appendingPathComponent("templates/trips.pg.sql"), encoding: .utf8))
+        let store = try TestStore()
+        defer { store.remove() }
+        _ = try store.publish()
+        let trips = TestPaths.packageRoot.appendingPathComponent("templates/trips.yml").path
+        let log = try await offCooperativePool {
+            let process = Process()
+            process.executableURL = TestPaths.ferryBinary
+            process.arguments = [
+                "serve", "--store", store.store.root.path, "--port", "0", "--config", trips, "--database-url", database.url,
+                "--download-buffer-bytes", "3145728", "--token-cache-ttl", "0.5", "--merger-connections", "3",
+                "--retention-sweep-interval", "10m",
+            ]
+            let out = Pipe()
+            let err = Pipe()
+            process.standardOutput = out
+            process.standardError = err
+            try process.run()
+            defer { if process.isRunning { process.terminate() } }
+            var printed = ""
+            while !printed.contains("listening") {
+                let data = out.fileHandleForReading.availableData
+                if data.isEmpty { break }
+                printed += String(decoding: data, as: UTF8.self)
+            }
+            kill(process.processIdentifier, SIGTERM)
+            process.waitUntilExit()
+            return String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        }
+
+        // Then the limits line it logs at start, read back from the server's configuration, has each value
+        let line = try #require(log.split(separator: "\n").first { $0.contains("ferry serve limits") }, "\(log)")
+        for expected in [
+            "download-buffer-bytes=3145728", "token-cache-ttl=0.5", "merger-connections=3", "retention-sweep-interval=600",
+            "change-retention=2592000", "max-body-bytes=8388608", "idle-timeout=60",
+        ] {
+            #expect(line.contains(expected), "\(expected) missing from \(line)")
+        }
     }
 }

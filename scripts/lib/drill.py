@@ -325,8 +325,18 @@ def drill_client(rounds):
 
 
 # ---------------------------------------------------------------------------------------------------- server
+# Every write to notes, whoever makes it, appends one row to note_effects (a trigger, in the merger's transaction):
+# a change applied twice (a retry after the kill writing again) shows as two effects, one whose write was lost as none.
+EFFECTS_DDL = """
+CREATE TABLE note_effects (seq bigserial PRIMARY KEY, note_id text NOT NULL, body text NOT NULL);
+CREATE FUNCTION note_effect() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN INSERT INTO note_effects (note_id, body) VALUES (NEW.id, NEW.body); RETURN NEW; END $$;
+CREATE TRIGGER note_effect AFTER INSERT OR UPDATE ON notes FOR EACH ROW EXECUTE FUNCTION note_effect();
+"""
+
+
 def drill_server(rounds):
-    url = create_db("drill_server", NOTES_DDL)
+    url = create_db("drill_server", NOTES_DDL + EFFECTS_DDL)
     store = os.path.join(WORK, "server-store")
     template = os.path.join(WORK, "notes-server.yml")
     open(template, "w").write(NOTES_YML)
@@ -340,13 +350,22 @@ def drill_server(rounds):
         if ferry("fetch", "--server", base, "--dataset", "notes", "--dir", d, "--apply").returncode != 0:
             raise RuntimeError("device fetch failed")
     inserted = set()
+    owned = {d: [] for d in devices}  # rows each device inserted and the server acknowledged (updated in later rounds)
+    updates = 0
     try:
         for r in range(rounds):
             for i, d in enumerate(devices):
+                # Each device appends to the body of two of its own acknowledged rows: one change, one effect each.
+                for note_id in RNG.sample(owned[d], min(2, len(owned[d]))):
+                    if ferry("exec", "--dir", d, f"UPDATE notes SET body = body || ' u{r}' WHERE id = '{note_id}'").returncode == 0:
+                        updates += 1
+                fresh = []
                 for k in range(5):
                     new_id = str(uuid.uuid4())
                     if ferry("exec", "--dir", d, f"INSERT INTO notes (id, body, pad, created_at, updated_at) VALUES ('{new_id}', 'r{r} d{i} k{k}', 'x', '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z')").returncode == 0:
                         inserted.add(new_id)
+                        fresh.append(new_id)
+                owned[d].extend(fresh)
             pushes = [start("push", "--server", base, "--dataset", "notes", "--dir", d, "--batch-size", "3") for d in devices]
             time.sleep(RNG.uniform(0, 0.6))
             KILLS["server"]["during pushes" if any(p.poll() is None for p in pushes) else "after pushes"] += 1
@@ -376,8 +395,22 @@ def drill_server(rounds):
         if dupes != "0":
             violation("server", f"{dupes} change ids have more than one row in ferry_changes")
         answered = int(psql(url, "SELECT count(*) FROM ferry_changes"))
-        if answered != len(inserted):
-            violation("server", f"ferry_changes has {answered} answers for {len(inserted)} changes")
+        if answered != len(inserted) + updates:
+            violation("server", f"ferry_changes has {answered} answers for {len(inserted) + updates} changes")
+        # Exactly one effect per change: for every row, as many writes as changes of it answered `applied`.
+        wrong = psql(url, """
+            SELECT count(*) FROM (
+              SELECT coalesce(a.note_id, e.note_id) AS note_id, coalesce(a.n, 0) AS applied, coalesce(e.n, 0) AS effects
+              FROM (SELECT result->'row'->>'id' AS note_id, count(*) AS n FROM ferry_changes
+                    WHERE result->>'status' = 'applied' GROUP BY 1) a
+              FULL JOIN (SELECT note_id, count(*) AS n FROM note_effects GROUP BY 1) e ON a.note_id = e.note_id) c
+            WHERE applied <> effects""")
+        if wrong != "0":
+            violation("server", f"{wrong} rows were written a different number of times than their changes were applied")
+        applied = int(psql(url, "SELECT count(*) FROM ferry_changes WHERE result->>'status' = 'applied'"))
+        effects = int(psql(url, "SELECT count(*) FROM note_effects"))
+        print(f"  server: {len(inserted)} inserts and {updates} updates pushed, {answered} answered, {applied} applied, "
+              f"{effects} effects in PostgreSQL", flush=True)
     finally:
         kill9(server)
 

@@ -249,7 +249,8 @@ public actor FerryClient {
         if case .patch(let patch) = outcome {
             do {
                 outcome = .downloaded(try await build(patch))
-            } catch let error as FerryError where error.code != .offline {
+            } catch let error as FerryError where error.code != .offline && !FerryError.isOutOfSpace(error) {
+                // A full disk is reported as it is: the full download needs at least the space the copy did.
                 logger.warning(
                     "the patch did not apply; taking the full download",
                     metadata: ["from": "\(patch.ref.from)", "to": "\(patch.ref.to)", "error": "\(error.message)"])

@@ -133,9 +133,17 @@ public struct ClientDirectory: Sendable, Equatable {
                 } catch {
                     // The copy's error is the one to report; a half copy left here is removed before the next apply.
                     try? FileManager.default.removeItem(at: previousLink)
-                    throw ClientDirectory.ioError("cannot keep a copy of database.db as previous.db: \(error.localizedDescription)", previousLink)
+                    throw FerryError.writing(
+                        error, "cannot keep a copy of database.db as previous.db", previousLink,
+                        fix: "free space and apply again (database.db, previous.db and the pending update are unchanged)")
                 }
-                try DurableFile.sync(previousLink)
+                do {
+                    try DurableFile.sync(previousLink)
+                } catch {
+                    // As above: the copy is not kept unless it is durable.
+                    try? FileManager.default.removeItem(at: previousLink)
+                    throw error
+                }
             }
             try DurableFile.syncDirectory(privateDirectory)
         case .replacePrevious:

@@ -29,10 +29,19 @@ enum FileClone {
             do {
                 try FileManager.default.copyItem(at: source, to: target)
             } catch {
-                throw FerryError(.io, "cannot copy the database for the patch: \(error.localizedDescription)", path: target.path)
+                // A half copy must not hold on to the space it took; the copy's error says what went wrong.
+                try? FileManager.default.removeItem(at: target)
+                throw FerryError.writing(
+                    error, "cannot copy the database for the patch", target,
+                    fix: "free space and fetch again (database.db and any pending update are unchanged)")
             }
         }
-        try DurableFile.sync(target)
+        do {
+            try DurableFile.sync(target)
+        } catch {
+            try? FileManager.default.removeItem(at: target)  // as above
+            throw error
+        }
         return method
     }
 

@@ -90,15 +90,6 @@ final class PartialFileWriter: @unchecked Sendable {
 
     /// `ENOSPC` becomes ``FerryError/Code/diskFull``; anything else an I/O error naming the file.
     static func mapped(_ error: any Error, _ what: String, _ url: URL) -> FerryError {
-        let ns = error as NSError
-        let outOfSpace =
-            (ns.domain == NSCocoaErrorDomain && ns.code == CocoaError.fileWriteOutOfSpace.rawValue)
-            || (ns.domain == NSPOSIXErrorDomain && ns.code == Int(ENOSPC))
-        if outOfSpace {
-            return FerryError(
-                .diskFull, "\(what): the disk is full; free space and fetch again (the download resumes, database.db is unchanged)",
-                path: url.path)
-        }
-        return FerryError(.io, "\(what): \(ns.localizedDescription)", path: url.path)
+        FerryError.writing(error, what, url, fix: "free space and fetch again (the download resumes, database.db is unchanged)")
     }
 }

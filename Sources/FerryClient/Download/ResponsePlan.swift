@@ -143,7 +143,8 @@ enum ResponsePlan: Equatable {
     }
 
     /// The file a 200 response promises (checksum, size, version) and its representation on the wire. Requires a
-    /// checksum: without one nothing can be verified, and without an ETag nothing can be resumed.
+    /// checksum: without one nothing can be verified, and without an ETag nothing can be resumed. A gzip answer with
+    /// no ETag at all (a proxy stripped it) takes the checksum the manifest promised for it.
     static func full(from head: SnapshotResponseHead, promised: ExpectedSnapshot?, url: String) throws -> (ExpectedSnapshot, TransferSource) {
         guard let encoding = SnapshotHeaders.contentEncoding(head.header("Content-Encoding")) else {
             throw FerryError(
@@ -172,7 +173,13 @@ enum ResponsePlan: Equatable {
             }
             sha256 = checksum
         case .gzip:
-            // Repr-Digest names the compressed bytes; the checksum of the SQLite file is in the ETag.
+            // Repr-Digest names the compressed bytes; the checksum of the SQLite file is in the ETag. A proxy that
+            // strips ETag leaves the manifest's promise: the inflated bytes are checked against it all the same (a
+            // download without a validator just cannot be resumed with If-Range; its partial restarts from zero).
+            if tag == nil, let promised {
+                sha256 = promised.sha256
+                break
+            }
             guard let tag, tag.encoding == .gzip else {
                 throw FerryError(
                     .corruptTransfer,

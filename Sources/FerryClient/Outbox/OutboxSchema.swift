@@ -79,6 +79,9 @@ public enum OutboxSchema {
     /// `origin` is the checksum the file had as published: once local edits change the bytes, it is still the
     /// version's identity for `If-None-Match` and `ferry status` (kept in `ferry_origin`).
     public static func install(on db: SQLiteConnection, tables: [SnapshotMetadata.TableInfo], origin: String? = nil) throws {
+        // Every open installs: where all is in place already, write nothing, so that opening database.db (a fetch
+        // that finds nothing new, or fails offline) leaves its bytes and modification time as they were.
+        if try isCurrent(on: db, tables: tables, origin: origin) { return }
         try db.transaction {
             try db.execute(queueDDL)
             for table in protectedTables {
@@ -98,13 +101,42 @@ public enum OutboxSchema {
             // its version or which tables are writable.
             let existing = Set(try db.query("SELECT name FROM sqlite_master WHERE type = 'table'").compactMap { $0.first?.text })
             for table in protectedTables where existing.contains(table) {
-                let message = SQLIdentifier.literal("ferry: \(table) describes the snapshot and is read-only")
-                for event in ["INSERT", "UPDATE", "DELETE"] {
-                    try db.execute(
-                        "CREATE TRIGGER \(SQLIdentifier.quoteSQLite("ferry_protect_\(table)_\(event)")) BEFORE \(event) ON \(SQLIdentifier.quote(table)) WHEN \(capturing) BEGIN SELECT RAISE(ABORT, \(message)); END")
-                }
+                for event in ["INSERT", "UPDATE", "DELETE"] { try db.execute(protectTrigger(table, event)) }
             }
         }
+    }
+
+    /// Whether ``install(on:tables:origin:)`` would change nothing in `db`: the queue's tables and index exist with
+    /// the capture switch's one row, `ferry_origin` holds `origin`, and every trigger it creates exists with the
+    /// same SQL (SQLite keeps a trigger's statement text as given).
+    static func isCurrent(on db: SQLiteConnection, tables: [SnapshotMetadata.TableInfo], origin: String?) throws -> Bool {
+        var objects = Set<String>()
+        var triggerSQL = Set<String>()
+        for row in try db.query("SELECT type, name, sql FROM sqlite_master") {
+            guard row.count == 3, let type = row[0].text, let name = row[1].text else { continue }
+            objects.insert("\(type) \(name)")
+            if type == "trigger", let sql = row[2].text { triggerSQL.insert(sql) }
+        }
+        let queue = ["table ferry_outbox", "index ferry_outbox_row", "table ferry_capture", "table ferry_base"]
+        guard queue.allSatisfy(objects.contains), try db.scalar("SELECT count(*) FROM ferry_capture")?.integer == 1 else { return false }
+        if let origin {
+            guard objects.contains("table ferry_origin"), try db.query("SELECT sha256 FROM ferry_origin").map({ $0.first?.text }) == [origin]
+            else { return false }
+        }
+        var wanted: [String] = []
+        for table in tables {
+            wanted += try triggers(for: table, existing: try existingColumns(db, table.name)).filter { $0.hasPrefix("CREATE TRIGGER") }
+        }
+        for table in protectedTables where objects.contains("table \(table)") {
+            wanted += ["INSERT", "UPDATE", "DELETE"].map { protectTrigger(table, $0) }
+        }
+        return wanted.allSatisfy(triggerSQL.contains)
+    }
+
+    /// The trigger that refuses local `event`s on the metadata table `table`.
+    static func protectTrigger(_ table: String, _ event: String) -> String {
+        let message = SQLIdentifier.literal("ferry: \(table) describes the snapshot and is read-only")
+        return "CREATE TRIGGER \(SQLIdentifier.quoteSQLite("ferry_protect_\(table)_\(event)")) BEFORE \(event) ON \(SQLIdentifier.quote(table)) WHEN \(capturing) BEGIN SELECT RAISE(ABORT, \(message)); END"
     }
 
     /// Metadata tables that local statements may read but never change.
