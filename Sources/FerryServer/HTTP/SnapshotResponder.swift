@@ -179,10 +179,13 @@ struct SnapshotResponder: Sendable {
         let threadPool = self.threadPool
         let budget = self.budget
         let body = ResponseBody(contentLength: Int(length)) { writer in
-            // Each chunk in memory holds a slot of the server's buffer budget, so memory stays bounded however many
-            // downloads run. When a slot is free, the next chunk is read on the thread pool while the current one is
-            // written, so the file and the socket both stay busy; otherwise the next read waits for a slot after
-            // this chunk is written (the writer also waits for the channel to become writable: backpressure).
+            // Each chunk in memory holds a slot of the server's buffer budget until it has left the process, so
+            // memory stays bounded however many downloads run. A written chunk still sits in the channel until the
+            // socket takes it; the writer's next `write` returns only once the channel is writable again, that is
+            // once that chunk has drained, so a chunk's slot is returned after the next write. Meanwhile the next
+            // chunk is read on the thread pool with a second slot when one is free, so the file and the socket
+            // both stay busy; when none is free, the download waits for its own chunk to drain (an empty write)
+            // and reuses that slot, so a download never waits on another for its second slot.
             let allocator = ByteBufferAllocator()
             @Sendable func read(_ offset: Int64) async throws -> ByteBuffer {
                 let count = Int(min(Int64(chunkSize), end + 1 - offset))
@@ -193,29 +196,26 @@ struct SnapshotResponder: Sendable {
             var held = 1  // slots this download holds; all are returned on every way out
             defer { for _ in 0..<held { budget.release() } }
             var buffer = try await read(offset)
+            var drainingSlot = false  // whether one held slot is for a written chunk the channel may still hold
             while true {
                 let next = offset + Int64(buffer.readableBytes)
-                if next > end {
-                    try await writer.write(buffer)
-                    break
+                try await writer.write(buffer)
+                if drainingSlot {  // the chunk before this one has drained
+                    budget.release()
+                    held -= 1
                 }
+                drainingSlot = true
+                if next > end { break }
                 if budget.tryAcquire() {
                     held += 1
-                    async let upcoming = read(next)
-                    try await writer.write(buffer)
-                    buffer = try await upcoming
-                    budget.release()
-                    held -= 1
                 } else {
-                    try await writer.write(buffer)
-                    budget.release()
-                    held -= 1
-                    await budget.acquire()
-                    held += 1
-                    buffer = try await read(next)
+                    try await writer.write(ByteBuffer())  // returns once this chunk has drained; its slot is reused
+                    drainingSlot = false
                 }
+                buffer = try await read(next)
                 offset = next
             }
+            try await writer.write(ByteBuffer())  // the last chunk drains before its slot is returned
             try await writer.finish(nil)
         }
         return Response(status: status, headers: fields, body: body)
