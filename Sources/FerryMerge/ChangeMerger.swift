@@ -119,6 +119,9 @@ public final class ChangeMerger: Service, Sendable {
     /// Closes the connections now (for use without a ServiceGroup, e.g. in tests).
     public func shutdown() { pool.close() }
 
+    /// What the merger's connections last saw of PostgreSQL (for the status page).
+    package var connectionHealth: PostgresPool.Health { pool.health }
+
     /// Applies a batch and returns one result per change, in request order.
     ///
     /// Throws only when the batch as a whole is unusable (`sentAt` is not a timestamp) or PostgreSQL is

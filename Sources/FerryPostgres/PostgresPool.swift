@@ -7,7 +7,31 @@ import NIOPosix
 /// there, so a slow query (a merge waiting for a row lock, a token check on a busy database) must not delay
 /// downloads or the catalog. Connections are opened lazily (at most `size`), checked out one per job, dropped when
 /// broken, and closed by ``close()`` (the owning service calls it on shutdown), which also stops the threads.
+///
+/// Every connect and every job records whether PostgreSQL answered (``health``), at no extra query: the status page
+/// reads that instead of asking the database on each request.
 package final class PostgresPool: @unchecked Sendable {
+    /// What the pool last saw of PostgreSQL. A job whose SQL failed on a connection that stayed up counts as an
+    /// answer (PostgreSQL is reachable); a failed connect or a connection lost during a job is a failure.
+    package struct Health: Sendable, Equatable {
+        /// When PostgreSQL last answered (a connect or a job on a live connection).
+        package var lastSuccess: Date?
+        /// When a connect last failed or a connection was lost.
+        package var lastFailure: Date?
+        /// Why, without the database URL or its password (at most 300 characters).
+        package var lastError: String?
+
+        /// True when the latest event was an answer; false when it was a failure; nil before either.
+        package var connected: Bool? {
+            switch (lastSuccess, lastFailure) {
+            case (nil, nil): return nil
+            case (.some, nil): return true
+            case (nil, .some): return false
+            case (.some(let success), .some(let failure)): return success >= failure
+            }
+        }
+    }
+
     /// Owns a connection across threads; only one job uses it at a time (the pool guarantees it).
     final class Box: @unchecked Sendable {
         let connection: PostgresConnection
@@ -27,6 +51,10 @@ package final class PostgresPool: @unchecked Sendable {
     private var open = 0
     private var waiters: [CheckedContinuation<Box?, any Error>] = []
     private var closed = false
+    private let recorded = Locked(Health())
+
+    /// What the pool last saw of PostgreSQL.
+    package var health: Health { recorded.current }
 
     /// `threadPool`: nil (the default) makes one with a thread per connection.
     package init(url: String, size: Int, threadPool: NIOThreadPool? = nil, setup: String = "SET TimeZone = 'UTC'") {
@@ -55,11 +83,14 @@ package final class PostgresPool: @unchecked Sendable {
         var healthy = true
         defer { checkIn(box, healthy: healthy) }
         do {
-            return try await threadPool.runIfActive {
+            let value = try await threadPool.runIfActive {
                 try body(box.connection)
             }
+            recordSuccess()
+            return value
         } catch {
             healthy = box.connection.isConnected
+            if healthy { recordSuccess() } else { recordFailure(error) }
             throw error
         }
     }
@@ -110,15 +141,45 @@ package final class PostgresPool: @unchecked Sendable {
     private func connect() async throws -> Box {
         do {
             let (url, setup) = (self.url, self.setup)
-            return try await threadPool.runIfActive {
+            let box = try await threadPool.runIfActive {
                 let connection = try PostgresConnection(url: url)
                 try connection.execute(setup)
                 return Box(connection)
             }
+            recordSuccess()
+            return box
         } catch {
             releaseSlot()
+            recordFailure(error)
             throw error
         }
+    }
+
+    private func recordSuccess() {
+        let now = Date()
+        recorded.withLock { $0.lastSuccess = now }
+    }
+
+    private func recordFailure(_ error: any Error) {
+        let now = Date()
+        let message = Self.healthMessage(error, url: url)
+        recorded.withLock {
+            $0.lastFailure = now
+            $0.lastError = message
+        }
+    }
+
+    /// The error's message for the status page: the URL (as given and as redacted) and any password are cut out,
+    /// libpq's lines are joined, and it is at most 300 characters.
+    static func healthMessage(_ error: any Error, url: String) -> String {
+        var message = (error as? FerryError)?.message ?? String(describing: error)
+        let redacted = redactURL(url)
+        for form in [url, redacted] where !form.isEmpty {
+            message = message.replacingOccurrences(of: " at \(form)", with: "").replacingOccurrences(of: form, with: "the database")
+        }
+        message = PostgresConnection.scrub(message, url: url)
+            .split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }.joined(separator: " ")
+        return message.count > 300 ? String(message.prefix(300)) + "…" : message
     }
 
     private func checkIn(_ box: Box, healthy: Bool) {

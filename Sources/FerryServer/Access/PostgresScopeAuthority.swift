@@ -64,4 +64,7 @@ public final class PostgresScopeAuthority: ScopeAuthority, Service {
 
     /// Closes the connections now (for use without a ServiceGroup).
     public func shutdown() { pool.close() }
+
+    /// What the token check's connections last saw of PostgreSQL (for the status page).
+    var connectionHealth: PostgresPool.Health { pool.health }
 }

@@ -27,7 +27,7 @@ public struct ChangesRoute: ServerRouteGroup {
     public func addRoutes(to routes: ServerRoutes) throws {
         let access = routes.access
         let status = routes.configuration.statusBoard
-        status.recordMergers(mergers.keys)
+        status.recordMergers(mergers)
         routes.on("/v1/datasets/{dataset}/changes", method: .post) { request, context in
             try await self.respond(to: request, dataset: context.parameters.get("dataset") ?? "", access: access, status: status)
         }

@@ -7,6 +7,10 @@ import Hummingbird
 /// address with `?token=<status token>` (so an operator's browser on the machine can open it). Anything else is
 /// a 401 with `WWW-Authenticate: Bearer realm="ferry"`.
 ///
+/// A request that names a proxy hop (`X-Forwarded-For`, `Forwarded` or `X-Real-IP`) is not local even though its
+/// connection comes from 127.0.0.1: nginx on the same machine forwards remote clients from there. Such a request
+/// must send the bearer header; its `?token=` is refused. (deploy/nginx/ferry.conf also refuses `?token=` itself.)
+///
 /// Tokens are compared in constant time: both sides are hashed with SHA-256 and the digests compared byte by byte
 /// without an early exit, so neither the position of the first difference nor the token's length shows in the
 /// timing. The token never appears in an error, a log line or a page.
@@ -28,6 +32,9 @@ struct StatusAccess: Sendable {
             return
         }
         if let query = request.uri.queryParameters.get("token") {
+            guard !Self.proxyHeaders.contains(where: { request.headers[$0] != nil }) else {
+                throw Self.unauthorized("?token= is accepted only from this machine, not through a proxy; send `Authorization: Bearer <status token>`")
+            }
             guard LoopbackPeerHandler.isLoopback(request) else {
                 throw Self.unauthorized("?token= is accepted only from this machine; send `Authorization: Bearer <status token>`")
             }
@@ -36,6 +43,11 @@ struct StatusAccess: Sendable {
         }
         throw Self.unauthorized("the status page needs the status token: send `Authorization: Bearer <status token>`")
     }
+
+    /// Headers a proxy adds for the client it forwards: their presence means the peer address is the proxy's.
+    static let proxyHeaders: [HTTPField.Name] = [
+        HTTPField.Name("X-Forwarded-For")!, HTTPField.Name("Forwarded")!, HTTPField.Name("X-Real-IP")!,
+    ]
 
     /// Constant-time comparison of the candidate's digest with the expected one.
     func matches(_ candidate: String) -> Bool {

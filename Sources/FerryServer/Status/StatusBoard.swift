@@ -1,4 +1,6 @@
 import FerryCore
+import FerryMerge
+import FerryPostgres
 import Foundation
 
 /// What the status page knows beyond the store: the last hour of traffic, the outcome of each dataset's last
@@ -38,6 +40,8 @@ public final class StatusBoard: Sendable {
     struct State: Sendable {
         var publishes: [String: PublishRecord] = [:]
         var mergers: Set<String> = []
+        /// Reads each merger's connection state (what its pool last saw; no query).
+        var mergerHealth: [String: @Sendable () -> PostgresPool.Health] = [:]
         var uploads: [String: UploadRecord] = [:]
     }
 
@@ -71,9 +75,13 @@ public final class StatusBoard: Sendable {
         state.withLock { $0.publishes[dataset] = record }
     }
 
-    /// Notes the datasets whose uploads this server merges (called when the changes route is registered).
-    func recordMergers(_ datasets: some Sequence<String>) {
-        state.withLock { $0.mergers.formUnion(datasets) }
+    /// Notes the datasets whose uploads this server merges, and their mergers' connection state (called when the
+    /// changes route is registered).
+    func recordMergers(_ mergers: [String: ChangeMerger]) {
+        state.withLock {
+            $0.mergers.formUnion(mergers.keys)
+            for (name, merger) in mergers { $0.mergerHealth[name] = { merger.connectionHealth } }
+        }
     }
 
     /// Notes how an upload to `dataset` went: `results` when the merger answered, nil when PostgreSQL failed.

@@ -52,8 +52,10 @@ enum StatusPage {
         for (index, dataset) in health.datasets.enumerated() {
             let path = "health.datasets.\(index)"
             html += "<tr><th scope=\"row\">\(field("\(path).name", dataset.name, dataset.name))</th>"
-            html += "<td data-label=\"Uploads merged\">\(field("\(path).merger", dataset.merger, dataset.merger ? "yes" : "no"))</td>"
-            html += "<td data-label=\"Token check\">\(field("\(path).tokenCheck", dataset.tokenCheck, dataset.tokenCheck ? "yes" : "no"))</td>"
+            html += "<td data-label=\"Uploads merged\">\(field("\(path).merger", dataset.merger, dataset.merger ? "yes" : "no"))"
+            html += connection(dataset.mergerConnection, path: "\(path).mergerConnection") + "</td>"
+            html += "<td data-label=\"Token check\">\(field("\(path).tokenCheck", dataset.tokenCheck, dataset.tokenCheck ? "yes" : "no"))"
+            html += connection(dataset.tokenCheckConnection, path: "\(path).tokenCheckConnection") + "</td>"
             html += "<td data-label=\"Last publish\">"
             if let publish = dataset.lastPublish {
                 let good = publish.outcome != "failed"
@@ -76,6 +78,22 @@ enum StatusPage {
         return html + "</tbody></table></div></section>"
     }
 
+    /// A merger's or token check's PostgreSQL connection state, under its yes/no: marked by a symbol and a word, not
+    /// only by colour.
+    static func connection(_ connection: StatusReport.Connection?, path: String) -> String {
+        guard let connection else { return "" }
+        var html = "<br><small>PostgreSQL: "
+        switch connection.state {
+        case "connected": html += "<span class=\"good\">✓ \(field("\(path).state", connection.state, "connected"))</span>"
+        case "failing": html += "<span class=\"bad\">✗ \(field("\(path).state", connection.state, "failing"))</span>"
+        default: html += field("\(path).state", connection.state, connection.state) + " (not used yet)"
+        }
+        if let at = connection.lastSuccessAt { html += ", last answer \(field("\(path).lastSuccessAt", at, StatusFormat.time(at)))" }
+        if let at = connection.lastFailureAt { html += ", last failure \(field("\(path).lastFailureAt", at, StatusFormat.time(at)))" }
+        if let error = connection.lastError { html += ": \(field("\(path).lastError", error, error))" }
+        return html + "</small>"
+    }
+
     // MARK: Datasets
 
     static func card(_ dataset: StatusReport.Dataset, index: Int) -> String {
@@ -91,6 +109,14 @@ enum StatusPage {
         html += item("Size", field("\(path).size", dataset.size, StatusFormat.bytes(dataset.size)))
         html += item("Gzip", field("\(path).gzipSize", dataset.gzipSize, StatusFormat.bytes(dataset.gzipSize)))
         html += item("Rows", field("\(path).rows", dataset.rows, StatusFormat.count(dataset.rows)))
+        if let last = dataset.retained.indices.last, let previous = dataset.retained.dropLast().last,
+            let index = dataset.retained[last].patches.firstIndex(where: { $0.from == previous.version })
+        {
+            let patch = dataset.retained[last].patches[index]
+            html += item(
+                "Patch", field("\(path).retained.\(last).patches.\(index).size", patch.size, StatusFormat.bytes(patch.size)),
+                note: "from " + field("\(path).retained.\(last).patches.\(index).from", patch.from, "v\(patch.from)"))
+        }
         if let scopes = dataset.scopes {
             html += item("Scopes", field("\(path).scopes.count", scopes.count, StatusFormat.count(scopes.count)))
             html += item(
@@ -107,15 +133,25 @@ enum StatusPage {
         html += "<figure>"
         html += StatusPlot.versions(
             name: "dataset-\(dataset.name)", title: "\(dataset.name): snapshot size and rows over retained versions", versions: dataset.retained)
-        html += "<figcaption>Size (solid line, round markers) and rows (dashed line, square markers) per retained version, publish times in UTC.</figcaption></figure>"
+        let patched = dataset.retained.contains { !$0.patches.isEmpty }
+        html += "<figcaption>Size (solid line, round markers)"
+        if patched { html += ", patch from the previous version (dotted line, triangle markers, same scale)" }
+        html += " and rows (dashed line, square markers) per retained version, publish times in UTC.</figcaption></figure>"
         html += #"<div class="scroll"><table><caption>Retained versions</caption><thead><tr><th scope="col">Version</th><th scope="col">Published (UTC)</th>"#
-        html += #"<th scope="col" class="num">Size</th><th scope="col" class="num">Gzip</th><th scope="col" class="num">Rows</th></tr></thead><tbody>"#
+        html += #"<th scope="col" class="num">Size</th><th scope="col" class="num">Gzip</th><th scope="col" class="num">Patches</th>"#
+        html += #"<th scope="col" class="num">Rows</th></tr></thead><tbody>"#
         for (number, version) in dataset.retained.enumerated().reversed() {
             let row = "\(path).retained.\(number)"
             html += "<tr><td>\(field("\(row).version", version.version, "v\(version.version)"))</td>"
             html += "<td>\(field("\(row).createdAt", version.createdAt, StatusFormat.shortTime(version.createdAt)))</td>"
             html += "<td class=\"num\">\(field("\(row).size", version.size, StatusFormat.bytes(version.size)))</td>"
             html += "<td class=\"num\">\(field("\(row).gzipSize", version.gzipSize, StatusFormat.bytes(version.gzipSize)))</td>"
+            html += "<td class=\"num\">"
+            html += version.patches.enumerated().reversed().map { index, patch in
+                field("\(row).patches.\(index).size", patch.size, StatusFormat.bytes(patch.size)) + " from "
+                    + field("\(row).patches.\(index).from", patch.from, "v\(patch.from)")
+            }.joined(separator: "<br>")
+            html += version.patches.isEmpty ? "—</td>" : "</td>"
             html += "<td class=\"num\">\(field("\(row).rows", version.rows, StatusFormat.count(version.rows)))</td></tr>"
         }
         html += "</tbody></table></div>"

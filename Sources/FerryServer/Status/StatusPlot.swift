@@ -82,7 +82,8 @@ enum StatusPlot {
         return svg + "</svg>"
     }
 
-    /// A dataset's size (solid line, round markers) and row count (dashed line, square markers) over its retained
+    /// A dataset's size (solid line, round markers), the patch from the previous version (dotted line, triangle
+    /// markers, on the size scale, when published) and row count (dashed line, square markers) over its retained
     /// versions, each in its own band with its own scale and a direct label at the newest point; the x axis names
     /// each version and its publish time (UTC).
     static func versions(name: String, title: String, versions: [StatusReport.Version]) -> String {
@@ -118,6 +119,7 @@ enum StatusPlot {
             if let last = line.values.last {
                 svg += label(x: x(count - 1) + 10, y: y(last) + 4, anchor: "start", text: "\(line.label) \(line.format(last))")
             }
+            if line.label == "size" { svg += patchLine(versions: versions, x: x, y: y) }
         }
         let every = max(1, Int((Double(count) / 6).rounded(.up)))
         for (index, version) in versions.enumerated() where index % every == 0 || index == count - 1 {
@@ -125,6 +127,33 @@ enum StatusPlot {
             svg += label(x: x(index), y: 226, anchor: "middle", text: StatusFormat.shortTime(version.createdAt))
         }
         return svg + "</svg>"
+    }
+
+    /// Each version's patch from the previous retained version, in the size band on the size scale: a dotted line
+    /// with triangle markers (broken where a version has no such patch) and a direct label at the newest one.
+    /// Nothing when no version has one.
+    private static func patchLine(versions: [StatusReport.Version], x: (Int) -> Double, y: (Double) -> Double) -> String {
+        var d = ""
+        var markers = ""
+        var newest: (index: Int, size: Int64)?
+        var drawing = false
+        for (index, version) in versions.enumerated() {
+            guard index > 0, let patch = version.patches.first(where: { $0.from == versions[index - 1].version }) else {
+                drawing = false
+                continue
+            }
+            let px = x(index), py = y(Double(patch.size))
+            d += (drawing ? "L" : "M") + "\(n(px)) \(n(py))"
+            drawing = true
+            markers += #"<path d="M\#(n(px)) \#(n(py - 5))l4.5 8h-9Z" fill='#009E73' stroke='#222'/>"#
+            newest = (index, patch.size)
+        }
+        guard let newest else { return "" }
+        d += "h0.01"  // a lone patch is still a visible, non-empty path
+        var svg = #"<path class="series" data-series="patch" d="\#(d)" fill="none" stroke='#007A5A' stroke-width="2" stroke-dasharray="2 3"/>"#
+        svg += markers
+        svg += label(x: x(newest.index) + 10, y: y(Double(newest.size)) - 8, anchor: "start", text: "patch \(StatusFormat.bytes(newest.size))")
+        return svg
     }
 
     private static func svgOpen(name: String, title: String, width: Double, height: Double) -> String {

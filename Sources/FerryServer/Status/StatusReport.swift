@@ -1,4 +1,5 @@
 import FerryCore
+import FerryPostgres
 import Foundation
 
 /// Everything the status page shows, as data: `GET /status.json` encodes it and `GET /status` renders it, so the
@@ -38,6 +39,16 @@ struct StatusReport: Codable, Sendable, Equatable {
         var size: Int64
         var gzipSize: Int64
         var rows: Int
+        /// The published patches that lead to this version, by the older version they start from (ascending), with
+        /// their compressed size: what a device that holds `from` downloads instead of `gzipSize`. Empty for the
+        /// first version, after a schema change, or when every patch would have been larger than the gzip copy. For
+        /// a scoped dataset, each size is summed over the scopes that published this version with such a patch.
+        var patches: [Patch]
+    }
+
+    struct Patch: Codable, Sendable, Equatable {
+        var from: Int
+        var size: Int64
     }
 
     struct Scopes: Codable, Sendable, Equatable {
@@ -104,8 +115,35 @@ struct StatusReport: Codable, Sendable, Equatable {
         var merger: Bool
         /// Whether this server checks tokens of the scoped dataset (`--config` with `scope:`).
         var tokenCheck: Bool
+        /// The merger's PostgreSQL connection; nil without a merger.
+        var mergerConnection: Connection?
+        /// The token check's PostgreSQL connection; nil without a token check (or with one that is not PostgreSQL's).
+        var tokenCheckConnection: Connection?
         var lastPublish: Publish?
         var lastUpload: Upload?
+    }
+
+    /// What a merger's or token check's connections last saw of PostgreSQL: recorded on every connect and every
+    /// query they make (no query is made for the status page), never the database URL or its password.
+    struct Connection: Codable, Sendable, Equatable {
+        /// `connected` (PostgreSQL answered last), `failing` (the last connect failed or a connection was lost) or
+        /// `unknown` (nothing tried yet).
+        var state: String
+        var lastSuccessAt: String?
+        var lastFailureAt: String?
+        /// Why the last failure happened (at most 300 characters).
+        var lastError: String?
+
+        init(_ health: PostgresPool.Health) {
+            switch health.connected {
+            case true?: state = "connected"
+            case false?: state = "failing"
+            case nil: state = "unknown"
+            }
+            lastSuccessAt = health.lastSuccess.map(Timestamp.format)
+            lastFailureAt = health.lastFailure.map(Timestamp.format)
+            lastError = health.lastError
+        }
     }
 
     struct Publish: Codable, Sendable, Equatable {
@@ -131,15 +169,20 @@ struct StatusReport: Codable, Sendable, Equatable {
 }
 
 extension StatusReport {
-    /// Builds the report from the catalog's state, the board and the datasets with a token check.
-    static func make(catalog: CatalogStatus, board: StatusBoard, tokenChecks: Set<String>, now: Date = Date()) -> StatusReport {
+    /// Builds the report from the catalog's state, the board and the datasets with a token check (each with its
+    /// connection state, nil when the check keeps none).
+    static func make(
+        catalog: CatalogStatus, board: StatusBoard, tokenChecks: [String: PostgresPool.Health?], now: Date = Date()
+    ) -> StatusReport {
         let boardState = board.current
         let datasets = catalog.datasets.compactMap { dataset(from: $0, now: now) }
-        var names = Set(datasets.map(\.name)).union(tokenChecks).union(boardState.mergers).union(boardState.publishes.keys)
+        var names = Set(datasets.map(\.name)).union(tokenChecks.keys).union(boardState.mergers).union(boardState.publishes.keys)
         names.formUnion(catalog.unreadableManifests)
         let health = names.sorted().map { name in
             DatasetHealth(
-                name: name, merger: boardState.mergers.contains(name), tokenCheck: tokenChecks.contains(name),
+                name: name, merger: boardState.mergers.contains(name), tokenCheck: tokenChecks[name] != nil,
+                mergerConnection: boardState.mergerHealth[name].map { Connection($0()) },
+                tokenCheckConnection: (tokenChecks[name] ?? nil).map(Connection.init),
                 lastPublish: boardState.publishes[name].map(publish(from:)),
                 lastUpload: boardState.uploads[name].map { Upload(at: Timestamp.format($0.at), succeeded: $0.succeeded) })
         }
@@ -177,14 +220,18 @@ extension StatusReport {
     static func retained(_ views: [CatalogStatus.View]) -> [Version] {
         let numbers = Set(views.flatMap { $0.retained.map(\.version) }).sorted()
         return numbers.map { number in
-            var version = Version(version: number, createdAt: "", size: 0, gzipSize: 0, rows: 0)
+            var version = Version(version: number, createdAt: "", size: 0, gzipSize: 0, rows: 0, patches: [])
+            var patches: [Int: Int64] = [:]
             for view in views {
                 guard let record = view.retained.last(where: { $0.version <= number }) else { continue }
                 version.size += record.size
                 version.gzipSize += record.gzipSize
                 version.rows += rows(record.tables)
-                if record.version == number, record.createdAt > version.createdAt { version.createdAt = record.createdAt }
+                guard record.version == number else { continue }
+                if record.createdAt > version.createdAt { version.createdAt = record.createdAt }
+                for patch in record.patches ?? [] { patches[patch.from, default: 0] += patch.size }
             }
+            version.patches = patches.keys.sorted().map { Patch(from: $0, size: patches[$0]!) }
             return version
         }
     }

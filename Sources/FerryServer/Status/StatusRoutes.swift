@@ -1,4 +1,5 @@
 import FerryCore
+import FerryPostgres
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -22,7 +23,7 @@ struct StatusRoutes: ServerRouteGroup {
 
     func addRoutes(to routes: ServerRoutes) throws {
         let catalog = routes.catalog
-        let tokenChecks = Set(routes.access.scopes.keys)
+        let scopes = routes.access.scopes
         let access = self.access
         let board = self.board
         @Sendable func report(_ request: Request) throws -> StatusReport {
@@ -32,6 +33,8 @@ struct StatusRoutes: ServerRouteGroup {
                 error.headers[.cacheControl] = "no-store"
                 throw error
             }
+            // Each token check's connection state as its pool recorded it (no query to PostgreSQL here).
+            let tokenChecks = scopes.mapValues { ($0.authority as? PostgresScopeAuthority)?.connectionHealth }
             return StatusReport.make(catalog: catalog.statusSnapshot(), board: board, tokenChecks: tokenChecks)
         }
         routes.on("/status", method: .get) { request, _ in

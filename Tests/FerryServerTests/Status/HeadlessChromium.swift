@@ -48,6 +48,56 @@ struct HeadlessChromium {
         return try run(["--screenshot=\(output.path)", "--window-size=\(width),\(height)", "--hide-scrollbars", url], timeout: timeout)
     }
 
+    /// One viewport's layout as Chromium computed it: the viewport width (`clientWidth`), the document's
+    /// `scrollWidth`, and up to five elements reaching past the right edge outside a `.scroll` box.
+    struct Layout: Decodable, Sendable, CustomStringConvertible {
+        let width: Int
+        let height: Int
+        let clientWidth: Int
+        let scrollWidth: Int
+        let overflowing: [String]
+
+        var description: String { "\(width)×\(height): clientWidth \(clientWidth), scrollWidth \(scrollWidth), overflowing \(overflowing)" }
+    }
+
+    /// Loads `url` at each size (emulated as a phone below 600 px wide) and measures its layout, through the DevTools
+    /// protocol over `--remote-debugging-pipe` (scripts/lib/page_layout.py): nothing is added to the page.
+    func layout(_ url: String, sizes: [(Int, Int)], timeout: TimeInterval = 90) throws -> [Layout] {
+        let script = TestPaths.packageRoot.appendingPathComponent("scripts/lib/page_layout.py").path
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", script, executable.path, url] + sizes.map { "\($0.0)x\($0.1)" }
+        let out = Pipe()
+        let err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        nonisolated(unsafe) var outData = Data()
+        nonisolated(unsafe) var errData = Data()
+        let group = DispatchGroup()
+        group.enter()
+        DispatchQueue.global().async { outData = out.fileHandleForReading.readDataToEndOfFile(); group.leave() }
+        group.enter()
+        DispatchQueue.global().async { errData = err.fileHandleForReading.readDataToEndOfFile(); group.leave() }
+        let exited = DispatchSemaphore(value: 0)
+        DispatchQueue.global().async { process.waitUntilExit(); exited.signal() }
+        if exited.wait(timeout: .now() + timeout) == .timedOut {
+            kill(process.processIdentifier, SIGKILL)  // the script's browser then sees its DevTools pipe close and exits
+            exited.wait()
+            throw FerryError(.network, "page_layout.py did not finish within \(Int(timeout)) s")
+        }
+        guard group.wait(timeout: .now() + 10) == .success else {
+            throw FerryError(.network, "chromium kept page_layout.py's output open 10 s after it exited")
+        }
+        guard process.terminationStatus == 0 else {
+            throw FerryError(.network, "page_layout.py exited with \(process.terminationStatus): \(String(decoding: errData, as: UTF8.self).suffix(2000))")
+        }
+        return try String(decoding: outData, as: UTF8.self).split(separator: "\n").map {
+            try JSONDecoder().decode(Layout.self, from: Data($0.utf8))
+        }
+    }
+
     private func run(_ arguments: [String], timeout: TimeInterval) throws -> Run {
         let profile = try TemporaryDirectory("ferry-chromium-profile")
         defer { profile.remove() }

@@ -139,6 +139,18 @@ struct StatusBrowserTests {
                 #expect(field.value == value, "\(field.path): page \(field.value), json \(value ?? "missing")")
             }
         }
+        // And the text a person reads next to each number says the same as the JSON (to the precision shown)
+        let texts = Self.visibleFields(in: dom)
+        #expect(texts.count == fields.count, "every data-field has its visible text")
+        for field in texts {
+            let moving = ["generatedAt", "health.lastPollAt"].contains(field.path) || field.path.hasSuffix("ageSeconds")
+            // Values that move between the page and the JSON are read against the page's own data-value
+            guard let value = moving ? field.value : Self.value(at: field.path, in: tree) else {
+                Issue.record("\(field.path) is not in /status.json")
+                continue
+            }
+            #expect(Self.reads(field.text, as: value, path: field.path), "\(field.path): the page reads '\(field.text)', the JSON has \(value)")
+        }
         #expect(Self.value(at: "traffic.totals.applied", in: tree) == "1")
         #expect(Self.value(at: "datasets.0.name", in: tree) == "campgrounds-tiered")
 
@@ -152,7 +164,32 @@ struct StatusBrowserTests {
             let bytes = try Data(contentsOf: png)
             #expect(bytes.starts(with: [0x89, 0x50, 0x4E, 0x47]) && bytes.count > 10_000, "\(png.path): \(bytes.count) bytes")
         }
+        // And at a phone's and a desktop's size nothing is wider than the viewport (no sideways scrolling of the page;
+        // wide tables scroll inside their own box), measured by Chromium's layout through the DevTools pipe
+        let sizes = [(390, 844), (1280, 800)]
+        let layouts = try await offCooperativePool { try chromium.layout(pageURL, sizes: sizes) }
+        #expect(layouts.map(\.width) == sizes.map(\.0))
+        for layout in layouts {
+            #expect(layout.clientWidth == layout.width, "\(layout)")
+            #expect(layout.scrollWidth <= layout.width && layout.overflowing.isEmpty, "page overflows at \(layout.width)×\(layout.height): \(layout)")
+        }
         #expect(!server.output.contains(Self.token), "the status token appeared in the server's output")
+    }
+
+    @Test("the layout measurement sees a page wider than a phone's viewport")
+    func layoutMeasurementDetectsOverflow() async throws {
+        // Given a page with a 600 px wide block (the check above must be able to fail)
+        let chromium = try HeadlessChromium.find()
+        let directory = try TemporaryDirectory("ferry-layout")
+        defer { directory.remove() }
+        let page = directory.url.appendingPathComponent("wide.html")
+        try Data(#"<!doctype html><meta name="viewport" content="width=device-width, initial-scale=1"><div style="width:600px">wide</div>"#.utf8)
+            .write(to: page)
+        // When it is measured at 390 px, then it overflows; at 1280 px it does not
+        let layouts = try await offCooperativePool { try chromium.layout(page.absoluteString, sizes: [(390, 844), (1280, 800)]) }
+        #expect(layouts.count == 2)
+        #expect(layouts.first.map { $0.scrollWidth > 390 && !$0.overflowing.isEmpty } == true, "\(layouts)")
+        #expect(layouts.last.map { $0.scrollWidth <= 1280 && $0.overflowing.isEmpty } == true, "\(layouts)")
     }
 
     // MARK: Helpers
@@ -209,6 +246,55 @@ struct StatusBrowserTests {
             }
         }
         return plots
+    }
+
+    /// Every `<span data-field="path" data-value="value">text</span>` on the page, with its visible text.
+    static func visibleFields(in dom: String) -> [(path: String, value: String, text: String)] {
+        let field = try! NSRegularExpression(pattern: #"<span data-field="([^"]+)" data-value="([^"]*)">([^<]*)</span>"#)
+        return field.matches(in: dom, range: NSRange(dom.startIndex..., in: dom)).map {
+            (unescape(String(dom[Range($0.range(at: 1), in: dom)!])), unescape(String(dom[Range($0.range(at: 2), in: dom)!])),
+             unescape(String(dom[Range($0.range(at: 3), in: dom)!])))
+        }
+    }
+
+    /// Whether `text`, as a person reads it, states `value` (a JSON scalar as ``value(at:in:)`` prints it): read back
+    /// independently of the page's formatter, to the precision the text shows. Byte sizes (`512 B`, `48.0 KiB`), counts
+    /// with thin-space groups, `v3`, `12 rows`, `4 current`, durations (`5 min`, `3 h 12 min`), times
+    /// (`2026-03-01 12:03:04 UTC`, `03-01 12:03`), yes/no, and text as is.
+    static func reads(_ text: String, as value: String, path: String) -> Bool {
+        if text == value { return true }
+        if value == "true" || value == "false" { return text == (value == "true" ? "yes" : "no") }
+        if Timestamp.parse(value) != nil {
+            let utc = value.replacingOccurrences(of: "T", with: " ")
+            return text == String(utc.prefix(19)) + " UTC" || text == String(utc.dropFirst(5).prefix(11))
+        }
+        guard let number = Int64(value) else { return false }
+        let words = text.split(separator: " ").map(String.init)
+        func integer(_ word: String) -> Int64? { Int64(word.replacingOccurrences(of: "\u{202F}", with: "")) }
+        if let read = integer(text) { return read == number }
+        if text.hasPrefix("v"), let read = Int64(text.dropFirst()) { return read == number }
+        if words.count == 2, ["rows", "current"].contains(words[1]), let read = integer(words[0]) { return read == number }
+        if path.hasSuffix("ageSeconds") {
+            // Whole units shown, the rest cut off; the JSON may be a few seconds older than the page
+            let units: [String: Int64] = ["s": 1, "min": 60, "h": 3600, "d": 86_400]
+            var seconds: Int64 = 0, smallest: Int64 = 1
+            var index = 0
+            while index + 1 < words.count {
+                guard let amount = Int64(words[index]), let unit = units[words[index + 1]] else { return false }
+                seconds += amount * unit
+                smallest = unit
+                index += 2
+            }
+            return index == words.count && number >= seconds - 5 && number < seconds + smallest + 5
+        }
+        if words.count == 2 {
+            let units: [String: Double] = ["B": 1, "KiB": 1024, "MiB": 1_048_576, "GiB": 1_073_741_824, "TiB": 1_099_511_627_776]
+            guard let unit = units[words[1]], let amount = Double(words[0]) else { return false }
+            if unit == 1 { return Int64(words[0]) == number }
+            // One decimal shown: the exact value is within half a tenth of the unit
+            return abs(amount * unit - Double(number)) <= 0.05 * unit + 0.5
+        }
+        return false
     }
 
     /// Every `data-field="path" data-value="value"` pair on the page.

@@ -26,7 +26,7 @@ struct StatusReportTests {
         let catalog = CatalogStatus(
             datasets: [.init(name: "tiered", scoped: true, views: [free, tenant, premium])], lastPoll: Date(), unreadableManifests: [])
 
-        let report = StatusReport.make(catalog: catalog, board: StatusBoard(), tokenChecks: ["tiered"], now: Timestamp.parse("2026-03-03T10:01:00.000Z")!)
+        let report = StatusReport.make(catalog: catalog, board: StatusBoard(), tokenChecks: ["tiered": nil], now: Timestamp.parse("2026-03-03T10:01:00.000Z")!)
 
         let dataset = try #require(report.datasets.first)
         #expect(dataset.scoped && dataset.version == 3 && dataset.ageSeconds == 60)

@@ -1,5 +1,6 @@
 import FerryCore
 import FerryMerge
+import FerryPostgres
 @testable import FerryServer
 import Foundation
 import HTTPTypes
@@ -7,6 +8,8 @@ import Hummingbird
 import HummingbirdTesting
 import Logging
 import NIOCore
+import NIOEmbedded
+import NIOHTTPTypes
 import Testing
 
 /// `/status` and `/status.json` on the real server (port 0): who may read them, what they say.
@@ -16,6 +19,7 @@ struct StatusRoutesTests {
 
     func withStatusServer(
         _ store: TestStore, token: String? = Self.token, mergers: [String: ChangeMerger] = [:],
+        authorities: [String: any ScopeAuthority] = [:],
         _ body: @Sendable (any TestClientProtocol, StatusBoard) async throws -> Void
     ) async throws {
         var configuration = store.configuration()
@@ -23,7 +27,8 @@ struct StatusRoutesTests {
         let board = configuration.statusBoard
         var logger = Logger(label: "test")
         logger.logLevel = .warning
-        let app = try await buildApplication(configuration, logger: logger, wiring: ServerWiring(mergers: mergers))
+        let app = try await buildApplication(
+            configuration, logger: logger, wiring: ServerWiring(mergers: mergers, scopeAuthorities: authorities))
         try await app.test(.live) { client in try await body(client, board) }
     }
 
@@ -76,15 +81,134 @@ struct StatusRoutesTests {
             #expect(page.headers[.contentSecurityPolicy]?.hasPrefix("default-src 'none'") == true)
             #expect(!page.bodyString.contains(Self.token))
             #expect(!page.bodyString.contains("<script"))
-            // The test client connects from 127.0.0.1: the query form works for it
+            // The test client connects from 127.0.0.1: the right ?token= works for it
             let query = try await client.execute(uri: "/status.json?token=\(Self.token)", method: .get)
             #expect(query.status == .ok)
             #expect(query.headers[.cacheControl] == "no-store")
             #expect(query.headers[.contentType] == "application/json")
-            // A client cannot claim to be local
-            let forged = try await client.execute(
-                uri: "/status?token=wrong", method: .get, headers: [LoopbackPeerHandler.header: "loopback"])
-            #expect(forged.status == .unauthorized)
+            // But not when the request names a proxy hop: nginx on this machine forwards remote clients from 127.0.0.1
+            for proxied: HTTPFields in [
+                [.xForwardedFor: "203.0.113.9"], [.forwarded: "for=203.0.113.9"], [.xRealIP: "203.0.113.9"],
+                [.xForwardedFor: "127.0.0.1", LoopbackPeerHandler.header: "loopback"],
+            ] {
+                let response = try await client.execute(uri: "/status.json?token=\(Self.token)", method: .get, headers: proxied)
+                #expect(response.status == .unauthorized, "\(proxied)")
+                #expect(response.headers[.cacheControl] == "no-store")
+                #expect(response.bodyString.contains("proxy"), "\(response.bodyString)")
+            }
+            // A proxied request with the bearer header is fine
+            let bearer = try await client.execute(
+                uri: "/status.json", method: .get, headers: [.authorization: "Bearer \(Self.token)", .xForwardedFor: "203.0.113.9"])
+            #expect(bearer.status == .ok)
+        }
+    }
+
+    /// Whether the status page opens for a request that reached the server from `peer`: the request head passes the
+    /// real ``LoopbackPeerHandler`` in a channel whose remote address is `peer` (the live test client always connects
+    /// from 127.0.0.1), then the real ``StatusAccess`` decides.
+    static func opens(from peer: String, _ path: String, headers: HTTPFields = [:]) throws -> Bool {
+        let channel = EmbeddedChannel(handler: LoopbackPeerHandler())
+        channel.remoteAddress = try SocketAddress(ipAddress: peer, port: 40_000)
+        var head = HTTPRequest(method: .get, scheme: "http", authority: "ferry.example", path: path)
+        head.headerFields = headers
+        try channel.writeInbound(HTTPRequestPart.head(head))
+        let part = try channel.readInbound(as: HTTPRequestPart.self)
+        _ = try channel.finish()
+        guard case .head(let seen)? = part else { throw FerryError(.io, "LoopbackPeerHandler passed no request head") }
+        do {
+            try StatusAccess(token: token).check(Request(head: seen, body: RequestBody(buffer: ByteBuffer())))
+            return true
+        } catch let error as ServerError {
+            #expect(error.status == .unauthorized && !error.message.contains(token))
+            return false
+        }
+    }
+
+    @Test("the right ?token= opens the page only from a loopback peer without proxy headers; the marker cannot be forged")
+    func queryTokenFromPeers() throws {
+        // The right token from this machine opens it
+        #expect(try Self.opens(from: "127.0.0.1", "/status?token=\(Self.token)"))
+        #expect(try Self.opens(from: "::1", "/status.json?token=\(Self.token)"))
+        // From another machine it does not, even with the marker header claiming loopback
+        for peer in ["192.0.2.7", "2001:db8::5", "::ffff:10.0.0.1"] {
+            #expect(try !Self.opens(from: peer, "/status?token=\(Self.token)"), "\(peer)")
+            #expect(try !Self.opens(from: peer, "/status?token=\(Self.token)", headers: [LoopbackPeerHandler.header: "loopback"]), "\(peer) forged")
+        }
+        // Through a proxy on this machine it does not either
+        #expect(try !Self.opens(from: "127.0.0.1", "/status?token=\(Self.token)", headers: [.xForwardedFor: "198.51.100.4"]))
+        #expect(try !Self.opens(from: "127.0.0.1", "/status?token=\(Self.token)", headers: [.forwarded: "for=198.51.100.4"]))
+        // The bearer header works from anywhere
+        #expect(try Self.opens(from: "192.0.2.7", "/status", headers: [.authorization: "Bearer \(Self.token)"]))
+    }
+
+    @Test("a version with a patch reports the patch's size beside the full sizes, in the JSON, the table and the size plot")
+    func patchSizes() async throws {
+        // Given versions 1 and 2 (5 more rows) and the real patch 1 → 2 named in version 2's record
+        let (store, ref) = try PatchRouteTests.storeWithPatch()
+        defer { store.remove() }
+        try await withStatusServer(store) { client, _ in
+            let report = try await Self.report(client)
+            let dataset = try #require(report.datasets.first)
+            #expect(dataset.retained.map(\.version) == [1, 2])
+            #expect(dataset.retained.map(\.patches) == [[], [StatusReport.Patch(from: 1, size: ref.size)]])
+            #expect(ref.size > 0 && ref.size < dataset.retained[1].gzipSize)
+
+            let page = try await client.execute(uri: "/status", method: .get, headers: [.authorization: "Bearer \(Self.token)"]).bodyString
+            #expect(page.contains(#"data-field="datasets.0.retained.1.patches.0.size" data-value="\#(ref.size)""#))
+            #expect(page.contains(#"data-field="datasets.0.retained.1.patches.0.from" data-value="1">v1<"#))
+            #expect(page.contains(#"<th scope="col" class="num">Patches</th>"#))
+            // The size plot has a third series, labelled in text, not only by colour
+            let plot = try #require(page.range(of: #"data-plot="dataset-trips""#)).upperBound
+            let svg = String(page[plot...]).components(separatedBy: "</svg>")[0]
+            #expect(svg.contains(#"data-series="patch""#))
+            #expect(svg.contains(">patch \(StatusFormat.bytes(ref.size))</text>"), "\(svg)")
+            #expect(page.contains("patch from the previous version (dotted line, triangle markers"))
+        }
+    }
+
+    @Test("a token check's PostgreSQL connection: unknown before use, failing with the error (no URL, no password) on a closed port, connected on the real database")
+    func connectionState() async throws {
+        let store = try TestStore()
+        defer { store.remove() }
+        try store.publish()
+        let database = try TestDatabase.create("statusconn")
+        defer { database.drop() }
+        // Port 1 on 127.0.0.1: nothing listens there, so a connect is refused at once
+        let closedURL = "postgres://ferry:not-the-password-42@127.0.0.1:1/nowhere"
+        let logger = Logger(label: "test")
+        let down = PostgresScopeAuthority(dataset: "down", sql: "SELECT NULL::text WHERE $1 = ''", pool: PostgresPool(url: closedURL, size: 1), logger: logger)
+        let up = PostgresScopeAuthority(dataset: "up", sql: "SELECT NULL::text WHERE $1 = ''", pool: PostgresPool(url: database.url, size: 1), logger: logger)
+        defer {
+            down.shutdown()
+            up.shutdown()
+        }
+        try await withStatusServer(store, authorities: ["down": down, "up": up]) { client, _ in
+            func connection(_ name: String, in report: StatusReport) -> StatusReport.Connection? {
+                report.health.datasets.first { $0.name == name }?.tokenCheckConnection
+            }
+            // Before any token was checked nothing is known
+            let before = try await Self.report(client)
+            #expect(connection("down", in: before)?.state == "unknown" && connection("up", in: before)?.state == "unknown")
+
+            // When each checks a token
+            await #expect(throws: (any Error).self) { try await down.scope(forTokenSHA256: String(repeating: "0", count: 64)) }
+            #expect(try await up.scope(forTokenSHA256: String(repeating: "0", count: 64)) == nil)
+
+            // Then the closed port is failing, with libpq's reason and no URL or password
+            let report = try await Self.report(client)
+            let failing = try #require(connection("down", in: report))
+            #expect(failing.state == "failing" && failing.lastFailureAt != nil && failing.lastSuccessAt == nil)
+            let message = try #require(failing.lastError)
+            #expect(message.contains("Connection refused") || message.contains("connection"), "\(message)")
+            #expect(!message.contains("not-the-password-42") && !message.contains("postgres://") && !message.contains("nowhere"), "\(message)")
+            // And the real database is connected
+            let connected = try #require(connection("up", in: report))
+            #expect(connected.state == "connected" && connected.lastSuccessAt != nil && connected.lastError == nil)
+
+            // The page shows both states in words
+            let page = try await client.execute(uri: "/status", method: .get, headers: [.authorization: "Bearer \(Self.token)"]).bodyString
+            #expect(page.contains(#"data-value="failing">failing</span>"#) && page.contains(#"data-value="connected">connected</span>"#))
+            #expect(!page.contains("not-the-password-42"))
         }
     }
 
@@ -190,8 +314,16 @@ struct StatusRoutesTests {
             #expect([totals.applied, totals.rejected, totals.gone, totals.invalid, totals.forbidden] as [Int] == [1, 1, 1, 1, 0])
             let trips = try #require(report.health.datasets.first { $0.name == "trips" })
             #expect(trips.merger && trips.lastUpload?.succeeded == true)
+            #expect(trips.mergerConnection?.state == "connected" && trips.mergerConnection?.lastSuccessAt != nil)
+            #expect(trips.mergerConnection?.lastError == nil && trips.tokenCheckConnection == nil)
         }
     }
+}
+
+extension HTTPField.Name {
+    static let xForwardedFor = HTTPField.Name("X-Forwarded-For")!
+    static let forwarded = HTTPField.Name("Forwarded")!
+    static let xRealIP = HTTPField.Name("X-Real-IP")!
 }
 
 @Suite("Status: ferry serve --status-token")
