@@ -107,7 +107,9 @@ final class SnapshotExporter {
         do {
             let db = try SQLiteConnection(path: file.path)
             // A fresh temp file nobody else sees: no journal needed. It is fsynced before it is committed to the store.
-            try db.execute("PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA locking_mode = EXCLUSIVE; PRAGMA cache_size = -32768")
+            // A 16 MiB page cache: rows arrive in key order (appends) and CREATE INDEX sorts in a buffer as large as
+            // the cache on top of it, so this bounds the export's peak memory (bench, 2M rows: 110 MB at 32 MiB).
+            try db.execute("PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA locking_mode = EXCLUSIVE; PRAGMA cache_size = -16384")
             try db.execute("BEGIN")
             if let schema = template.schema {
                 let ddl: String
