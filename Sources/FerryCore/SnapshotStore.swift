@@ -193,7 +193,8 @@ public struct FileSnapshotStore: SnapshotStore {
         public var size: Int64
         public var gzipSize: Int64
 
-        /// Fsyncs `file`, then reads it once, hashing and gzipping (level `gzipLevel`) in the same pass.
+        /// Fsyncs `file`, then reads it once, hashing it and gzipping it (level `gzipLevel`) in the same pass, the
+        /// deflating spread over the cores as one gzip member (``Gzip/compressAndHashParallel(from:to:level:threads:chunkSize:)``).
         ///
         /// ```swift
         /// let prepared = try FileSnapshotStore.PreparedObject(file: tmpFile, gzipLevel: 1)
@@ -203,7 +204,7 @@ public struct FileSnapshotStore: SnapshotStore {
             try DurableFile.sync(file)
             self.file = file
             gzipFile = file.appendingPathExtension("gz")
-            let compressed = try Gzip.compressAndHash(from: file, to: gzipFile, level: gzipLevel)
+            let compressed = try Gzip.compressAndHashParallel(from: file, to: gzipFile, level: gzipLevel)
             sha256 = compressed.sha256
             size = compressed.size
             gzipSize = compressed.gzipSize

@@ -8,8 +8,8 @@ public enum PublishPhase: String, CaseIterable, Sendable, CodingKey {
     case commit
     /// SQLite `ANALYZE`.
     case analyze
-    /// `PRAGMA integrity_check` of the finished file.
-    case integrityCheck
+    /// `PRAGMA quick_check` of the finished file (why not `integrity_check`: ``SnapshotExporter``).
+    case quickCheck
     /// Per-table row counts checked against what PostgreSQL sent.
     case rowCounts
     /// The version's ``ContentDigest`` (a scan of every published row).

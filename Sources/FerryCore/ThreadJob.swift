@@ -1,19 +1,20 @@
 import Foundation
 
-/// Blocking work on a thread of its own, joined by the thread that started it: the publish job's way to run two
-/// blocking steps side by side (docs/ARCHITECTURE.md, "Blocking work"). Unlike `DispatchQueue.concurrentPerform`,
+/// Blocking work on a thread of its own, joined by the thread that started it: the publish job's way to run
+/// blocking steps side by side, and the deflating threads of ``Gzip/compressAndHashParallel(from:to:level:threads:chunkSize:)``
+/// (docs/ARCHITECTURE.md, "Concurrency"). Unlike `DispatchQueue.concurrentPerform`,
 /// the job is guaranteed its own thread, so two jobs that wait on each other (a producer and a consumer) cannot
 /// deadlock on a busy pool.
 ///
 /// Unchecked Sendable: `body` and what it captures are handed to the new thread and used there alone until
 /// ``join()`` returns; the result is written before the semaphore is signalled and read after it was waited for.
-final class ThreadJob<Value>: @unchecked Sendable {
+package final class ThreadJob<Value>: @unchecked Sendable {
     private let done = DispatchSemaphore(value: 0)
     private var result: Result<Value, any Error>?
     private var body: (() throws -> Value)?
 
     /// Starts `body` on a new thread named `name`.
-    init(name: String, _ body: @escaping () throws -> Value) {
+    package init(name: String, _ body: @escaping () throws -> Value) {
         self.body = body
         let thread = Thread { [self] in
             let work = self.body!
@@ -26,7 +27,7 @@ final class ThreadJob<Value>: @unchecked Sendable {
     }
 
     /// Waits for the job and returns its value, or throws its error. Call it once.
-    func join() throws -> Value {
+    package func join() throws -> Value {
         done.wait()
         return try result!.get()
     }

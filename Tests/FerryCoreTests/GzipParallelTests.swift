@@ -1,0 +1,99 @@
+import FerryCore
+import FerryTestSupport
+import Foundation
+import Testing
+
+/// `Gzip.compressAndHashParallel` (what the publisher stores): one gzip member that Ferry's own inflater and the
+/// system's `gzip` read back to the exact input, whatever the size against the chunk size, with the same SHA-256 a
+/// plain read gives, and about the size single-threaded level 1 gives.
+@Suite struct GzipParallelTests {
+    static let chunk = 64 << 10
+
+    /// Compressible text with random runs in between, `count` bytes.
+    static func sample(_ count: Int) -> Data {
+        var generator = SystemRandomNumberGenerator()
+        var data = Data()
+        while data.count < count {
+            data.append(Data("row \(data.count): Växjö-Kalmar, seats 42; ".utf8))
+            if generator.next() % 4 == 0 { data.append(Data((0..<97).map { _ in UInt8.random(in: 0...255, using: &generator) })) }
+        }
+        return data.prefix(count)
+    }
+
+    /// The gzip file inflated by `gzip -dc` (Debian's gzip, a real component) into a file, read back.
+    func systemGunzip(_ gzip: URL, in temp: TemporaryDirectory) throws -> Data {
+        let out = temp.appending("system-out")
+        let run = try runProcess(URL(fileURLWithPath: "/bin/sh"), ["-c", "gzip -dc \"$0\" > \"$1\"", gzip.path, out.path])
+        #expect(run.status == 0, "gzip -dc: \(run.stderr)")
+        return try Data(contentsOf: out)
+    }
+
+    func ferryGunzip(_ compressed: Data) throws -> Data {
+        let inflater = try GzipInflater(outputChunkSize: 256 << 10)
+        var out = Data()
+        // GzipInflater throws when bytes follow the first member's trailer: this also proves there is one member.
+        try inflater.inflate(compressed) { out.append(contentsOf: $0) }
+        try inflater.finish()
+        return out
+    }
+
+    @Test(arguments: [0, 1, chunk - 1, chunk, chunk + 1, 5 * chunk + 1234, 5 * chunk + 1235])
+    func inflatesToTheExactInput(size: Int) throws {
+        let temp = try TemporaryDirectory("ferry-pgzip")
+        defer { temp.remove() }
+        // Every third size is random bytes (incompressible: stored blocks); the others compressible text.
+        let original = size % 3 == 0 ? Data((0..<size).map { _ in UInt8.random(in: 0...255) }) : Self.sample(size)
+        let plain = temp.appending("plain")
+        try original.write(to: plain)
+        let gzip = temp.appending("plain.gz")
+        let result = try Gzip.compressAndHashParallel(from: plain, to: gzip, level: 1, threads: 3, chunkSize: Self.chunk)
+
+        let compressed = try Data(contentsOf: gzip)
+        #expect(result.size == Int64(size))
+        #expect(result.gzipSize == Int64(compressed.count))
+        #expect(result.sha256 == (try FileDigest.sha256Hex(of: plain)))
+        #expect(compressed.prefix(3) == Data([0x1F, 0x8B, 8]))
+        #expect(try ferryGunzip(compressed) == original)
+        #expect(try systemGunzip(gzip, in: temp) == original)
+        let test = try runProcess(URL(fileURLWithPath: "/usr/bin/env"), ["gzip", "-t", gzip.path])
+        #expect(test.status == 0, "gzip -t: \(test.stderr)")
+    }
+
+    @Test func aCorruptPieceIsCaught() throws {
+        let temp = try TemporaryDirectory("ferry-pgzip")
+        defer { temp.remove() }
+        let original = Self.sample(3 * Self.chunk)
+        let plain = temp.appending("plain")
+        try original.write(to: plain)
+        let gzip = temp.appending("plain.gz")
+        _ = try Gzip.compressAndHashParallel(from: plain, to: gzip, level: 1, threads: 2, chunkSize: Self.chunk)
+        // A byte changed in the second half: the CRC-32 combined over the chunks (or the deflate data) no longer matches.
+        var compressed = try Data(contentsOf: gzip)
+        compressed[compressed.count * 2 / 3] ^= 0x5A
+        #expect(throws: FerryError.self) { try ferryGunzip(compressed) }
+    }
+
+    /// A real snapshot-like SQLite file (a table of rows and an index, ~8 MB): the parallel gzip, with the
+    /// publisher's chunk size, is within 3 % of single-threaded level 1.
+    @Test func sizeIsCloseToSingleThreadedLevelOne() throws {
+        let temp = try TemporaryDirectory("ferry-pgzip")
+        defer { temp.remove() }
+        let file = temp.appending("snapshot.sqlite")
+        do {
+            let db = try SQLiteConnection(path: file.path)
+            try db.execute("CREATE TABLE campgrounds (id INTEGER PRIMARY KEY, name TEXT, region TEXT, latitude REAL, updated_at TEXT); BEGIN")
+            let insert = try db.prepare("INSERT INTO campgrounds VALUES (?, ?, ?, ?, ?)")
+            for i in 0..<60_000 {
+                try insert.bind([.integer(Int64(i)), .text("Campground \(i) by the lake \(i % 97)"), .text(["north", "south", "east", "west"][i % 4]), .real(Double(i % 9000) / 100), .text("2026-11-\(10 + i % 18)T12:\(i % 60):00Z")])
+                try insert.step()
+                insert.reset()
+            }
+            try db.execute("CREATE INDEX campgrounds_region ON campgrounds (region, name); COMMIT")
+        }
+        let single = try Gzip.compressAndHash(from: file, to: temp.appending("single.gz"), level: 1)
+        let parallel = try Gzip.compressAndHashParallel(from: file, to: temp.appending("parallel.gz"), level: 1)
+        #expect(parallel.sha256 == single.sha256 && parallel.size == single.size)
+        #expect(Double(parallel.gzipSize) <= Double(single.gzipSize) * 1.03, "parallel \(parallel.gzipSize) vs single \(single.gzipSize)")
+        #expect(try systemGunzip(temp.appending("parallel.gz"), in: temp) == (try Data(contentsOf: file)))
+    }
+}
