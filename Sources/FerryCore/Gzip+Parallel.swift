@@ -26,13 +26,8 @@ extension Gzip {
         chunkSize: Int = parallelChunkSize
     ) throws -> Compressed {
         precondition(threads >= 1 && chunkSize >= 1, "threads and chunkSize must be positive")
-        guard let input = FileHandle(forReadingAtPath: source.path) else {
-            throw FerryError(.io, "cannot open file to compress", path: source.path)
-        }
+        let (input, output) = try openFiles(from: source, to: destination)
         defer { try? input.close() }  // read-only: closing cannot lose data
-        guard FileManager.default.createFile(atPath: destination.path, contents: nil),
-            let output = FileHandle(forWritingAtPath: destination.path)
-        else { throw FerryError(.io, "cannot create gzip file", path: destination.path) }
         defer { try? output.close() }  // every byte was written and fsynced (or an error thrown) before this runs
 
         let pipeline = DeflatePipeline()

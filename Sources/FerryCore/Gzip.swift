@@ -34,14 +34,23 @@ public enum Gzip {
         try compress(from: source, to: destination, level: level, hashing: true)
     }
 
-    private static func compress(from source: URL, to destination: URL, level: Int32, hashing: Bool) throws -> Compressed {
+    /// Opens `source` to read and creates (or truncates) `destination` to write; the caller closes both.
+    static func openFiles(from source: URL, to destination: URL) throws -> (input: FileHandle, output: FileHandle) {
         guard let input = FileHandle(forReadingAtPath: source.path) else {
             throw FerryError(.io, "cannot open file to compress", path: source.path)
         }
-        defer { try? input.close() }  // read-only: closing cannot lose data
         guard FileManager.default.createFile(atPath: destination.path, contents: nil),
             let output = FileHandle(forWritingAtPath: destination.path)
-        else { throw FerryError(.io, "cannot create gzip file", path: destination.path) }
+        else {
+            try? input.close()  // read-only: closing cannot lose data
+            throw FerryError(.io, "cannot create gzip file", path: destination.path)
+        }
+        return (input, output)
+    }
+
+    private static func compress(from source: URL, to destination: URL, level: Int32, hashing: Bool) throws -> Compressed {
+        let (input, output) = try openFiles(from: source, to: destination)
+        defer { try? input.close() }  // read-only: closing cannot lose data
         defer { try? output.close() }  // every byte was written and fsynced (or an error thrown) before this runs
 
         var stream = z_stream()
