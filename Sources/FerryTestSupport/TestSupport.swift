@@ -1,3 +1,8 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import FerryCore
 import FerryPostgres
 import Foundation
@@ -83,9 +88,13 @@ public struct ProcessResult: Sendable {
     public let stderr: String
 }
 
-/// Runs `ferry` (or any executable) with arguments and waits for it.
+/// Runs `ferry` (or any executable) with arguments and waits for it. With a `timeout`, a process still running
+/// then is killed by its PID (SIGKILL) and a `FerryError` says so; its output pipes, which a child of it may keep
+/// open, are waited for at most 10 s more.
 @discardableResult
-public func runProcess(_ executable: URL, _ arguments: [String], environment: [String: String] = [:]) throws -> ProcessResult {
+public func runProcess(
+    _ executable: URL, _ arguments: [String], environment: [String: String] = [:], timeout: TimeInterval? = nil
+) throws -> ProcessResult {
     let process = Process()
     process.executableURL = executable
     process.arguments = arguments
@@ -96,7 +105,9 @@ public func runProcess(_ executable: URL, _ arguments: [String], environment: [S
     let err = Pipe()
     process.standardOutput = out
     process.standardError = err
+    process.standardInput = FileHandle.nullDevice
     try process.run()
+    let name = "\(executable.lastPathComponent) \(arguments.first ?? "")"
     // Read both pipes concurrently with the process so a full pipe never blocks it.
     nonisolated(unsafe) var outData = Data()
     nonisolated(unsafe) var errData = Data()
@@ -105,8 +116,24 @@ public func runProcess(_ executable: URL, _ arguments: [String], environment: [S
     DispatchQueue.global().async { outData = out.fileHandleForReading.readDataToEndOfFile(); group.leave() }
     group.enter()
     DispatchQueue.global().async { errData = err.fileHandleForReading.readDataToEndOfFile(); group.leave() }
-    process.waitUntilExit()
-    group.wait()
+    if let timeout {
+        let exited = DispatchSemaphore(value: 0)
+        DispatchQueue.global().async { process.waitUntilExit(); exited.signal() }
+        if exited.wait(timeout: .now() + timeout) == .timedOut {
+            let pid = process.processIdentifier
+            kill(pid, SIGKILL)
+            exited.wait()
+            _ = group.wait(timeout: .now() + 5)
+            throw FerryError(.network, "\(name) did not finish within \(Int(timeout)) s (killed pid \(pid))")
+        }
+        // Helper processes may hold the pipes a moment longer; never wait for them unbounded.
+        guard group.wait(timeout: .now() + 10) == .success else {
+            throw FerryError(.network, "\(name): a child process kept its output open 10 s after it exited")
+        }
+    } else {
+        process.waitUntilExit()
+        group.wait()
+    }
     return ProcessResult(
         status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
         stderr: String(decoding: errData, as: UTF8.self))

@@ -1,8 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import FerryCore
 import Foundation
 
@@ -64,82 +59,32 @@ struct HeadlessChromium {
     /// protocol over `--remote-debugging-pipe` (scripts/lib/page_layout.py): nothing is added to the page.
     func layout(_ url: String, sizes: [(Int, Int)], timeout: TimeInterval = 90) throws -> [Layout] {
         let script = TestPaths.packageRoot.appendingPathComponent("scripts/lib/page_layout.py").path
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", script, executable.path, url] + sizes.map { "\($0.0)x\($0.1)" }
-        let out = Pipe()
-        let err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        nonisolated(unsafe) var outData = Data()
-        nonisolated(unsafe) var errData = Data()
-        let group = DispatchGroup()
-        group.enter()
-        DispatchQueue.global().async { outData = out.fileHandleForReading.readDataToEndOfFile(); group.leave() }
-        group.enter()
-        DispatchQueue.global().async { errData = err.fileHandleForReading.readDataToEndOfFile(); group.leave() }
-        let exited = DispatchSemaphore(value: 0)
-        DispatchQueue.global().async { process.waitUntilExit(); exited.signal() }
-        if exited.wait(timeout: .now() + timeout) == .timedOut {
-            kill(process.processIdentifier, SIGKILL)  // the script's browser then sees its DevTools pipe close and exits
-            exited.wait()
-            throw FerryError(.network, "page_layout.py did not finish within \(Int(timeout)) s")
+        // On a timeout the script is killed; its browser then sees the DevTools pipe close and exits.
+        let result = try runProcess(
+            URL(fileURLWithPath: "/usr/bin/env"), ["python3", script, executable.path, url] + sizes.map { "\($0.0)x\($0.1)" },
+            timeout: timeout)
+        guard result.status == 0 else {
+            throw FerryError(.network, "page_layout.py exited with \(result.status): \(result.stderr.suffix(2000))")
         }
-        guard group.wait(timeout: .now() + 10) == .success else {
-            throw FerryError(.network, "chromium kept page_layout.py's output open 10 s after it exited")
-        }
-        guard process.terminationStatus == 0 else {
-            throw FerryError(.network, "page_layout.py exited with \(process.terminationStatus): \(String(decoding: errData, as: UTF8.self).suffix(2000))")
-        }
-        return try String(decoding: outData, as: UTF8.self).split(separator: "\n").map {
-            try JSONDecoder().decode(Layout.self, from: Data($0.utf8))
-        }
+        return try result.stdout.split(separator: "\n").map { try JSONDecoder().decode(Layout.self, from: Data($0.utf8)) }
     }
 
     private func run(_ arguments: [String], timeout: TimeInterval) throws -> Run {
         let profile = try TemporaryDirectory("ferry-chromium-profile")
         defer { profile.remove() }
-        let process = Process()
-        process.executableURL = executable
-        process.arguments = [
-            "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
-            "--no-default-browser-check", "--disable-extensions", "--disable-background-networking",
-            "--user-data-dir=\(profile.url.path)", "--enable-logging=stderr", "--v=0",
-        ] + arguments
-        let out = Pipe()
-        let err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        let pid = process.processIdentifier
-        nonisolated(unsafe) var outData = Data()
-        nonisolated(unsafe) var errData = Data()
-        let group = DispatchGroup()
-        group.enter()
-        DispatchQueue.global().async { outData = out.fileHandleForReading.readDataToEndOfFile(); group.leave() }
-        group.enter()
-        DispatchQueue.global().async { errData = err.fileHandleForReading.readDataToEndOfFile(); group.leave() }
-        let exited = DispatchSemaphore(value: 0)
-        DispatchQueue.global().async { process.waitUntilExit(); exited.signal() }
-        if exited.wait(timeout: .now() + timeout) == .timedOut {
-            kill(pid, SIGKILL)
-            exited.wait()
-            _ = group.wait(timeout: .now() + 5)
-            throw FerryError(.network, "chromium did not finish within \(Int(timeout)) s (killed pid \(pid))")
-        }
-        // Helper processes may hold the pipes a moment longer; never wait for them unbounded.
-        guard group.wait(timeout: .now() + 10) == .success else {
-            throw FerryError(.network, "chromium's helper processes kept its output open 10 s after it exited")
-        }
-        let log = String(decoding: errData, as: UTF8.self)
-        guard process.terminationStatus == 0 else {
-            throw FerryError(.network, "chromium exited with \(process.terminationStatus): \(log.suffix(2000))")
+        let result = try runProcess(
+            executable,
+            [
+                "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
+                "--no-default-browser-check", "--disable-extensions", "--disable-background-networking",
+                "--user-data-dir=\(profile.url.path)", "--enable-logging=stderr", "--v=0",
+            ] + arguments,
+            timeout: timeout)
+        guard result.status == 0 else {
+            throw FerryError(.network, "chromium exited with \(result.status): \(result.stderr.suffix(2000))")
         }
         return Run(
-            stdout: String(decoding: outData, as: UTF8.self),
-            consoleLines: log.split(separator: "\n").filter { $0.contains(":CONSOLE") }.map(String.init), log: log)
+            stdout: result.stdout,
+            consoleLines: result.stderr.split(separator: "\n").filter { $0.contains(":CONSOLE") }.map(String.init), log: result.stderr)
     }
 }
