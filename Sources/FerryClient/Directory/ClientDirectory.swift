@@ -127,23 +127,11 @@ public struct ClientDirectory: Sendable, Equatable {
             do {
                 try FileManager.default.linkItem(at: database, to: previousLink)
             } catch {
-                // File systems without hard links: a full copy, synced, is as safe (only slower).
-                do {
-                    try FileManager.default.copyItem(at: database, to: previousLink)
-                } catch {
-                    // The copy's error is the one to report; a half copy left here is removed before the next apply.
-                    try? FileManager.default.removeItem(at: previousLink)
-                    throw FerryError.writing(
-                        error, "cannot keep a copy of database.db as previous.db", previousLink,
-                        fix: "free space and apply again (database.db, previous.db and the pending update are unchanged)")
-                }
-                do {
-                    try DurableFile.sync(previousLink)
-                } catch {
-                    // As above: the copy is not kept unless it is durable.
-                    try? FileManager.default.removeItem(at: previousLink)
-                    throw error
-                }
+                // File systems without hard links (or a file at its link limit): a full copy, synced, is as safe
+                // (only slower).
+                try FileClone.copyDurably(
+                    database, to: previousLink, "cannot keep a copy of database.db as previous.db",
+                    fix: "free space and apply again (database.db, previous.db and the pending update are unchanged)")
             }
             try DurableFile.syncDirectory(privateDirectory)
         case .replacePrevious:

@@ -26,23 +26,31 @@ enum FileClone {
         if linuxClone(source.path, target.path) { method = .clone }
         #endif
         if method == .copy {
+            try copyDurably(
+                source, to: target, "cannot copy the database for the patch",
+                fix: "free space and fetch again (database.db and any pending update are unchanged)")
+        } else {
             do {
-                try FileManager.default.copyItem(at: source, to: target)
+                try DurableFile.sync(target)
             } catch {
-                // A half copy must not hold on to the space it took; the copy's error says what went wrong.
-                try? FileManager.default.removeItem(at: target)
-                throw FerryError.writing(
-                    error, "cannot copy the database for the patch", target,
-                    fix: "free space and fetch again (database.db and any pending update are unchanged)")
+                try? FileManager.default.removeItem(at: target)  // a clone that is not durable is not kept; the sync's error is the one to report
+                throw error
             }
         }
+        return method
+    }
+
+    /// Copies `source` to `target` and fsyncs it. On any failure the partial copy is removed at once (it must not
+    /// hold on to the space it took), and a full disk is a ``FerryError/Code/diskFull`` error saying `what` and `fix`.
+    static func copyDurably(_ source: URL, to target: URL, _ what: String, fix: String) throws {
         do {
+            try FileManager.default.copyItem(at: source, to: target)
             try DurableFile.sync(target)
         } catch {
-            try? FileManager.default.removeItem(at: target)  // as above
-            throw error
+            try? FileManager.default.removeItem(at: target)  // the copy's (or sync's) error is the one to report
+            if let ferry = error as? FerryError, !FerryError.isOutOfSpace(ferry) { throw ferry }  // already names the file
+            throw FerryError.writing(error, what, target, fix: fix)
         }
-        return method
     }
 
     #if os(Linux)
