@@ -18,7 +18,7 @@ struct ScheduleCommand: AsyncParsableCommand {
 
     @Option(
         name: .long, help: ArgumentHelp("Interval: a whole number followed by s, m or h (e.g. 15m).", valueName: "duration"),
-        transform: { try PublishInterval(parsing: $0) })
+        transform: PublishInterval.argument)
     var every: PublishInterval
 
     func run() async throws {

@@ -51,7 +51,7 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(
         name: .customLong("publish-every"),
         help: ArgumentHelp("Also publish each --config template at this interval (e.g. 30s, 15m).", valueName: "duration"),
-        transform: { try PublishInterval(parsing: $0) })
+        transform: PublishInterval.argument)
     var publishEvery: PublishInterval?
 
     @Option(name: .long, help: "Versions to keep per dataset when publishing with --publish-every.")
@@ -60,13 +60,13 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(
         name: .customLong("change-retention"),
         help: ArgumentHelp("How long the server keeps its answer to each uploaded change (a device resending the change within this gets the same answer, exactly once), e.g. 30d (the default) or 12h.", valueName: "duration"),
-        transform: { try PublishInterval(parsing: $0) })
+        transform: PublishInterval.argument)
     var changeRetention: PublishInterval = PublishInterval(seconds: 30 * 86_400)
 
     @Option(
         name: .customLong("retention-sweep-interval"),
         help: ArgumentHelp("How often answers older than --change-retention are deleted, e.g. 1h (the default) or 10m.", valueName: "duration"),
-        transform: { try PublishInterval(parsing: $0) })
+        transform: PublishInterval.argument)
     var retentionSweepInterval: PublishInterval = PublishInterval(seconds: 3_600)
 
     @Option(

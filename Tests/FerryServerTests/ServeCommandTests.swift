@@ -92,6 +92,7 @@ import Testing
             let run = try await runFerryOffPool(["serve", "--store", "/tmp", "--port", "0", "\(option)=\(value)"])
             #expect(run.status == 2, "\(option) \(value): \(run.stderr)")
             #expect(run.stderr.contains(option) && run.stderr.contains(range), "\(option) \(value): \(run.stderr)")
+            #expect(!run.stderr.contains("every: "), "a duration's error names the option, not the library's key: \(run.stderr)")
         }
 
         // Given a server with the changes endpoint and every new limit set away from its default
