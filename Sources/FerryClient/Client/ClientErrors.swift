@@ -1,8 +1,3 @@
-#if canImport(Darwin)
-import Darwin
-#elseif canImport(Glibc)
-import Glibc
-#endif
 import FerryCore
 import Foundation
 
@@ -20,8 +15,6 @@ extension FerryError.Code {
     public static let checksumMismatch = Self("checksum-mismatch")
     /// The downloaded file is not a SQLite database, fails `PRAGMA quick_check`, or is not a Ferry snapshot.
     public static let notSQLite = Self("not-sqlite")
-    /// A write failed because the disk is full.
-    public static let diskFull = Self("disk-full")
     /// The transfer was cut short or the server answered a range request inconsistently.
     public static let corruptTransfer = Self("corrupt-transfer")
     /// Another process (or another `FerryClient`) uses this client directory.
@@ -30,25 +23,4 @@ extension FerryError.Code {
     public static let noDatabase = Self("no-database")
     /// `rollback()` was called but there is no `previous.db` to go back to.
     public static let noPreviousVersion = Self("no-previous-version")
-}
-
-extension FerryError {
-    /// Whether `error` (from Foundation's file APIs or a POSIX call) says the file system is out of space.
-    static func isOutOfSpace(_ error: any Error) -> Bool {
-        if let ferry = error as? FerryError { return ferry.code == .diskFull || ferry.message.contains("the disk is full") }
-        let ns = error as NSError
-        if ns.domain == NSCocoaErrorDomain && ns.code == CocoaError.fileWriteOutOfSpace.rawValue { return true }
-        if ns.domain == NSPOSIXErrorDomain && ns.code == Int(ENOSPC) { return true }
-        if let underlying = ns.userInfo[NSUnderlyingErrorKey] as? NSError { return isOutOfSpace(underlying) }
-        return false
-    }
-
-    /// A ``Code/diskFull`` error naming `url` when `error` is out of space (`"<what>: the disk is full; <fix>"`), else
-    /// an I/O error naming it with the system's reason.
-    static func writing(_ error: any Error, _ what: String, _ url: URL, fix: String) -> FerryError {
-        if isOutOfSpace(error) {
-            return FerryError(.diskFull, "\(what): the disk is full; \(fix)", path: url.path)
-        }
-        return FerryError(.io, "\(what): \((error as NSError).localizedDescription)", path: url.path)
-    }
 }

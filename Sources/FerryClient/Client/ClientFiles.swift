@@ -153,7 +153,7 @@ struct ClientFiles: Sendable {
             throw FerryError(
                 .verification, "\(base.file.lastPathComponent) changed while the patch downloaded; taking the full download", path: base.file.path)
         }
-        return try FileClone.clone(base.file, to: directory.patched)
+        return try FileClone.clone(base.file, to: directory.patched, FileClone.patchCopyFailure, fix: FileClone.patchCopyFix)
     }
 
     /// The check found nothing new: the partial is dropped and the cache kept.

@@ -44,7 +44,7 @@ enum PatchApplier {
         let method: FileClone.Method
         do {
             try patch.validate()
-            method = try FileClone.clone(live, to: target)
+            method = try FileClone.clone(live, to: target, FileClone.patchCopyFailure, fix: FileClone.patchCopyFix)
         } catch {
             try? FileManager.default.removeItem(at: target)  // the original error says what went wrong
             throw error
@@ -154,4 +154,10 @@ enum PatchApplier {
     static func tableExists(_ name: String, _ db: SQLiteConnection) throws -> Bool {
         try db.scalar("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?", [.text(name)])?.integer == 1
     }
+}
+
+extension FileClone {
+    /// How a failed copy of the database for a patch is reported.
+    static let patchCopyFailure = "cannot copy the database for the patch"
+    static let patchCopyFix = "free space and fetch again (database.db and any pending update are unchanged)"
 }
