@@ -68,6 +68,7 @@ let package = Package(
             name: "FerryPublisher",
             dependencies: [
                 "FerryCore", "FerryPostgres", "CLibPQ", "CSQLite", "CZlib",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],

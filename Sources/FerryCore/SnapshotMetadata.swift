@@ -65,6 +65,11 @@ public struct SnapshotMetadata: Sendable, Equatable {
     /// Creates the metadata tables and writes this metadata (call inside the load transaction).
     public func write(to db: SQLiteConnection) throws {
         try db.execute(Self.ddl)
+        try insertRows(into: db)
+    }
+
+    /// Writes this metadata into metadata tables that exist and are empty.
+    public func insertRows(into db: SQLiteConnection) throws {
         let counts = Dictionary(uniqueKeysWithValues: tables.map { ($0.name, $0.rows) })
         try db.run(
             "INSERT INTO ferry_snapshot(dataset, version, schemaVersion, createdAt, tables) VALUES (?, ?, ?, ?, ?)",

@@ -71,6 +71,8 @@ public struct FileSnapshotStore: SnapshotStore {
     public func objectsDirectory(dataset: String) -> URL { directory(dataset: dataset).appendingPathComponent("objects", isDirectory: true) }
     public func objectURL(dataset: String, sha256: String) -> URL { objectsDirectory(dataset: dataset).appendingPathComponent("\(sha256).sqlite") }
     public func objectGzipURL(dataset: String, sha256: String) -> URL { objectsDirectory(dataset: dataset).appendingPathComponent("\(sha256).sqlite.gz") }
+    /// The publisher's row index of an object (`<sha256>.rows`), kept while the object is a scope's current version.
+    public func rowIndexURL(dataset: String, sha256: String) -> URL { objectsDirectory(dataset: dataset).appendingPathComponent("\(sha256).rows") }
     /// A patch object: a gzip-compressed changeset, named by the checksum of those bytes.
     public func patchURL(dataset: String, sha256: String) -> URL { objectsDirectory(dataset: dataset).appendingPathComponent("\(sha256).patch.gz") }
 
@@ -193,7 +195,7 @@ public struct FileSnapshotStore: SnapshotStore {
         public var size: Int64
         public var gzipSize: Int64
 
-        /// Fsyncs `file`, then reads it once, hashing it and gzipping it (level `gzipLevel`) in the same pass, the
+        /// Fsyncs `file` while reading it once, hashing it and gzipping it (level `gzipLevel`) in the same pass, the
         /// deflating spread over the cores as one gzip member (``Gzip/compressAndHashParallel(from:to:level:threads:chunkSize:)``).
         ///
         /// ```swift
@@ -201,10 +203,19 @@ public struct FileSnapshotStore: SnapshotStore {
         /// let stored = try store.storeObject(dataset: "trips", prepared: prepared)
         /// ```
         public init(file: URL, gzipLevel: Int32) throws {
-            try DurableFile.sync(file)
             self.file = file
             gzipFile = file.appendingPathExtension("gz")
-            let compressed = try Gzip.compressAndHashParallel(from: file, to: gzipFile, level: gzipLevel)
+            // The file's fsync (disk-bound) runs beside the gzip copy (CPU-bound); both finish before anything is
+            // renamed into the store.
+            let sync = ThreadJob(name: "ferry.fsync") { try DurableFile.sync(file) }
+            let compressed: Gzip.Compressed
+            do {
+                compressed = try Gzip.compressAndHashParallel(from: file, to: gzipFile, level: gzipLevel)
+            } catch {
+                _ = try? sync.join()
+                throw error
+            }
+            try sync.join()
             sha256 = compressed.sha256
             size = compressed.size
             gzipSize = compressed.gzipSize
@@ -247,7 +258,7 @@ public struct FileSnapshotStore: SnapshotStore {
             }
         }
         try DurableFile.write(try manifest.jsonData(), to: manifestURL(dataset: dataset))
-        try removeUnreferencedObjects(dataset: dataset, keeping: manifest.referencedObjects)
+        try removeUnreferencedObjects(dataset: dataset, keeping: manifest.referencedObjects, current: Set(manifest.scopes.map(\.current.sha256)))
     }
 
     /// Publishes one finished SQLite file as `version` of an unscoped dataset: stores the object, adds its record to
@@ -280,12 +291,15 @@ public struct FileSnapshotStore: SnapshotStore {
         try removeContents(of: temporaryDirectory(dataset: dataset)) { _ in true }
     }
 
-    /// Deletes object files whose checksum is not in `keeping`. Returns the count.
+    /// Deletes object files whose checksum is not in `keeping`, and row indexes of objects not in `current` (only a
+    /// scope's current version is built on). Returns the count.
     @discardableResult
-    func removeUnreferencedObjects(dataset: String, keeping: Set<String>) throws -> Int {
+    func removeUnreferencedObjects(dataset: String, keeping: Set<String>, current: Set<String>? = nil) throws -> Int {
         try removeContents(of: objectsDirectory(dataset: dataset)) { name in
+            let sha = name.split(separator: ".").first.map(String.init) ?? ""
             // A dot file is an interrupted copy (`.<sha256>.sqlite.tmp`).
-            name.hasPrefix(".") || !keeping.contains(name.split(separator: ".").first.map(String.init) ?? "")
+            if name.hasPrefix(".") || !keeping.contains(sha) { return true }
+            return name.hasSuffix(".rows") && !(current ?? keeping).contains(sha)
         }
     }
 

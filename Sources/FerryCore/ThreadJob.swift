@@ -26,9 +26,22 @@ package final class ThreadJob<Value>: @unchecked Sendable {
         thread.start()
     }
 
-    /// Waits for the job and returns its value, or throws its error. Call it once.
+    /// Set by the thread that started the job once it has seen the job finish.
+    private var joined = false
+
+    /// Waits for the job and returns its value, or throws its error.
     package func join() throws -> Value {
-        done.wait()
+        if !joined {
+            done.wait()
+            joined = true
+        }
+        return try result!.get()
+    }
+
+    /// The job's value (or error) if it has finished, else nil at once.
+    package func poll() throws -> Value? {
+        guard joined || done.wait(timeout: .now()) == .success else { return nil }
+        joined = true
         return try result!.get()
     }
 }

@@ -35,11 +35,13 @@ extension FileSnapshotStore {
 
 extension StoredManifest {
     /// The file names `objects/` must hold for this manifest, sorted: each retained snapshot with its gzip copy,
-    /// and each retained version's patches.
+    /// each retained version's patches, and the row index of each scope's current version (which only a version
+    /// this code published has).
     public var expectedObjectFileNames: [String] {
         let records = scopes.flatMap(\.retained)
         let snapshots = Set(records.map(\.sha256)).flatMap { ["\($0).sqlite", "\($0).sqlite.gz"] }
         let patches = Set(records.flatMap { ($0.patches ?? []).map(\.sha256) }).map { "\($0).patch.gz" }
-        return (snapshots + patches).sorted()
+        let rowIndexes = Set(scopes.map(\.current.sha256)).map { "\($0).rows" }
+        return (snapshots + patches + rowIndexes).sorted()
     }
 }

@@ -50,6 +50,9 @@ struct PublishOptions: ParsableArguments {
     @Flag(name: .customLong("no-patches"), help: "Do not write row-level patches from the retained versions (devices then take full downloads).")
     var noPatches = false
 
+    @Flag(name: .customLong("full"), help: "Build every file from scratch instead of from the current version plus the row diff (compacts the file).")
+    var full = false
+
     func validate() throws {
         guard keep >= 1 else { throw ValidationError("--keep must be at least 1: the current version is always kept") }
     }
@@ -60,6 +63,7 @@ struct PublishOptions: ParsableArguments {
         }
         var configuration = Publisher.Configuration(templatePath: config, databaseURL: url, store: URL(fileURLWithPath: store), keep: keep)
         configuration.patches = !noPatches
+        configuration.incremental = !full
         return configuration
     }
 }

@@ -28,6 +28,11 @@ extension PublishResult {
             lines.append("  rows       " + Self.rows(manifest.tables))
             lines.append("  versions   " + manifest.versions.map(String.init).joined(separator: ", "))
         }
+        if let incremental {
+            lines.append(
+                "  built      from the current version: \(incremental.unchanged) rows kept, \(incremental.updated) rewritten, "
+                    + "\(incremental.inserted) inserted, \(incremental.deleted) deleted")
+        }
         lines.append("  seconds    " + String(format: "%.2f", seconds))
         return lines.joined(separator: "\n")
     }

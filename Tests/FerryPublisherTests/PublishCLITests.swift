@@ -46,6 +46,21 @@ struct PublishCLITests {
         // Unchanged data is extracted but not stored again.
         let secondPhases = try #require(second["phases"] as? [String: Double])
         #expect(secondPhases["extract"] != nil && secondPhases["store"] == nil)
+        // It was compared with version 1 row by row: `incremental` counts the rows.
+        #expect((second["incremental"] as? [String: Int]) == ["unchanged": 2, "updated": 0, "inserted": 0, "deleted": 0])
+
+        // A changed row: version 2 is built from version 1; with --full from scratch, without `incremental`.
+        try fixture.execute("UPDATE t SET v = 'changed' WHERE id = 2")
+        let third = try #require(try JSONSerialization.jsonObject(with: Data(try runFerry(args).stdout.utf8)) as? [String: Any])
+        #expect(third["version"] as? Int == 2 && (third["incremental"] as? [String: Int]) == ["unchanged": 1, "updated": 1, "inserted": 0, "deleted": 0])
+        let text = try runFerry(Array(args.dropLast()) + ["--full"])
+        #expect(text.status == 0 && text.stdout.contains("unchanged since version 2") && !text.stdout.contains("built "), "\(text.stdout)")
+        try fixture.execute("INSERT INTO t VALUES (3, 'new')")
+        let built = try runFerry(Array(args.dropLast()))
+        #expect(built.stdout.contains("built      from the current version: 2 rows kept, 0 rewritten, 1 inserted, 0 deleted"), "\(built.stdout)")
+        try fixture.execute("UPDATE t SET v = 'again' WHERE id = 3")
+        let full = try #require(try JSONSerialization.jsonObject(with: Data(try runFerry(args + ["--full"]).stdout.utf8)) as? [String: Any])
+        #expect(full["version"] as? Int == 4 && full["incremental"] == nil && (full["phases"] as? [String: Double])?["indexes"] != nil)
     }
 
     @Test("human output; DATABASE_URL fallback; --keep; progress stays off when stderr is not a terminal")

@@ -65,7 +65,7 @@ struct PublishTests {
         // When nothing changed
         let second = try fixture.publish(template: template)
         #expect(second.unchanged && second.version == 1 && second.sha256 == first.sha256)
-        #expect(try fixture.storeAccess.objectFileNames(dataset: "trips") == ["\(first.sha256!).sqlite", "\(first.sha256!).sqlite.gz"])
+        #expect(try fixture.storeAccess.objectFileNames(dataset: "trips") == ["\(first.sha256!).rows", "\(first.sha256!).sqlite", "\(first.sha256!).sqlite.gz"])
         #expect(try FileManager.default.contentsOfDirectory(atPath: fixture.storeAccess.temporaryDirectory(dataset: "trips").path).isEmpty)
 
         // When one value changes
@@ -96,7 +96,7 @@ struct PublishTests {
         #expect(manifest.version == 4 && manifest.versions == [3, 4])
         let stored = try fixture.storeAccess.requireManifest("trips")
         #expect(try fixture.storeAccess.objectFileNames(dataset: "trips") == stored.expectedObjectFileNames)
-        #expect(stored.expectedObjectFileNames.count == 2 * 2 + 2)  // versions 3 and 4 with gzip copies; 3's patch from 2, 4's from 3
+        #expect(stored.expectedObjectFileNames.count == 2 * 2 + 2 + 1)  // versions 3 and 4 with gzip copies; 3's patch from 2, 4's from 3; 4's row index
         #expect(ferryError { _ = try fixture.publish(template: template, keep: 0) }?.code == .badInput)
     }
 

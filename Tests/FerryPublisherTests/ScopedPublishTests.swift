@@ -191,7 +191,7 @@ struct ScopedPublishTests {
         _ = try fixture.publish(template: Self.tieredTemplate)
         let manifest = try Self.scoped(fixture)
         #expect(manifest.lastVersion == 2 && manifest.scopes.allSatisfy { $0.version == 2 })
-        #expect(try fixture.storeAccess.objectFileNames(dataset: "campgrounds-tiered").count == 2 * Set(manifest.scopes.map(\.sha256)).count)
+        #expect(try fixture.storeAccess.objectFileNames(dataset: "campgrounds-tiered").count == 3 * Set(manifest.scopes.map(\.sha256)).count)  // snapshot, gzip, row index
         #expect(try fixture.storeAccess.manifest(for: "campgrounds-tiered") == nil)
     }
 

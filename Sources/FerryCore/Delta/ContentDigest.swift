@@ -41,13 +41,20 @@ public struct ContentDigest: Sendable, Equatable, CustomStringConvertible {
 
     /// Adds the rows a prepared `SELECT * FROM table …` returns for `parameters` (the statement is reset first, so
     /// one statement serves many lookups).
-    mutating func add(rowsOf table: String, _ statement: SQLiteStatement, _ parameters: [SQLiteValue]) throws {
+    public mutating func add(rowsOf table: String, _ statement: SQLiteStatement, _ parameters: [SQLiteValue]) throws {
         statement.reset()
         try statement.bind(parameters)
         var encoder = RowEncoder(table: table)
         while try statement.step() {
             add(encoder.hash(statement.handle))
         }
+    }
+
+    /// Subtracts the rows a prepared `SELECT * FROM table …` returns for `parameters`.
+    public mutating func subtract(rowsOf table: String, _ statement: SQLiteStatement, _ parameters: [SQLiteValue]) throws {
+        var removed = ContentDigest()
+        try removed.add(rowsOf: table, statement, parameters)
+        subtract(removed)
     }
 
     /// Subtracts the hash of every row the query returns (the rows a patch is about to replace).

@@ -61,17 +61,26 @@ struct ExportResult {
     var prepared: FileSnapshotStore.PreparedObject?
     /// Seconds per step of this export.
     var phases = PublishPhases()
+    /// The file's ``RowIndex`` in `tmp/`, to store beside the object; nil when none was written.
+    var rowIndex: URL?
+    /// For a version built from the previous one: the rows it kept and changed, and the patch from that version.
+    var incremental: IncrementalCounts?
+    var changeset: Changeset?
 }
 
-/// Streams every table of a template from PostgreSQL into a fresh SQLite file, in one REPEATABLE READ snapshot.
+/// Streams every table of a template from PostgreSQL into a SQLite file, in one REPEATABLE READ snapshot.
 ///
 /// Steps: one libpq connection, `BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY`, resolve the template against
-/// the catalog, then per table `COPY (SELECT … ORDER BY pk) TO STDOUT (FORMAT binary)` decoded into one prepared
-/// INSERT inside one SQLite transaction; then indexes, metadata, COMMIT, ANALYZE. The finished file is then read
-/// twice side by side: on a thread of its own `PRAGMA quick_check`, per-table row counts against what
-/// PostgreSQL sent and the ``ContentDigest``; on the calling thread the stored object's fsync, SHA-256 and gzip copy
-/// (``FileSnapshotStore/PreparedObject``), in one pass. Data equal to the scope's current version skips everything
-/// after the load.
+/// the catalog, then per table `COPY (SELECT … ORDER BY pk) TO STDOUT (FORMAT binary)`, decoded on a thread of its
+/// own. With an ``IncrementalBase`` (the scope's current version and its ``RowIndex``), each row is compared with
+/// that version's and only new, changed and deleted rows are written, to a copy of its file (``IncrementalBuild``);
+/// otherwise every row goes through one prepared INSERT into a fresh file inside one SQLite transaction, then
+/// indexes, metadata, COMMIT, ANALYZE. Either way the rows' hashes become the new file's row index. The finished
+/// file is then read twice side by side: on a thread of its own `PRAGMA quick_check`, per-table row counts against
+/// what PostgreSQL sent and, for a fresh file, the ``ContentDigest`` (an incremental build moved it row by row); on
+/// the calling thread the stored object's fsync, SHA-256 and gzip copy (``FileSnapshotStore/PreparedObject``), in
+/// one pass. Data equal to the scope's current version skips everything after the extract, and an incremental
+/// export then has written no file at all.
 final class SnapshotExporter {
     let template: Template
     let logger: Logger
@@ -81,6 +90,10 @@ final class SnapshotExporter {
     /// The scope being written, for progress reports.
     private var scope: String?
 
+    /// The share of free pages above which an incremental build writes no row index, so the scope's next publish
+    /// builds a compact file from scratch.
+    static let rebuildFreeShare = 0.25
+
     init(template: Template, logger: Logger) {
         self.template = template
         self.logger = logger
@@ -89,58 +102,192 @@ final class SnapshotExporter {
     /// Writes one snapshot file from `pg`'s open transaction. With a `scope`, it is set for the transaction
     /// first, so every `:scope` in the plans' SQL reads it. When the data's digest equals `unchangedDigest` (the
     /// scope's current version's), the file is left unfinished and unchecked: the publisher keeps the current
-    /// version and deletes it.
+    /// version and deletes it. With a `base`, the file is built from that version when its row index allows; any
+    /// reason it cannot be is logged and the file is built from scratch.
     func write(
         plans: [TablePlan], from pg: PostgresConnection, to file: URL, version: Int, createdAt: String, scope: String?,
-        unchangedDigest: String? = nil, gzipLevel: Int32 = 1
+        unchangedDigest: String? = nil, gzipLevel: Int32 = 1, base: IncrementalBase? = nil
     ) throws -> ExportResult {
         if let scope { _ = try pg.query(ScopeSQL.setScopeSQL, [scope]) }
         self.scope = scope
+        let ddl = try schemaDDL()
+        let plansDigest = Self.planDigest(dataset: template.dataset, schemaVersion: template.schemaVersion, plans: plans, schemaDDL: ddl)
+        let indexFile = file.deletingPathExtension().appendingPathExtension("rows")
+        let job = Job(plans: plans, pg: pg, file: file, indexFile: indexFile, version: version, createdAt: createdAt, schemaDDL: ddl, plansDigest: plansDigest,
+                      unchangedDigest: unchangedDigest, gzipLevel: gzipLevel)
+        if let base {
+            do {
+                return try writeIncremental(job, base: base)
+            } catch let error as IncrementalUnavailable {
+                logger.notice(
+                    "building the file from scratch",
+                    metadata: ["dataset": "\(template.dataset)", "scope": "\(scope ?? "")", "from": "\(base.version)", "reason": "\(error.description)"])
+                try DurableFile.remove(file)
+                try DurableFile.remove(indexFile)
+            }
+        }
+        return try writeFull(job)
+    }
+
+    /// The inputs of one export.
+    private struct Job {
+        let plans: [TablePlan]
+        let pg: PostgresConnection
+        let file: URL
+        let indexFile: URL
+        let version: Int
+        let createdAt: String
+        let schemaDDL: String?
+        let plansDigest: String
+        let unchangedDigest: String?
+        let gzipLevel: Int32
+    }
+
+    private func schemaDDL() throws -> String? {
+        guard let schema = template.schema else { return nil }
+        do { return try String(contentsOfFile: schema, encoding: .utf8) } catch {
+            throw FerryError(.badTemplate, "cannot read schema file \(schema)", path: template.path, key: "schema")
+        }
+    }
+
+    /// Everything besides the rows that shapes a snapshot file: the dataset, schema version, each plan (columns,
+    /// types, key, indexes), the CREATE and INSERT statements, the schema file, and the version of Ferry's row
+    /// encoding. A row index is reused only under an equal digest.
+    static func planDigest(dataset: String, schemaVersion: Int, plans: [TablePlan], schemaDDL: String?) -> String {
+        var hash = StreamingSHA256()
+        hash.update("ferry-rows-v1\ndataset=\(dataset)\nschemaVersion=\(schemaVersion)\n")
+        for plan in plans { hash.update(plan.definition + plan.createSQL + "\n" + plan.insertSQL + "\n") }
+        hash.update("schema=\(schemaDDL ?? "")\nmetadata=\(SnapshotMetadata.ddl)\n")
+        return hash.finalizeHex()
+    }
+
+    /// The data digest as it starts: what besides the rows makes two exports' data equal.
+    private func startDigest(_ job: Job) -> StreamingSHA256 {
         var digest = StreamingSHA256()
         digest.update("ferry-data-v1\ndataset=\(template.dataset)\nschemaVersion=\(template.schemaVersion)\n")
-        for plan in plans { digest.update(plan.definition) }
+        for plan in job.plans { digest.update(plan.definition) }
+        if let ddl = job.schemaDDL { digest.update("schema=\(ddl)\n") }
+        return digest
+    }
 
+    private static func keyColumns(_ plan: TablePlan) -> [Int] {
+        plan.primaryKey.compactMap { key in plan.columns.firstIndex { $0.name == key } }
+    }
+
+    private func tableInfo(_ plan: TablePlan, rows: Int) -> SnapshotMetadata.TableInfo {
+        SnapshotMetadata.TableInfo(
+            name: plan.name, primaryKey: plan.primaryKey, columns: plan.columns.map(\.name), writable: plan.table.writable,
+            merge: plan.table.merge, createdColumn: plan.createdColumn, updatedColumn: plan.updatedColumn, rows: rows)
+    }
+
+    /// Builds the file from the scope's current version (``IncrementalBuild``).
+    private func writeIncremental(_ job: Job, base: IncrementalBase) throws -> ExportResult {
+        let build = try IncrementalBuild(base: base, file: job.file, plans: job.plansDigest, recordedTables: job.plans.map(\.name) + ["ferry_tables"])
+        defer { build.close() }
+        let index = try RowIndexWriter(url: job.indexFile, plans: job.plansDigest, hasher: build.hasher)
+        var digest = startDigest(job)
         var phases = PublishPhases()
         var counts: [String: Int] = [:]
+        var infos: [SnapshotMetadata.TableInfo] = []
+        for plan in job.plans {
+            let diff = try TableDiff(plan: plan, build: build, index: index)
+            index.beginTable(plan.name)
+            let loader = CopyLoader(columns: plan.columns, target: .diff(diff), table: plan.name, keyColumns: Self.keyColumns(plan), index: index)
+            let rows = try phases.time(.extract) {
+                let rows = try load(plan, with: loader, from: job.pg, digest: &digest)
+                try diff.finish(loader: loader)
+                return rows
+            }
+            try index.endTable()
+            counts[plan.name] = rows
+            infos.append(tableInfo(plan, rows: rows))
+            try afterTable?(plan.name)
+        }
+        let dataDigest = digest.finalizeHex()
+        if dataDigest == job.unchangedDigest {
+            build.close()
+            try DurableFile.remove(job.file)
+            try DurableFile.remove(job.indexFile)
+            return ExportResult(tables: counts, dataDigest: dataDigest, contentDigest: nil, prepared: nil, phases: phases, incremental: build.counts)
+        }
+        let metadata = SnapshotMetadata(dataset: template.dataset, version: job.version, schemaVersion: template.schemaVersion, createdAt: job.createdAt, tables: infos)
+        let changeset = try phases.time(.commit) { try build.finish(metadata: metadata) }
+        phases.add(.clone, build.cloneSeconds)
+        let free = try build.freeShare()
+        build.close()
+        var rowIndex: URL? = job.indexFile
+        if free > Self.rebuildFreeShare {
+            logger.info(
+                "the scope's next publish builds its file from scratch",
+                metadata: ["dataset": "\(template.dataset)", "scope": "\(scope ?? "")", "freePages": "\(Int(free * 100))%"])
+            try DurableFile.remove(job.indexFile)
+            rowIndex = nil
+        } else {
+            try index.finish()
+        }
+        var result = try check(job, counts: counts, digestFromFile: false, phases: &phases)
+        result.dataDigest = dataDigest
+        result.contentDigest = build.digest.description
+        result.rowIndex = rowIndex
+        result.incremental = build.counts
+        result.changeset = changeset
+        return result
+    }
+
+    /// Builds the file from scratch.
+    private func writeFull(_ job: Job) throws -> ExportResult {
+        var digest = startDigest(job)
+        var phases = PublishPhases()
+        var counts: [String: Int] = [:]
+        var index: RowIndexWriter?
         let dataDigest: String
         // The writing connection lives in this block: the file is closed before it is read again below.
         do {
-            let db = try SQLiteConnection(path: file.path)
+            let db = try SQLiteConnection(path: job.file.path)
             // A fresh temp file nobody else sees: no journal needed. It is fsynced before it is committed to the store.
             // A 16 MiB page cache: rows arrive in key order (appends) and CREATE INDEX sorts in a buffer as large as
             // the cache on top of it, so this bounds the export's peak memory (bench, 2M rows: 110 MB at 32 MiB).
             try db.execute("PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA locking_mode = EXCLUSIVE; PRAGMA cache_size = -16384")
             try db.execute("BEGIN")
-            if let schema = template.schema {
-                let ddl: String
-                do { ddl = try String(contentsOfFile: schema, encoding: .utf8) } catch {
-                    throw FerryError(.badTemplate, "cannot read schema file \(schema)", path: template.path, key: "schema")
-                }
-                digest.update("schema=\(ddl)\n")
+            if let ddl = job.schemaDDL, let schema = template.schema {
                 do { try db.execute(ddl) } catch let error as FerryError {
                     throw FerryError(.badTemplate, "the schema file \(schema) fails in SQLite: \(error.message); fix its DDL", path: template.path, key: "schema")
                 }
             } else {
-                for plan in plans { try db.execute(plan.createSQL) }
+                for plan in job.plans { try db.execute(plan.createSQL) }
+            }
+            // A row index needs every table to have rowids that no column hides (not WITHOUT ROWID, no column
+            // named rowid): without one, each publish builds from scratch.
+            if job.plans.allSatisfy({ plan in
+                !plan.columns.contains { ["rowid", "oid", "_rowid_"].contains($0.name.lowercased()) }
+                    && (try? db.prepare("SELECT rowid FROM \(SQLIdentifier.quote(plan.name)) LIMIT 0")) != nil
+            }) {
+                index = try RowIndexWriter(url: job.indexFile, plans: job.plansDigest, hasher: RowHasher())
             }
 
             var infos: [SnapshotMetadata.TableInfo] = []
-            for plan in plans {
-                let rows = try phases.time(.extract) { try load(plan, from: pg, into: db, digest: &digest) }
+            for plan in job.plans {
+                let statement: SQLiteStatement
+                do { statement = try db.prepare(plan.insertSQL) } catch let error as FerryError {
+                    throw FerryError(.badTemplate, "table '\(plan.name)': cannot insert into SQLite: \(error.message); make the schema file create this table with these columns: \(plan.columns.map(\.name).joined(separator: ", "))", path: template.path, key: template.schema == nil ? "tables[\(plan.index)]" : "schema")
+                }
+                index?.beginTable(plan.name)
+                let loader = CopyLoader(columns: plan.columns, target: .insert(statement), table: plan.name, keyColumns: Self.keyColumns(plan), index: index)
+                let rows = try phases.time(.extract) { try load(plan, with: loader, from: job.pg, digest: &digest) }
+                try index?.endTable()
                 counts[plan.name] = rows
-                infos.append(
-                    SnapshotMetadata.TableInfo(
-                        name: plan.name, primaryKey: plan.primaryKey, columns: plan.columns.map(\.name), writable: plan.table.writable,
-                        merge: plan.table.merge, createdColumn: plan.createdColumn, updatedColumn: plan.updatedColumn, rows: rows))
+                infos.append(tableInfo(plan, rows: rows))
                 try afterTable?(plan.name)
             }
             dataDigest = digest.finalizeHex()
-            if dataDigest == unchangedDigest {
+            if dataDigest == job.unchangedDigest {
+                index = nil
+                try DurableFile.remove(job.indexFile)
                 return ExportResult(tables: counts, dataDigest: dataDigest, contentDigest: nil, prepared: nil, phases: phases)
             }
 
             try phases.time(.indexes) {
-                for plan in plans {
+                for plan in job.plans {
                     for (j, sql) in plan.table.indexes.enumerated() {
                         do { try db.execute(sql) } catch let error as FerryError {
                             throw FerryError(.badTemplate, "table '\(plan.name)': index fails in SQLite: \(error.message); fix the statement", path: template.path, key: "tables[\(plan.index)].indexes[\(j)]")
@@ -149,41 +296,53 @@ final class SnapshotExporter {
                 }
             }
             try phases.time(.commit) {
-                let metadata = SnapshotMetadata(dataset: template.dataset, version: version, schemaVersion: template.schemaVersion, createdAt: createdAt, tables: infos)
+                let metadata = SnapshotMetadata(dataset: template.dataset, version: job.version, schemaVersion: template.schemaVersion, createdAt: job.createdAt, tables: infos)
                 try metadata.write(to: db)
                 try db.execute("COMMIT")
             }
             try phases.time(.analyze) { try db.execute("ANALYZE") }
         }
+        try index?.finish()
+        var result = try check(job, counts: counts, digestFromFile: true, phases: &phases)
+        result.dataDigest = dataDigest
+        result.rowIndex = index?.url
+        return result
+    }
 
-        // Two independent reads of the finished file run side by side (the machine's second core): the checks and
-        // the content digest on a thread of their own, the stored object's fsync, hash and gzip copy on this one.
-        let tables = plans.map(\.name)
-        let checked = counts
-        let verification = ThreadJob(name: "ferry.verify") { try Self.verify(file, tables: tables, counts: checked) }
+    /// Reads the finished file twice side by side (the machine's second core): the checks (and, for a fresh file,
+    /// the content digest) on a thread of their own, the stored object's fsync, hash and gzip copy on this one.
+    private func check(_ job: Job, counts: [String: Int], digestFromFile: Bool, phases: inout PublishPhases) throws -> ExportResult {
+        let tables = job.plans.map(\.name)
+        let (file, checked) = (job.file, counts)
+        let verification = ThreadJob(name: "ferry.verify") { try Self.verify(file, tables: tables, counts: checked, digest: digestFromFile) }
         let prepared: FileSnapshotStore.PreparedObject
         do {
-            prepared = try phases.time(.store) { try FileSnapshotStore.PreparedObject(file: file, gzipLevel: gzipLevel) }
+            prepared = try phases.time(.store) { try FileSnapshotStore.PreparedObject(file: file, gzipLevel: job.gzipLevel) }
         } catch {
             // The verification thread still reads the file: let it finish before the caller clears tmp/. This
             // error is the one to report; the verification's outcome no longer matters.
             _ = try? verification.join()
             throw error
         }
-        let (contentDigest, checkPhases) = try verification.join()
+        let (contentDigest, checkPhases): (ContentDigest?, PublishPhases)
+        do { (contentDigest, checkPhases) = try verification.join() } catch let error as FerryError where !digestFromFile && error.code == .verification {
+            try? prepared.discard()
+            throw IncrementalUnavailable(description: error.message)
+        }
         phases.add(checkPhases)
-        return ExportResult(tables: counts, dataDigest: dataDigest, contentDigest: contentDigest.description, prepared: prepared, phases: phases)
+        return ExportResult(tables: counts, dataDigest: "", contentDigest: contentDigest?.description, prepared: prepared, phases: phases)
     }
 
     /// Checks a finished file on a read-only connection of its own: `PRAGMA quick_check`, each table's row
-    /// count against what PostgreSQL sent, then the ``ContentDigest`` of `tables`.
+    /// count against what PostgreSQL sent, then (with `digest`) the ``ContentDigest`` of `tables`.
     ///
     /// `quick_check`, not `integrity_check`: this file is the publisher's own, built moments ago. `quick_check`
     /// reads every page and checks the b-trees, records and NOT NULL/CHECK constraints; the row counts prove each
-    /// table holds every row PostgreSQL sent, and the ``ContentDigest``, read back from this file, proves their
-    /// content. What `integrity_check` adds is an index-vs-table comparison for every index, indexes SQLite itself
-    /// just built from these tables: a second pass over the whole file that proves nothing the steps here leave open.
-    private static func verify(_ file: URL, tables: [String], counts: [String: Int]) throws -> (ContentDigest, PublishPhases) {
+    /// table holds every row PostgreSQL sent, and the ``ContentDigest``, read back from this file (or, for an
+    /// incremental build, moved by every row written, each read back), proves their content. What
+    /// `integrity_check` adds is an index-vs-table comparison for every index, indexes SQLite itself maintains: a
+    /// second pass over the whole file that proves nothing the steps here leave open.
+    private static func verify(_ file: URL, tables: [String], counts: [String: Int], digest: Bool) throws -> (ContentDigest?, PublishPhases) {
         var phases = PublishPhases()
         let db = try SQLiteConnection(path: file.path, mode: .readOnly)
         try phases.time(.quickCheck) { try db.checkIntegrity(quick: true) }
@@ -195,20 +354,16 @@ final class SnapshotExporter {
                 }
             }
         }
-        let digest = try phases.time(.contentDigest) { try ContentDigest.compute(db, tables: tables) }
-        return (digest, phases)
+        guard digest else { return (nil, phases) }
+        let contentDigest = try phases.time(.contentDigest) { try ContentDigest.compute(db, tables: tables) }
+        return (contentDigest, phases)
     }
 
     /// Streams one table; returns the row count, checked against PostgreSQL's `COPY n`. Two threads share the work:
     /// the calling thread receives CopyData messages from libpq, hashes them and copies them into batches; a thread
-    /// of its own decodes the batches into SQLite INSERTs. A ``BatchQueue`` of a few 1 MB batches between them keeps
-    /// memory flat when SQLite is the slower side.
-    func load(_ plan: TablePlan, from pg: PostgresConnection, into db: SQLiteConnection, digest: inout StreamingSHA256) throws -> Int {
-        let statement: SQLiteStatement
-        do { statement = try db.prepare(plan.insertSQL) } catch let error as FerryError {
-            throw FerryError(.badTemplate, "table '\(plan.name)': cannot insert into SQLite: \(error.message); make the schema file create this table with these columns: \(plan.columns.map(\.name).joined(separator: ", "))", path: template.path, key: template.schema == nil ? "tables[\(plan.index)]" : "schema")
-        }
-        let loader = CopyLoader(columns: plan.columns, statement: statement, table: plan.name)
+    /// of its own hands the batches to `loader` (SQLite INSERTs, or the incremental diff). A ``BatchQueue`` of a few
+    /// 1 MB batches between them keeps memory flat when SQLite is the slower side.
+    func load(_ plan: TablePlan, with loader: CopyLoader, from pg: PostgresConnection, digest: inout StreamingSHA256) throws -> Int {
         let start = ContinuousClock.now
         var lastReport = start
         var nextCheck = 16_384

@@ -1,7 +1,10 @@
 /// A step of a publish whose time ``PublishPhases`` reports.
 public enum PublishPhase: String, CaseIterable, Sendable, CodingKey {
-    /// Binary COPY from PostgreSQL decoded into SQLite INSERTs, every table.
+    /// Binary COPY from PostgreSQL decoded into SQLite INSERTs, every table; for a version built from the previous
+    /// one, decoded, compared with its row index and the differences written.
     case extract
+    /// The previous version's file copied for an incremental build (part of `extract`, which waits for it).
+    case clone
     /// The template's `CREATE INDEX` statements.
     case indexes
     /// Metadata tables and the SQLite COMMIT.

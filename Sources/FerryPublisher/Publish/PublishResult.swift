@@ -10,7 +10,8 @@ import Foundation
 /// `{"contentDigest","createdAt","dataset","gzipSize","phases","schemaVersion","seconds","sha256","size","tables","unchanged","version","versions"}`;
 /// for a scoped one `{"createdAt","dataset","phases","schemaVersion","scopes","seconds","unchanged","version"}`, each
 /// scope its manifest's fields plus `scope`, `unchanged` and `shared`. `phases` maps each ``PublishPhase`` that ran
-/// to its seconds.
+/// to its seconds. `incremental` (`{"unchanged","updated","inserted","deleted"}` rows) is present when a scope's data
+/// was compared with its current version row by row.
 ///
 /// ```swift
 /// let result = try await Publisher(configuration: config, logger: logger).publish()
@@ -34,6 +35,9 @@ public struct PublishResult: Encodable, Sendable, Equatable {
     public var unchanged: Bool
     /// Seconds per step of the publish (``PublishPhases``).
     public var phases: PublishPhases
+    /// When at least one scope was compared with its current version row by row (``IncrementalCounts``, summed over
+    /// those scopes): the rows kept, rewritten, inserted and deleted. Nil when every file was built from scratch.
+    public var incremental: IncrementalCounts?
 
     /// One scope's outcome in a scoped publish: the manifest its token holders now get.
     @dynamicMemberLookup
@@ -67,9 +71,10 @@ public struct PublishResult: Encodable, Sendable, Equatable {
     }
 
     /// The result of publishing `stored`: its implicit scope's manifest, or one ``Scope`` per scope.
-    init(stored: StoredManifest, unchangedScopes: Set<String?>, unchanged: Bool, seconds: Double, phases: PublishPhases) {
+    init(stored: StoredManifest, unchangedScopes: Set<String?>, unchanged: Bool, seconds: Double, phases: PublishPhases, incremental: IncrementalCounts? = nil) {
         dataset = stored.dataset
         self.phases = phases
+        self.incremental = incremental
         version = stored.lastVersion
         schemaVersion = stored.schemaVersion
         createdAt = stored.scopes.map(\.current.createdAt).max() ?? stored.createdAt
@@ -93,7 +98,7 @@ public struct PublishResult: Encodable, Sendable, Equatable {
     /// Retained versions after this publish, ascending; nil for a scoped dataset.
     public var versions: [Int]? { manifest?.versions }
 
-    private enum CodingKeys: String, CodingKey { case dataset, version, createdAt, schemaVersion, scopes, seconds, unchanged, phases }
+    private enum CodingKeys: String, CodingKey { case dataset, version, createdAt, schemaVersion, scopes, seconds, unchanged, phases, incremental }
 
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
@@ -109,5 +114,6 @@ public struct PublishResult: Encodable, Sendable, Equatable {
         try container.encode(seconds, forKey: .seconds)
         try container.encode(unchanged, forKey: .unchanged)
         try container.encode(phases, forKey: .phases)
+        try container.encodeIfPresent(incremental, forKey: .incremental)
     }
 }

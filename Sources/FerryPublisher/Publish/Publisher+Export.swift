@@ -37,12 +37,16 @@ extension Publisher {
         // A switch between scoped and unscoped starts every scope afresh.
         let comparable = previous?.scoped == (template.scope != nil) ? previous : nil
         var unchangedDigests: [String?: String] = [:]
-        for entry in comparable?.scopes ?? [] { unchangedDigests[entry.scope] = entry.current.dataDigest }
+        var bases: [String?: IncrementalBase] = [:]
+        for entry in comparable?.scopes ?? [] {
+            unchangedDigests[entry.scope] = entry.current.dataDigest
+            if configuration.incremental, let comparable { bases[entry.scope] = incrementalBase(entry.current, in: comparable, store: store) }
+        }
         let exports: [ScopeExport]
         do {
             exports = try exportAll(
                 scopes: scopes, main: main, template: template, tmp: tmp, version: version, createdAt: createdAt,
-                unchangedDigests: unchangedDigests, gzipLevel: gzipLevel)
+                unchangedDigests: unchangedDigests, bases: bases, gzipLevel: gzipLevel)
         } catch {
             try store.clearTemporaryDirectory(dataset: dataset)
             throw error
@@ -50,6 +54,9 @@ extension Publisher {
 
         var phases = PublishPhases()
         for export in exports { phases.add(export.result.phases) }
+        var incremental = IncrementalCounts()
+        for export in exports { if let counts = export.result.incremental { incremental.add(counts) } }
+        let builtIncrementally = exports.filter { $0.result.incremental != nil }.count
         var entries: [ScopeEntry] = []
         var unchangedScopes: Set<String?> = []
         var storedByDigest: [String: FileSnapshotStore.StoredObject] = [:]
@@ -58,6 +65,7 @@ extension Publisher {
             if let before, before.current.dataDigest == export.result.dataDigest {
                 try export.result.prepared?.discard()
                 try DurableFile.remove(export.file)
+                if let rowIndex = export.result.rowIndex { try DurableFile.remove(rowIndex) }
                 entries.append(ScopeEntry(scope: export.scope, retained: Array(before.retained.suffix(configuration.keep))))
                 unchangedScopes.insert(export.scope)
                 continue
@@ -66,11 +74,20 @@ extension Publisher {
             if let shared = storedByDigest[export.result.dataDigest] {
                 try export.result.prepared?.discard()
                 try DurableFile.remove(export.file)
+                if let rowIndex = export.result.rowIndex { try DurableFile.remove(rowIndex) }
                 object = shared
             } else {
                 object = try phases.time(.store) {
-                    if let prepared = export.result.prepared { return try store.storeObject(dataset: dataset, prepared: prepared) }
-                    return try store.storeObject(dataset: dataset, file: export.file, gzipLevel: gzipLevel)
+                    let object: FileSnapshotStore.StoredObject
+                    if let prepared = export.result.prepared {
+                        object = try store.storeObject(dataset: dataset, prepared: prepared)
+                    } else {
+                        object = try store.storeObject(dataset: dataset, file: export.file, gzipLevel: gzipLevel)
+                    }
+                    if let rowIndex = export.result.rowIndex {
+                        try DurableFile.rename(rowIndex, to: store.rowIndexURL(dataset: dataset, sha256: object.sha256))
+                    }
+                    return object
                 }
                 storedByDigest[export.result.dataDigest] = object
             }
@@ -84,7 +101,7 @@ extension Publisher {
                 record.published.patches = phases.time(.patches) {
                     patches(
                         to: record, tables: export.result.tables.keys.sorted() + ["ferry_tables"], after: before,
-                        from: Array(retained.dropLast()), in: comparable, store: store)
+                        from: Array(retained.dropLast()), in: comparable, store: store, diff: export.result.changeset)
                 }
             }
             entries.append(ScopeEntry(scope: export.scope, retained: retained.dropLast() + [record]))
@@ -100,7 +117,9 @@ extension Publisher {
         let unchanged = !newVersion && sameScopes
         if let previous, previous == manifest {
             logger.info("data unchanged; no new version", metadata: ["dataset": "\(dataset)", "version": "\(previous.lastVersion)"])
-            return PublishResult(stored: previous, unchangedScopes: unchangedScopes, unchanged: true, seconds: seconds(), phases: phases)
+            return PublishResult(
+                stored: previous, unchangedScopes: unchangedScopes, unchanged: true, seconds: seconds(), phases: phases,
+                incremental: builtIncrementally > 0 ? incremental : nil)
         }
         try phases.time(.manifest) { try store.commit(manifest) }
         let dropped = (previous?.scopes.compactMap(\.scope) ?? []).filter { !scopes.contains($0) }
@@ -110,22 +129,25 @@ extension Publisher {
                 "dataset": "\(dataset)", "version": "\(manifest.lastVersion)", "scopes": "\(entries.count)",
                 "files": "\(Set(entries.map(\.current.sha256)).count)", "dropped": "\(dropped.count)", "seconds": "\(seconds())",
             ])
-        return PublishResult(stored: manifest, unchangedScopes: unchangedScopes, unchanged: unchanged, seconds: seconds(), phases: phases)
+        return PublishResult(
+            stored: manifest, unchangedScopes: unchangedScopes, unchanged: unchanged, seconds: seconds(), phases: phases,
+            incremental: builtIncrementally > 0 ? incremental : nil)
     }
 
-    /// Patches from each older retained version of a scope to its new version `record`: one SQLite session diff
-    /// between the previous current file and the new one, combined (sqlite3changegroup) with each stored patch that
-    /// led to the previous version, so a device several versions behind downloads one patch, not a chain. A patch
-    /// not smaller than the gzip copy is not stored. Patches only save bytes: a failure is logged and the scope
-    /// simply has none (its devices take the full download).
+    /// Patches from each older retained version of a scope to its new version `record`: the diff from the previous
+    /// current version (recorded by an incremental build as it wrote the changes, else one SQLite session diff
+    /// between the two files), combined (sqlite3changegroup) with each stored patch that led to the previous version,
+    /// so a device several versions behind downloads one patch, not a chain. A patch not smaller than the gzip copy
+    /// is not stored. Patches only save bytes: a failure is logged and the scope simply has none (its devices take
+    /// the full download).
     func patches(
         to record: VersionRecord, tables: [String], after before: ScopeEntry, from bases: [VersionRecord], in previous: StoredManifest,
-        store: FileSnapshotStore
+        store: FileSnapshotStore, diff recorded: Changeset? = nil
     ) -> [PatchRef]? {
         let dataset = previous.dataset
         let previousCurrent = before.current
         do {
-            let diff = try Changeset.diff(
+            let diff = try recorded ?? Changeset.diff(
                 from: store.files(of: previousCurrent, in: previous).snapshot, to: store.objectURL(dataset: dataset, sha256: record.sha256),
                 tables: tables)
             var refs: [PatchRef] = []
@@ -152,10 +174,20 @@ extension Publisher {
         }
     }
 
+    /// What a scope's next version can be built from: its current version, when that version's file, row index
+    /// and content digest are at hand.
+    private func incrementalBase(_ current: VersionRecord, in manifest: StoredManifest, store: FileSnapshotStore) -> IncrementalBase? {
+        let rowIndex = store.rowIndexURL(dataset: manifest.dataset, sha256: current.sha256)
+        guard FileManager.default.fileExists(atPath: rowIndex.path), let hex = current.published.contentDigest,
+            let digest = ContentDigest(hex: hex)
+        else { return nil }
+        return IncrementalBase(version: current.version, snapshot: store.files(of: current, in: manifest).snapshot, rowIndex: rowIndex, contentDigest: digest)
+    }
+
     /// Exports every scope into `tmp`, `configuration.parallelism` at a time; the first error stops the rest.
     private func exportAll(
         scopes: [String?], main: ExportSession, template: Template, tmp: URL, version: Int, createdAt: String,
-        unchangedDigests: [String?: String], gzipLevel: Int32
+        unchangedDigests: [String?: String], bases: [String?: IncrementalBase], gzipLevel: Int32
     ) throws -> [ScopeExport] {
         guard !scopes.isEmpty else { return [] }
         let workers = max(1, min(configuration.parallelism, scopes.count))
@@ -175,7 +207,7 @@ extension Publisher {
                     let file = tmp.appendingPathComponent("\(version)-\(index).sqlite")
                     let result = try exporter.write(
                         plans: plans, from: session.pg, to: file, version: version, createdAt: createdAt, scope: scopes[index],
-                        unchangedDigest: unchangedDigests[scopes[index]], gzipLevel: gzipLevel)
+                        unchangedDigest: unchangedDigests[scopes[index]], gzipLevel: gzipLevel, base: bases[scopes[index]])
                     state.withLock { $0.results[index] = ScopeExport(scope: scopes[index], file: file, result: result) }
                 }
             } catch {

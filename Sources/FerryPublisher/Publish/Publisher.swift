@@ -42,6 +42,9 @@ public struct Publisher: Sendable {
         public var progress: (@Sendable (PublishProgress) -> Void)?
         /// Write row-level patches from every retained version to each new one (docs/delta.md). Default true.
         public var patches: Bool = true
+        /// Build a scope's new file from its current version plus the row diff, where that version's row index
+        /// allows (docs/delta.md). Default true; false builds every file from scratch (`ferry publish --full`).
+        public var incremental: Bool = true
         /// For a template with `scope:`: how many scopes are exported at once, each on its own PostgreSQL
         /// connection sharing one snapshot. Default: the number of cores, at most 4.
         public var parallelism: Int = max(1, min(4, ProcessInfo.processInfo.activeProcessorCount))

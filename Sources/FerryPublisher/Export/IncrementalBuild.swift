@@ -1,0 +1,313 @@
+import FerryCore
+import Foundation
+
+/// What an incremental build starts from: a scope's current version, its file and its row index.
+struct IncrementalBase {
+    let version: Int
+    /// `objects/<sha256>.sqlite`, never written.
+    let snapshot: URL
+    /// `objects/<sha256>.rows` (``RowIndex``).
+    let rowIndex: URL
+    /// The version's ``ContentDigest``, which the build moves by the rows it replaces.
+    let contentDigest: ContentDigest
+}
+
+/// Why a version cannot be built from the previous one; the export then builds it from scratch.
+struct IncrementalUnavailable: Error, CustomStringConvertible {
+    let description: String
+}
+
+/// How many rows an incremental build kept, rewrote, added and deleted.
+public struct IncrementalCounts: Sendable, Equatable, Encodable {
+    public var unchanged = 0
+    public var updated = 0
+    public var inserted = 0
+    public var deleted = 0
+
+    public init() {}
+
+    /// Rows written or deleted.
+    public var changed: Int { updated + inserted + deleted }
+
+    mutating func add(_ other: IncrementalCounts) {
+        unchanged += other.unchanged
+        updated += other.updated
+        inserted += other.inserted
+        deleted += other.deleted
+    }
+}
+
+/// Builds a version's file from the scope's current one plus the row diff, while PostgreSQL's rows stream past
+/// the current version's ``RowIndex``. An unchanged row costs two hashes and a lookup. At the first difference,
+/// the current file starts being copied (cloned where the file system can) into `tmp/` on a thread of its own,
+/// while the rows keep streaming and the changes wait in memory; from then on a changed row is
+/// rewritten in place by rowid, a new one inserted, and at the end of each table the rows PostgreSQL no longer
+/// sent are deleted. Each row written or deleted moves the ``ContentDigest`` (old row subtracted, new row read back
+/// and added), and a SQLite session on the copy records the patch from the current version, so neither needs a
+/// pass over the whole file. Deleted content is overwritten (`secure_delete`), so no old row survives in free
+/// pages. When nothing differs, no file is written at all.
+///
+/// Unchecked Sendable: one build belongs to one export thread (the inserting thread while a table loads, the
+/// exporting thread between tables; the two never run at once).
+final class IncrementalBuild: @unchecked Sendable {
+    let base: IncrementalBase
+    let file: URL
+    /// Tables the session records (the published tables and `ferry_tables`): the patch's tables.
+    let recordedTables: [String]
+    private let index: RowIndexReader
+    private(set) var db: SQLiteConnection?
+    private var copy: ThreadJob<(FileClone.Method, Double)>?
+    private var recorder: ChangeRecorder?
+    private(set) var digest: ContentDigest
+    private(set) var counts = IncrementalCounts()
+    private(set) var cloneSeconds: Double = 0
+    private(set) var method: FileClone.Method?
+
+    init(base: IncrementalBase, file: URL, plans: String, recordedTables: [String]) throws {
+        self.base = base
+        self.file = file
+        self.recordedTables = recordedTables
+        do { index = try RowIndexReader(url: base.rowIndex) } catch let error as RowIndexUnusable {
+            throw IncrementalUnavailable(description: error.description)
+        }
+        guard index.header.plans == plans else {
+            throw IncrementalUnavailable(description: "the template, schema or Ferry's encoding changed since version \(base.version)")
+        }
+        guard FileManager.default.fileExists(atPath: base.snapshot.path) else {
+            throw IncrementalUnavailable(description: "version \(base.version)'s file is missing")
+        }
+        digest = base.contentDigest
+    }
+
+    /// The old index's hash key, which the new index keeps so the two compare.
+    var hasher: RowHasher { index.hasher }
+
+
+    /// The old index's entries of `table`, for its ``TableDiff``.
+    func oldTable(_ table: String) throws -> IndexedTable {
+        do {
+            guard let old = try index.table(table) else {
+                throw IncrementalUnavailable(description: "version \(base.version)'s row index has no table '\(table)'")
+            }
+            return old
+        } catch let error as RowIndexUnusable {
+            throw IncrementalUnavailable(description: error.description)
+        }
+    }
+
+    /// Starts copying the current version's file on a thread of its own, once (at the first difference): the
+    /// rows keep streaming meanwhile, and the changes wait in memory (``TableDiff``).
+    func startCopy() {
+        guard db == nil, copy == nil else { return }
+        let (source, target, version) = (base.snapshot, file, base.version)
+        copy = ThreadJob(name: "ferry.copy") {
+            let start = ContinuousClock.now
+            let method = try FileClone.clone(
+                source, to: target, "cannot copy version \(version) for an incremental build",
+                fix: "free space in the store (the current version is unchanged)", durable: false)
+            return (method, (ContinuousClock.now - start).seconds)
+        }
+    }
+
+    /// The copy, open inside its transaction with the session recording; nil while it is still being made, unless
+    /// `wait`.
+    func database(wait: Bool = true) throws -> SQLiteConnection? {
+        if let db { return db }
+        startCopy()
+        guard let copy else { return nil }
+        let copied = wait ? try copy.join() : try copy.poll()
+        guard let (method, seconds) = copied else { return nil }
+        self.copy = nil
+        self.method = method
+        cloneSeconds = seconds
+        let db = try SQLiteConnection(path: file.path)
+        // A temp file nobody else sees, fsynced before it is stored (as a fresh export's).
+        try db.execute(
+            "PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA locking_mode = EXCLUSIVE; PRAGMA cache_size = -16384; PRAGMA secure_delete = ON; PRAGMA mmap_size = 4294967296")
+        try db.execute("BEGIN")
+        recorder = try ChangeRecorder(db, tables: recordedTables)
+        self.db = db
+        return db
+    }
+
+    /// The copy, waiting for it.
+    func openDatabase() throws -> SQLiteConnection {
+        guard let db = try database(wait: true) else { throw IncrementalUnavailable(description: "the copy of version \(base.version) did not open") }
+        return db
+    }
+
+    func add(_ tableCounts: IncrementalCounts, digestDelta: ContentDigest, removed: ContentDigest) {
+        counts.add(tableCounts)
+        digest.add(digestDelta)
+        digest.subtract(removed)
+    }
+
+    /// Rewrites the metadata tables, takes the session's changeset and commits. Call once, after every table.
+    func finish(metadata: SnapshotMetadata) throws -> Changeset {
+        let db = try openDatabase()
+        try db.execute("DELETE FROM ferry_snapshot; DELETE FROM ferry_tables")
+        try metadata.insertRows(into: db)
+        guard let recorder else { throw IncrementalUnavailable(description: "no session") }
+        let changeset = try recorder.changeset()
+        self.recorder = nil
+        try db.execute("COMMIT")
+        return changeset
+    }
+
+    /// The share of the copy's pages that are free after the build: rows deleted or moved leave them, and a file
+    /// built again from scratch has none.
+    func freeShare() throws -> Double {
+        let db = try openDatabase()
+        let pages = try db.scalar("PRAGMA page_count")?.integer ?? 0
+        let free = try db.scalar("PRAGMA freelist_count")?.integer ?? 0
+        return pages > 0 ? Double(free) / Double(pages) : 0
+    }
+
+    /// Closes the copy (the file stays for the caller to check and store), first waiting for a copy still being
+    /// made, so the caller can delete it.
+    func close() {
+        _ = try? copy?.join()
+        copy = nil
+        recorder = nil
+        db = nil
+    }
+}
+
+/// One table of an ``IncrementalBuild``: the old row index's entries, and the statements that write the copy.
+/// Changes found while the copy is still being made wait in `pending` (their tuples copied), up to
+/// ``pendingLimit`` bytes, and are written in order once it is ready.
+final class TableDiff {
+    let plan: TablePlan
+    let hasher: RowHasher
+    private let build: IncrementalBuild
+    private let old: IndexedTable
+    private let index: RowIndexWriter
+    private var counts = IncrementalCounts()
+    private var added = ContentDigest()
+    private var removed = ContentDigest()
+    private var statements: Statements?
+    private var pending: [Pending] = []
+    private var pendingBytes: [UInt8] = []
+
+    static let pendingLimit = 16 << 20
+
+    private struct Statements {
+        let update: SQLiteStatement
+        let insert: SQLiteStatement
+        let delete: SQLiteStatement
+        let select: SQLiteStatement
+    }
+
+    /// A change waiting for the copy: its tuple is `pendingBytes[start..<end]`; `rowid` nil for an insert.
+    private struct Pending {
+        let key: UInt64
+        let row: UInt64
+        let rowid: Int64?
+        let start: Int
+        let end: Int
+    }
+
+    init(plan: TablePlan, build: IncrementalBuild, index: RowIndexWriter) throws {
+        self.plan = plan
+        self.build = build
+        self.index = index
+        hasher = build.hasher
+        old = try build.oldTable(plan.name)
+    }
+
+    private func prepared(_ db: SQLiteConnection) throws -> Statements {
+        if let statements { return statements }
+        let table = SQLIdentifier.quote(plan.name)
+        let assignments = plan.columns.enumerated().map { "\(SQLIdentifier.quote($1.name)) = ?\($0 + 1)" }.joined(separator: ", ")
+        let made = Statements(
+            update: try db.prepare("UPDATE \(table) SET \(assignments) WHERE rowid = ?\(plan.columns.count + 1)"),
+            insert: try db.prepare(plan.insertSQL),
+            delete: try db.prepare("DELETE FROM \(table) WHERE rowid = ?"),
+            select: try db.prepare("SELECT * FROM \(table) WHERE rowid = ?"))
+        statements = made
+        return made
+    }
+
+    /// Handles one row of the new data (`tuple`, as COPY sent it): an unchanged row is only counted; a changed row
+    /// is rewritten in place, a new one inserted, now or once the copy is ready. Returns the row's rowid in the
+    /// copy, or nil for an insert still waiting (its index entry is written when it is applied).
+    @inline(__always)
+    func handle(key: UInt64, row: UInt64, tuple: UnsafeRawBufferPointer, loader: CopyLoader) throws -> Int64? {
+        let found: Int?
+        do { found = try old.take(key) } catch let error as RowIndexUnusable { throw IncrementalUnavailable(description: error.description) }
+        let rowid = found.map { old.rowids[$0] }
+        if let found, old.rows[found] == row {
+            counts.unchanged += 1
+            return rowid
+        }
+        if let db = try build.database(wait: pendingBytes.count >= Self.pendingLimit) {
+            try drain(db, loader: loader)
+            return try apply(db, key: key, row: row, rowid: rowid, tuple: tuple, loader: loader)
+        }
+        let start = pendingBytes.count
+        pendingBytes.append(contentsOf: tuple)
+        pending.append(Pending(key: key, row: row, rowid: rowid, start: start, end: pendingBytes.count))
+        return rowid
+    }
+
+    /// Writes one change to the copy; returns its rowid.
+    private func apply(_ db: SQLiteConnection, key: UInt64, row: UInt64, rowid: Int64?, tuple: UnsafeRawBufferPointer, loader: CopyLoader) throws -> Int64 {
+        let s = try prepared(db)
+        if let rowid {
+            try removed.add(rowsOf: plan.name, s.select, [.integer(rowid)])
+            try loader.bind(tuple: tuple, to: s.update)
+            s.update.bindInt64(rowid, at: Int32(plan.columns.count + 1))
+            try write(s.update, "rewrite")
+            guard db.changes == 1 else {
+                throw IncrementalUnavailable(description: "table '\(plan.name)': rowid \(rowid) of the row index is not in version \(build.base.version)'s file")
+            }
+            try added.add(rowsOf: plan.name, s.select, [.integer(rowid)])
+            counts.updated += 1
+            return rowid
+        }
+        try loader.bind(tuple: tuple, to: s.insert)
+        try write(s.insert, "insert")
+        let inserted = db.lastInsertRowID
+        try added.add(rowsOf: plan.name, s.select, [.integer(inserted)])
+        counts.inserted += 1
+        return inserted
+    }
+
+    /// Writes the changes that waited for the copy, in the order they came.
+    private func drain(_ db: SQLiteConnection, loader: CopyLoader) throws {
+        guard !pending.isEmpty else { return }
+        try pendingBytes.withUnsafeBytes { bytes in
+            for change in pending {
+                let tuple = UnsafeRawBufferPointer(rebasing: bytes[change.start..<change.end])
+                let rowid = try apply(db, key: change.key, row: change.row, rowid: change.rowid, tuple: tuple, loader: loader)
+                if change.rowid == nil { try index.append(key: change.key, row: change.row, rowid: rowid) }
+            }
+        }
+        pending.removeAll()
+        pendingBytes.removeAll()
+    }
+
+    private func write(_ statement: SQLiteStatement, _ what: String) throws {
+        defer { statement.reset() }
+        do { try statement.step() } catch let error as FerryError {
+            // A constraint the new rows only meet once every change is in (two rows swapping a UNIQUE value, say):
+            // a build from scratch inserts them all into empty tables.
+            throw IncrementalUnavailable(description: "table '\(plan.name)': cannot \(what) a row in the copy: \(error.message)")
+        }
+    }
+
+    /// Writes what still waits, deletes the rows the new data no longer has, then hands the table's counts and
+    /// digest change to the build.
+    func finish(loader: CopyLoader) throws {
+        if !pending.isEmpty { try drain(try build.openDatabase(), loader: loader) }
+        for entry in 0..<old.count where !old.seen[entry] {
+            let s = try prepared(try build.openDatabase())
+            let rowid = old.rowids[entry]
+            try removed.add(rowsOf: plan.name, s.select, [.integer(rowid)])
+            s.delete.bindInt64(rowid, at: 1)
+            try write(s.delete, "delete")
+            counts.deleted += 1
+        }
+        build.add(counts, digestDelta: added, removed: removed)
+    }
+}
