@@ -17,7 +17,9 @@ extension FileSnapshotStore {
             try? FileManager.default.removeItem(at: raw)
         }
         try DurableFile.write(changeset.data, to: raw)
-        let size = try Gzip.compressFile(from: raw, to: compressed, level: 9)
+        // Level 6: measured on a 5.9 MB changeset (1 % of 2M rows), level 9 took 2.1× the time (0.40 s against
+        // 0.19 s) for a patch 0.5 % smaller.
+        let size = try Gzip.compressFile(from: raw, to: compressed, level: 6)
         guard size < limit else {
             try DurableFile.remove(compressed)
             return nil

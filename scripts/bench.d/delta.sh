@@ -60,14 +60,7 @@ device_update() {
 }
 
 say "1 % of rows change: key hash or key = 50 mod 100, same-length text, updated_at bumped"
-psql "$URL" -q -v ON_ERROR_STOP=1 <<'SQL'
-UPDATE campgrounds SET description = 'Sites by the lake, ' || md5(id || 'v2') || ' ' || md5(id || 'v2b'),
-                       updated_at = updated_at + interval '1 day'
- WHERE abs(hashtext(id)) % 100 = 50;
-UPDATE reviews SET body = 'Review ' || id || ': ' || md5(id::text || 'v2') || ' ' || md5((id * 3)::text) || ' ' || md5((id * 5)::text),
-                   updated_at = updated_at + interval '1 day'
- WHERE id % 100 = 50;
-SQL
+bench_change_one_percent "$URL"
 changed=$(psql "$URL" -At -c "SELECT (SELECT count(*) FROM campgrounds WHERE abs(hashtext(id)) % 100 = 50) + (SELECT count(*) FROM reviews WHERE id % 100 = 50)")
 
 say "v2: ferry publish, with patches and without (the same data, from copies of the v1 store)"

@@ -1,7 +1,10 @@
 # scripts/bench publish [N]: times `ferry publish` against the anchor (db-to-sqlite --all) and the floor on the
 # same N campgrounds + N reviews (~200 bytes/row), in one run. The floor is the extract (psql binary \copy to
 # /dev/null) plus the load (`sqlite3 .import` of the same rows and columns from CSV into the tables of Ferry's own
-# snapshot, without indexes). Ferry's seconds per phase (`--json` `phases`) are printed too.
+# snapshot, without indexes). Ferry's seconds per phase (`--json` `phases`) are printed too. Then the publishes
+# built from the previous version: an unchanged publish against the extract alone (Ferry's own COPY statements,
+# replayed by psql to /dev/null in the same snapshot settings), and a publish after 1 % of rows changed against
+# `ferry publish --full` of the same change (each from a copy of the version-1 store).
 # FERRY_BENCH_ANCHOR=0 skips the slow anchor. Sourced by scripts/bench after scripts/lib/common.sh. Release build;
 # a private PostgreSQL; nothing else touched.
 
@@ -38,7 +41,10 @@ SQL
 bench_measure floor psql "$URL" -q -f "$work/floor.sql"
 
 say "Ferry: ferry publish --config templates/campgrounds.yml"
+# PostgreSQL logs this publish's statements, so its COPY statements can be replayed below (the extract alone).
+psql "$URL" -q -c "ALTER DATABASE bench SET log_statement = 'all'"
 bench_measure ferry "$FERRY" publish --config templates/campgrounds.yml --database-url "$URL" --store "$work/store" --json
+psql "$URL" -q -c "ALTER DATABASE bench RESET log_statement"
 cat "$work/ferry.out"
 
 say "Floor, load: sqlite3 .import of the same rows (CSV written first, untimed) into Ferry's tables, no indexes"
@@ -67,6 +73,31 @@ if [ "${FERRY_BENCH_ANCHOR:-1}" != 0 ]; then
   bench_measure anchor "$venv/bin/db-to-sqlite" "postgresql+psycopg2://postgres@127.0.0.1:$FERRY_PG_PORT/bench" "$work/anchor.db" --all
 fi
 
+say "Built from the previous version: an unchanged publish, and the extract alone (Ferry's COPY statements via psql)"
+{
+  echo "SET TIME ZONE 'UTC'; SET DateStyle = 'ISO, YMD'; SET IntervalStyle = 'iso_8601'; SET extra_float_digits = 3;"
+  echo "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY;"
+  grep -o 'statement: COPY (SELECT .* TO STDOUT (FORMAT binary)$' "$FERRY_PG_DIR/postgres.log" | sed 's/^statement: //; s/$/;/'
+  echo "ROLLBACK;"
+} >"$work/extract.sql"
+copies=$(grep -c '^COPY' "$work/extract.sql")
+[ "$copies" = 3 ] || { echo "expected 3 COPY statements in PostgreSQL's log, found $copies" >&2; exit 1; }
+cp -a "$work/store" "$work/store-v1"
+bench_measure extract psql "$URL" -q -f "$work/extract.sql" -o /dev/null
+bench_measure same "$FERRY" publish --config templates/campgrounds.yml --database-url "$URL" --store "$work/store" --json
+python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); assert d["unchanged"] and d.get("incremental"), d' "$work/same.out"
+
+say "1 % of rows change; ferry publish (built from version 1), then ferry publish --full of the same change"
+bench_change_one_percent "$URL"
+bench_measure incremental "$FERRY" publish --config templates/campgrounds.yml --database-url "$URL" --store "$work/store" --json
+rm -rf "$work/store"
+bench_measure full "$FERRY" publish --config templates/campgrounds.yml --database-url "$URL" --store "$work/store-v1" --json --full
+python3 -c 'import json, sys
+inc, full = (json.load(open(p)) for p in sys.argv[1:3])
+assert inc["version"] == full["version"] == 2 and inc.get("incremental") and not full.get("incremental"), (inc, full)
+assert inc["contentDigest"] == full["contentDigest"], "the two builds hold different rows"
+print("rows:", inc["incremental"])' "$work/incremental.out" "$work/full.out"
+
 say "Results: $rows rows (N = $N per table)"
 rate() { echo "$rows / $1" | bc -l | xargs printf '%.0f'; }
 printf '%-34s %10s %14s %12s\n' "" "seconds" "rows/s" "peak RSS MB"
@@ -84,4 +115,17 @@ echo
 [ -n "$anchor_secs" ] && printf 'ferry vs anchor: %.1fx the rows/s (target >= 10x)\n' "$(echo "$anchor_secs / $ferry_secs" | bc -l)"
 printf 'ferry vs floor:  %.2fx the floor time (target <= 1.0x)\n' "$(echo "$ferry_secs / $floor_total" | bc -l)"
 printf 'ferry peak RSS:  %s MB (target <= 100 MB)\n' "$ferry_rss"
-ls -l "$work/store/campgrounds/objects" | tail -n +2
+echo
+echo "built from the previous version (seconds, peak RSS MB; the RSS of a build counts the copy's pages it maps):"
+printf '  %-52s %8.2f %6s\n' "extract alone (Ferry's COPY statements, psql → null)" "$extract_secs" "$extract_rss"
+printf '  %-52s %8.2f %6s\n' "unchanged publish" "$same_secs" "$same_rss"
+printf '  %-52s %8.2f %6s\n' "1 % changed: ferry publish (from version 1)" "$incremental_secs" "$incremental_rss"
+printf '  %-52s %8.2f %6s\n' "1 % changed: ferry publish --full" "$full_secs" "$full_rss"
+python3 -c 'import json, sys
+for label, path in (("1 % changed, from version 1", sys.argv[1]), ("1 % changed, --full", sys.argv[2])):
+    phases = json.load(open(path)).get("phases", {})
+    print(f"  phases, {label}: " + ", ".join(f"{k} {v:.2f}" for k, v in phases.items()))' "$work/incremental.out" "$work/full.out"
+printf 'unchanged vs extract alone:      %.2fx (target <= 1.0x)\n' "$(echo "$same_secs / $extract_secs" | bc -l)"
+printf '1 %% change vs --full:            %.2fx (target <= 0.5x)\n' "$(echo "$incremental_secs / $full_secs" | bc -l)"
+printf '1 %% change vs the first publish: %.2fx (no patch to write there)\n' "$(echo "$incremental_secs / $ferry_secs" | bc -l)"
+ls -l "$work/store-v1/campgrounds/objects" | tail -n +2
