@@ -123,7 +123,7 @@ final class IncrementalBuild: @unchecked Sendable {
         let db = try SQLiteConnection(path: file.path)
         // A temp file nobody else sees, fsynced before it is stored (as a fresh export's).
         try db.execute(
-            "PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA locking_mode = EXCLUSIVE; PRAGMA cache_size = -16384; PRAGMA secure_delete = ON; PRAGMA mmap_size = 4294967296")
+            "PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA locking_mode = EXCLUSIVE; PRAGMA cache_size = -16384; PRAGMA secure_delete = ON")
         try db.execute("BEGIN")
         recorder = try ChangeRecorder(db, tables: recordedTables)
         self.db = db
