@@ -116,7 +116,7 @@ echo
 printf 'ferry vs floor:  %.2fx the floor time (target <= 1.0x)\n' "$(echo "$ferry_secs / $floor_total" | bc -l)"
 printf 'ferry peak RSS:  %s MB (target <= 100 MB)\n' "$ferry_rss"
 echo
-echo "built from the previous version (seconds, peak RSS MB; the RSS of a build counts the copy's pages it maps):"
+echo "built from the previous version (seconds, peak RSS MB):"
 printf '  %-52s %8.2f %6s\n' "extract alone (Ferry's COPY statements, psql → null)" "$extract_secs" "$extract_rss"
 printf '  %-52s %8.2f %6s\n' "unchanged publish" "$same_secs" "$same_rss"
 printf '  %-52s %8.2f %6s\n' "1 % changed: ferry publish (from version 1)" "$incremental_secs" "$incremental_rss"
