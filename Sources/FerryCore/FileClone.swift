@@ -15,11 +15,17 @@ public enum FileClone {
     /// What the copy cost: a clone shares the source's blocks.
     public enum Method: String, Sendable { case clone, copy }
 
+    /// Thrown by ``clone(_:to:_:fix:durable:shouldStop:)`` when `shouldStop` asked it to stop.
+    public struct Stopped: Error {}
+
     /// Clones or copies `source` to `target` (replacing it) and fsyncs it; a failed copy is removed at once and
     /// reported as `what`, with `fix` as the remedy. With `durable: false` the fsync is left to the caller (a file
-    /// it will change and fsync anyway).
+    /// it will change and fsync anyway). A copy asks `shouldStop` between pieces of 64 MiB and, when it answers
+    /// true, removes what it copied and throws ``Stopped``.
     @discardableResult
-    public static func clone(_ source: URL, to target: URL, _ what: String, fix: String, durable: Bool = true) throws -> Method {
+    public static func clone(
+        _ source: URL, to target: URL, _ what: String, fix: String, durable: Bool = true, shouldStop: @escaping () -> Bool = { false }
+    ) throws -> Method {
         try DurableFile.remove(target)
         var method = Method.copy
         #if canImport(Darwin)
@@ -30,7 +36,7 @@ public enum FileClone {
         do {
             if method == .copy {
                 #if os(Linux)
-                try kernelCopy(source, to: target)
+                try kernelCopy(source, to: target, shouldStop: shouldStop)
                 #else
                 try FileManager.default.copyItem(at: source, to: target)
                 #endif
@@ -38,6 +44,7 @@ public enum FileClone {
             if durable { try DurableFile.sync(target) }
         } catch {
             try? FileManager.default.removeItem(at: target)  // a partial copy must not hold on to its space; this error is the one to report
+            if error is Stopped { throw error }
             if let ferry = error as? FerryError, !FerryError.isOutOfSpace(ferry) { throw ferry }  // already names the file
             throw FerryError.writing(error, what, target, fix: fix)
         }
@@ -60,7 +67,7 @@ public enum FileClone {
     #if os(Linux)
     /// Copies inside the kernel with `sendfile(2)` (no round trip through user memory; Foundation's copy reads and
     /// writes in small chunks, several times slower on a large file).
-    private static func kernelCopy(_ source: URL, to target: URL) throws {
+    private static func kernelCopy(_ source: URL, to target: URL, shouldStop: () -> Bool) throws {
         let input = open(source.path, O_RDONLY | O_CLOEXEC)
         guard input >= 0 else { throw DurableFile.posixError("cannot open", source.path) }
         defer { close(input) }
@@ -69,7 +76,8 @@ public enum FileClone {
         defer { close(output) }
         var total = 0
         while true {
-            let copied = sendfile(output, input, nil, 1 << 30)
+            if shouldStop() { throw Stopped() }
+            let copied = sendfile(output, input, nil, 64 << 20)
             if copied == 0 { return }
             if copied > 0 {
                 total += copied

@@ -1,10 +1,12 @@
 # Helpers shared by the benchmarks in scripts/bench.d/ (sourced by scripts/bench after common.sh).
 
 # bench_measure NAME CMD...: runs CMD under /usr/bin/time; its wall seconds and peak RSS (MB) go into $NAME_secs
-# and $NAME_rss, its output into $work/NAME.out and .err ($work must be set).
+# and $NAME_rss, its output into $work/NAME.out and .err ($work must be set). The file system's dirty pages are
+# written out first (sync, untimed), so no measurement pays for an earlier step's writes.
 bench_measure() {
   local name=$1; shift
   local start end
+  sync
   start=$(date +%s.%N)
   /usr/bin/time -v -o "$work/$name.time" "$@" >"$work/$name.out" 2>"$work/$name.err" || { cat "$work/$name.err" >&2; return 1; }
   end=$(date +%s.%N)
