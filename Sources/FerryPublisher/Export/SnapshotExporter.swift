@@ -116,15 +116,22 @@ final class SnapshotExporter {
         let job = Job(plans: plans, pg: pg, file: file, indexFile: indexFile, version: version, createdAt: createdAt, schemaDDL: ddl, plansDigest: plansDigest,
                       unchangedDigest: unchangedDigest, gzipLevel: gzipLevel)
         if let base {
+            // Any reason the copy cannot take the changes (SQLite refusing one, the copy failing its checks) is a
+            // reason to build from scratch, not to fail: PostgreSQL's snapshot is still open, so the rows read again
+            // are the same rows.
+            var reason: String?
             do {
                 return try writeIncremental(job, base: base)
             } catch let error as IncrementalUnavailable {
-                logger.notice(
-                    "building the file from scratch",
-                    metadata: ["dataset": "\(template.dataset)", "scope": "\(scope ?? "")", "from": "\(base.version)", "reason": "\(error.description)"])
-                try DurableFile.remove(file)
-                try DurableFile.remove(indexFile)
+                reason = error.description
+            } catch let error as FerryError where error.code == .sqlite {
+                reason = error.description
             }
+            logger.notice(
+                "building the file from scratch",
+                metadata: ["dataset": "\(template.dataset)", "scope": "\(scope ?? "")", "from": "\(base.version)", "reason": "\(reason ?? "")"])
+            try DurableFile.remove(file)
+            try DurableFile.remove(indexFile)
         }
         return try writeFull(job)
     }
