@@ -165,6 +165,16 @@ struct IncrementalPublishTests {
             #expect(FileManager.default.fileExists(atPath: try currentIndex().path), "\(label): a fresh index")
         }
 
+        // When the current version's file does not match its index (a table gone: SQLite refuses the copy's
+        // statements), the file is built from scratch too
+        let object = store.objectURL(dataset: "inc", sha256: try store.requireManifest("inc").scopes[0].current.sha256)
+        let damaged = try SQLiteConnection(path: object.path)
+        try damaged.execute("DROP TABLE pairs")
+        try fixture.execute("UPDATE pairs SET v = 0 WHERE a = 1")
+        let rebuilt = try Self.publish(fixture, template)
+        #expect(rebuilt.incremental == nil && rebuilt.phases[.indexes] != nil)
+        try Self.expectEqualToScratch(fixture, template, label: "damaged-object", checkPatch: false)
+
         // When the template changes (an index added), the file is built from scratch too
         let changed = try fixture.writeTemplate(Self.template.replacingOccurrences(of: "  - name: pairs", with: "  - name: pairs\n    indexes: [\"CREATE INDEX pairs_v ON pairs(v)\"]"), name: "indexed.yml")
         try fixture.execute("UPDATE items SET n = 7 WHERE id = 'item-00003'")
