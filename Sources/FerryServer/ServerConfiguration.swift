@@ -66,7 +66,8 @@ public struct ServerConfiguration: Sendable {
 
     struct ChannelRevalidation: Sendable {
         var enabled = true
-        var onAnswer: (@Sendable () -> Void)?
+        /// Called with true when the answer was a remembered one (``RevalidationMemo``).
+        var onAnswer: (@Sendable (_ remembered: Bool) -> Void)?
     }
 
     /// The database side of a server.

@@ -1,5 +1,6 @@
 @testable import FerryServer
 import HTTPTypes
+import NIOCore
 import Testing
 
 /// The strict subset of HTTP/1.1 that RawNotModifiedHandler reads; everything else is left to the HTTP decoder.
@@ -55,5 +56,26 @@ import Testing
         let text = "GET / HTTP/1.1\r\nX-Long: \(String(repeating: "a", count: 100))\r\n\r\n"
         #expect(Self.parse(text, limit: text.utf8.count) != nil)
         #expect(Self.parse(text, limit: text.utf8.count - 1) == nil)
+    }
+
+    @Test("the memo finds a head's end within the limit only, and stays bounded")
+    func memoHeadLengthAndCapacity() {
+        func length(_ text: String, limit: Int = 1000) -> Int? {
+            Array(text.utf8).withUnsafeBytes { RevalidationMemo.headLength($0, limit: limit) }
+        }
+        let head = "GET /v1/datasets/t/snapshot HTTP/1.1\r\nIf-None-Match: *\r\n\r\n"
+        #expect(length(head) == head.utf8.count)
+        #expect(length(head + "GET /next") == head.utf8.count)  // a pipelined request after it is not part of it
+        #expect(length(head, limit: head.utf8.count - 1) == nil)
+        #expect(length("GET / HTTP/1.1\r\n") == nil && length("\r\n\r") == nil && length("") == nil)
+        #expect(length("GET / HTTP/1.1\n\n") == nil)  // bare LF is not a head's end here
+
+        let memo = RevalidationMemo()
+        final class View: Sendable {}
+        let view = View()
+        for i in 0...RevalidationMemo.capacity {
+            memo.remember(ByteBuffer(string: "head \(i)"), .init(dataset: "t", view: view, route: .snapshot, prefix: ByteBuffer(), line: ""))
+        }
+        #expect(memo.count == 1)  // full at `capacity`, emptied, then the last one added
     }
 }

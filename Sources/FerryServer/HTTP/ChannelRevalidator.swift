@@ -61,13 +61,15 @@ struct ChannelRevalidator: Sendable {
 
     let access: DatasetAccess
     let traffic: TrafficRecorder
+    /// 304s of public datasets by their request head's bytes (``RawNotModifiedHandler``).
+    let memo = RevalidationMemo()
     let logger: Logger
     /// Per ``Route``, in `rawValue` order.
     let counters: [Counters]
     /// Tests only: called after each answer.
-    let onAnswer: (@Sendable () -> Void)?
+    let onAnswer: (@Sendable (_ remembered: Bool) -> Void)?
 
-    init(access: DatasetAccess, metrics: ServerMetrics, traffic: TrafficRecorder, logger: Logger, onAnswer: (@Sendable () -> Void)? = nil) {
+    init(access: DatasetAccess, metrics: ServerMetrics, traffic: TrafficRecorder, logger: Logger, onAnswer: (@Sendable (_ remembered: Bool) -> Void)? = nil) {
         self.access = access
         self.traffic = traffic
         self.logger = logger
@@ -77,15 +79,30 @@ struct ChannelRevalidator: Sendable {
         }
     }
 
+    /// A 304 the revalidator decided on.
+    struct Answer {
+        let route: Route
+        /// The 304's fields, without Date.
+        let fields: HTTPFields
+        let dataset: String
+        /// The view it was decided on, for a public dataset (nil for a scoped one).
+        let publicView: SnapshotCatalog.SnapshotView?
+    }
+
     /// The 304's fields (without Date) and the route it stands for, or nil to let the router answer.
     func notModified(_ request: HTTPRequest) -> (route: Route, fields: HTTPFields)? {
+        answer(request).map { ($0.route, $0.fields) }
+    }
+
+    /// The 304 for `request` and what it was decided on, or nil to let the router answer.
+    func answer(_ request: HTTPRequest) -> Answer? {
         let headers = request.headerFields
         guard request.method == .get || request.method == .head, headers[.ifNoneMatch] != nil,
             let path = request.path, let (dataset, target) = Self.parse(path),
             headers[.contentLength].map({ $0 == "0" }) ?? true,
             headers[.transferEncoding] == nil, headers[.connection].map(Self.isKeepAlive) ?? true, headers[.expect] == nil,
             headers[.upgrade] == nil,
-            let (view, _) = access.cachedView(headers, dataset: dataset)
+            let (view, scoped) = access.cachedView(headers, dataset: dataset)
         else { return nil }
         let fields: HTTPFields?
         switch target {
@@ -99,7 +116,7 @@ struct ChannelRevalidator: Sendable {
             fields = view.patches[key].flatMap { Self.notModified($0, request: request, latest: false) }
         }
         guard let fields else { return nil }
-        return (target.route, fields)
+        return Answer(route: target.route, fields: fields, dataset: dataset, publicView: scoped ? nil : view)
     }
 
     /// `Connection: keep-alive` (browsers send it) changes nothing on the route either; any other value (`close`
@@ -115,14 +132,20 @@ struct ChannelRevalidator: Sendable {
 
     /// Counts a 304 answered for `route` as the server's middleware would, and logs it at debug level.
     func record(_ route: Route, request: HTTPRequest) {
+        record(route, line: "\(request.method.rawValue) \(request.path ?? "")")
+    }
+
+    /// Counts a 304 for `route`; `line` (`GET /v1/…`) is logged at debug level. `remembered`: the answer came from
+    /// the ``RevalidationMemo``.
+    func record(_ route: Route, line: @autoclosure () -> String, remembered: Bool = false) {
         let counters = self.counters[route.rawValue]
         counters.requests.increment()
         counters.notModified.increment()
         traffic.recordRequest(status: 304)
         if logger.logLevel <= .debug {
-            logger.debug("\(request.method.rawValue) \(request.path ?? "") 304", metadata: ["route": .string(route.pattern), "bytes": "0"])
+            logger.debug("\(line()) 304", metadata: ["route": .string(route.pattern), "bytes": "0"])
         }
-        onAnswer?()
+        onAnswer?(remembered)
     }
 
     /// `/v1/datasets/{dataset}/manifest|snapshot|versions/{n}|patches/{from}-{to}`, each part in its only valid

@@ -42,29 +42,51 @@ final class RawNotModifiedHandler: ChannelInboundHandler, RemovableChannelHandle
         }
         var buffer = unwrapInboundIn(data)
         while buffer.readableBytes > 0 {
+            // A head answered before, byte for byte, on a view still current: the same answer, without parsing.
+            if let length = buffer.withUnsafeReadableBytes({ RevalidationMemo.headLength($0, limit: maxHeadBytes) }),
+                let remembered = revalidator.memo.answer(buffer.getSlice(at: buffer.readerIndex, length: length)!, catalog: revalidator.access.catalog)
+            {
+                buffer.moveReaderIndex(forwardBy: length)
+                answer(context, prefix: remembered.prefix)
+                revalidator.record(remembered.route, line: remembered.line, remembered: true)
+                continue
+            }
             let parsed = buffer.withUnsafeReadableBytes { RawRequestHead.parse($0, maxHeadBytes: maxHeadBytes) }
-            guard let head = parsed, let (route, fields) = revalidator.notModified(head.request) else {
+            guard let head = parsed, let decided = revalidator.answer(head.request) else {
                 decoderOwnsStream = true
                 context.fireChannelRead(wrapInboundOut(buffer))
                 return
             }
-            buffer.moveReaderIndex(forwardBy: head.length)
-            var response = context.channel.allocator.buffer(capacity: 256)
-            response.writeStaticString("HTTP/1.1 304 Not Modified\r\n")
-            for field in fields {
-                response.writeString(field.name.rawName)
-                response.writeStaticString(": ")
-                response.writeString(field.value)
-                response.writeStaticString("\r\n")
+            var prefix = context.channel.allocator.buffer(capacity: 256)
+            prefix.writeStaticString("HTTP/1.1 304 Not Modified\r\n")
+            for field in decided.fields {
+                prefix.writeString(field.name.rawName)
+                prefix.writeStaticString(": ")
+                prefix.writeString(field.value)
+                prefix.writeStaticString("\r\n")
             }
-            response.writeStaticString("Date: ")
-            response.writeString(date.now())
-            response.writeStaticString("\r\n\r\n")
-            context.write(NIOAny(response), promise: nil)
-            needsFlush = true
-            timeouts?.headAnswered()
-            revalidator.record(route, request: head.request)
+            prefix.writeStaticString("Date: ")
+            let line = "\(head.request.method.rawValue) \(head.request.path ?? "")"
+            if let view = decided.publicView {
+                revalidator.memo.remember(
+                    buffer.getSlice(at: buffer.readerIndex, length: head.length)!,
+                    RevalidationMemo.Entry(dataset: decided.dataset, view: view, route: decided.route, prefix: prefix, line: line))
+            }
+            buffer.moveReaderIndex(forwardBy: head.length)
+            answer(context, prefix: prefix)
+            revalidator.record(decided.route, line: line)
         }
+    }
+
+    /// Writes a 304: `prefix` (status line and fields through `Date: `), the date, the empty line.
+    private func answer(_ context: ChannelHandlerContext, prefix: ByteBuffer) {
+        var response = context.channel.allocator.buffer(capacity: prefix.readableBytes + 40)
+        response.writeImmutableBuffer(prefix)
+        response.writeString(date.now())
+        response.writeStaticString("\r\n\r\n")
+        context.write(NIOAny(response), promise: nil)
+        needsFlush = true
+        timeouts?.headAnswered()
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
