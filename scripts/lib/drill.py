@@ -134,7 +134,16 @@ def drill_publisher(rounds):
         ok = ferry(*args)
         if ok.returncode != 0:
             violation("publisher", f"the publish after the kill failed: {ok.stderr.strip()[:200]}")
-        check_store(store, "drill", seen)
+        manifest = check_store(store, "drill", seen)
+        # The current version holds exactly PostgreSQL's rows, whether it was built from the previous version (the
+        # usual case: a row index is kept beside it) or from scratch after a kill.
+        if manifest:
+            current = manifest["scopes"][0]["retained"][-1]["sha256"]
+            db = sqlite3.connect(f"file:{os.path.join(store, 'drill', 'objects', current + '.sqlite')}?mode=ro", uri=True)
+            stored = "\n".join(f"{i}|{v}" for i, v in db.execute("SELECT id, v FROM items ORDER BY id"))
+            db.close()
+            if stored != psql(url, "SELECT id || '|' || v FROM items ORDER BY id"):
+                violation("publisher", f"the current version {current[:12]} does not hold PostgreSQL's rows")
         if os.path.isdir(tmp) and os.listdir(tmp):
             violation("publisher", f"tmp/ not cleaned by the next run: {os.listdir(tmp)}")
 
