@@ -62,7 +62,6 @@ final class IncrementalBuild: @unchecked Sendable {
     private(set) var digest: ContentDigest
     private(set) var counts = IncrementalCounts()
     private(set) var cloneSeconds: Double = 0
-    private(set) var method: FileClone.Method?
 
     init(base: IncrementalBase, file: URL, plans: String, recordedTables: [String]) throws {
         self.base = base
@@ -82,7 +81,6 @@ final class IncrementalBuild: @unchecked Sendable {
 
     /// The old index's hash key, which the new index keeps so the two compare.
     var hasher: RowHasher { index.hasher }
-
 
     /// The old index's entries of `table`, for its ``TableDiff``.
     func oldTable(_ table: String) throws -> IndexedTable {
@@ -120,9 +118,8 @@ final class IncrementalBuild: @unchecked Sendable {
         startCopy()
         guard let copy else { return nil }
         let copied = wait ? try copy.join() : try copy.poll()
-        guard let (method, seconds) = copied else { return nil }
+        guard let (_, seconds) = copied else { return nil }
         self.copy = nil
-        self.method = method
         cloneSeconds = seconds
         let db = try SQLiteConnection(path: file.path)
         // A temp file nobody else sees, fsynced before it is stored (as a fresh export's).
