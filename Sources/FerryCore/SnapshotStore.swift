@@ -212,7 +212,7 @@ public struct FileSnapshotStore: SnapshotStore {
             do {
                 compressed = try Gzip.compressAndHashParallel(from: file, to: gzipFile, level: gzipLevel)
             } catch {
-                _ = try? sync.join()
+                _ = try? sync.join()  // the gzip copy's error is the one to report; the file is not stored
                 throw error
             }
             try sync.join()

@@ -168,7 +168,7 @@ final class IncrementalBuild: @unchecked Sendable {
     /// (within 64 MiB) and waited for, so the caller can delete what it left.
     func close() {
         stopCopy.withLock { $0 = true }
-        _ = try? copy?.join()
+        _ = try? copy?.join()  // stopped or failed: the caller removes what it left, and reports its own outcome
         copy = nil
         recorder = nil
         db = nil

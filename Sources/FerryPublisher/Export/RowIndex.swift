@@ -131,7 +131,7 @@ final class RowIndexWriter {
         self.url = url
         self.plans = plans
         self.hasher = hasher
-        try? FileManager.default.removeItem(at: url)
+        try? FileManager.default.removeItem(at: url)  // a leftover of an interrupted run, if any; createFile reports a real problem
         guard FileManager.default.createFile(atPath: url.path, contents: nil), let handle = FileHandle(forWritingAtPath: url.path) else {
             throw FerryError(.io, "cannot create the row index", path: url.path)
         }
@@ -140,7 +140,7 @@ final class RowIndexWriter {
     }
 
     deinit {
-        try? handle.close()
+        try? handle.close()  // closed already after finish(); otherwise the file is abandoned (tmp/ is cleared)
         buffer.deallocate()
     }
 
@@ -207,64 +207,76 @@ struct RowIndexReader {
 
     init(url: URL) throws {
         self.url = url
-        let handle: FileHandle
-        do { handle = try FileHandle(forReadingFrom: url) } catch { throw RowIndexUnusable(description: "no row index at \(url.lastPathComponent)") }
-        defer { try? handle.close() }
-        let size = Int((try? handle.seekToEnd()) ?? 0)
-        guard size >= 12 else { throw RowIndexUnusable(description: "row index \(url.lastPathComponent) is truncated") }
-        try? handle.seek(toOffset: UInt64(size - 12))
-        let trailer = [UInt8]((try? handle.read(upToCount: 12)) ?? Data())
-        guard trailer.count == 12, Array(trailer[4...]) == RowIndex.magic else {
-            throw RowIndexUnusable(description: "row index \(url.lastPathComponent) has no trailer")
-        }
-        let headerLength = Int(UInt32(trailer[0]) | UInt32(trailer[1]) << 8 | UInt32(trailer[2]) << 16 | UInt32(trailer[3]) << 24)
-        guard headerLength <= size - 12 else { throw RowIndexUnusable(description: "row index \(url.lastPathComponent) has a bad header length") }
-        try? handle.seek(toOffset: UInt64(size - 12 - headerLength))
-        let headerData = (try? handle.read(upToCount: headerLength)) ?? Data()
-        guard let header = try? JSONDecoder().decode(RowIndex.Header.self, from: headerData), header.format == 1,
-            let hasher = RowHasher(hex: header.key)
-        else {
-            throw RowIndexUnusable(description: "row index \(url.lastPathComponent) has an unreadable header")
-        }
-        self.hasher = hasher
-        var offsets: [String: (Int, RowIndex.Segment)] = [:]
-        var offset = 0
-        for segment in header.tables {
-            guard segment.count >= 0, segment.count <= Int(Int32.max), offsets[segment.name] == nil else {
-                throw RowIndexUnusable(description: "row index \(url.lastPathComponent) has a bad segment for '\(segment.name)'")
+        do {
+            let handle = try FileHandle(forReadingFrom: url)
+            defer { try? handle.close() }  // read-only: closing cannot lose anything
+            let size = Int(try handle.seekToEnd())
+            guard size >= 12 else { throw RowIndexUnusable(description: "row index \(url.lastPathComponent) is truncated") }
+            try handle.seek(toOffset: UInt64(size - 12))
+            let trailer = [UInt8](try handle.read(upToCount: 12) ?? Data())
+            guard trailer.count == 12, Array(trailer[4...]) == RowIndex.magic else {
+                throw RowIndexUnusable(description: "row index \(url.lastPathComponent) has no trailer")
             }
-            offsets[segment.name] = (offset, segment)
-            offset += segment.count * RowIndex.entrySize
+            let headerLength = Int(UInt32(trailer[0]) | UInt32(trailer[1]) << 8 | UInt32(trailer[2]) << 16 | UInt32(trailer[3]) << 24)
+            guard headerLength <= size - 12 else { throw RowIndexUnusable(description: "row index \(url.lastPathComponent) has a bad header length") }
+            try handle.seek(toOffset: UInt64(size - 12 - headerLength))
+            let headerData = try handle.read(upToCount: headerLength) ?? Data()
+            let header: RowIndex.Header
+            do { header = try JSONDecoder().decode(RowIndex.Header.self, from: headerData) } catch {
+                throw RowIndexUnusable(description: "row index \(url.lastPathComponent) has an unreadable header: \(error)")
+            }
+            guard header.format == 1, let hasher = RowHasher(hex: header.key) else {
+                throw RowIndexUnusable(description: "row index \(url.lastPathComponent) has format \(header.format) or a bad key")
+            }
+            var offsets: [String: (Int, RowIndex.Segment)] = [:]
+            var offset = 0
+            for segment in header.tables {
+                guard segment.count >= 0, segment.count <= Int(Int32.max), offsets[segment.name] == nil else {
+                    throw RowIndexUnusable(description: "row index \(url.lastPathComponent) has a bad segment for '\(segment.name)'")
+                }
+                offsets[segment.name] = (offset, segment)
+                offset += segment.count * RowIndex.entrySize
+            }
+            guard offset == size - 12 - headerLength else {
+                throw RowIndexUnusable(description: "row index \(url.lastPathComponent) is \(size) bytes, its header describes \(offset + 12 + headerLength)")
+            }
+            self.header = header
+            self.hasher = hasher
+            self.offsets = offsets
+        } catch let error as RowIndexUnusable {
+            throw error
+        } catch {
+            throw RowIndexUnusable(description: "cannot read row index \(url.lastPathComponent): \(error.localizedDescription)")
         }
-        guard offset == size - 12 - headerLength else {
-            throw RowIndexUnusable(description: "row index \(url.lastPathComponent) is \(size) bytes, its header describes \(offset + 12 + headerLength)")
-        }
-        self.header = header
-        self.offsets = offsets
     }
 
     /// One table's entries with a hash lookup by key; nil when the index has no such table.
     func table(_ name: String) throws -> IndexedTable? {
         guard let (offset, segment) = offsets[name] else { return nil }
-        let handle: FileHandle
-        do { handle = try FileHandle(forReadingFrom: url) } catch { throw RowIndexUnusable(description: "cannot reopen \(url.lastPathComponent)") }
-        defer { try? handle.close() }
-        try? handle.seek(toOffset: UInt64(offset))
-        let table = IndexedTable(name: name, count: segment.count)
-        var checksum = SHA256()
-        var read = 0
-        let total = segment.count * RowIndex.entrySize
-        while read < total {
-            let chunk = (try? handle.read(upToCount: min(total - read, RowIndex.entrySize * 65536))) ?? Data()
-            guard !chunk.isEmpty else { break }
-            checksum.update(data: chunk)
-            try chunk.withUnsafeBytes { try table.append(entries: $0, first: read / RowIndex.entrySize) }
-            read += chunk.count
+        do {
+            let handle = try FileHandle(forReadingFrom: url)
+            defer { try? handle.close() }  // read-only: closing cannot lose anything
+            try handle.seek(toOffset: UInt64(offset))
+            let table = IndexedTable(name: name, count: segment.count)
+            var checksum = SHA256()
+            var read = 0
+            let total = segment.count * RowIndex.entrySize
+            while read < total {
+                let chunk = try handle.read(upToCount: min(total - read, RowIndex.entrySize * 65536)) ?? Data()
+                guard !chunk.isEmpty else { break }
+                checksum.update(data: chunk)
+                try chunk.withUnsafeBytes { try table.append(entries: $0, first: read / RowIndex.entrySize) }
+                read += chunk.count
+            }
+            guard read == total, checksum.finalize().hex == segment.sha256 else {
+                throw RowIndexUnusable(description: "row index \(url.lastPathComponent): table '\(name)' does not match its checksum")
+            }
+            return table
+        } catch let error as RowIndexUnusable {
+            throw error
+        } catch {
+            throw RowIndexUnusable(description: "cannot read row index \(url.lastPathComponent): \(error.localizedDescription)")
         }
-        guard read == total, checksum.finalize().hex == segment.sha256 else {
-            throw RowIndexUnusable(description: "row index \(url.lastPathComponent): table '\(name)' does not match its checksum")
-        }
-        return table
     }
 }
 

@@ -333,7 +333,7 @@ final class SnapshotExporter {
         }
         let (contentDigest, checkPhases): (ContentDigest?, PublishPhases)
         do { (contentDigest, checkPhases) = try verification.join() } catch let error as FerryError where !digestFromFile && error.code == .verification {
-            try? prepared.discard()
+            try? prepared.discard()  // tmp/ is cleared anyway; the failed check is what matters
             throw IncrementalUnavailable(description: error.message)
         }
         phases.add(checkPhases)
