@@ -127,9 +127,9 @@ final class SnapshotExporter {
             } catch let error as FerryError where error.code == .sqlite {
                 reason = error.description
             }
-            logger.notice(
-                "building the file from scratch",
-                metadata: ["dataset": "\(template.dataset)", "scope": "\(scope ?? "")", "from": "\(base.version)", "reason": "\(reason ?? "")"])
+            var metadata: Logger.Metadata = ["dataset": "\(template.dataset)", "from": "\(base.version)", "reason": "\(reason ?? "")"]
+            if let scope { metadata["scope"] = "\(scope)" }
+            logger.warning("cannot build this version from the current one; building the file from scratch", metadata: metadata)
             try DurableFile.remove(file)
             try DurableFile.remove(indexFile)
         }
