@@ -87,7 +87,7 @@ public enum FileClone {
             if total == 0, [EXDEV, ENOSYS, EOPNOTSUPP, EINVAL].contains(errno) {
                 // A kernel or file system that cannot: copy through user memory (the empty file is unlinked; its
                 // descriptor closes on return).
-                try? FileManager.default.removeItem(at: target)
+                try? FileManager.default.removeItem(at: target)  // the empty file; copyItem reports any real problem
                 try FileManager.default.copyItem(at: source, to: target)
                 return
             }

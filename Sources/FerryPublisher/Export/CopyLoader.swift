@@ -50,10 +50,6 @@ final class CopyLoader {
         lengths = .allocate(capacity: max(1, columns.count))
     }
 
-    convenience init(columns: [ColumnPlan], statement: SQLiteStatement, table: String) {
-        self.init(columns: columns, target: .insert(statement), table: table)
-    }
-
     deinit {
         scratch.deallocate()
         offsets.deallocate()

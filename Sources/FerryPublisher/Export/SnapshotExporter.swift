@@ -232,8 +232,7 @@ final class SnapshotExporter {
         } else {
             try index.finish()
         }
-        var result = try check(job, counts: counts, digestFromFile: false, phases: &phases)
-        result.dataDigest = dataDigest
+        var result = try check(job, counts: counts, dataDigest: dataDigest, digestFromFile: false, phases: &phases)
         result.contentDigest = build.digest.description
         result.rowIndex = rowIndex
         result.incremental = build.counts
@@ -267,7 +266,7 @@ final class SnapshotExporter {
             // named rowid): without one, each publish builds from scratch.
             if job.plans.allSatisfy({ plan in
                 !plan.columns.contains { ["rowid", "oid", "_rowid_"].contains($0.name.lowercased()) }
-                    && (try? db.prepare("SELECT rowid FROM \(SQLIdentifier.quote(plan.name)) LIMIT 0")) != nil
+                    && (try? db.prepare("SELECT rowid FROM \(SQLIdentifier.quote(plan.name)) LIMIT 0")) != nil  // the probe: fails for WITHOUT ROWID
             }) {
                 index = try RowIndexWriter(url: job.indexFile, plans: job.plansDigest, hasher: RowHasher())
             }
@@ -310,15 +309,14 @@ final class SnapshotExporter {
             try phases.time(.analyze) { try db.execute("ANALYZE") }
         }
         try index?.finish()
-        var result = try check(job, counts: counts, digestFromFile: true, phases: &phases)
-        result.dataDigest = dataDigest
+        var result = try check(job, counts: counts, dataDigest: dataDigest, digestFromFile: true, phases: &phases)
         result.rowIndex = index?.url
         return result
     }
 
     /// Reads the finished file twice side by side (the machine's second core): the checks (and, for a fresh file,
     /// the content digest) on a thread of their own, the stored object's fsync, hash and gzip copy on this one.
-    private func check(_ job: Job, counts: [String: Int], digestFromFile: Bool, phases: inout PublishPhases) throws -> ExportResult {
+    private func check(_ job: Job, counts: [String: Int], dataDigest: String, digestFromFile: Bool, phases: inout PublishPhases) throws -> ExportResult {
         let tables = job.plans.map(\.name)
         let (file, checked) = (job.file, counts)
         let verification = ThreadJob(name: "ferry.verify") { try Self.verify(file, tables: tables, counts: checked, digest: digestFromFile) }
@@ -337,7 +335,7 @@ final class SnapshotExporter {
             throw IncrementalUnavailable(description: error.message)
         }
         phases.add(checkPhases)
-        return ExportResult(tables: counts, dataDigest: "", contentDigest: contentDigest?.description, prepared: prepared, phases: phases)
+        return ExportResult(tables: counts, dataDigest: dataDigest, contentDigest: contentDigest?.description, prepared: prepared, phases: phases)
     }
 
     /// Checks a finished file on a read-only connection of its own: `PRAGMA quick_check`, each table's row
