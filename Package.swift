@@ -41,6 +41,8 @@ let package = Package(
         .systemLibrary(name: "CSQLite", path: "Sources/CSQLite", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CLibPQ", path: "Sources/CLibPQ", providers: [.apt(["libpq-dev"])]),
         .systemLibrary(name: "CZlib", path: "Sources/CZlib", providers: [.apt(["zlib1g-dev"])]),
+        // ISA-L's igzip: the publisher's gzip copy, ~3.5× zlib's fastest level (docs/ARCHITECTURE.md). Server side only.
+        .systemLibrary(name: "CISAL", path: "Sources/CISAL", providers: [.apt(["libisal-dev"])]),
 
         // Shared wire types (manifest, change batches), store layout, SQLite/zlib/hash helpers, errors.
         // Platform-neutral: the client depends on it.
@@ -67,7 +69,7 @@ let package = Package(
         .target(
             name: "FerryPublisher",
             dependencies: [
-                "FerryCore", "FerryPostgres", "CLibPQ", "CSQLite", "CZlib",
+                "FerryCore", "FerryPostgres", "CLibPQ", "CSQLite", "CZlib", "CISAL",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

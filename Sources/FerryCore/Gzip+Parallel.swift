@@ -2,7 +2,7 @@ import CZlib
 import Foundation
 
 extension Gzip {
-    /// The uncompressed bytes each thread of ``compressAndHashParallel(from:to:level:threads:chunkSize:)`` deflates
+    /// The uncompressed bytes each thread of ``compressAndHashParallel(from:to:encoding:threads:chunkSize:)`` deflates
     /// at a time.
     public static let parallelChunkSize = 1 << 20
 
@@ -10,20 +10,21 @@ extension Gzip {
     /// produce, pigz-style, and hashes `source` with SHA-256 in the same read.
     ///
     /// The calling thread reads the file in chunks of `chunkSize`, hashes each and hands it to one of `threads`
-    /// deflating threads. Each chunk becomes raw deflate data (level `level`) primed with the previous chunk's last
-    /// 32 KiB as its dictionary and ended by a sync flush (the last by a finish), so the pieces concatenate into one
-    /// deflate stream; the calling thread writes them in order behind one gzip header and ends the member with the
-    /// CRC-32 of the whole input (the chunks' CRCs combined) and its size mod 2^32. The result is an ordinary
-    /// single-member gzip file that any inflater (zlib, `gzip`, browsers, nginx) reads. At most `2 × threads + 2`
-    /// chunks are in flight, so memory stays flat whatever the file size.
+    /// deflating threads. Each chunk becomes raw deflate data (`encoding`: zlib's by default; the publisher uses
+    /// ISA-L's igzip) primed with the previous chunk's last 32 KiB as its dictionary and ended by a sync flush (the
+    /// last by a finish), so the pieces concatenate into one deflate stream; the calling thread writes them in order
+    /// behind one gzip header and ends the member with the CRC-32 of the whole input (the chunks' CRCs combined) and
+    /// its size mod 2^32. The result is an ordinary single-member gzip file that any inflater (zlib, `gzip`,
+    /// browsers, nginx) reads. At most `2 × threads + 2` chunks are in flight, so memory stays flat whatever the file
+    /// size.
     ///
     /// ```swift
-    /// let compressed = try Gzip.compressAndHashParallel(from: sqliteURL, to: gzURL, level: 1)
+    /// let compressed = try Gzip.compressAndHashParallel(from: sqliteURL, to: gzURL, encoding: .zlib(level: 1))
     /// print(compressed.sha256, compressed.size, compressed.gzipSize)
     /// ```
     public static func compressAndHashParallel(
-        from source: URL, to destination: URL, level: Int32 = 6, threads: Int = max(2, ProcessInfo.processInfo.activeProcessorCount),
-        chunkSize: Int = parallelChunkSize
+        from source: URL, to destination: URL, encoding: ChunkEncoding = .zlib(level: 6),
+        threads: Int = max(2, ProcessInfo.processInfo.activeProcessorCount), chunkSize: Int = parallelChunkSize
     ) throws -> Compressed {
         precondition(threads >= 1 && chunkSize >= 1, "threads and chunkSize must be positive")
         let (input, output) = try openFiles(from: source, to: destination)
@@ -32,10 +33,12 @@ extension Gzip {
 
         let pipeline = DeflatePipeline()
         let workers = (0..<threads).map { i in
-            ThreadJob(name: "ferry.gzip.\(i)") { try ChunkDeflater.run(pipeline, level: level, path: destination.path) }
+            ThreadJob(name: "ferry.gzip.\(i)") { try ChunkDeflater.run(pipeline, encoding: encoding, path: destination.path) }
         }
         do {
-            let compressed = try writeMember(from: input, source: source, to: output, destination: destination, level: level, pipeline: pipeline, capacity: 2 * threads + 2, chunkSize: chunkSize)
+            let compressed = try writeMember(
+                from: input, source: source, to: output, destination: destination, extraFlags: encoding.extraFlags, pipeline: pipeline,
+                capacity: 2 * threads + 2, chunkSize: chunkSize)
             pipeline.close()
             for worker in workers { try worker.join() }
             return compressed
@@ -47,10 +50,37 @@ extension Gzip {
         }
     }
 
+    /// ``compressAndHashParallel(from:to:encoding:threads:chunkSize:)`` with zlib's deflate at `level` (1 … 9).
+    public static func compressAndHashParallel(
+        from source: URL, to destination: URL, level: Int32, threads: Int = max(2, ProcessInfo.processInfo.activeProcessorCount),
+        chunkSize: Int = parallelChunkSize
+    ) throws -> Compressed {
+        try compressAndHashParallel(from: source, to: destination, encoding: .zlib(level: level), threads: threads, chunkSize: chunkSize)
+    }
+
+    /// How ``compressAndHashParallel(from:to:encoding:threads:chunkSize:)`` deflates its chunks: one
+    /// ``GzipChunkEncoder`` per deflating thread, and the header's XFL byte.
+    public struct ChunkEncoding: Sendable {
+        /// RFC 1952's XFL: 2 for the slowest, smallest level, 4 for the fastest, 0 otherwise.
+        public var extraFlags: UInt8
+        /// Makes one deflating thread's encoder (called on that thread).
+        public var makeEncoder: @Sendable () throws -> any GzipChunkEncoder
+
+        public init(extraFlags: UInt8, makeEncoder: @escaping @Sendable () throws -> any GzipChunkEncoder) {
+            self.extraFlags = extraFlags
+            self.makeEncoder = makeEncoder
+        }
+
+        /// zlib's deflate at `level` (1 fastest … 9 smallest), as zlib's own gzip wrapper marks it.
+        public static func zlib(level: Int32) -> ChunkEncoding {
+            ChunkEncoding(extraFlags: level == 9 ? 2 : (level == 1 ? 4 : 0)) { try ZlibChunkEncoder(level: level) }
+        }
+    }
+
     /// The calling thread's part: read, hash, hand out, and write the deflated chunks in order.
     private static func writeMember(
-        from input: FileHandle, source: URL, to output: FileHandle, destination: URL, level: Int32, pipeline: DeflatePipeline, capacity: Int,
-        chunkSize: Int
+        from input: FileHandle, source: URL, to output: FileHandle, destination: URL, extraFlags: UInt8, pipeline: DeflatePipeline,
+        capacity: Int, chunkSize: Int
     ) throws -> Compressed {
         func read() throws -> Data {
             do { return try input.read(upToCount: chunkSize) ?? Data() } catch {
@@ -62,9 +92,8 @@ extension Gzip {
                 throw FerryError(.io, "cannot write gzip file: \(error.localizedDescription)", path: destination.path)
             }
         }
-        // RFC 1952 header: deflate, no flags, no mtime, XFL 4 (fastest) for level 1 or 2 (best) for 9, OS 3 (Unix),
-        // as zlib's own gzip wrapper writes it.
-        let extraFlags: UInt8 = level == 9 ? 2 : (level == 1 ? 4 : 0)
+        // RFC 1952 header: deflate, no flags, no mtime, the encoding's XFL, OS 3 (Unix), as zlib's own gzip wrapper
+        // writes it.
         try write(Data([0x1F, 0x8B, 8, 0, 0, 0, 0, 0, extraFlags, 3]))
         var gzipSize: Int64 = 10
         var size: Int64 = 0
@@ -194,19 +223,19 @@ private final class DeflatePipeline: @unchecked Sendable {
     }
 }
 
-/// One deflating thread: raw deflate (no zlib or gzip wrapper), one stream reset per chunk.
+/// One deflating thread of ``Gzip/compressAndHashParallel(from:to:encoding:threads:chunkSize:)``.
 private enum ChunkDeflater {
-    static func run(_ pipeline: DeflatePipeline, level: Int32, path: String) throws {
+    static func run(_ pipeline: DeflatePipeline, encoding: Gzip.ChunkEncoding, path: String) throws {
         do {
-            var stream = z_stream()
-            // windowBits -15: raw deflate, the pieces of one gzip member.
-            guard deflateInit2_(&stream, level, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY, ZLIB_VERSION, Int32(MemoryLayout<z_stream>.size)) == Z_OK else {
-                throw FerryError(.io, "zlib deflateInit failed", path: path)
-            }
-            defer { deflateEnd(&stream) }
-            var buffer = [UInt8]()
+            let encoder = try encoding.makeEncoder()
             while let job = pipeline.take() {
-                let piece = try deflate(job, stream: &stream, buffer: &buffer, path: path)
+                let piece = try job.input.withUnsafeBytes { input in
+                    try job.dictionary.withUnsafeBytes { dictionary in
+                        let deflated = try encoder.encode(input, dictionary: dictionary, last: job.last, path: path)
+                        let crc = input.isEmpty ? 0 : crc32(0, input.baseAddress!.assumingMemoryBound(to: Bytef.self), uInt(input.count))
+                        return DeflatePipeline.Piece(deflated: deflated, crc: crc, length: input.count)
+                    }
+                }
                 pipeline.complete(job.index, piece)
             }
         } catch {
@@ -214,40 +243,64 @@ private enum ChunkDeflater {
             throw error
         }
     }
+}
 
-    private static func deflate(_ job: DeflatePipeline.Job, stream: inout z_stream, buffer: inout [UInt8], path: String) throws -> DeflatePipeline.Piece {
-        guard deflateReset(&stream) == Z_OK else { throw FerryError(.io, "zlib deflateReset failed", path: path) }
-        if !job.dictionary.isEmpty {
-            let rc = job.dictionary.withUnsafeBytes { raw in
-                deflateSetDictionary(&stream, raw.baseAddress!.assumingMemoryBound(to: Bytef.self), uInt(raw.count))
-            }
+/// One deflating thread's encoder for ``Gzip/compressAndHashParallel(from:to:encoding:threads:chunkSize:)``: turns
+/// one chunk into raw deflate data (no zlib or gzip wrapper) primed with `dictionary` (the previous chunk's last
+/// 32 KiB; empty for the first chunk) and ended by a sync flush, an empty stored block that leaves the next piece on
+/// a byte boundary, or, for the `last` chunk, by the stream's final block. Used by one thread at a time.
+public protocol GzipChunkEncoder: AnyObject {
+    /// The chunk's deflate data; errors name `path` (the gzip file being written).
+    func encode(_ input: UnsafeRawBufferPointer, dictionary: UnsafeRawBufferPointer, last: Bool, path: String) throws -> Data
+}
+
+/// zlib's deflate, one stream reset per chunk.
+final class ZlibChunkEncoder: GzipChunkEncoder {
+    /// zlib checks that a stream is used at the address it was initialised at, so it lives outside Swift's storage.
+    private let stream = UnsafeMutablePointer<z_stream>.allocate(capacity: 1)
+    private var buffer = [UInt8]()
+
+    init(level: Int32) throws {
+        stream.initialize(to: z_stream())
+        // windowBits -15: raw deflate, the pieces of one gzip member.
+        guard deflateInit2_(stream, level, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY, ZLIB_VERSION, Int32(MemoryLayout<z_stream>.size)) == Z_OK else {
+            stream.deallocate()
+            throw FerryError(.io, "zlib deflateInit failed (level \(level))")
+        }
+    }
+
+    deinit {
+        deflateEnd(stream)
+        stream.deallocate()
+    }
+
+    func encode(_ input: UnsafeRawBufferPointer, dictionary: UnsafeRawBufferPointer, last: Bool, path: String) throws -> Data {
+        guard deflateReset(stream) == Z_OK else { throw FerryError(.io, "zlib deflateReset failed", path: path) }
+        if !dictionary.isEmpty {
+            let rc = deflateSetDictionary(stream, dictionary.baseAddress!.assumingMemoryBound(to: Bytef.self), uInt(dictionary.count))
             guard rc == Z_OK else { throw FerryError(.io, "zlib deflateSetDictionary failed", path: path) }
         }
         // A sync flush ends the chunk on a byte boundary (an empty stored block) without ending the stream; the
         // last chunk finishes it. deflateBound plus a margin for the flush's block usually fits in one call.
-        let flush = job.last ? Z_FINISH : Z_SYNC_FLUSH
-        let bound = Int(deflateBound(&stream, uLong(job.input.count))) + 64
+        let flush = last ? Z_FINISH : Z_SYNC_FLUSH
+        let bound = Int(deflateBound(stream, uLong(input.count))) + 64
         if buffer.count < bound { buffer = [UInt8](repeating: 0, count: bound) }
         var produced = 0
-        let crc: uLong = try job.input.withUnsafeBytes { raw in
-            let base = raw.baseAddress?.assumingMemoryBound(to: Bytef.self)
-            stream.next_in = UnsafeMutablePointer(mutating: base)
-            stream.avail_in = uInt(raw.count)
-            while true {
-                if produced == buffer.count { buffer.append(contentsOf: repeatElement(0, count: buffer.count / 2 + 64)) }
-                let rc = buffer.withUnsafeMutableBytes { out -> Int32 in
-                    stream.next_out = out.baseAddress!.assumingMemoryBound(to: Bytef.self) + produced
-                    stream.avail_out = uInt(out.count - produced)
-                    let rc = CZlib.deflate(&stream, flush)
-                    produced = out.count - Int(stream.avail_out)
-                    return rc
-                }
-                guard rc == Z_OK || rc == Z_STREAM_END || rc == Z_BUF_ERROR else { throw FerryError(.io, "zlib deflate failed (\(rc))", path: path) }
-                if job.last ? rc == Z_STREAM_END : (stream.avail_in == 0 && produced < buffer.count) { break }
+        stream.pointee.next_in = UnsafeMutablePointer(mutating: input.baseAddress?.assumingMemoryBound(to: Bytef.self))
+        stream.pointee.avail_in = uInt(input.count)
+        defer { stream.pointee.next_in = nil }
+        while true {
+            if produced == buffer.count { buffer.append(contentsOf: repeatElement(0, count: buffer.count / 2 + 64)) }
+            let rc = buffer.withUnsafeMutableBytes { out -> Int32 in
+                stream.pointee.next_out = out.baseAddress!.assumingMemoryBound(to: Bytef.self) + produced
+                stream.pointee.avail_out = uInt(out.count - produced)
+                let rc = CZlib.deflate(stream, flush)
+                produced = out.count - Int(stream.pointee.avail_out)
+                return rc
             }
-            stream.next_in = nil
-            return raw.isEmpty ? 0 : crc32(0, base, uInt(raw.count))
+            guard rc == Z_OK || rc == Z_STREAM_END || rc == Z_BUF_ERROR else { throw FerryError(.io, "zlib deflate failed (\(rc))", path: path) }
+            if last ? rc == Z_STREAM_END : (stream.pointee.avail_in == 0 && produced < buffer.count) { break }
         }
-        return DeflatePipeline.Piece(deflated: Data(buffer[0..<produced]), crc: crc, length: job.input.count)
+        return Data(buffer[0..<produced])
     }
 }

@@ -195,14 +195,15 @@ public struct FileSnapshotStore: SnapshotStore {
         public var size: Int64
         public var gzipSize: Int64
 
-        /// Fsyncs `file` while reading it once, hashing it and gzipping it (level `gzipLevel`) in the same pass, the
-        /// deflating spread over the cores as one gzip member (``Gzip/compressAndHashParallel(from:to:level:threads:chunkSize:)``).
+        /// Fsyncs `file` while reading it once, hashing it and gzipping it (deflated by `encoding`) in the same pass,
+        /// the deflating spread over the cores as one gzip member
+        /// (``Gzip/compressAndHashParallel(from:to:encoding:threads:chunkSize:)``).
         ///
         /// ```swift
-        /// let prepared = try FileSnapshotStore.PreparedObject(file: tmpFile, gzipLevel: 1)
+        /// let prepared = try FileSnapshotStore.PreparedObject(file: tmpFile, encoding: .zlib(level: 1))
         /// let stored = try store.storeObject(dataset: "trips", prepared: prepared)
         /// ```
-        public init(file: URL, gzipLevel: Int32) throws {
+        public init(file: URL, encoding: Gzip.ChunkEncoding) throws {
             self.file = file
             gzipFile = file.appendingPathExtension("gz")
             // The file's fsync (disk-bound) runs beside the gzip copy (CPU-bound); both finish before anything is
@@ -210,7 +211,7 @@ public struct FileSnapshotStore: SnapshotStore {
             let sync = ThreadJob(name: "ferry.fsync") { try DurableFile.sync(file) }
             let compressed: Gzip.Compressed
             do {
-                compressed = try Gzip.compressAndHashParallel(from: file, to: gzipFile, level: gzipLevel)
+                compressed = try Gzip.compressAndHashParallel(from: file, to: gzipFile, encoding: encoding)
             } catch {
                 _ = try? sync.join()  // the gzip copy's error is the one to report; the file is not stored
                 throw error

@@ -9,7 +9,7 @@ say() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
 ferry_install_deps() {
   local missing=()
   local pkg
-  for pkg in libsqlite3-dev libpq-dev zlib1g-dev postgresql "$@"; do
+  for pkg in libsqlite3-dev libpq-dev zlib1g-dev libisal-dev postgresql "$@"; do
     dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
   done
   if [ ${#missing[@]} -gt 0 ]; then

@@ -106,7 +106,7 @@ final class SnapshotExporter {
     /// reason it cannot be is logged and the file is built from scratch.
     func write(
         plans: [TablePlan], from pg: PostgresConnection, to file: URL, version: Int, createdAt: String, scope: String?,
-        unchangedDigest: String? = nil, gzipLevel: Int32 = 1, base: IncrementalBase? = nil
+        unchangedDigest: String? = nil, gzipLevel: Int = 2, base: IncrementalBase? = nil
     ) throws -> ExportResult {
         if let scope { _ = try pg.query(ScopeSQL.setScopeSQL, [scope]) }
         self.scope = scope
@@ -147,7 +147,7 @@ final class SnapshotExporter {
         let schemaDDL: String?
         let plansDigest: String
         let unchangedDigest: String?
-        let gzipLevel: Int32
+        let gzipLevel: Int
     }
 
     private func schemaDDL() throws -> String? {
@@ -322,7 +322,7 @@ final class SnapshotExporter {
         let verification = ThreadJob(name: "ferry.verify") { try Self.verify(file, tables: tables, counts: checked, digest: digestFromFile) }
         let prepared: FileSnapshotStore.PreparedObject
         do {
-            prepared = try phases.time(.store) { try FileSnapshotStore.PreparedObject(file: file, gzipLevel: job.gzipLevel) }
+            prepared = try phases.time(.store) { try FileSnapshotStore.PreparedObject(file: file, encoding: .igzip(level: job.gzipLevel)) }
         } catch {
             // The verification thread still reads the file: let it finish before the caller clears tmp/. This
             // error is the one to report; the verification's outcome no longer matters.

@@ -33,7 +33,7 @@ extension Publisher {
         if scopes.isEmpty {
             logger.warning("the scope values are empty: no scope gets a snapshot", metadata: ["dataset": "\(dataset)"])
         }
-        let gzipLevel = min(9, max(1, configuration.gzipLevel))
+        let gzipLevel = min(3, max(0, configuration.gzipLevel))
         // A switch between scoped and unscoped starts every scope afresh.
         let comparable = previous?.scoped == (template.scope != nil) ? previous : nil
         var unchangedDigests: [String?: String] = [:]
@@ -78,12 +78,8 @@ extension Publisher {
                 object = shared
             } else {
                 object = try phases.time(.store) {
-                    let object: FileSnapshotStore.StoredObject
-                    if let prepared = export.result.prepared {
-                        object = try store.storeObject(dataset: dataset, prepared: prepared)
-                    } else {
-                        object = try store.storeObject(dataset: dataset, file: export.file, gzipLevel: gzipLevel)
-                    }
+                    let prepared = try export.result.prepared ?? FileSnapshotStore.PreparedObject(file: export.file, encoding: .igzip(level: gzipLevel))
+                    let object = try store.storeObject(dataset: dataset, prepared: prepared)
                     if let rowIndex = export.result.rowIndex {
                         try DurableFile.rename(rowIndex, to: store.rowIndexURL(dataset: dataset, sha256: object.sha256))
                     }
@@ -187,7 +183,7 @@ extension Publisher {
     /// Exports every scope into `tmp`, `configuration.parallelism` at a time; the first error stops the rest.
     private func exportAll(
         scopes: [String?], main: ExportSession, template: Template, tmp: URL, version: Int, createdAt: String,
-        unchangedDigests: [String?: String], bases: [String?: IncrementalBase], gzipLevel: Int32
+        unchangedDigests: [String?: String], bases: [String?: IncrementalBase], gzipLevel: Int
     ) throws -> [ScopeExport] {
         guard !scopes.isEmpty else { return [] }
         let workers = max(1, min(configuration.parallelism, scopes.count))
