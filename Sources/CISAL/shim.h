@@ -1,5 +1,6 @@
 // ISA-L's igzip (Debian's libisal-dev): the publisher's deflate for the stored gzip copy of a snapshot.
 #include <isa-l/igzip_lib.h>
+#include <isa-l/crc.h>
 
 // The level buffer sizes igzip suggests are macro expressions Swift cannot import.
 static inline unsigned int ferry_isal_level_buffer_size(unsigned int level) {

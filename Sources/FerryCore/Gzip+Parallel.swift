@@ -232,8 +232,7 @@ private enum ChunkDeflater {
                 let piece = try job.input.withUnsafeBytes { input in
                     try job.dictionary.withUnsafeBytes { dictionary in
                         let deflated = try encoder.encode(input, dictionary: dictionary, last: job.last, path: path)
-                        let crc = input.isEmpty ? 0 : crc32(0, input.baseAddress!.assumingMemoryBound(to: Bytef.self), uInt(input.count))
-                        return DeflatePipeline.Piece(deflated: deflated, crc: crc, length: input.count)
+                        return DeflatePipeline.Piece(deflated: deflated, crc: uLong(encoder.crc32(input)), length: input.count)
                     }
                 }
                 pipeline.complete(job.index, piece)
@@ -252,6 +251,14 @@ private enum ChunkDeflater {
 public protocol GzipChunkEncoder: AnyObject {
     /// The chunk's deflate data; errors name `path` (the gzip file being written).
     func encode(_ input: UnsafeRawBufferPointer, dictionary: UnsafeRawBufferPointer, last: Bool, path: String) throws -> Data
+    /// The gzip CRC-32 of `input` (zlib's `crc32` unless the encoder has a faster one).
+    func crc32(_ input: UnsafeRawBufferPointer) -> UInt32
+}
+
+extension GzipChunkEncoder {
+    public func crc32(_ input: UnsafeRawBufferPointer) -> UInt32 {
+        input.isEmpty ? 0 : UInt32(CZlib.crc32(0, input.baseAddress!.assumingMemoryBound(to: Bytef.self), uInt(input.count)))
+    }
 }
 
 /// zlib's deflate, one stream reset per chunk.

@@ -81,4 +81,9 @@ final class IgzipChunkEncoder: GzipChunkEncoder {
         }
         return Data(buffer[0..<produced])
     }
+
+    /// ISA-L's gzip CRC-32 (the reflected IEEE polynomial, zlib's `crc32`), carry-less-multiply accelerated.
+    func crc32(_ input: UnsafeRawBufferPointer) -> UInt32 {
+        input.isEmpty ? 0 : crc32_gzip_refl(0, input.baseAddress!.assumingMemoryBound(to: UInt8.self), UInt64(input.count))
+    }
 }
