@@ -1,5 +1,8 @@
 import FerryCore
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// What an incremental build starts from: a scope's current version, its file and its row index.
 struct IncrementalBase {
@@ -77,6 +80,23 @@ final class IncrementalBuild: @unchecked Sendable {
             throw IncrementalUnavailable(description: "version \(base.version)'s file is missing")
         }
         digest = base.contentDigest
+        Self.prefetch(base.snapshot)
+    }
+
+    /// Asks the kernel to read the current version's file into the page cache, on a thread of its own, so the copy
+    /// started at the first difference finds more of it in memory. That costs the disk's time, hardly the CPU's,
+    /// which the rows streaming in need. Measured with the file evicted first (this VM evicts cold pages within
+    /// minutes): the copy took 1.0-1.1 s instead of 1.2-1.4 s, and an unchanged publish was no slower. A failure
+    /// only means no prefetch.
+    private static func prefetch(_ file: URL) {
+        #if os(Linux)
+        Thread.detachNewThread {
+            let fd = open(file.path, O_RDONLY | O_CLOEXEC)
+            guard fd >= 0 else { return }
+            defer { Glibc.close(fd) }
+            _ = posix_fadvise(fd, 0, 0, POSIX_FADV_WILLNEED)  // advice: ignoring its result loses nothing
+        }
+        #endif
     }
 
     /// The old index's hash key, which the new index keeps so the two compare.
