@@ -21,7 +21,12 @@ extension Gzip.ChunkEncoding {
 /// igzip's stateful deflate, reset for each chunk: raw deflate data primed with the dictionary, ended by a sync
 /// flush (igzip's byte-aligning empty stored block, as zlib's) or, for the last chunk, by the final block.
 final class IgzipChunkEncoder: GzipChunkEncoder {
-    private let stream = UnsafeMutablePointer<isal_zstream>.allocate(capacity: 1)
+    /// 82 KB: zero-filled on the heap, never built as a Swift value (which could put it on a thread's stack).
+    private let stream: UnsafeMutablePointer<isal_zstream> = {
+        let raw = UnsafeMutableRawPointer.allocate(byteCount: MemoryLayout<isal_zstream>.size, alignment: MemoryLayout<isal_zstream>.alignment)
+        raw.initializeMemory(as: UInt8.self, repeating: 0, count: MemoryLayout<isal_zstream>.size)
+        return raw.bindMemory(to: isal_zstream.self, capacity: 1)
+    }()
     private let levelBuffer: UnsafeMutableRawBufferPointer
     private var buffer = [UInt8]()
     /// Whether the output buffer starts at the bound below (always, except in the test of its growing).
@@ -33,7 +38,6 @@ final class IgzipChunkEncoder: GzipChunkEncoder {
         self.reserveBound = reserveBound
         let size = Int(ferry_isal_level_buffer_size(level))
         levelBuffer = .allocate(byteCount: max(size, 1), alignment: 64)
-        stream.initialize(to: isal_zstream())
         isal_deflate_init(stream)
         stream.pointee.level = level
         stream.pointee.level_buf = size == 0 ? nil : levelBuffer.baseAddress!.assumingMemoryBound(to: UInt8.self)
