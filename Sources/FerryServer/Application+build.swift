@@ -65,11 +65,13 @@ func buildApplication(
         configuration.channelRevalidation.enabled
         ? ChannelRevalidator(
             access: access, metrics: metrics, traffic: configuration.statusBoard.traffic, logger: logger,
-            onAnswer: configuration.channelRevalidation.onAnswer)
+            onAnswer: configuration.channelRevalidation.onAnswer, onDownload: configuration.channelRevalidation.onDownload)
         : nil
     let channel = configuration.http1Channel
     let http1 = HTTPServerBuilder { responder in
-        RevalidatingHTTP1Channel(responder: responder, configuration: channel, revalidator: revalidator)
+        var child = RevalidatingHTTP1Channel(responder: responder, configuration: channel, revalidator: revalidator)
+        child.sendsFiles = configuration.tls == nil && configuration.channelRevalidation.sendsFiles
+        return child
     }
     var app = Application(
         router: router,

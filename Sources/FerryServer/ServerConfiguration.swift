@@ -66,8 +66,13 @@ public struct ServerConfiguration: Sendable {
 
     struct ChannelRevalidation: Sendable {
         var enabled = true
+        /// Whether plain `GET`s of whole snapshot and version files are sent from the channel with `sendfile` (plain
+        /// HTTP only). Tests turn it off to compare with the route's chunks.
+        var sendsFiles = true
         /// Called with true when the answer was a remembered one (``RevalidationMemo``).
         var onAnswer: (@Sendable (_ remembered: Bool) -> Void)?
+        /// Called after each file sent from the channel, with its bytes (nil when the write failed).
+        var onDownload: (@Sendable (_ bytes: Int64?) -> Void)?
     }
 
     /// The database side of a server.

@@ -60,6 +60,7 @@ struct ChannelRevalidator: Sendable {
     }
 
     let access: DatasetAccess
+    let metrics: ServerMetrics
     let traffic: TrafficRecorder
     /// 304s of public datasets by their request head's bytes (``RawNotModifiedHandler``).
     let memo = RevalidationMemo()
@@ -68,12 +69,19 @@ struct ChannelRevalidator: Sendable {
     let counters: [Counters]
     /// Tests only: called after each answer.
     let onAnswer: (@Sendable (_ remembered: Bool) -> Void)?
+    /// Tests only: called after each file sent from the channel, with its bytes (nil when the write failed).
+    let onDownload: (@Sendable (_ bytes: Int64?) -> Void)?
 
-    init(access: DatasetAccess, metrics: ServerMetrics, traffic: TrafficRecorder, logger: Logger, onAnswer: (@Sendable (_ remembered: Bool) -> Void)? = nil) {
+    init(
+        access: DatasetAccess, metrics: ServerMetrics, traffic: TrafficRecorder, logger: Logger,
+        onAnswer: (@Sendable (_ remembered: Bool) -> Void)? = nil, onDownload: (@Sendable (_ bytes: Int64?) -> Void)? = nil
+    ) {
         self.access = access
+        self.metrics = metrics
         self.traffic = traffic
         self.logger = logger
         self.onAnswer = onAnswer
+        self.onDownload = onDownload
         counters = Route.allCases.map {
             Counters(requests: metrics.requestsCounter(route: $0.pattern, status: 304), notModified: metrics.notModifiedCounter(route: $0.pattern))
         }
@@ -98,10 +106,7 @@ struct ChannelRevalidator: Sendable {
     func answer(_ request: HTTPRequest) -> Answer? {
         let headers = request.headerFields
         guard request.method == .get || request.method == .head, headers[.ifNoneMatch] != nil,
-            let path = request.path, let (dataset, target) = Self.parse(path),
-            headers[.contentLength].map({ $0 == "0" }) ?? true,
-            headers[.transferEncoding] == nil, headers[.connection].map(Self.isKeepAlive) ?? true, headers[.expect] == nil,
-            headers[.upgrade] == nil,
+            let path = request.path, let (dataset, target) = Self.parse(path), Self.isBodilessKeepAlive(headers),
             let (view, scoped) = access.cachedView(headers, dataset: dataset)
         else { return nil }
         let fields: HTTPFields?
@@ -117,6 +122,65 @@ struct ChannelRevalidator: Sendable {
         }
         guard let fields else { return nil }
         return Answer(route: target.route, fields: fields, dataset: dataset, publicView: scoped ? nil : view)
+    }
+
+    /// A whole file the raw handler may send itself (with `sendfile`): the route's 200, fields included.
+    struct Download {
+        let route: Route
+        /// The route's fields, `Content-Length` included, without Date.
+        let fields: HTTPFields
+        /// The selected representation's file and length.
+        let file: OpenFile
+        let length: Int64
+    }
+
+    /// The route's 200 for a plain `GET` of a public dataset's snapshot or version URL: no `If-None-Match`, `Range`
+    /// or `If-Range` (the only request fields besides `Accept-Encoding` the route reads there), so the route would
+    /// send the whole selected representation (``SnapshotResponder/selectedRepresentation(of:headers:method:)``)
+    /// with its fields and `Content-Length`. Nil for anything else, scoped datasets included: the router answers.
+    func download(_ request: HTTPRequest) -> Download? {
+        let headers = request.headerFields
+        guard request.method == .get, headers[.ifNoneMatch] == nil, headers[.range] == nil, headers[.ifRange] == nil,
+            let path = request.path, let (dataset, target) = Self.parse(path), Self.isBodilessKeepAlive(headers),
+            let (view, scoped) = access.cachedView(headers, dataset: dataset), !scoped
+        else { return nil }
+        let entry: VersionEntry
+        let latest: Bool
+        switch target {
+        case .snapshot:
+            (entry, latest) = (view.latest, true)
+        case .version(let number):
+            guard let found = view.versions[number] else { return nil }
+            (entry, latest) = (found, false)
+        case .manifest, .patch:
+            return nil
+        }
+        let selected = SnapshotResponder.selectedRepresentation(of: entry, headers: headers, method: .get)
+        var fields = latest ? selected.latestHeaders : selected.versionHeaders
+        fields[.contentLength] = String(selected.size)
+        return Download(route: target.route, fields: fields, file: selected.file, length: selected.size)
+    }
+
+    /// Counts a download the raw handler answered as the server's middleware counts the route's: the request with
+    /// status 200 and, once the file has been sent, its bytes (the route counts the SQLite file as it is written).
+    func recordDownload(_ route: Route, line: @autoclosure () -> String, bytes: Int64?) {
+        metrics.recordRequest(route: route.pattern, status: 200)
+        traffic.recordRequest(status: 200)
+        if let bytes, bytes > 0 {
+            metrics.bytesCounter(route: route.pattern).increment(by: Int(bytes))
+            traffic.recordBytes(Int(bytes))
+        }
+        if logger.logLevel <= .debug {
+            logger.debug("\(line()) 200", metadata: ["route": .string(route.pattern), "bytes": .stringConvertible(bytes ?? 0)])
+        }
+        onDownload?(bytes)
+    }
+
+    /// No request body, no `Expect` or `Upgrade`, and no `Connection` but `keep-alive`: a request the route answers
+    /// from its head alone, on a connection that stays open.
+    static func isBodilessKeepAlive(_ headers: HTTPFields) -> Bool {
+        (headers[.contentLength].map { $0 == "0" } ?? true) && headers[.transferEncoding] == nil
+            && (headers[.connection].map(Self.isKeepAlive) ?? true) && headers[.expect] == nil && headers[.upgrade] == nil
     }
 
     /// `Connection: keep-alive` (browsers send it) changes nothing on the route either; any other value (`close`

@@ -90,6 +90,21 @@ final class ConnectionTimeoutHandler: ChannelDuplexHandler, RemovableChannelHand
         armIdleTimer()
     }
 
+    /// A request answered before the HTTP decoder saw it started a response that takes a while (a file sent by
+    /// ``RawNotModifiedHandler``): like a route's download, the connection is not idle until ``rawResponseEnded()``.
+    func rawResponseStarted() {
+        headDeadline = nil
+        requestsInFlight += 1
+        lastActivity = now
+    }
+
+    /// The response of ``rawResponseStarted()`` has been written (or the connection failed).
+    func rawResponseEnded() {
+        requestsInFlight = max(0, requestsInFlight - 1)
+        lastActivity = now
+        armIdleTimer()
+    }
+
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
         case .head:

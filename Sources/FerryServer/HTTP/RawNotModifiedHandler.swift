@@ -1,7 +1,7 @@
 import HTTPTypes
 import NIOCore
 
-/// Answers conditional requests before the HTTP decoder, as nginx does: it reads the request head from the bytes
+/// Answers conditional requests, and plain downloads of whole files, before the HTTP decoder, as nginx does: it reads the request head from the bytes
 /// received, asks ``ChannelRevalidator`` (the same decision ``NotModifiedHandler`` and the routes use) and writes
 /// the 304's bytes itself. What costs a revalidation after that is the two system calls: no HTTP decoding, no
 /// conversion to swift-http-types and back, no pass through eight channel handlers, which together were measured
@@ -25,14 +25,22 @@ final class RawNotModifiedHandler: ChannelInboundHandler, RemovableChannelHandle
     let maxHeadBytes: Int
     /// Told of each answered request; nil when the server has neither timeout.
     var timeouts: ConnectionTimeoutHandler?
+    /// Whether a plain `GET` of a whole snapshot or version file is answered here with `sendfile` (never behind TLS,
+    /// which must encrypt the bytes in this process).
+    let sendsFiles: Bool
     /// Set once the HTTP decoder has received bytes: from then on everything goes to it.
     private var decoderOwnsStream = false
+    /// Files being sent by ``send(_:_:line:)``: at most one.
+    private var downloadsInFlight = 0
+    /// A quiesce event waiting for the file being sent.
+    private var heldQuiesce = false
     private var needsFlush = false
     private var date = HTTPDate()
 
-    init(revalidator: ChannelRevalidator, maxHeadBytes: Int) {
+    init(revalidator: ChannelRevalidator, maxHeadBytes: Int, sendsFiles: Bool) {
         self.revalidator = revalidator
         self.maxHeadBytes = maxHeadBytes
+        self.sendsFiles = sendsFiles
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -53,6 +61,13 @@ final class RawNotModifiedHandler: ChannelInboundHandler, RemovableChannelHandle
             }
             let parsed = buffer.withUnsafeReadableBytes { RawRequestHead.parse($0, maxHeadBytes: maxHeadBytes) }
             guard let head = parsed, let decided = revalidator.answer(head.request) else {
+                // One whole file at a time per connection: a request pipelined behind it goes to the decoder (its
+                // answer is written after the file, in order), so a client cannot queue files without bound.
+                if sendsFiles, downloadsInFlight == 0, let head = parsed, let download = revalidator.download(head.request) {
+                    buffer.moveReaderIndex(forwardBy: head.length)
+                    send(context, download, line: "GET \(head.request.path ?? "")")
+                    continue
+                }
                 decoderOwnsStream = true
                 context.fireChannelRead(wrapInboundOut(buffer))
                 return
@@ -76,6 +91,62 @@ final class RawNotModifiedHandler: ChannelInboundHandler, RemovableChannelHandle
             answer(context, prefix: prefix)
             revalidator.record(decided.route, line: line)
         }
+    }
+
+    /// Writes the route's 200 for a whole file: the head, then the file as a `FileRegion`, which the socket sends
+    /// with `sendfile(2)` from the page cache, no copy through this process. The region borrows the descriptor of
+    /// the catalog's ``OpenFile`` (kept alive, and the descriptor taken back unclosed, once the write is done), so
+    /// a version pruned meanwhile still finishes, as on the route.
+    private func send(_ context: ChannelHandlerContext, _ download: ChannelRevalidator.Download, line: String) {
+        var head = context.channel.allocator.buffer(capacity: 512)
+        head.writeStaticString("HTTP/1.1 200 OK\r\n")
+        for field in download.fields {
+            head.writeString(field.name.rawName)
+            head.writeStaticString(": ")
+            head.writeString(field.value)
+            head.writeStaticString("\r\n")
+        }
+        head.writeStaticString("Date: ")
+        head.writeString(date.now())
+        head.writeStaticString("\r\n\r\n")
+        downloadsInFlight += 1
+        timeouts?.rawResponseStarted()
+        let done = context.eventLoop.makePromise(of: Void.self)
+        let file = download.file
+        var handle: NIOFileHandle?
+        if download.length > 0 {
+            context.write(NIOAny(head), promise: nil)
+            let borrowed = NIOFileHandle(_deprecatedTakingOwnershipOfDescriptor: file.descriptor)
+            handle = borrowed
+            context.write(NIOAny(FileRegion(fileHandle: borrowed, readerIndex: 0, endIndex: Int(download.length))), promise: done)
+        } else {
+            context.write(NIOAny(head), promise: done)
+        }
+        needsFlush = true
+        let revalidator = self.revalidator
+        done.futureResult.assumeIsolated().whenComplete { result in
+            // The write is over (sent, or failed with the connection): the descriptor goes back to `file`.
+            _ = try? handle?.takeDescriptorOwnership()  // only marks the handle closed; cannot fail once the write is done
+            withExtendedLifetime(file) {}
+            let sent: Int64? = if case .success = result { download.length } else { nil }
+            revalidator.recordDownload(download.route, line: line, bytes: sent)
+            self.downloadsInFlight -= 1
+            self.timeouts?.rawResponseEnded()
+            if self.downloadsInFlight == 0, self.heldQuiesce {
+                self.heldQuiesce = false
+                context.fireUserInboundEventTriggered(ChannelShouldQuiesceEvent())
+            }
+        }
+    }
+
+    /// A graceful shutdown waits for a file being sent: the quiesce event, which makes Hummingbird close a
+    /// connection with no request in flight, is passed on once the file is out.
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is ChannelShouldQuiesceEvent, downloadsInFlight > 0 {
+            heldQuiesce = true
+            return
+        }
+        context.fireUserInboundEventTriggered(event)
     }
 
     /// Writes a 304: `prefix` (status line and fields through `Date: `), the date, the empty line.

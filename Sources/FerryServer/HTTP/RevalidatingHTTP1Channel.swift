@@ -28,6 +28,9 @@ struct RevalidatingHTTP1Channel: ServerChildChannel, HTTPChannelHandler {
     let configuration: HTTP1Channel.Configuration
     /// Nil leaves every request to the router (tests compare both ways).
     let revalidator: ChannelRevalidator?
+    /// Whether ``RawNotModifiedHandler`` sends whole files itself with `sendfile`: only on plain HTTP (TLS
+    /// encrypts in this process, so the route's chunks are the way there).
+    var sendsFiles = false
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         channel.eventLoop.makeCompletedFuture {
@@ -43,7 +46,7 @@ struct RevalidatingHTTP1Channel: ServerChildChannel, HTTPChannelHandler {
                 withEncoderConfiguration: .init(),
                 withDecoderLimitConfiguration: limits
             )
-            let raw = revalidator.map { RawNotModifiedHandler(revalidator: $0, maxHeadBytes: configuration.httpDecoder.maxHeaderListSize) }
+            let raw = revalidator.map { RawNotModifiedHandler(revalidator: $0, maxHeadBytes: configuration.httpDecoder.maxHeaderListSize, sendsFiles: sendsFiles) }
             if let raw {
                 try pipeline.addHandler(raw, position: .before(try pipeline.handler(type: HTTPResponseEncoder.self)))
             }
