@@ -16,6 +16,7 @@ while [ $# -gt 0 ]; do
 done
 
 ferry_install_deps curl time
+echo "load average before the run: $(cat /proc/loadavg)"
 work=$(mktemp -d /tmp/ferry-bench-fetch.XXXXXX)
 ferry_pid=""
 cleanup() {

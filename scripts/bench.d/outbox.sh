@@ -13,6 +13,7 @@ runs=3
 base="2026-11-21T09:00:00.000Z"
 
 ferry_install_deps curl
+echo "load average before the run: $(cat /proc/loadavg)"
 work=$(mktemp -d /tmp/ferry-bench-outbox.XXXXXX)
 ferry_pid=""
 cleanup() {

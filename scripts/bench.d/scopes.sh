@@ -7,6 +7,7 @@ N=${1:-1000000}
 case "$N" in ''|*[!0-9]*) echo "usage: scripts/bench scopes [N]   (N campgrounds and N reviews, default 1000000)" >&2; exit 2 ;; esac
 
 ferry_install_deps time bc
+echo "load average before the run: $(cat /proc/loadavg)"
 trap ferry_stop_postgres EXIT
 
 say "Building ferry (release)"

@@ -14,6 +14,7 @@ while [ $# -gt 0 ]; do
 done
 
 ferry_install_deps nginx-light wrk curl
+echo "load average before the run: $(cat /proc/loadavg)"
 work=$(mktemp -d /tmp/ferry-bench-serve.XXXXXX)
 ferry_pid=""
 nginx_conf="$work/nginx.conf"
