@@ -14,6 +14,20 @@ bench_measure() {
   printf -v "${name}_rss" '%s' "$(awk '/Maximum resident set size/ {printf "%.0f", $6 / 1024}' "$work/$name.time")"
 }
 
+# bench_keep_best NAME: after `bench_measure NAME`, keeps the fastest run so far in $NAME_best_secs and
+# $NAME_best_rss (its output in $work/NAME.best.out) and appends the run's seconds to $NAME_runs.
+bench_keep_best() {
+  local name=$1 secs best
+  secs=$(eval echo "\$${name}_secs")
+  best=$(eval echo "\${${name}_best_secs:-}")
+  printf -v "${name}_runs" '%s' "$(eval echo "\${${name}_runs:-}") $(printf '%.2f' "$secs")"
+  if [ -z "$best" ] || [ "$(echo "$secs < $best" | bc -l)" = 1 ]; then
+    printf -v "${name}_best_secs" '%s' "$secs"
+    printf -v "${name}_best_rss" '%s' "$(eval echo "\$${name}_rss")"
+    cp "$work/$name.out" "$work/$name.best.out"
+  fi
+}
+
 # bench_generate_campgrounds URL N [tenants]: loads templates/campgrounds.pg.sql, then N campgrounds (tiers 0-2,
 # ~200 bytes each) and N reviews. With "tenants", campgrounds also get a tenant column (0-99) and indexes on
 # tenant, tier and reviews.campground_id.
