@@ -261,11 +261,35 @@ extension GzipChunkEncoder {
     }
 }
 
+/// The output of a ``GzipChunkEncoder``, kept between chunks: reserved up front to a bound on the chunk's deflate
+/// data, and grown by half whenever the deflate library fills it, so a chunk is usually one call into the library.
+public struct GzipChunkOutput {
+    private var buffer = [UInt8]()
+
+    public init() {}
+
+    /// Calls `step` with the room left until it reports the chunk finished; `step` deflates into the room and
+    /// returns the bytes it wrote. Returns everything written.
+    public mutating func fill(
+        reserving bound: Int, _ step: (_ room: UnsafeMutableRawBufferPointer) throws -> (written: Int, finished: Bool)
+    ) rethrows -> Data {
+        if buffer.count < bound { buffer = [UInt8](repeating: 0, count: bound) }
+        var produced = 0
+        while true {
+            if produced == buffer.count { buffer.append(contentsOf: repeatElement(0, count: buffer.count / 2 + 1024)) }
+            let (written, finished) = try buffer.withUnsafeMutableBytes { try step(UnsafeMutableRawBufferPointer(rebasing: $0[produced...])) }
+            produced += written
+            if finished { break }
+        }
+        return Data(buffer[0..<produced])
+    }
+}
+
 /// zlib's deflate, one stream reset per chunk.
 final class ZlibChunkEncoder: GzipChunkEncoder {
     /// zlib checks that a stream is used at the address it was initialised at, so it lives outside Swift's storage.
     private let stream = UnsafeMutablePointer<z_stream>.allocate(capacity: 1)
-    private var buffer = [UInt8]()
+    private var output = GzipChunkOutput()
 
     init(level: Int32) throws {
         stream.initialize(to: z_stream())
@@ -290,24 +314,16 @@ final class ZlibChunkEncoder: GzipChunkEncoder {
         // A sync flush ends the chunk on a byte boundary (an empty stored block) without ending the stream; the
         // last chunk finishes it. deflateBound plus a margin for the flush's block usually fits in one call.
         let flush = last ? Z_FINISH : Z_SYNC_FLUSH
-        let bound = Int(deflateBound(stream, uLong(input.count))) + 64
-        if buffer.count < bound { buffer = [UInt8](repeating: 0, count: bound) }
-        var produced = 0
         stream.pointee.next_in = UnsafeMutablePointer(mutating: input.baseAddress?.assumingMemoryBound(to: Bytef.self))
         stream.pointee.avail_in = uInt(input.count)
         defer { stream.pointee.next_in = nil }
-        while true {
-            if produced == buffer.count { buffer.append(contentsOf: repeatElement(0, count: buffer.count / 2 + 64)) }
-            let rc = buffer.withUnsafeMutableBytes { out -> Int32 in
-                stream.pointee.next_out = out.baseAddress!.assumingMemoryBound(to: Bytef.self) + produced
-                stream.pointee.avail_out = uInt(out.count - produced)
-                let rc = CZlib.deflate(stream, flush)
-                produced = out.count - Int(stream.pointee.avail_out)
-                return rc
-            }
+        return try output.fill(reserving: Int(deflateBound(stream, uLong(input.count))) + 64) { room in
+            stream.pointee.next_out = room.baseAddress!.assumingMemoryBound(to: Bytef.self)
+            stream.pointee.avail_out = uInt(room.count)
+            let rc = CZlib.deflate(stream, flush)
             guard rc == Z_OK || rc == Z_STREAM_END || rc == Z_BUF_ERROR else { throw FerryError(.io, "zlib deflate failed (\(rc))", path: path) }
-            if last ? rc == Z_STREAM_END : (stream.pointee.avail_in == 0 && produced < buffer.count) { break }
+            let written = room.count - Int(stream.pointee.avail_out)
+            return (written, last ? rc == Z_STREAM_END : (stream.pointee.avail_in == 0 && stream.pointee.avail_out > 0))
         }
-        return Data(buffer[0..<produced])
     }
 }

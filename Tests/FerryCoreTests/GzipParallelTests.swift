@@ -9,17 +9,6 @@ import Testing
 @Suite struct GzipParallelTests {
     static let chunk = 64 << 10
 
-    /// Compressible text with random runs in between, `count` bytes.
-    static func sample(_ count: Int) -> Data {
-        var generator = SystemRandomNumberGenerator()
-        var data = Data()
-        while data.count < count {
-            data.append(Data("row \(data.count): Växjö-Kalmar, seats 42; ".utf8))
-            if generator.next() % 4 == 0 { data.append(Data((0..<97).map { _ in UInt8.random(in: 0...255, using: &generator) })) }
-        }
-        return data.prefix(count)
-    }
-
     /// The gzip file inflated by `gzip -dc` (Debian's gzip, a real component) into a file, read back.
     func systemGunzip(_ gzip: URL, in temp: TemporaryDirectory) throws -> Data {
         let out = temp.appending("system-out")
@@ -42,7 +31,7 @@ import Testing
         let temp = try TemporaryDirectory("ferry-pgzip")
         defer { temp.remove() }
         // Every third size is random bytes (incompressible: stored blocks); the others compressible text.
-        let original = size % 3 == 0 ? Data((0..<size).map { _ in UInt8.random(in: 0...255) }) : Self.sample(size)
+        let original = size % 3 == 0 ? Data((0..<size).map { _ in UInt8.random(in: 0...255) }) : GzipSamples.text(size)
         let plain = temp.appending("plain")
         try original.write(to: plain)
         let gzip = temp.appending("plain.gz")
@@ -62,7 +51,7 @@ import Testing
     @Test func aCorruptPieceIsCaught() throws {
         let temp = try TemporaryDirectory("ferry-pgzip")
         defer { temp.remove() }
-        let original = Self.sample(3 * Self.chunk)
+        let original = GzipSamples.text(3 * Self.chunk)
         let plain = temp.appending("plain")
         try original.write(to: plain)
         let gzip = temp.appending("plain.gz")
@@ -79,17 +68,7 @@ import Testing
         let temp = try TemporaryDirectory("ferry-pgzip")
         defer { temp.remove() }
         let file = temp.appending("snapshot.sqlite")
-        do {
-            let db = try SQLiteConnection(path: file.path)
-            try db.execute("CREATE TABLE campgrounds (id INTEGER PRIMARY KEY, name TEXT, region TEXT, latitude REAL, updated_at TEXT); BEGIN")
-            let insert = try db.prepare("INSERT INTO campgrounds VALUES (?, ?, ?, ?, ?)")
-            for i in 0..<60_000 {
-                try insert.bind([.integer(Int64(i)), .text("Campground \(i) by the lake \(i % 97)"), .text(["north", "south", "east", "west"][i % 4]), .real(Double(i % 9000) / 100), .text("2026-11-\(10 + i % 18)T12:\(i % 60):00Z")])
-                try insert.step()
-                insert.reset()
-            }
-            try db.execute("CREATE INDEX campgrounds_region ON campgrounds (region, name); COMMIT")
-        }
+        try GzipSamples.snapshot(at: file)
         let single = try Gzip.compressAndHash(from: file, to: temp.appending("single.gz"), level: 1)
         let parallel = try Gzip.compressAndHashParallel(from: file, to: temp.appending("parallel.gz"), level: 1)
         #expect(parallel.sha256 == single.sha256 && parallel.size == single.size)

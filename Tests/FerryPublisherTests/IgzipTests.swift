@@ -10,17 +10,6 @@ import Testing
 @Suite struct IgzipTests {
     static let chunk = 64 << 10
 
-    /// Compressible text with random runs in between, `count` bytes.
-    static func sample(_ count: Int) -> Data {
-        var generator = SystemRandomNumberGenerator()
-        var data = Data()
-        while data.count < count {
-            data.append(Data("row \(data.count): Växjö-Kalmar, seats 42; ".utf8))
-            if generator.next() % 4 == 0 { data.append(Data((0..<97).map { _ in UInt8.random(in: 0...255, using: &generator) })) }
-        }
-        return data.prefix(count)
-    }
-
     /// `gzip -t` and `gzip -dc` (Debian's gzip) on the file, and Ferry's own inflater (zlib), which throws when bytes
     /// follow the first member: both must give back `original`.
     func expectInflates(_ gzip: URL, to original: Data, in temp: TemporaryDirectory) throws {
@@ -42,7 +31,7 @@ import Testing
         let temp = try TemporaryDirectory("ferry-igzip")
         defer { temp.remove() }
         // Every third size is random bytes (incompressible); the others compressible text.
-        let original = size % 3 == 0 ? Data((0..<size).map { _ in UInt8.random(in: 0...255) }) : Self.sample(size)
+        let original = size % 3 == 0 ? Data((0..<size).map { _ in UInt8.random(in: 0...255) }) : GzipSamples.text(size)
         let plain = temp.appending("plain")
         try original.write(to: plain)
         let gzip = temp.appending("plain.gz")
@@ -62,7 +51,7 @@ import Testing
     @Test func aChunkThatOutgrowsItsBufferIsWhole() throws {
         let temp = try TemporaryDirectory("ferry-igzip")
         defer { temp.remove() }
-        let original = Self.sample(3 * Self.chunk + 77) + Data((0..<Self.chunk).map { _ in UInt8.random(in: 0...255) })
+        let original = GzipSamples.text(3 * Self.chunk + 77) + Data((0..<Self.chunk).map { _ in UInt8.random(in: 0...255) })
         let plain = temp.appending("plain")
         try original.write(to: plain)
         let gzip = temp.appending("plain.gz")
@@ -77,17 +66,7 @@ import Testing
         let temp = try TemporaryDirectory("ferry-igzip")
         defer { temp.remove() }
         let file = temp.appending("snapshot.sqlite")
-        do {
-            let db = try SQLiteConnection(path: file.path)
-            try db.execute("CREATE TABLE campgrounds (id INTEGER PRIMARY KEY, name TEXT, region TEXT, latitude REAL, updated_at TEXT); BEGIN")
-            let insert = try db.prepare("INSERT INTO campgrounds VALUES (?, ?, ?, ?, ?)")
-            for i in 0..<60_000 {
-                try insert.bind([.integer(Int64(i)), .text("Campground \(i) by the lake \(i % 97)"), .text(["north", "south", "east", "west"][i % 4]), .real(Double(i % 9000) / 100), .text("2026-11-\(10 + i % 18)T12:\(i % 60):00Z")])
-                try insert.step()
-                insert.reset()
-            }
-            try db.execute("CREATE INDEX campgrounds_region ON campgrounds (region, name); COMMIT")
-        }
+        try GzipSamples.snapshot(at: file)
         let zlib = try Gzip.compressAndHash(from: file, to: temp.appending("zlib.gz"), level: 1)
         let prepared = try FileSnapshotStore.PreparedObject(file: file, encoding: .igzip(level: 2))
         #expect(prepared.sha256 == zlib.sha256 && prepared.size == zlib.size)

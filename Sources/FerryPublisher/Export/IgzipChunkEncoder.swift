@@ -28,7 +28,7 @@ final class IgzipChunkEncoder: GzipChunkEncoder {
         return raw.bindMemory(to: isal_zstream.self, capacity: 1)
     }()
     private let levelBuffer: UnsafeMutableRawBufferPointer
-    private var buffer = [UInt8]()
+    private var output = GzipChunkOutput()
     /// Whether the output buffer starts at the bound below (always, except in the test of its growing).
     private let reserveBound: Bool
 
@@ -60,30 +60,22 @@ final class IgzipChunkEncoder: GzipChunkEncoder {
         }
         stream.pointee.flush = UInt16(last ? NO_FLUSH : SYNC_FLUSH)
         stream.pointee.end_of_stream = last ? 1 : 0
-        // Deflate never grows data by more than its stored blocks' 5 bytes per 64 KiB; the margin covers headers and
-        // the flush. A smaller result than feared just leaves the rest unused; a larger one grows the buffer.
-        let bound = reserveBound ? input.count + input.count / 8 + 1024 : 0
-        if buffer.count < bound { buffer = [UInt8](repeating: 0, count: bound) }
-        var produced = 0
         stream.pointee.next_in = UnsafeMutablePointer(mutating: input.baseAddress?.assumingMemoryBound(to: UInt8.self))
         stream.pointee.avail_in = UInt32(input.count)
         defer { stream.pointee.next_in = nil }
-        while true {
-            if produced == buffer.count { buffer.append(contentsOf: repeatElement(0, count: buffer.count / 2 + 1024)) }
-            let rc = buffer.withUnsafeMutableBytes { out -> Int32 in
-                stream.pointee.next_out = out.baseAddress!.assumingMemoryBound(to: UInt8.self) + produced
-                stream.pointee.avail_out = UInt32(out.count - produced)
-                let rc = isal_deflate(stream)
-                produced = out.count - Int(stream.pointee.avail_out)
-                return rc
-            }
+        // The input plus an eighth (9-bit literals, the worst a Huffman code does with incompressible bytes) and room
+        // for block headers and the flush: room left over is simply unused, and less would grow the buffer.
+        return try output.fill(reserving: reserveBound ? input.count + input.count / 8 + 1024 : 0) { room in
+            stream.pointee.next_out = room.baseAddress!.assumingMemoryBound(to: UInt8.self)
+            stream.pointee.avail_out = UInt32(room.count)
+            let rc = isal_deflate(stream)
             guard rc == COMP_OK else { throw FerryError(.io, "igzip deflate failed (\(rc))", path: path) }
             // Done when every input byte is in the output and igzip is between blocks (the flush's stored block, or
             // the final block, written): room left over proves it had nothing more to write.
             let state = stream.pointee.internal_state.state
-            if stream.pointee.avail_in == 0 && produced < buffer.count && (last ? state == ZSTATE_END : state == ZSTATE_NEW_HDR) { break }
+            let finished = stream.pointee.avail_in == 0 && stream.pointee.avail_out > 0 && (last ? state == ZSTATE_END : state == ZSTATE_NEW_HDR)
+            return (room.count - Int(stream.pointee.avail_out), finished)
         }
-        return Data(buffer[0..<produced])
     }
 
     /// ISA-L's gzip CRC-32 (the reflected IEEE polynomial, zlib's `crc32`), carry-less-multiply accelerated.

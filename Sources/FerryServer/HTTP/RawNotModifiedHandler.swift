@@ -72,15 +72,7 @@ final class RawNotModifiedHandler: ChannelInboundHandler, RemovableChannelHandle
                 context.fireChannelRead(wrapInboundOut(buffer))
                 return
             }
-            var prefix = context.channel.allocator.buffer(capacity: 256)
-            prefix.writeStaticString("HTTP/1.1 304 Not Modified\r\n")
-            for field in decided.fields {
-                prefix.writeString(field.name.rawName)
-                prefix.writeStaticString(": ")
-                prefix.writeString(field.value)
-                prefix.writeStaticString("\r\n")
-            }
-            prefix.writeStaticString("Date: ")
+            let prefix = Self.headPrefix(context, status: "HTTP/1.1 304 Not Modified\r\n", fields: decided.fields)
             let line = "\(head.request.method.rawValue) \(head.request.path ?? "")"
             if let view = decided.publicView {
                 revalidator.memo.remember(
@@ -98,15 +90,7 @@ final class RawNotModifiedHandler: ChannelInboundHandler, RemovableChannelHandle
     /// the catalog's ``OpenFile`` (kept alive, and the descriptor taken back unclosed, once the write is done), so
     /// a version pruned meanwhile still finishes, as on the route.
     private func send(_ context: ChannelHandlerContext, _ download: ChannelRevalidator.Download, line: String) {
-        var head = context.channel.allocator.buffer(capacity: 512)
-        head.writeStaticString("HTTP/1.1 200 OK\r\n")
-        for field in download.fields {
-            head.writeString(field.name.rawName)
-            head.writeStaticString(": ")
-            head.writeString(field.value)
-            head.writeStaticString("\r\n")
-        }
-        head.writeStaticString("Date: ")
+        var head = Self.headPrefix(context, status: "HTTP/1.1 200 OK\r\n", fields: download.fields)
         head.writeString(date.now())
         head.writeStaticString("\r\n\r\n")
         downloadsInFlight += 1
@@ -147,6 +131,20 @@ final class RawNotModifiedHandler: ChannelInboundHandler, RemovableChannelHandle
             return
         }
         context.fireUserInboundEventTriggered(event)
+    }
+
+    /// A response head up to its date: the status line, each field as `name: value`, then `Date: `.
+    private static func headPrefix(_ context: ChannelHandlerContext, status: StaticString, fields: HTTPFields) -> ByteBuffer {
+        var prefix = context.channel.allocator.buffer(capacity: 512)
+        prefix.writeStaticString(status)
+        for field in fields {
+            prefix.writeString(field.name.rawName)
+            prefix.writeStaticString(": ")
+            prefix.writeString(field.value)
+            prefix.writeStaticString("\r\n")
+        }
+        prefix.writeStaticString("Date: ")
+        return prefix
     }
 
     /// Writes a 304: `prefix` (status line and fields through `Date: `), the date, the empty line.
