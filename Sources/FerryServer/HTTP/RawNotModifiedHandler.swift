@@ -1,11 +1,15 @@
 import HTTPTypes
 import NIOCore
 
-/// Answers conditional requests, and plain downloads of whole files, before the HTTP decoder, as nginx does: it reads the request head from the bytes
+/// Answers conditional requests before the HTTP decoder, as nginx does: it reads the request head from the bytes
 /// received, asks ``ChannelRevalidator`` (the same decision ``NotModifiedHandler`` and the routes use) and writes
 /// the 304's bytes itself. What costs a revalidation after that is the two system calls: no HTTP decoding, no
 /// conversion to swift-http-types and back, no pass through eight channel handlers, which together were measured
 /// at most of a 304's CPU time.
+///
+/// With `sendsFiles` (plain HTTP), a plain `GET` of a public dataset's whole snapshot or version file is answered
+/// here too (``ChannelRevalidator/download(_:)``): the route's head, then the file with `sendfile(2)`, one file at a
+/// time per connection.
 ///
 /// It reads only a strict subset of HTTP/1.1 (``RawRequestHead``): `GET` or `HEAD`, a path of `[a-z0-9_/-]`,
 /// `HTTP/1.1`, header lines `name: value` of printable ASCII, each name at most once, the whole head within one read
@@ -30,8 +34,8 @@ final class RawNotModifiedHandler: ChannelInboundHandler, RemovableChannelHandle
     let sendsFiles: Bool
     /// Set once the HTTP decoder has received bytes: from then on everything goes to it.
     private var decoderOwnsStream = false
-    /// Files being sent by ``send(_:_:line:)``: at most one.
-    private var downloadsInFlight = 0
+    /// Whether a file is being sent (``send(_:_:line:)``).
+    private var sendingFile = false
     /// A quiesce event waiting for the file being sent.
     private var heldQuiesce = false
     private var needsFlush = false
@@ -63,7 +67,7 @@ final class RawNotModifiedHandler: ChannelInboundHandler, RemovableChannelHandle
             guard let head = parsed, let decided = revalidator.answer(head.request) else {
                 // One whole file at a time per connection: a request pipelined behind it goes to the decoder (its
                 // answer is written after the file, in order), so a client cannot queue files without bound.
-                if sendsFiles, downloadsInFlight == 0, let head = parsed, let download = revalidator.download(head.request) {
+                if sendsFiles, !sendingFile, let head = parsed, let download = revalidator.download(head.request) {
                     buffer.moveReaderIndex(forwardBy: head.length)
                     send(context, download, line: "GET \(head.request.path ?? "")")
                     continue
@@ -93,7 +97,7 @@ final class RawNotModifiedHandler: ChannelInboundHandler, RemovableChannelHandle
         var head = Self.headPrefix(context, status: "HTTP/1.1 200 OK\r\n", fields: download.fields)
         head.writeString(date.now())
         head.writeStaticString("\r\n\r\n")
-        downloadsInFlight += 1
+        sendingFile = true
         timeouts?.rawResponseStarted()
         let done = context.eventLoop.makePromise(of: Void.self)
         let file = download.file
@@ -114,9 +118,9 @@ final class RawNotModifiedHandler: ChannelInboundHandler, RemovableChannelHandle
             withExtendedLifetime(file) {}
             let sent: Int64? = if case .success = result { download.length } else { nil }
             revalidator.recordDownload(download.route, line: line, bytes: sent)
-            self.downloadsInFlight -= 1
+            self.sendingFile = false
             self.timeouts?.rawResponseEnded()
-            if self.downloadsInFlight == 0, self.heldQuiesce {
+            if self.heldQuiesce {
                 self.heldQuiesce = false
                 context.fireUserInboundEventTriggered(ChannelShouldQuiesceEvent())
             }
@@ -126,7 +130,7 @@ final class RawNotModifiedHandler: ChannelInboundHandler, RemovableChannelHandle
     /// A graceful shutdown waits for a file being sent: the quiesce event, which makes Hummingbird close a
     /// connection with no request in flight, is passed on once the file is out.
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if event is ChannelShouldQuiesceEvent, downloadsInFlight > 0 {
+        if event is ChannelShouldQuiesceEvent, sendingFile {
             heldQuiesce = true
             return
         }
@@ -135,7 +139,7 @@ final class RawNotModifiedHandler: ChannelInboundHandler, RemovableChannelHandle
 
     /// A response head up to its date: the status line, each field as `name: value`, then `Date: `.
     private static func headPrefix(_ context: ChannelHandlerContext, status: StaticString, fields: HTTPFields) -> ByteBuffer {
-        var prefix = context.channel.allocator.buffer(capacity: 512)
+        var prefix = context.channel.allocator.buffer(capacity: 384)
         prefix.writeStaticString(status)
         for field in fields {
             prefix.writeString(field.name.rawName)
