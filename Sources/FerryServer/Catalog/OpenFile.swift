@@ -68,6 +68,13 @@ final class OpenFile: Sendable {
         return buffer
     }
 
+    /// The file's size now, from `fstat` (nil if that fails). Store files never change once written; this is for
+    /// noticing one damaged in place.
+    func currentSize() -> Int64? {
+        var info = stat()
+        return fstat(descriptor, &info) == 0 ? Int64(info.st_size) : nil
+    }
+
     /// SHA-256 hex of the whole file, read through this descriptor (blocking).
     func sha256Hex() throws -> String {
         var hasher = FileHasher()

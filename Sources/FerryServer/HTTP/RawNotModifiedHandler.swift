@@ -1,4 +1,5 @@
 import HTTPTypes
+import Logging
 import NIOCore
 
 /// Answers conditional requests before the HTTP decoder, as nginx does: it reads the request head from the bytes
@@ -38,6 +39,8 @@ final class RawNotModifiedHandler: ChannelInboundHandler, RemovableChannelHandle
     private var sendingFile = false
     /// A quiesce event waiting for the file being sent.
     private var heldQuiesce = false
+    /// The next check that the file being sent still has its length (``watch(_:_:length:)``).
+    private var fileCheck: Scheduled<Void>?
     private var needsFlush = false
     private var date = HTTPDate()
 
@@ -111,8 +114,11 @@ final class RawNotModifiedHandler: ChannelInboundHandler, RemovableChannelHandle
             context.write(NIOAny(head), promise: done)
         }
         needsFlush = true
+        watch(context, file, length: download.length)
         let revalidator = self.revalidator
         done.futureResult.assumeIsolated().whenComplete { result in
+            self.fileCheck?.cancel()
+            self.fileCheck = nil
             // The write is over (sent, or failed with the connection): the descriptor goes back to `file`.
             _ = try? handle?.takeDescriptorOwnership()  // only marks the handle closed; cannot fail once the write is done
             withExtendedLifetime(file) {}
@@ -123,6 +129,24 @@ final class RawNotModifiedHandler: ChannelInboundHandler, RemovableChannelHandle
             if self.heldQuiesce {
                 self.heldQuiesce = false
                 context.fireUserInboundEventTriggered(ChannelShouldQuiesceEvent())
+            }
+        }
+    }
+
+    /// Checks once a second that the file being sent still has `length` bytes. A store file is never changed in
+    /// place, but one truncated anyway would leave `sendfile` finding its end early, retried for as long as the
+    /// client keeps the connection open; the route's reads fail instead. A short file closes the connection, as
+    /// the route's failed read does.
+    private func watch(_ context: ChannelHandlerContext, _ file: OpenFile, length: Int64) {
+        fileCheck = context.eventLoop.assumeIsolated().scheduleTask(in: .seconds(1)) {
+            guard self.sendingFile else { return }
+            if (file.currentSize() ?? 0) < length {
+                self.revalidator.logger.error(
+                    "a file being sent is shorter than when it was opened; closing the connection",
+                    metadata: ["path": .string(file.path), "bytes": .stringConvertible(length)])
+                context.close(promise: nil)
+            } else {
+                self.watch(context, file, length: length)
             }
         }
     }
