@@ -48,6 +48,18 @@ import Testing
         #expect(test.status == 0, "gzip -t: \(test.stderr)")
     }
 
+    /// A level zlib refuses is an error naming it, from every deflating thread, and nothing is left half freed.
+    @Test func aLevelZlibRefusesIsAnError() throws {
+        let temp = try TemporaryDirectory("ferry-pgzip")
+        defer { temp.remove() }
+        let plain = temp.appending("plain")
+        try GzipSamples.text(3 * Self.chunk).write(to: plain)
+        let error = #expect(throws: FerryError.self) {
+            try Gzip.compressAndHashParallel(from: plain, to: temp.appending("plain.gz"), level: 42, threads: 2, chunkSize: Self.chunk)
+        }
+        #expect(error?.message.contains("level 42") == true, "\(String(describing: error))")
+    }
+
     @Test func aCorruptPieceIsCaught() throws {
         let temp = try TemporaryDirectory("ferry-pgzip")
         defer { temp.remove() }
