@@ -1,18 +1,26 @@
+import Dispatch
 import FerryCore
 import Foundation
 import Logging
-import NIOPosix
 
 /// The client's one way off Swift's cooperative threads. Whole-file SHA-256, fsync, renames and copies, and SQLite
-/// work on the client's files block the thread they run on; they run on NIO's shared thread pool (NIOPosix, present
-/// on every platform the client supports), never on the cooperative pool, where a blocked thread stalls every task.
+/// work on the client's files block the thread they run on; they run on one concurrent Dispatch queue (Dispatch is
+/// on every platform the client supports, iOS included, and needs no event loop or thread pool to be started or shut
+/// down), never on the cooperative pool, where a blocked thread stalls every task. The caller's task waits on a
+/// checked continuation meanwhile; Dispatch adds threads while work items block, and the client's own
+/// `exclusively` queue keeps its file operations one at a time, so few ever run at once.
 ///
 /// ```swift
 /// let sha256 = try await BlockingWork.run { try FileDigest.sha256Hex(of: file) }
 /// ```
 enum BlockingWork {
+    /// No QoS of its own: each work item runs at the QoS of the code that asked for it (an open at launch, say).
+    private static let queue = DispatchQueue(label: "ferry.client.blocking-work", attributes: .concurrent)
+
     static func run<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-        try await NIOThreadPool.singleton.runIfActive(body)
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
+            queue.async { continuation.resume(with: Result { try body() }) }
+        }
     }
 }
 
