@@ -3,7 +3,7 @@ import PackageDescription
 
 // Ferry: PostgreSQL → versioned SQLite snapshots → HTTP → offline devices, and their edits back.
 // Data flows one way: FerryCore ← FerryPostgres ← {FerryPublisher, FerryMerge}; FerryMerge ← FerryServer;
-// FerryCore ← FerryClient; `ferry` is a thin CLI over all of them.
+// FerryCore ← FerryClient ← FerryClientNIO; `ferry` is a thin CLI over all of them.
 
 /// Every target: an existential must say `any`, and a file must import each module whose members it uses, so an
 /// undeclared dependency fails the build instead of leaking in through another module.
@@ -20,6 +20,7 @@ let package = Package(
         .library(name: "FerryMerge", targets: ["FerryMerge"]),
         .library(name: "FerryServer", targets: ["FerryServer"]),
         .library(name: "FerryClient", targets: ["FerryClient"]),
+        .library(name: "FerryClientNIO", targets: ["FerryClientNIO"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -111,17 +112,26 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
-        // Platform-neutral client library: fetch, verify, swap, outbox.
+        // Platform-neutral client library: fetch, verify, swap, outbox; HTTP through URLSession. What an iOS app links,
+        // so it depends on Foundation, swift-log and swift-crypto only (scripts/lib/check_client_platform.py checks it).
         .target(
             name: "FerryClient",
             dependencies: [
                 "FerryCore", "CSQLite",
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        // The client's transport and change uploader on AsyncHTTPClient (SwiftNIO, NIOSSL): faster than
+        // FoundationNetworking on Linux and able to trust a private CA there. The CLI uses it; an app does not need it.
+        .target(
+            name: "FerryClientNIO",
+            dependencies: [
+                "FerryClient", "FerryCore",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ],
             swiftSettings: strict
@@ -130,7 +140,7 @@ let package = Package(
         .executableTarget(
             name: "ferry",
             dependencies: [
-                "FerryCore", "FerryPostgres", "FerryPublisher", "FerryMerge", "FerryServer", "FerryClient",
+                "FerryCore", "FerryPostgres", "FerryPublisher", "FerryMerge", "FerryServer", "FerryClient", "FerryClientNIO",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
@@ -191,7 +201,7 @@ let package = Package(
         .testTarget(
             name: "FerryClientTests",
             dependencies: [
-                "FerryCore", "FerryClient", "FerryServer", "FerryMerge", "FerryPostgres", "FerryPublisher", "FerryTestSupport",
+                "FerryCore", "FerryClient", "FerryClientNIO", "FerryServer", "FerryMerge", "FerryPostgres", "FerryPublisher", "FerryTestSupport",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),

@@ -1,6 +1,7 @@
 import ArgumentParser
 import AsyncHTTPClient
 import FerryClient
+import FerryClientNIO
 import FerryCore
 import Foundation
 import NIOCore
@@ -21,6 +22,10 @@ struct AccessOptions: ParsableArguments {
             "Trust the CA certificates in this PEM file for https:// instead of the system's trust store (e.g. a private CA that signed the server's certificate).",
             valueName: "pem"))
     var ca: String?
+
+    /// Hidden: for `scripts/bench fetch`, which measures both transports in one run.
+    @Option(name: .long, help: .hidden)
+    var transport: TransportChoice = .asyncHTTPClient
 
     @Option(
         name: .customLong("connect-timeout"),
@@ -59,17 +64,17 @@ struct AccessOptions: ParsableArguments {
     /// An HTTP client with `--connect-timeout` and `--read-timeout` that trusts `--ca` when given; the caller shuts it
     /// down.
     func makeHTTPClient() throws -> HTTPClient {
-        AsyncHTTPClientTransport.makeHTTPClient(
+        try AsyncHTTPClientTransport.makeHTTPClient(
             connectTimeout: .milliseconds(Int64(connectTimeout * 1000)), readTimeout: .milliseconds(Int64(readTimeout * 1000)),
             trusting: try trustedCertificates())
     }
 
-    /// Runs `body` with a client from ``makeHTTPClient()`` and shuts the client down afterwards, either way.
-    func withHTTPClient<T>(_ body: (HTTPClient) async throws -> T) async throws -> T {
+    /// Runs `body` with the command's HTTP stack (see ``ClientHTTP``) and shuts it down afterwards, either way.
+    func withHTTPClient<T>(_ body: (ClientHTTP) async throws -> T) async throws -> T {
         let http = try makeHTTPClient()
         let result: T
         do {
-            result = try await body(http)
+            result = try await body(try ClientHTTP(transport, http: http, access: self))
         } catch {
             // The command's own error is the one to report; the process exits right after it either way.
             try? await http.shutdown()

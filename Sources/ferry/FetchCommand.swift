@@ -1,5 +1,6 @@
 import ArgumentParser
 import FerryClient
+import FerryClientNIO
 import AsyncHTTPClient
 import FerryCore
 import Foundation
@@ -49,7 +50,7 @@ struct FetchCommand: AsyncParsableCommand {
             configuration.maxBytesPerSecond = limitRate?.bytesPerSecond
             configuration.usePatches = !noPatch
             let client = try await FerryClient.open(
-                configuration: configuration, logger: options.logger(), transport: AsyncHTTPClientTransport(client: http))
+                configuration: configuration, logger: options.logger(), transport: http.snapshot)
             do {
                 let bar = json ? nil : ProgressBar.ifTerminal()
                 var onProgress: (@Sendable (FetchProgress) -> Void)?

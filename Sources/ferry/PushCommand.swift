@@ -1,6 +1,7 @@
 import ArgumentParser
 import AsyncHTTPClient
 import FerryClient
+import FerryClientNIO
 import FerryCore
 import Foundation
 
@@ -62,7 +63,7 @@ struct SyncCommand: AsyncParsableCommand {
         let result = try await access.withHTTPClient { http in
             let client = try await FerryClient.open(
                 configuration: try server.clientConfiguration(directory: options.directoryURL, http: http, access: access), logger: options.logger(),
-                transport: AsyncHTTPClientTransport(client: http))
+                transport: http.snapshot)
             do {
                 let result = try await client.sync()
                 await client.close()

@@ -1,6 +1,7 @@
 import ArgumentParser
 import AsyncHTTPClient
 import FerryClient
+import FerryClientNIO
 import FerryCore
 import Foundation
 
@@ -26,16 +27,16 @@ struct ServerOptions: ParsableArguments {
         return url
     }
 
-    /// A client configuration for `directory` that talks to `--server` about `--dataset` through `http` (a client with
-    /// a connect timeout, see ``AccessOptions/makeHTTPClient()``, that the caller shuts down), with the access token of
+    /// A client configuration for `directory` that talks to `--server` about `--dataset` through `http` (its uploader,
+    /// on the connection setup of ``AccessOptions/withHTTPClient(_:)``), with the access token of
     /// `access`. It neither applies a pending update nor pushes when it opens: each command does what it says.
-    func clientConfiguration(directory: URL, http: HTTPClient, access: AccessOptions) throws -> FerryClient.Configuration {
+    func clientConfiguration(directory: URL, http: ClientHTTP, access: AccessOptions) throws -> FerryClient.Configuration {
         let url = try serverURL()
         var configuration = FerryClient.Configuration(directory: directory, serverURL: url, dataset: dataset)
         configuration.applyPendingOnOpen = false
         configuration.pushOnOpen = false
         access.apply(to: &configuration)
-        configuration.uploader = HTTPChangeUploader(server: url, httpClient: http)
+        configuration.uploader = http.uploader(url)
         return configuration
     }
 }

@@ -5,6 +5,7 @@ import Foundation
 import Testing
 
 @testable import FerryClient
+import FerryClientNIO
 import FerryPostgres
 import FerryMerge
 
@@ -37,7 +38,7 @@ import FerryMerge
         }
     }
 
-    @Test func snapshotRequestsCarryTheTokenAndARefusalKeepsDatabaseUpdateAndPartialDownload() async throws {
+    @Test(arguments: TransportKind.allCases) func snapshotRequestsCarryTheTokenAndARefusalKeepsDatabaseUpdateAndPartialDownload(_ kind: TransportKind) async throws {
         let temp = try TemporaryDirectory("ferry-token")
         defer { temp.remove() }
         let fixtures = SnapshotFixtures(root: temp.appending("store"))
@@ -46,7 +47,7 @@ import FerryMerge
             let box = TokenBox(Self.token)
             var configuration = FerryClient.Configuration(directory: temp.appending("client"), serverURL: url, dataset: fixtures.dataset)
             configuration.tokenProvider = { await box.token }
-            let client = try await FerryClient.open(configuration: configuration, logger: .test)
+            let client = try await FerryClient.open(configuration: configuration, logger: .test, transport: kind.shared)
             let dir = client.directory
 
             // Given version 1 live and version 2 pending, both fetched with the token
@@ -104,7 +105,7 @@ import FerryMerge
         }
     }
 
-    @Test func aTokenThatCannotBeAHeaderIsRefusedWithoutSendingOrShowingIt() async throws {
+    @Test(arguments: TransportKind.allCases) func aTokenThatCannotBeAHeaderIsRefusedWithoutSendingOrShowingIt(_ kind: TransportKind) async throws {
         let temp = try TemporaryDirectory("ferry-token")
         defer { temp.remove() }
         let fixtures = SnapshotFixtures(root: temp.appending("store"))
@@ -112,7 +113,7 @@ import FerryMerge
         try await withGatedFerryServer(store: fixtures.store.root, token: Self.token) { url, gate, _ in
             var configuration = FerryClient.Configuration(directory: temp.appending("client"), serverURL: url, dataset: fixtures.dataset)
             configuration.setAccessToken("line\r\nX-Injected: yes")
-            let client = try await FerryClient.open(configuration: configuration, logger: .test)
+            let client = try await FerryClient.open(configuration: configuration, logger: .test, transport: kind.shared)
             let error = await Self.refusal { _ = try await client.checkForUpdates() }
             #expect(error?.code == .badInput)
             #expect(!(error?.description.contains("Injected") ?? true))
@@ -178,7 +179,7 @@ import FerryMerge
         try await client.withDatabase { db in try db.query("SELECT id FROM ferry_outbox ORDER BY seq").compactMap { $0[0].text } }
     }
 
-    @Test func aRefusedPushKeepsTheEditsAndTheNextPushSendsTheSameChangeIDs() async throws {
+    @Test(arguments: TransportKind.allCases) func aRefusedPushKeepsTheEditsAndTheNextPushSendsTheSameChangeIDs(_ kind: TransportKind) async throws {
         let database = try TestDatabase.create("token")
         let temp = try TemporaryDirectory("ferry-token-push")
         defer {
@@ -203,7 +204,9 @@ import FerryMerge
             configuration.pushAttempts = 3
             configuration.pushBackoff = .milliseconds(10)
             configuration.tokenProvider = { await box.token }
-            let device = try await FerryClient.open(configuration: configuration, logger: .test)
+            // nil: the default uploader, on the client's URLSessionTransport
+            configuration.uploader = kind == .asyncHTTPClient ? HTTPChangeUploader(server: url) : nil
+            let device = try await FerryClient.open(configuration: configuration, logger: .test, transport: kind.shared)
             #expect(try await device.checkForUpdates().outcome == .initialSync)
 
             // Given an offline edit

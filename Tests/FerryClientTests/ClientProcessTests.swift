@@ -94,7 +94,7 @@ import Darwin
     }
 
     /// `ferry serve` killed mid-download: the next fetch, from a restarted server, resumes from the byte it had.
-    @Test func serverStopsMidDownloadThenResumes() async throws {
+    @Test(arguments: TransportKind.allCases) func serverStopsMidDownloadThenResumes(_ kind: TransportKind) async throws {
         let temp = try TemporaryDirectory("ferry-kill")
         defer { temp.remove() }
         let fixtures = SnapshotFixtures(root: temp.appending("store"))
@@ -108,7 +108,7 @@ import Darwin
 
         // Given a download under way
         let server = try ServeProcess(store: fixtures.store.root)
-        let client = try await FerryClient.open(configuration: configuration(server.url), logger: .test)
+        let client = try await FerryClient.open(configuration: configuration(server.url), logger: .test, transport: kind.shared)
         let progress = ProgressLog()
         let download = Task { try await client.checkForUpdates { progress.append($0) } }
         for _ in 0..<600 where (progress.values.last?.bytesReceived ?? 0) < 2 << 20 {
@@ -120,8 +120,8 @@ import Darwin
         let error = await #expect(throws: FerryError.self) { try await download.value }
         #expect(error?.code == .offline)
         await client.close()
-        let kept = FileIdentity.size(of: dir.partialGzip) ?? 0
-        #expect(kept > 0 && kept < manifest.gzipSize)
+        let kept = FileIdentity.size(of: kind.carriesGzip ? dir.partialGzip : dir.partial) ?? 0
+        #expect(kept > 0 && kept < kind.wireSize(manifest))
         #expect(!dir.exists(dir.database))
 
         // Then the next fetch (server restarted, on another port) transfers only the rest
@@ -129,13 +129,13 @@ import Darwin
         defer { restarted.kill9() }
         var fast = configuration(restarted.url)
         fast.maxBytesPerSecond = nil
-        let again = try await FerryClient.open(configuration: fast, logger: .test)
+        let again = try await FerryClient.open(configuration: fast, logger: .test, transport: kind.shared)
         let result = try await again.checkForUpdates()
         await again.close()
         #expect(result.outcome == .initialSync)
         #expect(result.resumedFrom == kept)
-        #expect(result.bytesReceived == manifest.gzipSize - kept)
-        #expect(result.fileBytes == manifest.size && result.encoding == .gzip)
+        #expect(result.bytesReceived == kind.wireSize(manifest) - kept)
+        #expect(result.fileBytes == manifest.size && result.encoding == (kind.carriesGzip ? .gzip : .identity))
         #expect(try publishedVersion(of: dir.database, among: [manifest]) == 1)
     }
 }

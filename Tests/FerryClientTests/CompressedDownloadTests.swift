@@ -3,10 +3,13 @@ import Foundation
 import Testing
 
 @testable import FerryClient
+import FerryClientNIO
 
 /// The download flow against the real server, watched on the wire (``WireRecorder``): the manifest is revalidated,
 /// the new version comes from its immutable URL as gzip, is inflated and verified by the SQLite file's SHA-256, and a
-/// cut download resumes with `Range` + `If-Range` on the gzip copy.
+/// cut download resumes with `Range` + `If-Range` on the gzip copy. The gzip tests run on AsyncHTTPClient, the
+/// transport that carries the gzip copy as it is; URLSession asks for the SQLite file itself, and its last test
+/// checks that on the wire.
 @Suite struct CompressedDownloadTests {
     struct Setup {
         let temp: TemporaryDirectory
@@ -19,8 +22,9 @@ import Testing
             dir = ClientDirectory(temp.appending("client"))
         }
 
-        func open(_ url: URL) async throws -> FerryClient {
-            try await FerryClient.open(configuration: .init(directory: dir.url, serverURL: url, dataset: fixtures.dataset), logger: .test)
+        func open(_ url: URL, _ kind: TransportKind = .asyncHTTPClient) async throws -> FerryClient {
+            try await FerryClient.open(
+                configuration: .init(directory: dir.url, serverURL: url, dataset: fixtures.dataset), logger: .test, transport: kind.shared)
         }
 
         /// Checks `file` is byte for byte the published object of `manifest`.
@@ -240,6 +244,50 @@ import Testing
             #expect(!setup.dir.exists(setup.dir.updated))
             setup.expectNoPartial()
             #expect(try publishedVersion(of: setup.dir.database, among: [v1, v2]) == 1)
+        }
+    }
+
+    /// URLSession would inflate the gzip copy itself, so ``URLSessionTransport`` asks for the SQLite file
+    /// (`Accept-Encoding: identity`), and a cut download resumes on it with `Range` + `If-Range` on its own ETag.
+    @Test func urlSessionAsksForTheFileItselfAndResumesItWithRangeAndIfRange() async throws {
+        let setup = try Setup()
+        defer { setup.temp.remove() }
+        try setup.fixtures.publish(rows: 5)
+        try await withRecordedFerryServer(store: setup.fixtures.store.root) { url, recorder, refresh in
+            let client = try await setup.open(url, .urlSession)
+            #expect(try await client.checkForUpdates().outcome == .initialSync)
+            let v2 = try setup.fixtures.publish(rows: 6, textMiB: 3)
+            try await refresh()
+
+            // Given a download of version 2 whose connection breaks after a third of the file
+            await recorder.log.cutNextSnapshotBody(after: Int(v2.size / 3))
+            let error = await fetchError(client)
+            #expect(error?.code == .offline)
+            let cut = try #require(await recorder.log.snapshotExchanges.last)
+            #expect(cut.cut && cut.acceptEncoding == "identity" && cut.contentEncoding == nil)
+
+            // Then the prefix of the file itself is kept
+            let kept = try #require(FileIdentity.size(of: setup.dir.partial))
+            #expect(kept > 0 && kept <= Int64(cut.bodyBytes) && kept < v2.size)
+            #expect(!setup.dir.exists(setup.dir.partialGzip))
+
+            // When the client checks again, it asks for the rest of the file, validated by its strong ETag
+            let result = try await client.checkForUpdates()
+            let resume = try #require(await recorder.log.snapshotExchanges.last)
+            #expect(resume.path == "/v1/datasets/trips/versions/2")
+            #expect(resume.acceptEncoding == "identity")
+            #expect(resume.range == "bytes=\(kept)-")
+            #expect(resume.ifRange == TransferSource.etag(sha256: v2.sha256, encoding: .identity))
+            #expect(resume.status == 206 && resume.contentEncoding == nil)
+            #expect(Int64(resume.bodyBytes) == v2.size - kept)
+
+            // And updated.db is the published file, byte for byte
+            #expect(result.outcome == .updateDownloaded && result.version == 2)
+            #expect(result.resumedFrom == kept && result.bytesReceived == v2.size - kept)
+            #expect(result.fileBytes == v2.size && result.encoding == .identity)
+            try setup.expectPublished(setup.dir.updated, v2)
+            setup.expectNoPartial()
+            await client.close()
         }
     }
 }

@@ -7,6 +7,7 @@ import Logging
 import Testing
 
 @testable import FerryClient
+import FerryClientNIO
 
 /// Delta updates end to end: real PostgreSQL with the trips template grown to 400 rows, the real publisher writing
 /// patches, the real server, and real client directories. Every test ends with the published rows, or with the old
@@ -85,10 +86,12 @@ import Testing
         try db.checkIntegrity()
     }
 
-    @Test("updates, deletes, inserts and a mix each arrive as one patch, smaller than the gzip copy, with the published rows")
-    func patchesAcrossVersions() async throws {
+    @Test(
+        "updates, deletes, inserts and a mix each arrive as one patch, smaller than the gzip copy, with the published rows",
+        arguments: TransportKind.allCases)
+    func patchesAcrossVersions(_ kind: TransportKind) async throws {
         try await withWorld { world, url, wait in
-            let client = try await world.client("device", server: url)
+            let client = try await world.client("device", server: url, transport: kind.shared)
             #expect(try await client.checkForUpdates().path == .full)
             let changes = [
                 #"UPDATE trips SET passengers = passengers + 1, "updatedAt" = now() WHERE id LIKE 'row-00_5'"#,
@@ -177,10 +180,12 @@ import Testing
         }
     }
 
-    @Test("a patch flipped or cut in transit is refused by its checksum, and the full download takes over", arguments: [Tamper.flip, .truncate])
-    func tamperedPatch(_ tamper: Tamper) async throws {
+    @Test(
+        "a patch flipped or cut in transit is refused by its checksum, and the full download takes over",
+        arguments: [Tamper.flip, .truncate], TransportKind.allCases)
+    func tamperedPatch(_ tamper: Tamper, _ kind: TransportKind) async throws {
         try await withWorld { world, url, wait in
-            let transport = TamperingTransport(tamper)
+            let transport = TamperingTransport(tamper, inner: kind.shared)
             let client = try await world.client("device", server: url, transport: transport)
             _ = try await client.checkForUpdates()
             try world.sql(#"UPDATE trips SET bags = 9, "updatedAt" = now() WHERE id LIKE 'row-03__'"#)
@@ -336,11 +341,14 @@ enum Tamper: Sendable, CustomTestStringConvertible {
 /// The network between device and server, as a broken proxy: the first patch body that crosses it gets one byte
 /// flipped, or loses its second half. Everything else passes untouched.
 final class TamperingTransport: SnapshotTransport {
-    let inner = AsyncHTTPClientTransport()
+    let inner: any SnapshotTransport
     let tamper: Tamper
     let tampered = Locked(0)
 
-    init(_ tamper: Tamper) { self.tamper = tamper }
+    init(_ tamper: Tamper, inner: any SnapshotTransport) {
+        self.tamper = tamper
+        self.inner = inner
+    }
 
     func get<Result: Sendable>(
         _ request: SnapshotRequest, _ handle: (SnapshotResponseHead, SnapshotResponseBody) async throws -> Result

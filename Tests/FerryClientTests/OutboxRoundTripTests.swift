@@ -11,6 +11,7 @@ import Testing
 import FerryPostgres
 import FerryMerge
 import AsyncHTTPClient
+import FerryClientNIO
 
 /// Offline edits end to end: real PostgreSQL with the thesis' trips, the real publisher, the real server with the
 /// changes endpoint, and real client directories.
@@ -121,7 +122,7 @@ import AsyncHTTPClient
         }
     }
 
-    @Test func aCrashBetweenUploadAndAcknowledgementAppliesOnce() async throws {
+    @Test(arguments: TransportKind.allCases) func aCrashBetweenUploadAndAcknowledgementAppliesOnce(_ kind: TransportKind) async throws {
         try await withWorld { world, server, _ in
             let device = try await world.client("device", server: server)
             _ = try await device.checkForUpdates()
@@ -132,7 +133,9 @@ import AsyncHTTPClient
             // The device's own id: the server answers a retried change only to the device that sent it.
             let deviceID = try FerryClient.deviceID(in: ClientDirectory(world.directory.appending("device")).privateDirectory)
             let request = ChangeBatch(clientId: deviceID, sentAt: Timestamp.format(Date()), changes: batch)
-            let first = try await HTTPChangeUploader(server: server).upload(request, dataset: "trips")
+            let uploader = try kind.make()
+            let first = try await uploader.uploader(server: server).upload(request, dataset: "trips")
+            try await uploader.shutdown()
             #expect(first.results.map(\.status) == [.applied])
             await device.close()
             let stamped = try world.scalar(#"SELECT "updatedAt"::text FROM trips WHERE name = 'Göteborg-Malmö'"#)
@@ -176,7 +179,7 @@ import AsyncHTTPClient
         }
     }
 
-    @Test func offlinePushKeepsEditsAndReadOnlyTablesRefuseWrites() async throws {
+    @Test(arguments: TransportKind.allCases) func offlinePushKeepsEditsAndReadOnlyTablesRefuseWrites(_ kind: TransportKind) async throws {
         try await withWorld { world, server, _ in
             let device = try await world.client("device", server: server)
             _ = try await device.checkForUpdates()
@@ -189,12 +192,12 @@ import AsyncHTTPClient
             configuration.pushOnOpen = false
             configuration.pushAttempts = 2
             configuration.pushBackoff = .milliseconds(10)
-            let http = AsyncHTTPClientTransport.makeHTTPClient(connectTimeout: .seconds(1))
-            configuration.uploader = HTTPChangeUploader(server: configuration.serverURL!, httpClient: http)
-            let offline = try await FerryClient.open(configuration: configuration, logger: .test)
+            let transport = try kind.make(connectTimeout: .seconds(1))
+            configuration.uploader = transport.uploader(server: configuration.serverURL!)
+            let offline = try await FerryClient.open(configuration: configuration, logger: .test, transport: transport.snapshot)
             let error = await #expect(throws: FerryError.self) { try await offline.push() }
             #expect(error?.code == .offline)
-            try await http.shutdown()
+            try await transport.shutdown()
             #expect(try await offline.pendingEdits() == 1)
             // ferry_snapshot is not a table of the template: writes to it are not captured as edits
             #expect(try await offline.status().outbox == 1)

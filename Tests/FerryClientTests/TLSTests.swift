@@ -7,6 +7,7 @@ import Testing
 
 @testable import FerryClient
 import AsyncHTTPClient
+import FerryClientNIO
 
 /// HTTPS end to end: `ferry serve --tls-cert --tls-key` with the committed test certificates (Tests/Fixtures/tls),
 /// and clients that trust the private CA (`--ca`, ``TrustedCertificates``), none, or an unrelated one.
@@ -93,7 +94,7 @@ import AsyncHTTPClient
         #expect(try publishedVersion(of: dir.database, among: [v1, v2]) == 2)
     }
 
-    @Test func clientLibraryOverHTTPSWithAPrivateCA() async throws {
+    @Test(arguments: TransportKind.allCases) func clientLibraryOverHTTPSWithAPrivateCA(_ kind: TransportKind) async throws {
         let temp = try TemporaryDirectory("ferry-tls")
         defer { temp.remove() }
         let snapshots = SnapshotFixtures(root: temp.appending("store"))
@@ -103,38 +104,50 @@ import AsyncHTTPClient
         let app = try await buildApplication(configuration, logger: .test)
         try await app.test(.ahc(.https)) { client in
             let url = URL(string: "https://127.0.0.1:\(client.port!)")!
-
-            // An unrelated CA: a network error that names the fix, for downloads and uploads alike, within 1 s of the
-            // call. The connect timeout is the default 10 s: a handshake retried until it (as AsyncHTTPClient does
-            // unless told not to) would take 10 s, so the 1 s bound proves the TLS error is reported at once.
-            let other = AsyncHTTPClientTransport.makeHTTPClient(trusting: try TrustedCertificates(pemFile: Self.otherCA))
-            let refusing = try await FerryClient.open(
-                configuration: .init(directory: temp.appending("refused"), serverURL: url, dataset: snapshots.dataset), logger: .test,
-                transport: AsyncHTTPClientTransport(client: other))
-            let checkStarted = ContinuousClock.now
-            let error = await #expect(throws: FerryError.self) { try await refusing.checkForUpdates() }
-            let checkTime = ContinuousClock.now - checkStarted
-            #expect(checkTime < .seconds(1), "the TLS error took \(checkTime)")
-            #expect(error?.code == .network)
-            #expect(error?.message.hasPrefix(Self.untrusted) == true)
-            #expect(try await refusing.status().state == .initialSyncRequired)
-            await refusing.close()
             let batch = ChangeBatch(clientId: "device", sentAt: Timestamp.format(Date()), changes: [])
-            let uploadStarted = ContinuousClock.now
-            let uploadError = await #expect(throws: FerryError.self) {
-                try await HTTPChangeUploader(server: url, httpClient: other).upload(batch, dataset: snapshots.dataset)
+
+            // The system's trust store (no CA given), then an unrelated CA: a network error that names the fix, for
+            // downloads and uploads alike, within 1 s of the call. The connect timeout is the default 10 s: a
+            // handshake retried until it (as AsyncHTTPClient does unless told not to) would take 10 s, so the 1 s
+            // bound proves the TLS error is reported at once.
+            // (URLSession on Linux cannot take a CA at all: the last part checks it says so)
+            for ca in kind.trustsPrivateCA ? [nil, Self.otherCA] : [nil] {
+                let other = try kind.make(trusting: try ca.map { try TrustedCertificates(pemFile: $0) })
+                let refusing = try await FerryClient.open(
+                    configuration: .init(directory: temp.appending("refused"), serverURL: url, dataset: snapshots.dataset), logger: .test,
+                    transport: other.snapshot)
+                let checkStarted = ContinuousClock.now
+                let error = await #expect(throws: FerryError.self) { try await refusing.checkForUpdates() }
+                let checkTime = ContinuousClock.now - checkStarted
+                #expect(checkTime < .seconds(1), "the TLS error took \(checkTime)")
+                #expect(error?.code == .network, "\(String(describing: error)) \(String(describing: error?.underlying))")
+                #expect(error?.message.hasPrefix(Self.untrusted) == true, "\(String(describing: error))")
+                #expect(error?.tlsProblem == .untrustedCertificate)
+                #expect(try await refusing.status().state == .initialSyncRequired)
+                await refusing.close()
+                let uploadStarted = ContinuousClock.now
+                let uploadError = await #expect(throws: FerryError.self) {
+                    try await other.uploader(server: url).upload(batch, dataset: snapshots.dataset)
+                }
+                let uploadTime = ContinuousClock.now - uploadStarted
+                #expect(uploadTime < .seconds(1), "the TLS error took \(uploadTime)")
+                #expect(uploadError?.code == .network)
+                #expect(uploadError?.message.hasPrefix(Self.untrusted) == true, "\(String(describing: uploadError))")
+                try await other.shutdown()
             }
-            let uploadTime = ContinuousClock.now - uploadStarted
-            #expect(uploadTime < .seconds(1), "the TLS error took \(uploadTime)")
-            #expect(uploadError?.code == .network)
-            #expect(uploadError?.message.hasPrefix(Self.untrusted) == true)
-            try await other.shutdown()
 
             // The CA that signed it: the initial sync over HTTPS, verified end to end
-            let http = AsyncHTTPClientTransport.makeHTTPClient(connectTimeout: .seconds(1), trusting: try TrustedCertificates(pemFile: Self.ca))
+            let ca = try TrustedCertificates(pemFile: Self.ca)
+            guard kind.trustsPrivateCA else {
+                // URLSession on Linux: FoundationNetworking cannot trust a private CA, and says so up front
+                let refused = #expect(throws: FerryError.self) { try kind.make(connectTimeout: .seconds(1), trusting: ca) }
+                #expect(refused?.code == .badInput && refused?.message.contains("FerryClientNIO") == true)
+                return
+            }
+            let http = try kind.make(connectTimeout: .seconds(1), trusting: ca)
             let trusting = try await FerryClient.open(
                 configuration: .init(directory: temp.appending("trusted"), serverURL: url, dataset: snapshots.dataset), logger: .test,
-                transport: AsyncHTTPClientTransport(client: http))
+                transport: http.snapshot)
             let result = try await trusting.checkForUpdates()
             #expect(result.outcome == .initialSync)
             #expect(result.sha256 == v1.sha256)
@@ -142,7 +155,7 @@ import AsyncHTTPClient
             await trusting.close()
             // Uploads reach the server through the same client (this server has no changes endpoint: 404)
             let reached = await #expect(throws: FerryError.self) {
-                try await HTTPChangeUploader(server: url, httpClient: http).upload(batch, dataset: snapshots.dataset)
+                try await http.uploader(server: url).upload(batch, dataset: snapshots.dataset)
             }
             #expect(reached?.code == .badInput)
             #expect(reached?.message.contains("(404)") == true)
@@ -158,7 +171,8 @@ import AsyncHTTPClient
         let missing = temp.appending("missing.pem")
 
         // The library names the file and says what is wrong
-        #expect(try TrustedCertificates(pemFile: Self.ca).certificates.count == 1)
+        #expect(try TrustedCertificates(pemFile: Self.ca).derCertificates.count == 1)
+        #expect(try TrustedCertificates(pemFile: Self.ca).nioCertificates().count == 1)
         let notFound = #expect(throws: FerryError.self) { try TrustedCertificates(pemFile: missing) }
         #expect(notFound?.code == .notFound && notFound?.path == missing.path)
         for file in [garbage, Self.serverKey] {

@@ -13,7 +13,7 @@ import sys
 
 # Modules of the toolchain and the OS: never declared in Package.swift.
 SYSTEM = {"Foundation", "FoundationEssentials", "FoundationNetworking", "Glibc", "Musl", "Darwin", "Android",
-          "WinSDK", "Dispatch", "Testing", "XCTest", "Synchronization", "_Concurrency", "os"}
+          "WinSDK", "Dispatch", "Security", "Testing", "XCTest", "Synchronization", "_Concurrency", "os"}
 IMPORT = re.compile(r"^\s*(?:@\w+(?:\([^)]*\))?\s+)*(?:public\s+|internal\s+|package\s+)?import\s+"
                     r"(?:struct\s+|class\s+|enum\s+|protocol\s+|func\s+|var\s+|let\s+|typealias\s+)?(\w+)")
 TARGET = re.compile(r'\.(target|testTarget|executableTarget)\(\s*name:\s*"([^"]+)"(.*?)swiftSettings', re.S)

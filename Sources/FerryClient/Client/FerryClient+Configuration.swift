@@ -53,7 +53,8 @@ extension FerryClient {
         public var pushAttempts = 3
         /// Wait before the first retry of an upload; doubled each time. Default 0.5 s.
         public var pushBackoff: Duration = .milliseconds(500)
-        /// How edits are uploaded; nil (default) uses ``HTTPChangeUploader`` against `serverURL`.
+        /// How edits are uploaded; nil (default) uses ``URLSessionChangeUploader`` against `serverURL`, on the client's
+        /// transport when that is a ``URLSessionTransport`` (another transport needs its own uploader for a private CA).
         public var uploader: (any ChangeUploader)?
         /// The device clock, for `sentAt` (the server derives the clock offset from it). Default `Date()`.
         public var clock: @Sendable () -> Date = { Date() }

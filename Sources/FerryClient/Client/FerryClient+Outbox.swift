@@ -94,7 +94,7 @@ extension FerryClient {
             throw FerryError(.badInput, "pushing needs a dataset: set Configuration.dataset", key: "dataset")
         }
         try DatasetName.validate(dataset)
-        let uploader = configuration.uploader ?? HTTPChangeUploader(server: server)
+        let uploader = configuration.uploader ?? URLSessionChangeUploader(server: server, transport: transport as? URLSessionTransport ?? .shared)
         let privateDirectory = directory.privateDirectory
         let clientID = try await BlockingWork.run { try Self.deviceID(in: privateDirectory) }
         var summary = Outbox.Summary()

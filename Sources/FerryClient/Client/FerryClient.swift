@@ -53,7 +53,7 @@ public actor FerryClient {
     /// let client = try await FerryClient.open(configuration: config, logger: Logger(label: "ferry"))
     /// ```
     public static func open(
-        configuration: Configuration, logger: Logger, transport: any SnapshotTransport = AsyncHTTPClientTransport()
+        configuration: Configuration, logger: Logger, transport: any SnapshotTransport = URLSessionTransport.shared
     ) async throws -> FerryClient {
         let directory = ClientDirectory(configuration.directory)
         let (lock, state) = try await BlockingWork.run { try ClientFiles.open(directory, logger: logger) }

@@ -2,10 +2,10 @@ import FerryCore
 
 /// The `Authorization: Bearer <token>` header of snapshot requests and change uploads, and the error for a server
 /// that refuses the token. The token itself never goes into an error, a log line or a file.
-enum BearerAuthorization {
+package enum BearerAuthorization {
     /// The header value for `token`, nil for no token (nil or empty). Refuses a token that cannot travel in a header
     /// (spaces, control characters, non-ASCII), without quoting it.
-    static func header(for token: String?) throws -> String? {
+    package static func header(for token: String?) throws -> String? {
         guard let token, !token.isEmpty else { return nil }
         guard token.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
             throw FerryError(
@@ -24,7 +24,7 @@ enum BearerAuthorization {
 
     /// The error for a 401 or 403: typed, so an app can catch it and sign in again. Nothing local is touched and
     /// nothing is retried with the same token.
-    static func refusal(status: Int, url: String) -> FerryError {
+    package static func refusal(status: Int, url: String) -> FerryError {
         if status == 403 {
             return FerryError(
                 .unauthorized,

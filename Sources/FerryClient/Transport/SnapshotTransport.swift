@@ -63,7 +63,8 @@ public struct SnapshotResponseBody: AsyncSequence {
 
 /// How the client talks HTTP: one GET (the manifest with `If-None-Match`, a version with optional `Range`/`If-Range`),
 /// the body streamed in chunks.
-/// ``AsyncHTTPClientTransport`` is the default; an app can plug in URLSession by implementing this one method.
+/// ``URLSessionTransport`` is the default; FerryClientNIO has one on AsyncHTTPClient; an app can plug in its own by
+/// implementing this one method.
 ///
 /// Contract:
 /// - Throw a `FerryError` with code ``FerryError/Code/offline`` when the server cannot be reached at all.
@@ -75,10 +76,12 @@ public struct SnapshotResponseBody: AsyncSequence {
 /// - A body that ends early must throw from the body iterator rather than end quietly when the transport can tell.
 ///
 /// ```swift
-/// struct URLSessionTransport: SnapshotTransport {
+/// struct LoggingTransport: SnapshotTransport {
+///     let inner: any SnapshotTransport
 ///     func get<R: Sendable>(_ request: SnapshotRequest,
 ///                           _ handle: (SnapshotResponseHead, SnapshotResponseBody) async throws -> R) async throws -> R {
-///         // build a URLRequest, stream with URLSession.bytes(for:), hand chunks to `handle`
+///         print("GET", request.url)
+///         return try await inner.get(request, handle)
 ///     }
 /// }
 /// ```

@@ -1,12 +1,7 @@
 import FerryCore
 import Foundation
-import AsyncHTTPClient
-import NIOCore
-import NIOSSL
-#if canImport(Darwin)
-import Darwin
-#elseif canImport(Glibc)
-import Glibc
+#if canImport(FoundationNetworking)
+import FoundationNetworking
 #endif
 
 /// What went wrong when a TLS connection to the server failed. A front end maps it to its own setting (the `ferry`
@@ -33,31 +28,70 @@ extension FerryError {
     public var tlsProblem: TLSProblem? { TransportFailure.tlsProblem(underlying) }
 }
 
-/// Turns an error from the HTTP client (no response at all) into a `FerryError`: a server whose certificate is not
-/// trusted is ``FerryError/Code/network`` with a message naming the fix, not "offline is normal"; everything else is
-/// ``FerryError/Code/offline``.
-enum TransportFailure {
-    static func tlsProblem(_ error: (any Error)?) -> TLSProblem? {
+/// A transport's error that the transport itself classified as a TLS failure (FerryClientNIO wraps NIOSSL's errors in
+/// it; ``URLSessionTransport`` the outcome of its own trust evaluation). Its description is the cause's.
+package struct ClassifiedTLSFailure: Error, Sendable, CustomStringConvertible {
+    package var problem: TLSProblem
+    package var cause: any Error
+
+    package init(_ problem: TLSProblem, cause: any Error) {
+        self.problem = problem
+        self.cause = cause
+    }
+
+    package var description: String { "\(cause)" }
+}
+
+/// Turns a transport's error (no response at all) into a `FerryError`: a server whose certificate is not trusted is
+/// ``FerryError/Code/network`` with a message naming the fix, not "offline is normal"; everything else is
+/// ``FerryError/Code/offline``. `URLError` codes are read here; FerryClientNIO classifies NIO's errors first and hands
+/// them in as ``ClassifiedTLSFailure``.
+package enum TransportFailure {
+    package static func tlsProblem(_ error: (any Error)?) -> TLSProblem? {
         guard let error else { return nil }
-        if let extra = error as? NIOSSLExtraError, extra == .failedToValidateHostname { return .wrongHost }
-        guard let ssl = error as? NIOSSLError else { return nil }
-        switch ssl {
-        case .handshakeFailed(let boring):
-            // BoringSSL reports a failed chain check as SSL routines:CERTIFICATE_VERIFY_FAILED.
-            return String(describing: boring).contains("CERTIFICATE_VERIFY_FAILED") ? .untrustedCertificate : .handshake
-        case .noCertificateToValidate, .unableToValidateCertificate:
+        if let classified = error as? ClassifiedTLSFailure { return classified.problem }
+        if let url = error as? URLError { return tlsProblem(url.code) ?? (url.code == .unknown ? curlTLSProblem(url.localizedDescription) : nil) }
+        return nil
+    }
+
+    /// FoundationNetworking reports every TLS failure as `URLError(.unknown)` (-1) with curl's message as its
+    /// description ("SSL certificate problem: unable to get local issuer certificate"); this reads the message, as
+    /// FerryClientNIO reads BoringSSL's. Apple's URLSession uses the specific codes instead.
+    static func curlTLSProblem(_ message: String) -> TLSProblem? {
+        let text = message.lowercased()
+        if text.contains("does not match target host") || text.contains("no alternative certificate subject name matches") {
+            return .wrongHost
+        }
+        if text.hasPrefix("ssl certificate problem") || text.contains("certificate verify failed")
+            || text.contains("peer certificate cannot be authenticated")
+        {
             return .untrustedCertificate
-        default:
+        }
+        if text.contains("ssl") || text.contains("tls") { return .handshake }
+        return nil
+    }
+
+    /// The TLS failure a `URLError` code stands for. Apple's URLSession and FoundationNetworking (curl) both report an
+    /// unknown CA, a self-signed or expired certificate as `serverCertificate…` and other handshake failures as
+    /// `secureConnectionFailed`; a host name mismatch also reads as `serverCertificateUntrusted` there, unless
+    /// ``URLSessionTransport`` evaluated the certificate itself (a private CA), which tells the two apart.
+    static func tlsProblem(_ code: URLError.Code) -> TLSProblem? {
+        switch code {
+        case .serverCertificateUntrusted, .serverCertificateHasUnknownRoot, .serverCertificateHasBadDate, .serverCertificateNotYetValid:
+            return .untrustedCertificate
+        case .secureConnectionFailed, .clientCertificateRejected, .clientCertificateRequired:
             return .handshake
+        default:
+            return nil
         }
     }
 
     /// True for a `FerryError` made from a TLS failure: retrying with the same trust settings does not help.
-    static func isTLS(_ error: FerryError) -> Bool { tlsProblem(error.underlying) != nil }
+    package static func isTLS(_ error: FerryError) -> Bool { tlsProblem(error.underlying) != nil }
 
     /// The `FerryError` for `error`, raised before any response arrived from `url`; `offline` is the error when the
     /// server simply could not be reached.
-    static func error(_ error: any Error, url: String, offline: @autoclosure () -> FerryError) -> FerryError {
+    package static func error(_ error: any Error, url: String, offline: @autoclosure () -> FerryError) -> FerryError {
         let host = URLHost.of(url)
         switch tlsProblem(error) {
         case .untrustedCertificate:
@@ -79,32 +113,26 @@ enum TransportFailure {
             return offline()
         }
     }
-}
 
-/// `host:port` of a URL string, for messages (never the user info, path or query).
-enum URLHost {
-    static func of(_ url: String) -> String {
-        guard let parsed = URL(string: url), let host = parsed.host else { return "the server" }
-        return parsed.port.map { "\(host):\($0)" } ?? host
+    /// A `URLError` in words a person reads ("connection refused" rather than "Could not connect to the server.").
+    /// Anything not recognised is described as is.
+    static func plainReason(_ error: URLError) -> String {
+        switch error.code {
+        case .cannotConnectToHost: return "connection refused: nothing listens there (is the server running, and is the port right?)"
+        case .networkConnectionLost: return "the connection was reset"
+        case .notConnectedToInternet: return "this device is not connected to a network"
+        case .cannotFindHost, .dnsLookupFailed: return "the host name cannot be resolved"
+        case .timedOut: return "the connection timed out"
+        case .internationalRoamingOff, .dataNotAllowed, .callIsActive: return "the device does not allow data on this network now"
+        default: return error.localizedDescription
+        }
     }
 }
 
-extension TransportFailure {
-    /// A connection failure in words a person reads: "connection refused" rather than the NIO error's own text
-    /// ("connection reset (error set): Connection refused) (errno: 111)"). Anything not recognised is described as is.
-    static func plainReason(_ error: any Error) -> String {
-        if let io = error as? IOError {
-            switch io.errnoCode {
-            case ECONNREFUSED: return "connection refused: nothing listens there (is the server running, and is the port right?)"
-            case ECONNRESET: return "the connection was reset"
-            case ENETUNREACH, EHOSTUNREACH: return "the network or host is unreachable"
-            case ETIMEDOUT: return "the connection timed out"
-            default: return "\(io.description)"
-            }
-        }
-        if let client = error as? HTTPClientError, client == .connectTimeout {
-            return "the connection timed out"
-        }
-        return "\(error)"
+/// `host:port` of a URL string, for messages (never the user info, path or query).
+package enum URLHost {
+    package static func of(_ url: String) -> String {
+        guard let parsed = URL(string: url), let host = parsed.host else { return "the server" }
+        return parsed.port.map { "\(host):\($0)" } ?? host
     }
 }

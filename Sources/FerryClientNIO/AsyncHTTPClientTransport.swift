@@ -1,10 +1,14 @@
 import AsyncHTTPClient
+import FerryClient
 import FerryCore
 import Foundation
 import NIOCore
 import NIOHTTP1
 
-/// The default ``SnapshotTransport``: AsyncHTTPClient, streaming the body chunk by chunk (memory stays flat).
+/// A ``SnapshotTransport`` on AsyncHTTPClient (SwiftNIO, BoringSSL), streaming the body chunk by chunk (memory stays
+/// flat, the gzip copy is handed over undecoded). FerryClient's default is ``URLSessionTransport``; this one is for
+/// Linux, where it is faster than FoundationNetworking's URLSession and honours a private CA
+/// (``TrustedCertificates``), which FoundationNetworking cannot.
 ///
 /// Uses ``sharedClient`` unless a client is injected; an injected client belongs to the caller, who shuts it down,
 /// and must not decompress (`configuration.decompression = .disabled`, as ``makeHTTPClient(connectTimeout:trusting:)``
@@ -45,22 +49,23 @@ public struct AsyncHTTPClientTransport: SnapshotTransport {
     /// read timeout.
     /// With `trusting`, `https://` servers are verified against those CA certificates *instead of* the system's trust
     /// store; without it, against the system's.
-    /// The caller owns it: `try await client.shutdown()` when done.
+    /// The caller owns it: `try await client.shutdown()` when done. Throws a `FerryError` when BoringSSL refuses one of
+    /// the CA certificates.
     ///
     /// ```swift
-    /// let http = AsyncHTTPClientTransport.makeHTTPClient(trusting: try TrustedCertificates(pemFile: caURL))
+    /// let http = try AsyncHTTPClientTransport.makeHTTPClient(trusting: try TrustedCertificates(pemFile: caURL))
     /// // … use it, then:
     /// try await http.shutdown()
     /// ```
     public static func makeHTTPClient(
         connectTimeout: TimeAmount = .seconds(10), readTimeout: TimeAmount = .seconds(60), trusting ca: TrustedCertificates? = nil
-    ) -> HTTPClient {
+    ) throws -> HTTPClient {
         var configuration = HTTPClient.Configuration()
         configuration.timeout = .init(connect: connectTimeout, read: readTimeout)
         configuration.connectionPool.retryConnectionEstablishment = false
         configuration.decompression = .disabled
         configuration.redirectConfiguration = .follow(max: 5, allowCycles: false)
-        if let ca { configuration.tlsConfiguration = ca.tlsConfiguration }
+        if let ca { configuration.tlsConfiguration = try ca.tlsConfiguration() }
         return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
     }
 
@@ -79,10 +84,10 @@ public struct AsyncHTTPClientTransport: SnapshotTransport {
             response = try await client.execute(httpRequest, deadline: .now() + deadline)
         } catch {
             throw TransportFailure.error(
-                error, url: request.url.absoluteString,
+                NIOTransportFailure.classified(error), url: request.url.absoluteString,
                 offline: FerryError(
                     .offline,
-                    "cannot reach \(request.url.absoluteString): \(TransportFailure.plainReason(error)); offline is normal: the app keeps using database.db, try again later"))
+                    "cannot reach \(request.url.absoluteString): \(NIOTransportFailure.plainReason(error)); offline is normal: the app keeps using database.db, try again later"))
         }
         var headers: [String: String] = [:]
         for field in response.headers {

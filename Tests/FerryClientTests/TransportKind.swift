@@ -1,0 +1,72 @@
+import AsyncHTTPClient
+import FerryCore
+import Foundation
+import NIOCore
+import Testing
+
+@testable import FerryClient
+import FerryClientNIO
+
+/// The transports the same test bodies run against: FerryClient's default (URLSession) and FerryClientNIO's
+/// (AsyncHTTPClient). `@Test(arguments: TransportKind.allCases)`.
+enum TransportKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    case urlSession
+    case asyncHTTPClient
+
+    var testDescription: String { rawValue }
+
+    /// True when the transport carries the server's gzip copy as it is; URLSession asks for the SQLite file itself
+    /// (`Accept-Encoding: identity`), as it would inflate the gzip copy behind the client's back.
+    var carriesGzip: Bool { self == .asyncHTTPClient }
+
+    /// The bytes a whole download of `manifest`'s version moves on the wire with this transport.
+    func wireSize(_ manifest: Manifest) -> Int64 { carriesGzip && manifest.gzipSize > 0 ? manifest.gzipSize : manifest.size }
+
+    /// True when the transport can trust a private CA on this platform (URLSession only through Apple's Security).
+    var trustsPrivateCA: Bool {
+        #if canImport(Security)
+        return true
+        #else
+        return self == .asyncHTTPClient
+        #endif
+    }
+
+    /// The process-wide transport of this kind (nothing to shut down).
+    var shared: any SnapshotTransport {
+        switch self {
+        case .urlSession: return URLSessionTransport.shared
+        case .asyncHTTPClient: return AsyncHTTPClientTransport()
+        }
+    }
+
+    /// A transport of its own with these settings, and an uploader on the same connection settings; `shutdown()` when
+    /// done.
+    func make(connectTimeout: Duration = .seconds(10), trusting ca: TrustedCertificates? = nil) throws -> TestTransport {
+        switch self {
+        case .urlSession:
+            let transport = try URLSessionTransport(requestTimeout: connectTimeout, trusting: ca)
+            return TestTransport(snapshot: transport, http: nil) { URLSessionChangeUploader(server: $0, transport: transport) }
+        case .asyncHTTPClient:
+            let http = try AsyncHTTPClientTransport.makeHTTPClient(
+                connectTimeout: .milliseconds(Int64(connectTimeout.components.seconds * 1000)), trusting: ca)
+            return TestTransport(snapshot: AsyncHTTPClientTransport(client: http), http: http) { HTTPChangeUploader(server: $0, httpClient: http) }
+        }
+    }
+}
+
+/// A transport made by ``TransportKind/make(connectTimeout:trusting:)`` and its uploader.
+struct TestTransport: Sendable {
+    let snapshot: any SnapshotTransport
+    let http: HTTPClient?
+    let makeUploader: @Sendable (URL) -> any ChangeUploader
+
+    init(snapshot: any SnapshotTransport, http: HTTPClient?, uploader: @escaping @Sendable (URL) -> any ChangeUploader) {
+        self.snapshot = snapshot
+        self.http = http
+        self.makeUploader = uploader
+    }
+
+    func uploader(server: URL) -> any ChangeUploader { makeUploader(server) }
+
+    func shutdown() async throws { try await http?.shutdown() }
+}
