@@ -1,0 +1,174 @@
+#!/usr/bin/env python3
+"""Fails when the app-facing client (FerryClient, and FerryGRDB when it exists) could not build for iOS.
+
+CI cannot build for iOS, so this checks the claim the way it can: every target an app links, and every target of
+this package those depend on (FerryCore, …), may depend on and import only the modules in ALLOWED below: the
+toolchain's and the OS's (Foundation, FoundationNetworking on Linux, Dispatch, Darwin/Glibc, Security), the C shims
+over libraries iOS ships (SQLite, zlib), swift-log, swift-crypto and GRDB. SwiftNIO, AsyncHTTPClient and NIOSSL
+belong in FerryClientNIO, which an app does not need. Run by scripts/test before the build.
+
+Usage:
+  python3 scripts/lib/check_client_platform.py [PACKAGE_DIR]
+  python3 scripts/lib/check_client_platform.py --self-test [PACKAGE_DIR]
+      checks the checker: the manifest in scripts/lib/fixtures/Package.swift.before-issue-27 (the package before
+      FerryClient moved off NIO) must fail and name NIOCore, NIOPosix, NIOSSL and AsyncHTTPClient, and the real one
+      must pass.
+"""
+import glob
+import os
+import re
+import sys
+
+# The targets an app links: each is checked with every target of this package it depends on.
+CLIENT_TARGETS = ["FerryClient", "FerryGRDB"]
+
+# What an app-facing target (or a target of this package it depends on) may depend on or import. Modules of this
+# package are allowed only as long as they pass the same check themselves.
+ALLOWED = {
+    # toolchain and OS
+    "Foundation", "FoundationEssentials", "FoundationNetworking", "Dispatch", "Darwin", "Glibc", "Musl", "Security",
+    "Synchronization", "_Concurrency", "os",
+    # C shims over libraries iOS ships (libsqlite3, libz)
+    "CSQLite", "CZlib",
+    # packages: swift-log, swift-crypto, GRDB
+    "Logging", "Crypto", "GRDB",
+}
+# Modules an app-facing target must never reach, named in the message with where they belong.
+HINT = ("move the code to FerryClientNIO (SwiftNIO, AsyncHTTPClient and NIOSSL stay there), or add the module to "
+        "ALLOWED in scripts/lib/check_client_platform.py if it builds for iOS")
+
+IMPORT = re.compile(r"^\s*(?:@\w+(?:\([^)]*\))?\s+)*(?:public\s+|internal\s+|package\s+|private\s+|fileprivate\s+)?"
+                    r"import\s+(?:struct\s+|class\s+|enum\s+|protocol\s+|func\s+|var\s+|let\s+|typealias\s+)?(\w+)")
+TARGET = re.compile(r'\.(target|testTarget|executableTarget|systemLibrary)\(\s*name:\s*"([^"]+)"')
+FIXTURE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "Package.swift.before-issue-27")
+
+
+def balanced(text: str, start: int) -> str:
+    """The text from start to the parenthesis that closes the one opened just before start."""
+    depth = 1
+    for index in range(start, len(text)):
+        if text[index] == "(":
+            depth += 1
+        elif text[index] == ")":
+            depth -= 1
+            if depth == 0:
+                return text[start:index]
+    return text[start:]
+
+
+def parse_targets(manifest: str) -> dict:
+    """name → (kind, declared dependencies, source folder) for every target in the manifest text."""
+    targets = {}
+    for match in TARGET.finditer(manifest):
+        kind, name = match.groups()
+        body = balanced(manifest, match.end())
+        declared = set(re.findall(r'\.product\(\s*name:\s*"([^"]+)"', body))
+        dependencies = re.search(r"dependencies:\s*\[", body)
+        if dependencies:
+            listed = balanced(body.replace("[", "(").replace("]", ")"), dependencies.end())
+            declared |= set(re.findall(r'(?<!name: )(?<!package: )"([A-Za-z_]\w*)"', listed))
+        path = re.search(r'path:\s*"([^"]+)"', body)
+        folder = path.group(1) if path else os.path.join("Tests" if kind == "testTarget" else "Sources", name)
+        targets[name] = (kind, declared, folder)
+    return targets
+
+
+def imports(root: str, folder: str):
+    """(file, line number, module) for every import in the Swift files under folder."""
+    for file in sorted(glob.glob(os.path.join(root, folder, "**", "*.swift"), recursive=True)):
+        with open(file, encoding="utf-8") as handle:
+            for number, line in enumerate(handle, 1):
+                found = IMPORT.match(line)
+                if found:
+                    yield os.path.relpath(file, root), number, found.group(1)
+
+
+def check(manifest: str, root: str) -> tuple:
+    """The problems (one line each) and the targets checked."""
+    targets = parse_targets(manifest)
+    if not targets:
+        return ["found no targets in Package.swift (has its layout changed?)"], []
+    if "FerryClient" not in targets:
+        return ["found no FerryClient target in Package.swift (renamed? update CLIENT_TARGETS)"], []
+    problems, checked = [], []
+    pending = [name for name in CLIENT_TARGETS if name in targets]
+    reached_from = {name: name for name in pending}
+    while pending:
+        name = pending.pop(0)
+        if name in checked:
+            continue
+        checked.append(name)
+        kind, declared, folder = targets[name]
+        via = "" if reached_from[name] == name else f" (linked by {reached_from[name]})"
+        for module in sorted(declared):
+            if module in targets:
+                if module not in reached_from:
+                    reached_from[module] = reached_from[name]
+                pending.append(module)
+            elif module not in ALLOWED:
+                problems.append(f"Package.swift: target {name}{via} depends on {module}, which an iOS app must not link; {HINT}")
+        if kind == "systemLibrary":
+            continue
+        seen = set()
+        for file, number, module in imports(root, folder):
+            if module in ALLOWED or module == name or module in seen:
+                continue
+            if module in targets and module in declared:
+                continue
+            seen.add(module)
+            problems.append(f"{file}:{number}: {name}{via} imports {module}, which an iOS app must not link; {HINT}")
+    return problems, checked
+
+
+def self_test(root: str) -> int:
+    """The checker fails the manifest from before issue 27 and names the four modules; it passes today's."""
+    failures = []
+    with open(FIXTURE, encoding="utf-8") as handle:
+        before = handle.read()
+    # Only the manifest is old: the files are today's, so the failures named must come from the manifest alone.
+    problems, _ = check(before, root)
+    text = "\n".join(problems)
+    for module in ["NIOCore", "NIOPosix", "NIOSSL", "AsyncHTTPClient"]:
+        if not re.search(rf"Package\.swift: target FerryClient depends on {module},", text):
+            failures.append(f"the old manifest's FerryClient → {module} was not reported")
+    with open(os.path.join(root, "Package.swift"), encoding="utf-8") as handle:
+        problems, checked = check(handle.read(), root)
+    if problems:
+        failures.append("today's package fails the check:\n  " + "\n  ".join(problems))
+    # A file that imports NIO must be caught too, not only a manifest that declares it.
+    manifest = 'targets: [ .target(name: "FerryClient", dependencies: ["FerryCore"], path: "P", swiftSettings: s), ]'
+    import tempfile
+    with tempfile.TemporaryDirectory() as temp:
+        os.makedirs(os.path.join(temp, "P"))
+        with open(os.path.join(temp, "P", "A.swift"), "w", encoding="utf-8") as handle:
+            handle.write("import Foundation\n@preconcurrency import NIOCore\n")
+        problems, _ = check(manifest.replace("FerryCore", "Foundation"), temp)
+        if not any("P/A.swift:2: FerryClient imports NIOCore" in problem for problem in problems):
+            failures.append(f"an import of NIOCore in a FerryClient file was not reported: {problems}")
+    for failure in failures:
+        print(f"check_client_platform --self-test: {failure}", file=sys.stderr)
+    if failures:
+        return 1
+    print(f"check_client_platform --self-test: the pre-issue-27 manifest fails naming NIOCore, NIOPosix, NIOSSL and "
+          f"AsyncHTTPClient; today's passes ({', '.join(checked)})")
+    return 0
+
+
+def main() -> int:
+    args = sys.argv[1:]
+    if args and args[0] == "--self-test":
+        return self_test(args[1] if len(args) > 1 else ".")
+    root = args[0] if args else "."
+    with open(os.path.join(root, "Package.swift"), encoding="utf-8") as handle:
+        problems, checked = check(handle.read(), root)
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    if problems:
+        return 1
+    print(f"check_client_platform: {', '.join(checked)} depend on and import only {', '.join(sorted(ALLOWED))} "
+          f"and each other")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
