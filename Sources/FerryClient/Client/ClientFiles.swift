@@ -51,8 +51,10 @@ struct ClientFiles: Sendable {
 
     // MARK: Open
 
-    /// Takes the directory (creating it), removes crash leftovers and loads the checksum cache.
+    /// Checks that SQLite has the session extension, takes the directory (creating it), removes crash leftovers and
+    /// loads the checksum cache.
     static func open(_ directory: ClientDirectory, logger: Logger) throws -> (FileLock, ClientStateFile) {
+        try SessionExtension.require()
         try directory.create()
         let lock: FileLock
         do {
