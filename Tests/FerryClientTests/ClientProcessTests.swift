@@ -94,7 +94,9 @@ import Darwin
     }
 
     /// `ferry serve` killed mid-download: the next fetch, from a restarted server, resumes from the byte it had.
-    @Test(arguments: TransportKind.allCases) func serverStopsMidDownloadThenResumes(_ kind: TransportKind) async throws {
+    /// (URLSession on Linux cannot pause the transfer, so the body is all in memory before the kill: see
+    /// ``TransportKind/pausingTransfers``.)
+    @Test(arguments: TransportKind.pausingTransfers) func serverStopsMidDownloadThenResumes(_ kind: TransportKind) async throws {
         let temp = try TemporaryDirectory("ferry-kill")
         defer { temp.remove() }
         let fixtures = SnapshotFixtures(root: temp.appending("store"))

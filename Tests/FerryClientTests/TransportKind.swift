@@ -31,6 +31,17 @@ enum TransportKind: String, CaseIterable, Sendable, CustomTestStringConvertible 
         #endif
     }
 
+    /// The kinds that can pause a transfer while the client is behind (what a test of a server killed mid-body under
+    /// `maxBytesPerSecond` needs: otherwise the whole body has arrived in memory before the kill). FoundationNetworking
+    /// cannot (docs/client.md, Transport), so on Linux only AsyncHTTPClient.
+    static var pausingTransfers: [TransportKind] {
+        #if canImport(FoundationNetworking)
+        return [.asyncHTTPClient]
+        #else
+        return allCases
+        #endif
+    }
+
     /// The process-wide transport of this kind (nothing to shut down).
     var shared: any SnapshotTransport {
         switch self {

@@ -8,13 +8,13 @@ import FoundationNetworking
 /// delegate pushes (``received(_:response:)``, ``completed(_:response:)``) and the caller pulls (``head()``,
 /// ``next()``). The head is taken from the task's response with the first bytes or at the end, so the delegate needs
 /// no `didReceive response` callback (whose completion handler's signature differs between Apple's SDK and
-/// FoundationNetworking). Past `highWaterMark` bytes not yet pulled, the task is suspended until the caller has
-/// pulled all but a quarter of them.
+/// FoundationNetworking). Past `highWaterMark` bytes not yet pulled (nil: never), the task is suspended until the
+/// caller has pulled all but a quarter of them.
 /// `@unchecked Sendable`: every field is guarded by `lock`; continuations are resumed outside it.
 final class URLSessionTaskStream: @unchecked Sendable {
     private let lock = NSLock()
     private let task: URLSessionTask
-    private let highWaterMark: Int
+    private let highWaterMark: Int?
     private var response: HTTPURLResponse?
     private var headWaiter: CheckedContinuation<HTTPURLResponse, any Error>?
     private var chunks: [Data] = []
@@ -25,7 +25,7 @@ final class URLSessionTaskStream: @unchecked Sendable {
     private var bodyWaiter: CheckedContinuation<Data?, any Error>?
     private var problem: TLSProblem?
 
-    init(task: URLSessionTask, highWaterMark: Int) {
+    init(task: URLSessionTask, highWaterMark: Int?) {
         self.task = task
         self.highWaterMark = highWaterMark
     }
@@ -57,7 +57,7 @@ final class URLSessionTaskStream: @unchecked Sendable {
         } else {
             chunks.append(data)
             buffered += data.count
-            if !suspended && buffered > highWaterMark {
+            if let highWaterMark, !suspended, buffered > highWaterMark {
                 suspended = true
                 suspend = true
             }
@@ -129,7 +129,7 @@ final class URLSessionTaskStream: @unchecked Sendable {
             if !chunks.isEmpty {
                 let chunk = chunks.removeFirst()
                 buffered -= chunk.count
-                let resume = suspended && buffered <= highWaterMark / 4
+                let resume = suspended && buffered <= (highWaterMark ?? 0) / 4
                 if resume { suspended = false }
                 lock.unlock()
                 if resume { task.resume() }

@@ -19,8 +19,10 @@ import FoundationNetworking
 /// - **A private CA** (``TrustedCertificates``) is checked by the session delegate's trust evaluation on Apple
 ///   platforms. FoundationNetworking offers no hook for it (no server-trust challenge, no per-session CA file), so on
 ///   Linux `init(trusting:)` throws; use FerryClientNIO's `AsyncHTTPClientTransport` there.
-/// - Memory stays bounded: past ``highWaterMark`` bytes received but not yet consumed, the data task is suspended
-///   until the client catches up.
+/// - Memory: on Apple platforms, past ``highWaterMark`` bytes received but not yet consumed, the data task is
+///   suspended until the client catches up. FoundationNetworking cannot pause a transfer (its `suspend()` takes the
+///   transfer off curl and `resume()` starts the request again from its first byte: `scripts/bench fetch` received
+///   more bytes than the server announced), so on Linux the bytes the disk has not taken yet stay in memory.
 ///
 /// ```swift
 /// let client = try await FerryClient.open(configuration: config, logger: logger)   // URLSessionTransport()
@@ -30,8 +32,9 @@ public final class URLSessionTransport: SnapshotTransport {
     /// The session; its delegate routes each task's events to the call that started it.
     let session: URLSession
     private let delegate: URLSessionTransportDelegate
-    /// Bytes received but not yet consumed above which the task is suspended (it resumes below a quarter of it).
-    public let highWaterMark: Int
+    /// Bytes received but not yet consumed above which the task is suspended (it resumes below a quarter of it); nil
+    /// where the platform cannot pause a transfer (FoundationNetworking).
+    public let highWaterMark: Int?
 
     /// A transport with its own session.
     /// - Parameters:
@@ -43,7 +46,7 @@ public final class URLSessionTransport: SnapshotTransport {
     ///     Default 6 hours.
     ///   - ca: CA certificates to trust *instead of* the system's. Apple platforms only: on Linux this throws
     ///     ``FerryError/Code/badInput`` (FoundationNetworking cannot honour it; FerryClientNIO can).
-    ///   - highWaterMark: see ``highWaterMark``. Default 4 MiB.
+    ///   - highWaterMark: see ``highWaterMark``. Default 4 MiB; ignored with FoundationNetworking.
     public init(
         configuration: URLSessionConfiguration = .ephemeral, requestTimeout: Duration = .seconds(60), resourceTimeout: Duration = .seconds(6 * 3600),
         trusting ca: TrustedCertificates? = nil, highWaterMark: Int = 4 << 20
@@ -61,7 +64,12 @@ public final class URLSessionTransport: SnapshotTransport {
         configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
         configuration.timeoutIntervalForRequest = Self.seconds(requestTimeout)
         configuration.timeoutIntervalForResource = Self.seconds(resourceTimeout)
+        #if canImport(FoundationNetworking)
+        // See the type's doc: a suspended FoundationNetworking task restarts from byte 0 when resumed.
+        self.highWaterMark = nil
+        #else
         self.highWaterMark = max(highWaterMark, 64 << 10)
+        #endif
         delegate = URLSessionTransportDelegate(trusting: ca)
         session = URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
     }
