@@ -16,11 +16,15 @@ enum TransportChoice: String, ExpressibleByArgument, CaseIterable, Sendable {
 /// The HTTP stack of `ferry fetch`, `push` and `sync`: the snapshot transport and the change uploader, on one
 /// connection setup (`--connect-timeout`, `--read-timeout`, `--ca`).
 ///
-/// The CLI uses AsyncHTTPClient (FerryClientNIO), not FerryClient's default URLSession: on Linux, `scripts/bench
-/// fetch` measured it faster (the gzip copy travels as it is, where URLSession must ask for the SQLite file, and
-/// FoundationNetworking's curl path costs more CPU per byte; figures in docs/client.md), and only it can trust
-/// `--ca` there (FoundationNetworking has no server-trust hook). `--transport urlsession` selects URLSession, for
-/// the benchmark.
+/// The CLI uses AsyncHTTPClient (FerryClientNIO), not FerryClient's default URLSession. `scripts/bench fetch` on
+/// loopback (131 MB, nearly incompressible rows, median of 5) measured URLSession faster in wall time (0.99 s against
+/// 1.25 s; curl 1.16 s): it skips inflating, as it asks for the SQLite file itself. It still stays off the CLI on
+/// Linux, because there
+/// - it cannot trust `--ca` (FoundationNetworking has no server-trust hook) and has no separate `--connect-timeout`;
+/// - it cannot pause a transfer, so the bytes the disk has not taken stay in memory (peak RSS 108 MB against 52 MB
+///   in that run; with `--limit-rate`, the whole file);
+/// - it moves the uncompressed file: on a real link, with rows that compress, the gzip copy is the faster transfer.
+/// `--transport urlsession` selects URLSession, for the benchmark.
 struct ClientHTTP {
     let snapshot: any SnapshotTransport
     let uploader: @Sendable (URL) -> any ChangeUploader
