@@ -1,8 +1,3 @@
-#if canImport(Darwin)
-import Darwin
-#elseif canImport(Glibc)
-import Glibc
-#endif
 import Foundation
 
 extension FerryError.Code {
@@ -16,7 +11,7 @@ extension FerryError {
         if let ferry = error as? FerryError { return ferry.code == .diskFull || ferry.message.contains("the disk is full") }
         let ns = error as NSError
         if ns.domain == NSCocoaErrorDomain && ns.code == CocoaError.fileWriteOutOfSpace.rawValue { return true }
-        if ns.domain == NSPOSIXErrorDomain && ns.code == Int(ENOSPC) { return true }
+        if ns.domain == NSPOSIXErrorDomain && ns.code == Int(POSIXError.Code.ENOSPC.rawValue) { return true }
         if let underlying = ns.userInfo[NSUnderlyingErrorKey] as? NSError { return isOutOfSpace(underlying) }
         return false
     }

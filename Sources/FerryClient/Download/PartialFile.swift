@@ -1,14 +1,6 @@
 import FerryCore
 import Foundation
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
 /// `DIR/.ferry/partial.json`: the dataset, the snapshot a partial download was promised to become, and where its
 /// bytes come from (the version URL and the representation: the SQLite file or its gzip copy, with its ETag).
 ///
