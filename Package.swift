@@ -3,7 +3,7 @@ import PackageDescription
 
 // Ferry: PostgreSQL → versioned SQLite snapshots → HTTP → offline devices, and their edits back.
 // Data flows one way: FerryCore ← FerryPostgres ← {FerryPublisher, FerryMerge}; FerryMerge ← FerryServer;
-// FerryCore ← FerryClient; `ferry` is a thin CLI over all of them.
+// FerryCore ← FerryClient ← FerryGRDB (the app's pool); `ferry` is a thin CLI over all of them.
 
 /// Every target: an existential must say `any`, and a file must import each module whose members it uses, so an
 /// undeclared dependency fails the build instead of leaking in through another module.
@@ -20,6 +20,7 @@ let package = Package(
         .library(name: "FerryMerge", targets: ["FerryMerge"]),
         .library(name: "FerryServer", targets: ["FerryServer"]),
         .library(name: "FerryClient", targets: ["FerryClient"]),
+        .library(name: "FerryGRDB", targets: ["FerryGRDB"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -35,6 +36,7 @@ let package = Package(
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/groue/GRDB.swift", exact: "7.10.0"),
     ],
     targets: [
         // C libraries from Debian's -dev packages.
@@ -126,6 +128,16 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // The app's database: a GRDB pool on the client directory, updated in place, observed (docs/app.md).
+        .target(
+            name: "FerryGRDB",
+            dependencies: [
+                "FerryCore", "FerryClient",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
         // The CLI: parses arguments and calls the libraries.
         .executableTarget(
             name: "ferry",
@@ -140,6 +152,18 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ],
+            swiftSettings: strict
+        ),
+
+        // Examples/FieldNotes, the example app on FerryGRDB (also a package of its own there), built with the rest.
+        .executableTarget(
+            name: "field-notes",
+            dependencies: [
+                "FerryCore", "FerryClient", "FerryGRDB",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Examples/FieldNotes/Sources/FieldNotes",
             swiftSettings: strict
         ),
 
@@ -191,7 +215,9 @@ let package = Package(
         .testTarget(
             name: "FerryClientTests",
             dependencies: [
-                "FerryCore", "FerryClient", "FerryServer", "FerryMerge", "FerryPostgres", "FerryPublisher", "FerryTestSupport",
+                "FerryCore", "FerryClient", "FerryGRDB", "FerryServer", "FerryMerge", "FerryPostgres", "FerryPublisher", "FerryTestSupport",
+                // FerryGRDB's tests live here, beside the real-server harness they share with the client's.
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),

@@ -25,6 +25,9 @@ public actor FerryClient {
     public nonisolated let directory: ClientDirectory
     let logger: Logger
     let transport: any SnapshotTransport
+    /// The app's own connections to the live database (FerryGRDB), when it holds them; then the client opens none,
+    /// runs its work on the app's writer and applies updates in place.
+    let host: (any LiveDatabaseHost)?
     private var lock: FileLock?
     private var connection: LiveDatabase?
     private var state: ClientStateFile
@@ -36,11 +39,15 @@ public actor FerryClient {
     private var operationRunning = false
     private var waitingOperations: [CheckedContinuation<Void, Never>] = []
 
-    private init(configuration: Configuration, logger: Logger, transport: any SnapshotTransport, lock: FileLock, state: ClientStateFile) {
+    private init(
+        configuration: Configuration, logger: Logger, transport: any SnapshotTransport, host: (any LiveDatabaseHost)?, lock: FileLock,
+        state: ClientStateFile
+    ) {
         self.configuration = configuration
         self.directory = ClientDirectory(configuration.directory)
         self.logger = logger
         self.transport = transport
+        self.host = host
         self.lock = lock
         self.state = state
     }
@@ -55,30 +62,55 @@ public actor FerryClient {
     public static func open(
         configuration: Configuration, logger: Logger, transport: any SnapshotTransport = AsyncHTTPClientTransport()
     ) async throws -> FerryClient {
+        let client = try await open(configuration: configuration, logger: logger, transport: transport, host: nil)
+        await client.pushOnLaunch()
+        return client
+    }
+
+    /// Opens a client directory whose live database the app holds open (FerryGRDB's pool): recovers, applies a
+    /// pending update in place when ``Configuration/applyPendingOnOpen`` says so, and installs the outbox on the
+    /// app's writer. Never pushes: the caller does that in the background.
+    package static func open(
+        configuration: Configuration, logger: Logger, transport: any SnapshotTransport, host: (any LiveDatabaseHost)?
+    ) async throws -> FerryClient {
         let directory = ClientDirectory(configuration.directory)
         let (lock, state) = try await BlockingWork.run { try ClientFiles.open(directory, logger: logger) }
-        let client = FerryClient(configuration: configuration, logger: logger, transport: transport, lock: lock, state: state)
+        let client = FerryClient(configuration: configuration, logger: logger, transport: transport, host: host, lock: lock, state: state)
         do {
             try await client.launch()
         } catch {
             await client.close()
             throw error
         }
-        await client.pushOnLaunch()
         return client
     }
 
     private func launch() async throws {
         try await exclusively {
             let apply = configuration.applyPendingOnOpen
+            let inPlace = host != nil
             try await onFiles { files, state in
                 try files.recoverHotJournals()
-                if apply, files.directory.exists(files.directory.updated) {
+                if apply, !inPlace, files.directory.exists(files.directory.updated) {
                     files.logger.info("applying the pending update on launch", metadata: ["dir": "\(files.directory.url.path)"])
                     _ = try files.swapInPendingUpdate(&state)
                 }
             }
+            if inPlace, directory.exists(directory.updated), try await pendingIsLive() || apply {
+                logger.info("applying the pending update on launch, in place", metadata: ["dir": "\(directory.url.path)"])
+                _ = try await applyInPlace()
+            }
             try await openConnection()
+        }
+    }
+
+    /// Whether `updated.db` is the version the live database already holds (a crash inside an in-place apply,
+    /// after its commit): then applying it only removes it.
+    private func pendingIsLive() async throws -> Bool {
+        try await onFiles { files, state in
+            let live = try files.directory.info(of: files.directory.database, state: &state)
+            let pending = try files.directory.info(of: files.directory.updated, state: &state)
+            return live != nil && live?.sha256 == pending?.sha256
         }
     }
 
@@ -116,7 +148,9 @@ public actor FerryClient {
     /// Runs `work` on the thread pool with the directory's files and the checksum cache. The cache's changes are
     /// kept even when `work` throws (a refusal saved before a failing step stays remembered).
     private func onFiles<T: Sendable>(_ work: @escaping @Sendable (ClientFiles, inout ClientStateFile) throws -> T) async throws -> T {
-        let files = ClientFiles(directory: directory, configuration: configuration, logger: logger)
+        var scratch = ClientFiles(directory: directory, configuration: configuration, logger: logger)
+        scratch.inPlace = host != nil
+        let files = scratch
         let before = state
         let (result, after) = try await BlockingWork.run { () -> (Result<T, any Error>, ClientStateFile) in
             var state = before
@@ -185,7 +219,18 @@ public actor FerryClient {
     }
 
     /// ``withDatabase(_:)`` for code that already runs ``exclusively(_:)``.
-    func useDatabase<T: Sendable>(_ body: @escaping @Sendable (SQLiteConnection) throws -> T) async throws -> T {
+    /// With a host, `notify` tells the app's observers that data may have changed (false for reads and for writes
+    /// to Ferry's own tables).
+    func useDatabase<T: Sendable>(notify: Bool = true, _ body: @escaping @Sendable (SQLiteConnection) throws -> T) async throws -> T {
+        if let host {
+            if liveTables.isEmpty { try await openConnection() }
+            guard !liveTables.isEmpty else {
+                throw FerryError(
+                    .noDatabase, "there is no database.db yet: run checkForUpdates() once online for the initial sync",
+                    path: directory.database.path)
+            }
+            return try await host.write(notify: notify, body)
+        }
         if connection == nil { try await openConnection() }
         guard let connection else {
             throw FerryError(
@@ -197,6 +242,18 @@ public actor FerryClient {
 
     /// Opens database.db (see ``ClientFiles/openLive(_:)``) unless it is open or missing.
     private func openConnection() async throws {
+        if let host {
+            let files = ClientFiles(directory: directory, configuration: configuration, logger: logger)
+            let before = state
+            let (tables, after) = try await host.write(notify: false) { writer in
+                var state = before
+                let tables = try files.prepareLive(writer: writer, &state)
+                return (tables, state)
+            }
+            state = after
+            liveTables = tables ?? []
+            return
+        }
         guard connection == nil, let live = try await onFiles({ files, state in try files.openLive(&state) }) else { return }
         liveTables = live.tables
         connection = live
@@ -305,6 +362,9 @@ public actor FerryClient {
             return FetchResult(
                 outcome: .notModified, bytesReceived: stats.bytesReceived, resumedFrom: stats.resumedFrom, status: try await currentStatus())
         case .installed(let outcome, let info, let stats, let path):
+            if outcome == .initialSync, host != nil {
+                _ = try await applyInPlace()
+            }
             if outcome == .initialSync { try await openConnection() }
             return FetchResult(
                 outcome: outcome, version: info.version, sha256: info.sha256, bytesReceived: stats.bytesReceived, resumedFrom: stats.resumedFrom,
@@ -329,9 +389,15 @@ public actor FerryClient {
                 return ApplyResult(
                     applied: false, version: status.version, previousVersion: nil, message: "nothing to apply: no update is pending", status: status)
             }
-            connection = nil
-            let (live, pending) = try await onFiles { files, state in try files.swapInPendingUpdate(&state) }
-            try await openConnection()
+            let (live, pending): (SnapshotInfo?, SnapshotInfo)
+            if host != nil {
+                let outcome = try await applyInPlace()
+                (live, pending) = (outcome.live, outcome.installed)
+            } else {
+                connection = nil
+                (live, pending) = try await onFiles { files, state in try files.swapInPendingUpdate(&state) }
+                try await openConnection()
+            }
             let message =
                 "applied version \(pending.version.map(String.init) ?? "?")"
                 + (live.map { "; version \($0.version.map(String.init) ?? "?") kept as previous.db" } ?? "")
@@ -350,10 +416,42 @@ public actor FerryClient {
     @discardableResult
     public func rollback() async throws -> RollbackResult {
         try await exclusively {
+            if host != nil {
+                let outcome = try await inPlace { files, writer, state in try files.rollbackInPlace(writer: writer, &state) }
+                return RollbackResult(version: outcome.installed.version, rolledBackVersion: outcome.live?.version, status: try await currentStatus())
+            }
             if directory.exists(directory.previous) { connection = nil }
             let (previous, live) = try await onFiles { files, state in try files.rollback(&state) }
             try await openConnection()
             return RollbackResult(version: previous.version, rolledBackVersion: live?.version, status: try await currentStatus())
         }
+    }
+
+    // MARK: In place (a host holds the live database)
+
+    /// Applies `updated.db` in place on the host's writer (see ``ClientFiles/applyInPlace(writer:_:)``).
+    private func applyInPlace() async throws -> InPlaceOutcome {
+        try await inPlace { files, writer, state in try files.applyInPlace(writer: writer, &state) }
+    }
+
+    /// Runs `work` on the host's writer, outside any transaction, with the directory's files and the checksum cache
+    /// (kept even when `work` throws, as in ``onFiles(_:)``); the live tables are read again afterwards.
+    private func inPlace(
+        _ work: @escaping @Sendable (ClientFiles, SQLiteConnection, inout ClientStateFile) throws -> InPlaceOutcome
+    ) async throws -> InPlaceOutcome {
+        guard let host else { throw FerryError(.badInput, "an in-place apply needs the app's database (FerryGRDB)") }
+        var scratch = ClientFiles(directory: directory, configuration: configuration, logger: logger)
+        scratch.inPlace = true
+        let files = scratch
+        let before = state
+        let (result, after) = try await host.replace { writer -> (Result<InPlaceOutcome, any Error>, ClientStateFile) in
+            var state = before
+            let result = Result { try work(files, writer, &state) }
+            return (result, state)
+        }
+        state = after
+        let outcome = try result.get()
+        liveTables = outcome.tables
+        return outcome
     }
 }
