@@ -75,7 +75,8 @@ public final class FerryDatabase: Sendable {
         let client: FerryClient
         do {
             client = try await FerryClient.open(
-                configuration: clientConfiguration, logger: logger, transport: transport ?? AsyncHTTPClientTransport(), host: PoolHost(pool: pool))
+                configuration: clientConfiguration, logger: logger, transport: transport ?? AsyncHTTPClientTransport(), host: PoolHost(pool: pool),
+                patchesOnArrival: applyMode == .automatic)
         } catch {
             // The open failed; the pool's close failing too changes nothing for the caller, who gets the first error.
             try? pool.close()

@@ -36,6 +36,7 @@ extension ClientFiles {
         if let live {
             try keepAsPrevious(writer, info: live, &state)
         }
+        try forgetLive(&state)
         do {
             let source = try SQLiteConnection(path: directory.updated.path, mode: .readOnly)
             try writer.replaceContents(from: source)
@@ -64,6 +65,7 @@ extension ClientFiles {
         try? FileManager.default.removeItem(at: scratch)  // garbage of an earlier crash, if any; the copy overwrites it
         try FileClone.clone(directory.previous, to: scratch, "cannot copy previous.db for the rollback", fix: "free space and try again")
         defer { try? FileManager.default.removeItem(at: scratch) }  // scratch: removeLeftovers also drops it
+        try forgetLive(&state)
         do {
             let copy = try SQLiteConnection(path: scratch.path, mode: .readWrite)
             let tables = try SnapshotMetadata.read(from: copy).tables
@@ -95,6 +97,32 @@ extension ClientFiles {
         return tables
     }
 
+    /// Keeps the live version as `previous.db` before a patch is applied to it in place; throws when the live
+    /// database is no longer the patch's base (an apply or rollback ran while it downloaded).
+    func keepLiveForPatch(writer: SQLiteConnection, base: SnapshotInfo, _ state: inout ClientStateFile) throws {
+        guard let live = try directory.info(of: directory.database, state: &state), live.sha256 == base.sha256 else {
+            throw FerryError(
+                .verification, "database.db changed while the patch downloaded; taking the full download", path: directory.database.path)
+        }
+        try keepAsPrevious(writer, info: live, &state)
+    }
+
+    /// Applies a downloaded patch to the live database inside the host's write transaction (see
+    /// ``PatchApplier/applyInPlace(on:patch:expected:baseDigest:tables:)``), and records the new version.
+    func applyPatchInPlace(
+        writer: SQLiteConnection, patch: SnapshotDownloader.DownloadedPatch, tables: [SnapshotMetadata.TableInfo], _ state: inout ClientStateFile
+    ) throws -> (SnapshotInfo, PatchApplier.Outcome) {
+        try forgetLive(&state)
+        let outcome = try PatchApplier.applyInPlace(
+            on: writer, patch: patch.changeset, expected: patch.target, baseDigest: patch.base.contentDigest, tables: tables)
+        let target = patch.target
+        let info = SnapshotInfo(sha256: target.sha256, version: target.version, schemaVersion: target.schemaVersion, dataset: patch.base.info.dataset)
+        state.arrived(info.sha256, by: .patch(from: patch.ref.from, to: patch.ref.to), contentDigest: target.contentDigest)
+        // Not saved here: the transaction commits after this returns; the caller saves once it has.
+        if let identity = FileIdentity.of(directory.database) { state.remember(identity, info) }
+        return (info, outcome)
+    }
+
     /// A consistent copy of the live database (the writer is held) becomes `previous.db`, durably.
     private func keepAsPrevious(_ writer: SQLiteConnection, info: SnapshotInfo, _ state: inout ClientStateFile) throws {
         let scratch = directory.previousLink
@@ -108,6 +136,15 @@ extension ClientFiles {
             throw error
         }
         if let identity = FileIdentity.of(directory.previous) { state.remember(identity, info) }
+    }
+
+    /// The live database is about to change version in place, perhaps without changing its inode, size or mtime
+    /// (WAL): its cached version is dropped on disk first, so that a crash before the new one is saved makes the next
+    /// status read the version from the database itself.
+    private func forgetLive(_ state: inout ClientStateFile) throws {
+        guard let identity = try FileIdentity.read(directory.database) else { return }
+        state.forget(inode: identity.inode)
+        try state.save(to: directory.stateFile)
     }
 
     /// The live database changed version without changing its inode (WAL): the cache learns the new version under

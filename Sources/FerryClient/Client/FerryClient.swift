@@ -28,6 +28,9 @@ public actor FerryClient {
     /// The app's own connections to the live database (FerryGRDB), when it holds them; then the client opens none,
     /// runs its work on the app's writer and applies updates in place.
     let host: (any LiveDatabaseHost)?
+    /// With a host: a patch is applied to the live database as it arrives, in place, instead of waiting as
+    /// `updated.db` (FerryGRDB's `.automatic`).
+    let patchesOnArrival: Bool
     private var lock: FileLock?
     private var connection: LiveDatabase?
     private var state: ClientStateFile
@@ -40,14 +43,15 @@ public actor FerryClient {
     private var waitingOperations: [CheckedContinuation<Void, Never>] = []
 
     private init(
-        configuration: Configuration, logger: Logger, transport: any SnapshotTransport, host: (any LiveDatabaseHost)?, lock: FileLock,
-        state: ClientStateFile
+        configuration: Configuration, logger: Logger, transport: any SnapshotTransport, host: (any LiveDatabaseHost)?, patchesOnArrival: Bool,
+        lock: FileLock, state: ClientStateFile
     ) {
         self.configuration = configuration
         self.directory = ClientDirectory(configuration.directory)
         self.logger = logger
         self.transport = transport
         self.host = host
+        self.patchesOnArrival = patchesOnArrival
         self.lock = lock
         self.state = state
     }
@@ -71,11 +75,14 @@ public actor FerryClient {
     /// pending update in place when ``Configuration/applyPendingOnOpen`` says so, and installs the outbox on the
     /// app's writer. Never pushes: the caller does that in the background.
     package static func open(
-        configuration: Configuration, logger: Logger, transport: any SnapshotTransport, host: (any LiveDatabaseHost)?
+        configuration: Configuration, logger: Logger, transport: any SnapshotTransport, host: (any LiveDatabaseHost)?,
+        patchesOnArrival: Bool = false
     ) async throws -> FerryClient {
         let directory = ClientDirectory(configuration.directory)
         let (lock, state) = try await BlockingWork.run { try ClientFiles.open(directory, logger: logger) }
-        let client = FerryClient(configuration: configuration, logger: logger, transport: transport, host: host, lock: lock, state: state)
+        let client = FerryClient(
+            configuration: configuration, logger: logger, transport: transport, host: host, patchesOnArrival: patchesOnArrival && host != nil,
+            lock: lock, state: state)
         do {
             try await client.launch()
         } catch {
@@ -305,6 +312,7 @@ public actor FerryClient {
         var outcome = try await downloader.check(knownChecksums: known, patchBase: base, progress: progress)
         if case .patch(let patch) = outcome {
             do {
+                if let applied = try await patchInPlace(patch) { return applied }
                 outcome = .downloaded(try await build(patch))
             } catch let error as FerryError where error.code != .offline && !FerryError.isOutOfSpace(error) {
                 // A full disk is reported as it is: the full download needs at least the space the copy did.
@@ -417,7 +425,8 @@ public actor FerryClient {
     public func rollback() async throws -> RollbackResult {
         try await exclusively {
             if host != nil {
-                let outcome = try await inPlace { files, writer, state in try files.rollbackInPlace(writer: writer, &state) }
+                let outcome = try await onWriter(transaction: false) { files, writer, state in try files.rollbackInPlace(writer: writer, &state) }
+                liveTables = outcome.tables
                 return RollbackResult(version: outcome.installed.version, rolledBackVersion: outcome.live?.version, status: try await currentStatus())
             }
             if directory.exists(directory.previous) { connection = nil }
@@ -431,27 +440,63 @@ public actor FerryClient {
 
     /// Applies `updated.db` in place on the host's writer (see ``ClientFiles/applyInPlace(writer:_:)``).
     private func applyInPlace() async throws -> InPlaceOutcome {
-        try await inPlace { files, writer, state in try files.applyInPlace(writer: writer, &state) }
+        let outcome = try await onWriter(transaction: false) { files, writer, state in try files.applyInPlace(writer: writer, &state) }
+        liveTables = outcome.tables
+        return outcome
     }
 
-    /// Runs `work` on the host's writer, outside any transaction, with the directory's files and the checksum cache
-    /// (kept even when `work` throws, as in ``onFiles(_:)``); the live tables are read again afterwards.
-    private func inPlace(
-        _ work: @escaping @Sendable (ClientFiles, SQLiteConnection, inout ClientStateFile) throws -> InPlaceOutcome
-    ) async throws -> InPlaceOutcome {
+    /// Applies a downloaded patch to the live database as it arrives (``patchesOnArrival``): the live version is
+    /// kept as `previous.db`, then the patch is applied and verified inside one write transaction on the host's
+    /// writer, queued edits replayed on top. Nil when this client does not apply patches in place. What fails
+    /// leaves the live database as it was (the transaction rolls back) and is thrown: the caller takes the full
+    /// download.
+    private func patchInPlace(_ patch: SnapshotDownloader.DownloadedPatch) async throws -> FetchResult? {
+        guard patchesOnArrival, patch.base.file == directory.database else { return nil }
+        return try await exclusively {
+            let started = ContinuousClock.now
+            let base = patch.base.info
+            try await onWriter(transaction: false) { files, writer, state in try files.keepLiveForPatch(writer: writer, base: base, &state) }
+            let tables = liveTables
+            let (info, applied) = try await onWriter(transaction: true) { files, writer, state in
+                try files.applyPatchInPlace(writer: writer, patch: patch, tables: tables, &state)
+            }
+            try await onFiles { files, state in files.save(state, during: "apply") }
+            logger.info(
+                "patch applied in place",
+                metadata: [
+                    "from": "\(patch.ref.from)", "to": "\(patch.ref.to)", "bytes": "\(patch.bytesReceived)",
+                    "conflicts": "\(applied.conflictsResolved)", "digest": "\(applied.digestCheck.rawValue)",
+                    "seconds": "\((ContinuousClock.now - started).components.seconds)",
+                ])
+            return FetchResult(
+                outcome: .updateDownloaded, version: info.version, sha256: info.sha256, bytesReceived: patch.bytesReceived, resumedFrom: 0,
+                status: try await currentStatus(), encoding: .gzip, path: .patch(from: patch.ref.from, to: patch.ref.to))
+        }
+    }
+
+    /// Runs `work` on the host's writer, in one write transaction or outside any (SQLite's backup API needs that),
+    /// with the directory's files and the checksum cache (kept even when `work` throws, as in ``onFiles(_:)``).
+    private func onWriter<T: Sendable>(
+        transaction: Bool, _ work: @escaping @Sendable (ClientFiles, SQLiteConnection, inout ClientStateFile) throws -> T
+    ) async throws -> T {
         guard let host else { throw FerryError(.badInput, "an in-place apply needs the app's database (FerryGRDB)") }
         var scratch = ClientFiles(directory: directory, configuration: configuration, logger: logger)
         scratch.inPlace = true
         let files = scratch
-        let before = state
-        let (result, after) = try await host.replace { writer -> (Result<InPlaceOutcome, any Error>, ClientStateFile) in
-            var state = before
-            let result = Result { try work(files, writer, &state) }
-            return (result, state)
+        // The cache comes back even when `work` throws; a throw inside a transaction also makes the host roll it back.
+        let box = Locked(state)
+        let body: @Sendable (SQLiteConnection) throws -> T = { writer in
+            var state = box.current
+            defer { box.withLock { [state] in $0 = state } }
+            return try work(files, writer, &state)
         }
-        state = after
-        let outcome = try result.get()
-        liveTables = outcome.tables
-        return outcome
+        do {
+            let result = transaction ? try await host.write(notify: true, body) : try await host.replace(body)
+            state = box.current
+            return result
+        } catch {
+            state = box.current
+            throw error
+        }
     }
 }

@@ -97,6 +97,11 @@ struct ClientStateFile: Codable, Equatable, Sendable {
         if checksums.count > Self.maxEntries { checksums.removeFirst(checksums.count - Self.maxEntries) }
     }
 
+    /// Drops what is cached for the file with this inode (its contents are about to change in place).
+    mutating func forget(inode: UInt64) {
+        checksums.removeAll { $0.identity.inode == inode }
+    }
+
     mutating func arrived(_ sha256: String, by path: UpdatePath, contentDigest: String?) {
         var list = (arrivals ?? []).filter { $0.sha256 != sha256 }
         list.append(Arrival(sha256: sha256, path: path, contentDigest: contentDigest))

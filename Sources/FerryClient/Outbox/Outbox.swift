@@ -159,13 +159,19 @@ public enum Outbox {
             // Capture is switched back on at the end of this transaction; if the transaction fails, its rollback
             // restores the switch with everything else.
             try setCapture(false, db)
-            for row in try db.query("SELECT tbl, op, key, vals, editedAt FROM main.ferry_outbox ORDER BY seq") {
-                guard let name = row[0].text, let table = tableInfo[name], let op = row[1].text.flatMap(Change.Operation.init(rawValue:)),
-                    let key = row[2].text, let vals = row[3].text, let editedAt = row[4].text
-                else { continue }
-                try replay(op: op, key: try decodeObject(key, db), values: try decodeObject(vals, db), editedAt: editedAt, table: table, db: db)
-            }
+            try replayQueued(in: db, tables: tables, tableInfo: tableInfo)
             try setCapture(true, db)
+        }
+    }
+
+    /// Replays every queued edit, in order, on top of what the database holds now (capture must be off).
+    static func replayQueued(in db: SQLiteConnection, tables: [SnapshotMetadata.TableInfo], tableInfo: [String: SnapshotMetadata.TableInfo]? = nil) throws {
+        let tableInfo = tableInfo ?? Dictionary(uniqueKeysWithValues: tables.map { ($0.name, $0) })
+        for row in try db.query("SELECT tbl, op, key, vals, editedAt FROM main.ferry_outbox ORDER BY seq") {
+            guard let name = row[0].text, let table = tableInfo[name], let op = row[1].text.flatMap(Change.Operation.init(rawValue:)),
+                let key = row[2].text, let vals = row[3].text, let editedAt = row[4].text
+            else { continue }
+            try replay(op: op, key: try decodeObject(key, db), values: try decodeObject(vals, db), editedAt: editedAt, table: table, db: db)
         }
     }
 

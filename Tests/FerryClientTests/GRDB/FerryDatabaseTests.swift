@@ -149,6 +149,39 @@ import Testing
         }
     }
 
+    @Test func automaticModeAppliesAPatchToTheLiveDatabaseInOneTransaction() async throws {
+        try await withWorld { world in
+            let ferry = try await world.open("patch", mode: .automatic)
+            _ = try await ferry.checkForUpdates()
+            let values = ValueObservation.tracking { db in
+                try Int.fetchOne(db, sql: "SELECT passengers FROM trips WHERE name = 'Växjö-Kalmar'")
+            }.values(in: ferry.pool)
+
+            // Given a clean device, a one-row change arrives as a patch and is applied in place, verified by digest
+            var version = try await world.publishChange("passengers = 21", where: "Växjö-Kalmar")
+            var result = try await ferry.checkForUpdates()
+            #expect(result.path == .patch(from: version - 1, to: version))
+            #expect(try await Self.first(values) { $0 == 21 } == 21)
+            #expect(ferry.currentStatus.version == version && ferry.currentStatus.state == .upToDate)
+            #expect(FileManager.default.fileExists(atPath: world.directory.appending("patch/previous.db").path))
+
+            // Given a queued local edit of another row, the next patch is applied on top and the edit stays visible
+            try await ferry.pool.write { db in try db.execute(sql: "UPDATE trips SET bags = 5 WHERE name = 'Kalmar-Öland'") }
+            version = try await world.publishChange("passengers = 22", where: "Växjö-Kalmar")
+            result = try await ferry.checkForUpdates()
+            #expect(result.path == .patch(from: version - 1, to: version))
+            #expect(try await Self.first(values) { $0 == 22 } == 22)
+            #expect(try await ferry.pool.read { db in try Int.fetchOne(db, sql: "SELECT bags FROM trips WHERE name = 'Kalmar-Öland'") } == 5)
+            #expect(try await ferry.client.pendingEdits() == 1)
+            #expect(try await ferry.client.status().version == version)
+            try await ferry.close()
+
+            // And a reopen (a new process) reads the same version from the directory
+            let status = try await FerryClient.status(directory: world.directory.appending("patch"))
+            #expect(status.version == version && status.outbox == 1)
+        }
+    }
+
     @Test func automaticModeAppliesAFullUpdateInPlaceAndKeepsQueuedWrites() async throws {
         try await withWorld { world in
             var configuration = world.configuration("auto")
