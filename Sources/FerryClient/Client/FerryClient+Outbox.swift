@@ -110,6 +110,8 @@ extension FerryClient {
         let clientID = try await BlockingWork.run { try Self.deviceID(in: privateDirectory) }
         var summary = Outbox.Summary()
         var sent = 0
+        // Nothing queued (or no database yet, before the initial sync): nothing to send, and no request is made.
+        guard try await pendingEdits() > 0 else { return PushResult(summary: summary, sent: 0, remaining: 0) }
         // The edits queued now: an app that keeps writing while the push runs must not keep it running forever.
         let last = try await exclusively { try await useDatabase(notify: false) { try Outbox.lastSequence(in: $0) } }
         while true {

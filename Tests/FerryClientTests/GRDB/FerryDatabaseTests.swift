@@ -117,7 +117,8 @@ import Testing
             // Given an app that opened its directory before any sync, and observes a query
             let ferry = try await world.open("app", mode: .onRequest)
             #expect(ferry.currentStatus.state == .initialSyncRequired)
-            let observation = ValueObservation.tracking { db -> Int? in
+            // Before the initial sync there is no table to track: the observation tracks the whole database.
+            let observation = ValueObservation.tracking(region: DatabaseRegion.fullDatabase) { db -> Int? in
                 guard try db.tableExists("trips") else { return nil }
                 return try Int.fetchOne(db, sql: "SELECT passengers FROM trips WHERE name = 'Växjö-Kalmar'")
             }

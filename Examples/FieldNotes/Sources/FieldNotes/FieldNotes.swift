@@ -75,22 +75,27 @@ struct FieldNotes {
             // The screen: a query observed with plain GRDB. It fires on the app's writes and on Ferry's updates.
             let watch = options.watch
             group.addTask {
-                let observation = ValueObservation.tracking { db -> [String] in
+                // Before the initial sync the database has no table to track, so the observation tracks the whole
+                // database: Ferry tells GRDB about every table it fills or changes.
+                let observation = ValueObservation.tracking(region: DatabaseRegion.fullDatabase) { db -> [String] in
                     guard try db.tableExists("ferry_snapshot") else { return [] }
                     return try String.fetchAll(db, sql: watch)
-                }
+                }.removeDuplicates()
                 for try await rows in observation.values(in: ferry.pool) where !rows.isEmpty {
                     say("observed: \(rows.joined(separator: " | "))")
                 }
             }
             // Sync status, as a status bar would show it.
             group.addTask {
+                var shown = ""
                 for await status in ferry.statusUpdates() {
                     var line = "status: \(status.state.rawValue) v\(status.version.map(String.init) ?? "-") queued=\(status.queuedEdits)"
                     if status.rejectedEdits > 0 { line += " rejected=\(status.rejectedEdits)" }
                     if let download = status.download { line += " downloading \(download.bytesReceived) B\(download.isPatch ? " (patch)" : "")" }
                     if let error = status.lastError { line += " error=\(error.code)" }
-                    say(line)
+                    // Each check changes the status's time of the last check; the line shows only what a person reads.
+                    if line != shown { say(line) }
+                    shown = line
                 }
             }
             // The user's edit, on a timer, through the same pool.
@@ -115,8 +120,9 @@ struct FieldNotes {
                 while !Task.isCancelled {
                     do {
                         _ = try await ferry.sync()
-                    } catch let error as FerryError where error.code == .offline {
-                        // Shown in the status line; the next round tries again.
+                    } catch let error as FerryError {
+                        // Shown in the status line (offline is normal); the next round tries again.
+                        if error.code != .offline { say("sync failed: \(error)") }
                     }
                     try await Task.sleep(for: .seconds(syncEvery))
                 }
