@@ -167,6 +167,18 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        // `scripts/bench app`: an update applied in place under an app's GRDB pool against the swap by rename.
+        .executableTarget(
+            name: "ferry-app-bench",
+            dependencies: [
+                "FerryCore", "FerryClient", "FerryGRDB",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Benchmarks/AppBench",
+            swiftSettings: strict
+        ),
+
         // `scripts/bench outbox`: times the merge engine; a benchmark program, in no product.
         .executableTarget(
             name: "ferry-outbox-bench",
