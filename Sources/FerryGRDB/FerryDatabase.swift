@@ -26,7 +26,7 @@ import Logging
 public final class FerryDatabase: Sendable {
     /// When a downloaded, verified update is applied to the app's database.
     public enum ApplyMode: String, Sendable, CaseIterable {
-        /// At the next ``FerryDatabase/open(configuration:applyMode:logger:transport:)`` (the book's first answer).
+        /// At the next ``FerryDatabase/open(configuration:applyMode:logger:transport:databaseConfiguration:)`` (the book's first answer).
         case onLaunch
         /// When the app calls ``FerryDatabase/applyPendingUpdate()``, for instance from a button; the status says
         /// ``SyncState/updatePending`` meanwhile (the book's second answer).
@@ -61,14 +61,17 @@ public final class FerryDatabase: Sendable {
     /// ```swift
     /// let ferry = try await FerryDatabase.open(configuration: config, applyMode: .automatic)
     /// ```
+    ///
+    /// `databaseConfiguration` is the pool's GRDB configuration, e.g. with `observesSuspensionNotifications` for a
+    /// directory in an App Group container; its busy mode becomes a 5 s timeout when it has none.
     public static func open(
         configuration: FerryClient.Configuration, applyMode: ApplyMode = .onLaunch, logger: Logger = Logger(label: "ferry"),
-        transport: (any SnapshotTransport)? = nil
+        transport: (any SnapshotTransport)? = nil, databaseConfiguration: GRDB.Configuration = GRDB.Configuration()
     ) async throws -> FerryDatabase {
         let directory = ClientDirectory(configuration.directory)
         try DurableFile.makeDirectory(directory.url)
-        var poolConfiguration = GRDB.Configuration()
-        poolConfiguration.busyMode = .timeout(5)
+        var poolConfiguration = databaseConfiguration
+        if case .immediateError = poolConfiguration.busyMode { poolConfiguration.busyMode = .timeout(5) }
         let pool = try DatabasePool(path: directory.database.path, configuration: poolConfiguration)
         var clientConfiguration = configuration
         clientConfiguration.applyPendingOnOpen = applyMode != .onRequest
