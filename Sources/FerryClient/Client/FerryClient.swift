@@ -358,7 +358,8 @@ public actor FerryClient {
             ])
         let target = patch.target
         let info = SnapshotInfo(sha256: target.sha256, version: target.version, schemaVersion: target.schemaVersion, dataset: patch.base.info.dataset)
-        let stats = TransferStats(bytesReceived: patch.bytesReceived, resumedFrom: 0, fileBytes: FileIdentity.size(of: scratch), encoding: .gzip)
+        var stats = TransferStats(bytesReceived: patch.bytesReceived, resumedFrom: 0, fileBytes: FileIdentity.size(of: scratch), encoding: .gzip)
+        stats.publishedBytes = target.size
         return SnapshotDownloader.Verified(
             info: info, stats: stats, file: scratch, path: .patch(from: patch.ref.from, to: patch.ref.to), contentDigest: target.contentDigest)
     }
@@ -374,9 +375,11 @@ public actor FerryClient {
                 _ = try await applyInPlace()
             }
             if outcome == .initialSync { try await openConnection() }
-            return FetchResult(
+            var result = FetchResult(
                 outcome: outcome, version: info.version, sha256: info.sha256, bytesReceived: stats.bytesReceived, resumedFrom: stats.resumedFrom,
                 status: try await currentStatus(), fileBytes: stats.fileBytes, encoding: stats.encoding, path: path)
+            result.publishedBytes = stats.publishedBytes ?? stats.fileBytes
+            return result
         }
     }
 
@@ -468,9 +471,12 @@ public actor FerryClient {
                     "conflicts": "\(applied.conflictsResolved)", "digest": "\(applied.digestCheck.rawValue)",
                     "seconds": "\((ContinuousClock.now - started).components.seconds)",
                 ])
-            return FetchResult(
+            var result = FetchResult(
                 outcome: .updateDownloaded, version: info.version, sha256: info.sha256, bytesReceived: patch.bytesReceived, resumedFrom: 0,
-                status: try await currentStatus(), encoding: .gzip, path: .patch(from: patch.ref.from, to: patch.ref.to))
+                status: try await currentStatus(), fileBytes: FileIdentity.size(of: directory.database), encoding: .gzip,
+                path: .patch(from: patch.ref.from, to: patch.ref.to))
+            result.publishedBytes = patch.target.size
+            return result
         }
     }
 

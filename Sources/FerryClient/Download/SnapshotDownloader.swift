@@ -37,6 +37,8 @@ struct TransferStats: Sendable, Equatable {
     var fileBytes: Int64?
     /// How the bytes travelled.
     var encoding: TransferEncoding?
+    /// Size of the version's file as published, when it differs from `fileBytes` (a patched copy).
+    var publishedBytes: Int64?
 }
 
 /// Checks the server and streams a new snapshot into `.ferry/partial.sqlite`. First it revalidates the small manifest
