@@ -3,7 +3,7 @@ import PackageDescription
 
 // Ferry: PostgreSQL → versioned SQLite snapshots → HTTP → offline devices, and their edits back.
 // Data flows one way: FerryCore ← FerryPostgres ← {FerryPublisher, FerryMerge}; FerryMerge ← FerryServer;
-// FerryCore ← FerryClient ← FerryClientNIO; `ferry` is a thin CLI over all of them.
+// FerryCore ← FerryClient ← {FerryClientNIO, FerryGRDB (the app's pool)}; `ferry` is a thin CLI over all of them.
 
 /// Every target: an existential must say `any`, and a file must import each module whose members it uses, so an
 /// undeclared dependency fails the build instead of leaking in through another module.
@@ -21,6 +21,7 @@ let package = Package(
         .library(name: "FerryServer", targets: ["FerryServer"]),
         .library(name: "FerryClient", targets: ["FerryClient"]),
         .library(name: "FerryClientNIO", targets: ["FerryClientNIO"]),
+        .library(name: "FerryGRDB", targets: ["FerryGRDB"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -36,6 +37,9 @@ let package = Package(
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/groue/GRDB.swift", exact: "7.10.0"),
+        // `swift package generate-documentation`: the DocC catalogs of FerryGRDB and FerryClient (scripts/test builds them).
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
     targets: [
         // C libraries from Debian's -dev packages.
@@ -136,6 +140,16 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // The app's database: a GRDB pool on the client directory, updated in place, observed (docs/app.md).
+        .target(
+            name: "FerryGRDB",
+            dependencies: [
+                "FerryCore", "FerryClient",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
         // The CLI: parses arguments and calls the libraries.
         .executableTarget(
             name: "ferry",
@@ -150,6 +164,30 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ],
+            swiftSettings: strict
+        ),
+
+        // Examples/FieldNotes, the example app on FerryGRDB (also a package of its own there), built with the rest.
+        .executableTarget(
+            name: "field-notes",
+            dependencies: [
+                "FerryCore", "FerryClient", "FerryGRDB",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Examples/FieldNotes/Sources/FieldNotes",
+            swiftSettings: strict
+        ),
+
+        // `scripts/bench app`: an update applied in place under an app's GRDB pool against the swap by rename.
+        .executableTarget(
+            name: "ferry-app-bench",
+            dependencies: [
+                "FerryCore", "FerryClient", "FerryGRDB",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Benchmarks/AppBench",
             swiftSettings: strict
         ),
 
@@ -201,7 +239,10 @@ let package = Package(
         .testTarget(
             name: "FerryClientTests",
             dependencies: [
-                "FerryCore", "FerryClient", "FerryClientNIO", "FerryServer", "FerryMerge", "FerryPostgres", "FerryPublisher", "FerryTestSupport",
+                "FerryCore", "FerryClient", "FerryClientNIO", "FerryGRDB", "FerryServer", "FerryMerge", "FerryPostgres", "FerryPublisher",
+                "FerryTestSupport",
+                // FerryGRDB's tests live here, beside the real-server harness they share with the client's.
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),

@@ -26,6 +26,13 @@ public final class SQLiteConnection {
 
     public let path: String
     @usableFromInline let handle: OpaquePointer
+    /// False for a connection that wraps a handle someone else owns (``init(borrowing:path:)``): it is not closed here.
+    private let ownsHandle: Bool
+    /// Statements of ``run(_:_:)``, ``query(_:_:)`` and ``scalar(_:_:)`` by their SQL, prepared once per connection:
+    /// the outbox runs the same few statements per row, and each prepare of a write compiles the table's triggers
+    /// (on an app's GRDB connection, through GRDB's authorizer too). Each is reset after use, so none stays active.
+    /// Released (finalized) with the connection.
+    private var statementCache: [String: SQLiteStatement] = [:]
 
     public init(path: String, mode: OpenMode = .readWriteCreate) throws {
         self.path = path
@@ -41,7 +48,26 @@ public final class SQLiteConnection {
             handle = try Self.open(path, flags: SQLITE_OPEN_READWRITE)
         }
         self.handle = handle
+        self.ownsHandle = true
     }
+
+    /// Wraps a connection that another library opened and owns (GRDB's writer, for instance), so that Ferry's code
+    /// can run on it. The handle is never closed here; it must outlive this object, which must be used only where
+    /// the owner allows (on its writer queue).
+    ///
+    /// ```swift
+    /// try pool.writeWithoutTransaction { db in
+    ///     let connection = SQLiteConnection(borrowing: db.sqliteConnection!, path: pool.path)
+    /// }
+    /// ```
+    public init(borrowing handle: OpaquePointer, path: String) {
+        self.path = path
+        self.handle = handle
+        self.ownsHandle = false
+    }
+
+    /// The underlying `sqlite3 *`, for C APIs this wrapper does not cover (the backup API, say).
+    public var rawHandle: OpaquePointer { handle }
 
     private static func open(_ path: String, flags: Int32) throws -> OpaquePointer {
         var db: OpaquePointer?
@@ -65,7 +91,7 @@ public final class SQLiteConnection {
     }
 
     deinit {
-        sqlite3_close_v2(handle)
+        if ownsHandle { sqlite3_close_v2(handle) }
     }
 
     /// The last error message SQLite reported on this connection.
@@ -115,33 +141,64 @@ public final class SQLiteConnection {
     /// Runs one statement with bound parameters and returns the number of changed rows.
     @discardableResult
     public func run(_ sql: String, _ parameters: [SQLiteValue] = []) throws -> Int {
-        let stmt = try prepare(sql)
-        try stmt.bind(parameters)
-        while try stmt.step() {}
-        return Int(sqlite3_changes(handle))
+        try withCachedStatement(sql, parameters) { stmt in
+            while try stmt.step() {}
+            return Int(sqlite3_changes(handle))
+        }
     }
 
     /// Runs a query with bound parameters and returns every row.
     public func query(_ sql: String, _ parameters: [SQLiteValue] = []) throws -> [[SQLiteValue]] {
-        let stmt = try prepare(sql)
-        try stmt.bind(parameters)
-        var rows: [[SQLiteValue]] = []
-        while try stmt.step() {
-            rows.append((0..<stmt.columnCount).map { stmt.value(at: $0) })
+        try withCachedStatement(sql, parameters) { stmt in
+            var rows: [[SQLiteValue]] = []
+            while try stmt.step() {
+                rows.append((0..<stmt.columnCount).map { stmt.value(at: $0) })
+            }
+            return rows
         }
-        return rows
     }
 
     /// Runs a query and returns the first column of the first row, if any.
     public func scalar(_ sql: String, _ parameters: [SQLiteValue] = []) throws -> SQLiteValue? {
-        let stmt = try prepare(sql)
+        try withCachedStatement(sql, parameters) { stmt in
+            guard try stmt.step() else { return nil }
+            return stmt.value(at: 0)
+        }
+    }
+
+    /// Runs `body` with the cached statement for `sql`, `parameters` bound, and resets it afterwards (bindings
+    /// cleared) whatever happens. A statement already in use (a nested call with the same SQL) gets a fresh one.
+    private func withCachedStatement<T>(_ sql: String, _ parameters: [SQLiteValue], _ body: (SQLiteStatement) throws -> T) throws -> T {
+        let stmt: SQLiteStatement
+        if let cached = statementCache.removeValue(forKey: sql) {
+            stmt = cached
+        } else {
+            stmt = try prepare(sql)
+        }
+        defer {
+            stmt.resetForReuse()
+            if statementCache.count < 64 { statementCache[sql] = stmt }
+        }
         try stmt.bind(parameters)
-        guard try stmt.step() else { return nil }
-        return stmt.value(at: 0)
+        return try body(stmt)
     }
 
     /// Runs `body` in a transaction: commits on success, rolls back on error.
     public func transaction<T>(_ kind: String = "IMMEDIATE", _ body: () throws -> T) throws -> T {
+        if isInsideTransaction {
+            // Already inside a transaction (an app's GRDB write hands Ferry its writer mid-transaction): a savepoint
+            // makes `body` all-or-nothing within it, and the owner's COMMIT makes it durable.
+            try execute("SAVEPOINT ferry_transaction")
+            do {
+                let result = try body()
+                try execute("RELEASE ferry_transaction")
+                return result
+            } catch {
+                // The body's error is the one to report; a failed rollback leaves the owner's transaction to fail.
+                try? execute("ROLLBACK TO ferry_transaction; RELEASE ferry_transaction")
+                throw error
+            }
+        }
         try execute("BEGIN \(kind)")
         do {
             let result = try body()
@@ -153,6 +210,9 @@ public final class SQLiteConnection {
             throw error
         }
     }
+
+    /// Whether a transaction is open on this connection (SQLite is not in autocommit mode).
+    public var isInsideTransaction: Bool { sqlite3_get_autocommit(handle) == 0 }
 
     /// The rowid of the last insert.
     public var lastInsertRowID: Int64 { sqlite3_last_insert_rowid(handle) }
@@ -213,6 +273,12 @@ public final class SQLiteStatement {
     }
 
     deinit { sqlite3_finalize(handle) }
+
+    /// Ends the statement's run (no longer active: it holds no lock) and clears its bindings.
+    func resetForReuse() {
+        sqlite3_reset(handle)
+        sqlite3_clear_bindings(handle)
+    }
 
     public var parameterCount: Int { Int(sqlite3_bind_parameter_count(handle)) }
     public var columnCount: Int { Int(sqlite3_column_count(handle)) }

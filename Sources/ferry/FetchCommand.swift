@@ -81,9 +81,12 @@ struct FetchCommand: AsyncParsableCommand {
         var size = ProgressBar.bytes(result.fileBytes ?? transfer)
         if result.encoding == .gzip { size += ", \(ProgressBar.bytes(transfer)) gzip" }
         if case .patch(let from, let to) = result.path {
-            // The bytes moved against the full size is what a patch is for.
-            let share = (result.fileBytes ?? 0) > 0 ? String(format: ", %.2f %% of it", Double(transfer) / Double(result.fileBytes!) * 100) : ""
-            size = "\(ProgressBar.bytes(result.fileBytes ?? 0)) from a \(ProgressBar.bytes(transfer)) patch \(from) → \(to)\(share)"
+            // The bytes moved against the published file's size is what a patch is for; the device's own file (outbox,
+            // free pages) is another number, named as such.
+            let published = result.publishedBytes ?? result.fileBytes ?? 0
+            let share = published > 0 ? String(format: ", %.2f %% of the %@ published file", Double(transfer) / Double(published) * 100, ProgressBar.bytes(published)) : ""
+            size = "by a \(ProgressBar.bytes(transfer)) patch \(from) → \(to)\(share)"
+            if let device = result.fileBytes, device != published { size += "; the device's file is \(ProgressBar.bytes(device))" }
         }
         if let failure = result.patchFailure { size += "; the patch was not used: \(failure)" }
         let resumed = result.resumedFrom > 0 ? ", resumed at \(ProgressBar.bytes(result.resumedFrom))" : ""

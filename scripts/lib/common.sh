@@ -45,10 +45,12 @@ ferry_start_postgres() {
     chmod 755 "$FERRY_PG_DIR"
     as_pg=(runuser -u postgres --)
   fi
-  "${as_pg[@]}" "$FERRY_PG_BIN/initdb" -D "$FERRY_PG_DIR/data" -U postgres -A trust --no-sync -E UTF8 >"$FERRY_PG_DIR/initdb.log" 2>&1 \
-    || { cat "$FERRY_PG_DIR/initdb.log" >&2; return 1; }
-  "${as_pg[@]}" "$FERRY_PG_BIN/pg_ctl" -D "$FERRY_PG_DIR/data" -l "$FERRY_PG_DIR/postgres.log" -w \
-    -o "-p $FERRY_PG_PORT -k $FERRY_PG_DIR/sock -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200" start >/dev/null \
+  # The postgres user runs from the cluster's own directory: it may not be able to read the caller's, and PostgreSQL's
+  # tools then print "could not change directory to …: Permission denied".
+  (cd "$FERRY_PG_DIR" && "${as_pg[@]}" "$FERRY_PG_BIN/initdb" -D "$FERRY_PG_DIR/data" -U postgres -A trust --no-sync -E UTF8) \
+    >"$FERRY_PG_DIR/initdb.log" 2>&1 || { cat "$FERRY_PG_DIR/initdb.log" >&2; return 1; }
+  (cd "$FERRY_PG_DIR" && "${as_pg[@]}" "$FERRY_PG_BIN/pg_ctl" -D "$FERRY_PG_DIR/data" -l "$FERRY_PG_DIR/postgres.log" -w \
+    -o "-p $FERRY_PG_PORT -k $FERRY_PG_DIR/sock -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200" start) >/dev/null \
     || { cat "$FERRY_PG_DIR/postgres.log" >&2; return 1; }
   FERRY_PG_URL="postgres://postgres@127.0.0.1:$FERRY_PG_PORT/postgres"
   export FERRY_PG_DIR FERRY_PG_PORT FERRY_PG_URL
@@ -58,7 +60,7 @@ ferry_stop_postgres() {
   [ -n "${FERRY_PG_DIR:-}" ] && [ -d "$FERRY_PG_DIR/data" ] || return 0
   local as_pg=()
   [ "$(id -u)" -eq 0 ] && as_pg=(runuser -u postgres --)
-  "${as_pg[@]}" "$FERRY_PG_BIN/pg_ctl" -D "$FERRY_PG_DIR/data" -m immediate -w stop >/dev/null 2>&1 || true
+  (cd "$FERRY_PG_DIR" && "${as_pg[@]}" "$FERRY_PG_BIN/pg_ctl" -D "$FERRY_PG_DIR/data" -m immediate -w stop) >/dev/null 2>&1 || true
   rm -rf "$FERRY_PG_DIR"
 }
 

@@ -7,7 +7,7 @@ A = argparse.ArgumentParser()
 A.add_argument("--ferry", required=True)
 A.add_argument("--database-url", required=True)
 A.add_argument("--rounds", type=int, default=100)
-A.add_argument("--kinds", default="publisher,client,server")
+A.add_argument("--kinds", default="publisher,client,server,app")
 A.add_argument("--seed", type=int, default=None)
 ARGS = A.parse_args()
 SEED = ARGS.seed if ARGS.seed is not None else random.randrange(1 << 30)
@@ -424,6 +424,93 @@ def drill_server(rounds):
         kill9(server)
 
 
+# ------------------------------------------------------------------------------------------------------- app
+# An app on FerryGRDB (Examples/FieldNotes, .automatic): it syncs every 50 ms (patches applied in place under its
+# pool, full downloads copied in) and appends " e" to one note's body every 50 ms, printing each committed write.
+# Killed at random instants: database.db must pass integrity_check and hold a published version (never a mix), and
+# no committed write may be lost: the number of " e" in PostgreSQL, once everything is pushed, is at least the number
+# the app printed (and at most one more per kill: a write that committed just before the kill, unprinted).
+def drill_app(rounds):
+    field_notes = os.path.join(os.path.dirname(ARGS.ferry), "field-notes")
+    if not os.path.exists(field_notes):
+        raise RuntimeError(f"{field_notes} is missing: build it with swift build --product field-notes")
+    url = create_db("drill_app", NOTES_DDL)
+    store = os.path.join(WORK, "app-store")
+    template = os.path.join(WORK, "notes-app.yml")
+    open(template, "w").write(NOTES_YML)
+    if ferry("publish", "--config", template, "--database-url", url, "--store", store).returncode != 0:
+        raise RuntimeError("publish failed")
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    server = serve(store, template, url, port)
+    device = os.path.join(WORK, "app-device")
+    target = psql(url, "SELECT id FROM notes ORDER BY id LIMIT 1")
+    printed = 0
+    published = {}
+    published_files(store, "notes", published)
+
+    def run_app(seconds):
+        return subprocess.Popen(
+            [field_notes, "--dir", device, "--server", base, "--dataset", "notes", "--watch", "SELECT count(*) FROM notes",
+             "--edit", f"UPDATE notes SET body = body || ' e' WHERE id = '{target}'", "--edit-every", "0.05",
+             "--sync-every", "0.05", "--seconds", str(seconds)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    try:
+        for r in range(rounds):
+            # The office changes 1 % of the other notes and publishes: the app takes it by patch, in place.
+            psql(url, f"UPDATE notes SET body = 'office {r} ' || id, updated_at = now() WHERE id <> '{target}' AND abs(hashtext(id || '{r}')) % 100 = 0")
+            if ferry("publish", "--config", template, "--database-url", url, "--store", store).returncode != 0:
+                violation("app", "publish failed")
+            published_files(store, "notes", published)
+            app = run_app(30)
+            PROCS.append(app)
+            time.sleep(RNG.uniform(0.3, 2.5))
+            finished = app.poll() is not None
+            kill9(app)
+            out = app.stdout.read()
+            printed += out.count("wrote an edit")
+            KILLS["app"]["finished" if finished else ("after the initial sync" if "observed:" in out else "before the first view")] += 1
+            db = os.path.join(device, "database.db")
+            if not os.path.exists(db):
+                continue
+            con = sqlite3.connect(db)
+            try:
+                if con.execute("PRAGMA integrity_check").fetchone()[0] != "ok":
+                    violation("app", "database.db fails integrity_check")
+                tables = con.execute("SELECT count(*) FROM sqlite_master WHERE name = 'ferry_origin'").fetchone()[0]
+                sha = con.execute("SELECT sha256 FROM ferry_origin").fetchone()[0] if tables else None
+                if tables and sha not in published:
+                    violation("app", f"database.db claims a version that was never published ({sha})")
+                elif tables:
+                    # Every note but the app's own is exactly as published in the version it claims.
+                    expected = [row for row in rows(published[sha]) if row[0] != target]
+                    actual = [row for row in rows(db) if row[0] != target]
+                    if expected != actual:
+                        violation("app", "database.db does not hold exactly its published version's rows")
+            except sqlite3.Error as e:
+                violation("app", f"database.db cannot be read after the kill: {e}")
+            finally:
+                con.close()
+        # The last run pushes everything: every printed write must be in PostgreSQL.
+        app = run_app(3)
+        PROCS.append(app)
+        out, _ = app.communicate(timeout=60)
+        printed += out.count("wrote an edit")
+        status = ferry("push", "--server", base, "--dataset", "notes", "--dir", device)
+        if status.returncode != 0:
+            violation("app", f"the final push failed: {status.stderr.strip()[:200]}")
+        body = psql(url, f"SELECT body FROM notes WHERE id = '{target}'")
+        in_postgres = body.count(" e")
+        kills = sum(KILLS["app"].values())
+        if in_postgres < printed:
+            violation("app", f"{printed - in_postgres} writes the app committed are missing in PostgreSQL")
+        if in_postgres > printed + kills:
+            violation("app", f"PostgreSQL has {in_postgres} writes, more than the {printed} printed plus one per kill")
+        print(f"  app: {printed} writes printed, {in_postgres} in PostgreSQL, {kills} kills", flush=True)
+    finally:
+        kill9(server)
+
+
 def main():
     kinds = [k.strip() for k in ARGS.kinds.split(",") if k.strip()]
     print(f"drill: {ARGS.rounds} rounds per kind ({', '.join(kinds)}), seed {SEED}", flush=True)
@@ -431,7 +518,7 @@ def main():
     try:
         for kind in kinds:
             t = time.time()
-            {"publisher": drill_publisher, "client": drill_client, "server": drill_server}[kind](ARGS.rounds)
+            {"publisher": drill_publisher, "client": drill_client, "server": drill_server, "app": drill_app}[kind](ARGS.rounds)
             print(f"  {kind}: {ARGS.rounds} rounds in {time.time() - t:.0f} s", flush=True)
     finally:
         for p in PROCS:

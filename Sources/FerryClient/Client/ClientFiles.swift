@@ -48,6 +48,9 @@ struct ClientFiles: Sendable {
     let directory: ClientDirectory
     let configuration: FerryClient.Configuration
     let logger: Logger
+    /// True when the app holds the live database open (``LiveDatabaseHost``): every download, the initial sync's
+    /// too, waits as `updated.db` and is applied in place, never renamed over `database.db`.
+    var inPlace = false
 
     // MARK: Open
 
@@ -163,6 +166,20 @@ struct ClientFiles: Sendable {
             throw FerryError(
                 .verification, "\(base.file.lastPathComponent) changed while the patch downloaded; taking the full download", path: base.file.path)
         }
+        if inPlace, base.file == directory.database {
+            // The app's database is in WAL mode and open: its file alone may lack committed pages (they are in
+            // -wal). SQLite's backup API reads one consistent version through a connection of its own.
+            do {
+                let live = try SQLiteConnection(path: base.file.path, mode: .readOnly)
+                try live.copy(to: directory.patched.path)
+            } catch {
+                try? FileManager.default.removeItem(at: directory.patched)  // the error says what went wrong; removed on open too
+                throw FerryError(
+                    .io, "\(FileClone.patchCopyFailure): \((error as? FerryError)?.message ?? "\(error)"); \(FileClone.patchCopyFix)",
+                    path: directory.patched.path, underlying: error)
+            }
+            return .copy
+        }
         return try FileClone.clone(base.file, to: directory.patched, FileClone.patchCopyFailure, fix: FileClone.patchCopyFix)
     }
 
@@ -205,7 +222,7 @@ struct ClientFiles: Sendable {
         let target: URL
         if live == nil && pending == nil {
             outcome = .initialSync
-            target = directory.database
+            target = inPlace ? directory.updated : directory.database
         } else {
             outcome = .updateDownloaded
             target = directory.updated
@@ -255,7 +272,7 @@ struct ClientFiles: Sendable {
     /// on top of the new data (so a fresh snapshot never hides a pending edit), then runs the app's hook, each in
     /// its own transaction. Idempotent, as a crash before the rename repeats it. The cached checksum stays the
     /// published one.
-    private func prepare(pending: SnapshotInfo, _ state: inout ClientStateFile) throws {
+    func prepare(pending: SnapshotInfo, _ state: inout ClientStateFile) throws {
         do {
             let updated = try SQLiteConnection(path: directory.updated.path, mode: .readWrite)
             let tables = try SnapshotMetadata.read(from: updated).tables

@@ -17,6 +17,12 @@ public struct SyncResult: Sendable, Equatable {
     public var push: PushResult
     public var fetch: FetchResult
     public var apply: ApplyResult?
+
+    public init(push: PushResult, fetch: FetchResult, apply: ApplyResult?) {
+        self.push = push
+        self.fetch = fetch
+        self.apply = apply
+    }
 }
 
 extension FerryClient {
@@ -28,7 +34,11 @@ extension FerryClient {
     public func pendingEdits() async throws -> Int {
         try await exclusively {
             guard directory.exists(directory.database) else { return 0 }
-            return try await useDatabase { try Outbox.count(in: $0) }
+            do {
+                return try await useDatabase(notify: false) { try Outbox.count(in: $0) }
+            } catch let error as FerryError where error.code == .noDatabase && host != nil {
+                return 0  // the app's database before its initial sync: nothing can be queued yet
+            }
         }
     }
 
@@ -42,7 +52,8 @@ extension FerryClient {
         try await withDatabase { try LocalStatement.run(sql, on: $0) }
     }
 
-    /// Uploads the outbox in order, in batches, and writes the server's answers (the winning rows) locally.
+    /// Uploads the edits queued when it starts, in order, in batches, and writes the server's answers (the winning rows)
+    /// locally; edits the app makes meanwhile wait for the next push.
     /// Call it when the app goes to the background or becomes active (the thesis' lifecycle hooks); ``open``
     /// calls it on launch. A network failure is retried with backoff (``Configuration/pushAttempts``), then thrown
     /// with the edits still queued; a crash at any point resends the same change ids, which the server answers
@@ -99,8 +110,14 @@ extension FerryClient {
         let clientID = try await BlockingWork.run { try Self.deviceID(in: privateDirectory) }
         var summary = Outbox.Summary()
         var sent = 0
+        // Nothing queued (or no database yet, before the initial sync): nothing to send, and no request is made.
+        guard try await pendingEdits() > 0 else { return PushResult(summary: summary, sent: 0, remaining: 0) }
+        // The edits queued now: an app that keeps writing while the push runs must not keep it running forever.
+        let last = try await exclusively { try await useDatabase(notify: false) { try Outbox.lastSequence(in: $0) } }
         while true {
-            let batch = try await withDatabase { try Outbox.takeBatch(from: $0, limit: batchSize) }
+            let batch = try await exclusively {
+                try await useDatabase(notify: false) { try Outbox.takeBatch(from: $0, limit: batchSize, through: last) }
+            }
             if batch.isEmpty { break }
             let request = ChangeBatch(clientId: clientID, sentAt: Timestamp.format(configuration.clock()), changes: batch)
             let results = try await uploadWithRetry(request, dataset: dataset, uploader: uploader)

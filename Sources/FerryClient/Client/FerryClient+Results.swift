@@ -27,8 +27,13 @@ public struct FetchResult: Sendable, Equatable {
     public var resumedFrom: Int64
     /// The directory's status afterwards.
     public var status: ClientStatus
-    /// Size of the downloaded SQLite file (what its checksum covers), nil when nothing was downloaded.
+    /// Size of the SQLite file the device now holds for this version, nil when nothing was downloaded. After a full
+    /// download it is the published file (what its checksum covers); after a patch it is the device's own file,
+    /// which also holds its outbox and may keep free pages, so it can differ from ``publishedBytes``.
     public var fileBytes: Int64? = nil
+    /// Size of the version's file as published (the manifest's `size`), nil when nothing was downloaded. A patch's
+    /// bytes moved are measured against it.
+    public var publishedBytes: Int64? = nil
     /// How the snapshot travelled: ``TransferEncoding/gzip`` (inflated on arrival) or ``TransferEncoding/identity``;
     /// nil when nothing was downloaded.
     public var encoding: TransferEncoding? = nil

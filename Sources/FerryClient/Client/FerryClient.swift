@@ -7,7 +7,7 @@ import Logging
 ///
 /// The actor serializes everything the book's serial queue did: two concurrent applies apply once, a check never
 /// races another check, and the live database is only used through ``withDatabase(_:)`` so a swap never happens
-/// under a running query. The blocking file and SQLite work itself runs on NIO's thread pool, never on Swift's
+/// under a running query. The blocking file and SQLite work itself runs on a Dispatch queue (`BlockingWork`), never on Swift's
 /// cooperative threads, one operation at a time. One process at a time uses a directory (`DIR/.ferry/lock`).
 ///
 /// ```swift
@@ -25,6 +25,12 @@ public actor FerryClient {
     public nonisolated let directory: ClientDirectory
     let logger: Logger
     let transport: any SnapshotTransport
+    /// The app's own connections to the live database (FerryGRDB), when it holds them; then the client opens none,
+    /// runs its work on the app's writer and applies updates in place.
+    let host: (any LiveDatabaseHost)?
+    /// With a host: a patch is applied to the live database as it arrives, in place, instead of waiting as
+    /// `updated.db` (FerryGRDB's `.automatic`).
+    let patchesOnArrival: Bool
     private var lock: FileLock?
     private var connection: LiveDatabase?
     private var state: ClientStateFile
@@ -36,11 +42,16 @@ public actor FerryClient {
     private var operationRunning = false
     private var waitingOperations: [CheckedContinuation<Void, Never>] = []
 
-    private init(configuration: Configuration, logger: Logger, transport: any SnapshotTransport, lock: FileLock, state: ClientStateFile) {
+    private init(
+        configuration: Configuration, logger: Logger, transport: any SnapshotTransport, host: (any LiveDatabaseHost)?, patchesOnArrival: Bool,
+        lock: FileLock, state: ClientStateFile
+    ) {
         self.configuration = configuration
         self.directory = ClientDirectory(configuration.directory)
         self.logger = logger
         self.transport = transport
+        self.host = host
+        self.patchesOnArrival = patchesOnArrival
         self.lock = lock
         self.state = state
     }
@@ -55,30 +66,58 @@ public actor FerryClient {
     public static func open(
         configuration: Configuration, logger: Logger, transport: any SnapshotTransport = URLSessionTransport.shared
     ) async throws -> FerryClient {
+        let client = try await open(configuration: configuration, logger: logger, transport: transport, host: nil)
+        await client.pushOnLaunch()
+        return client
+    }
+
+    /// Opens a client directory whose live database the app holds open (FerryGRDB's pool): recovers, applies a
+    /// pending update in place when ``Configuration/applyPendingOnOpen`` says so, and installs the outbox on the
+    /// app's writer. Never pushes: the caller does that in the background.
+    package static func open(
+        configuration: Configuration, logger: Logger, transport: any SnapshotTransport, host: (any LiveDatabaseHost)?,
+        patchesOnArrival: Bool = false
+    ) async throws -> FerryClient {
         let directory = ClientDirectory(configuration.directory)
         let (lock, state) = try await BlockingWork.run { try ClientFiles.open(directory, logger: logger) }
-        let client = FerryClient(configuration: configuration, logger: logger, transport: transport, lock: lock, state: state)
+        let client = FerryClient(
+            configuration: configuration, logger: logger, transport: transport, host: host, patchesOnArrival: patchesOnArrival && host != nil,
+            lock: lock, state: state)
         do {
             try await client.launch()
         } catch {
             await client.close()
             throw error
         }
-        await client.pushOnLaunch()
         return client
     }
 
     private func launch() async throws {
         try await exclusively {
             let apply = configuration.applyPendingOnOpen
+            let inPlace = host != nil
             try await onFiles { files, state in
                 try files.recoverHotJournals()
-                if apply, files.directory.exists(files.directory.updated) {
+                if apply, !inPlace, files.directory.exists(files.directory.updated) {
                     files.logger.info("applying the pending update on launch", metadata: ["dir": "\(files.directory.url.path)"])
                     _ = try files.swapInPendingUpdate(&state)
                 }
             }
+            if inPlace, directory.exists(directory.updated), try await pendingIsLive() || apply {
+                logger.info("applying the pending update on launch, in place", metadata: ["dir": "\(directory.url.path)"])
+                _ = try await applyInPlace()
+            }
             try await openConnection()
+        }
+    }
+
+    /// Whether `updated.db` is the version the live database already holds (a crash inside an in-place apply,
+    /// after its commit): then applying it only removes it.
+    private func pendingIsLive() async throws -> Bool {
+        try await onFiles { files, state in
+            let live = try files.directory.info(of: files.directory.database, state: &state)
+            let pending = try files.directory.info(of: files.directory.updated, state: &state)
+            return live != nil && live?.sha256 == pending?.sha256
         }
     }
 
@@ -116,7 +155,9 @@ public actor FerryClient {
     /// Runs `work` on the thread pool with the directory's files and the checksum cache. The cache's changes are
     /// kept even when `work` throws (a refusal saved before a failing step stays remembered).
     private func onFiles<T: Sendable>(_ work: @escaping @Sendable (ClientFiles, inout ClientStateFile) throws -> T) async throws -> T {
-        let files = ClientFiles(directory: directory, configuration: configuration, logger: logger)
+        var scratch = ClientFiles(directory: directory, configuration: configuration, logger: logger)
+        scratch.inPlace = host != nil
+        let files = scratch
         let before = state
         let (result, after) = try await BlockingWork.run { () -> (Result<T, any Error>, ClientStateFile) in
             var state = before
@@ -185,7 +226,18 @@ public actor FerryClient {
     }
 
     /// ``withDatabase(_:)`` for code that already runs ``exclusively(_:)``.
-    func useDatabase<T: Sendable>(_ body: @escaping @Sendable (SQLiteConnection) throws -> T) async throws -> T {
+    /// With a host, `notify` tells the app's observers that data may have changed (false for reads and for writes
+    /// to Ferry's own tables).
+    func useDatabase<T: Sendable>(notify: Bool = true, _ body: @escaping @Sendable (SQLiteConnection) throws -> T) async throws -> T {
+        if let host {
+            if liveTables.isEmpty { try await openConnection() }
+            guard !liveTables.isEmpty else {
+                throw FerryError(
+                    .noDatabase, "there is no database.db yet: run checkForUpdates() once online for the initial sync",
+                    path: directory.database.path)
+            }
+            return try await host.write(notify: notify, body)
+        }
         if connection == nil { try await openConnection() }
         guard let connection else {
             throw FerryError(
@@ -197,6 +249,18 @@ public actor FerryClient {
 
     /// Opens database.db (see ``ClientFiles/openLive(_:)``) unless it is open or missing.
     private func openConnection() async throws {
+        if let host {
+            let files = ClientFiles(directory: directory, configuration: configuration, logger: logger)
+            let before = state
+            let (tables, after) = try await host.write(notify: false) { writer in
+                var state = before
+                let tables = try files.prepareLive(writer: writer, &state)
+                return (tables, state)
+            }
+            state = after
+            liveTables = tables ?? []
+            return
+        }
         guard connection == nil, let live = try await onFiles({ files, state in try files.openLive(&state) }) else { return }
         liveTables = live.tables
         connection = live
@@ -248,6 +312,7 @@ public actor FerryClient {
         var outcome = try await downloader.check(knownChecksums: known, patchBase: base, progress: progress)
         if case .patch(let patch) = outcome {
             do {
+                if let applied = try await patchInPlace(patch) { return applied }
                 outcome = .downloaded(try await build(patch))
             } catch let error as FerryError where error.code != .offline && !FerryError.isOutOfSpace(error) {
                 // A full disk is reported as it is: the full download needs at least the space the copy did.
@@ -293,7 +358,8 @@ public actor FerryClient {
             ])
         let target = patch.target
         let info = SnapshotInfo(sha256: target.sha256, version: target.version, schemaVersion: target.schemaVersion, dataset: patch.base.info.dataset)
-        let stats = TransferStats(bytesReceived: patch.bytesReceived, resumedFrom: 0, fileBytes: FileIdentity.size(of: scratch), encoding: .gzip)
+        var stats = TransferStats(bytesReceived: patch.bytesReceived, resumedFrom: 0, fileBytes: FileIdentity.size(of: scratch), encoding: .gzip)
+        stats.publishedBytes = target.size
         return SnapshotDownloader.Verified(
             info: info, stats: stats, file: scratch, path: .patch(from: patch.ref.from, to: patch.ref.to), contentDigest: target.contentDigest)
     }
@@ -305,10 +371,15 @@ public actor FerryClient {
             return FetchResult(
                 outcome: .notModified, bytesReceived: stats.bytesReceived, resumedFrom: stats.resumedFrom, status: try await currentStatus())
         case .installed(let outcome, let info, let stats, let path):
+            if outcome == .initialSync, host != nil {
+                _ = try await applyInPlace()
+            }
             if outcome == .initialSync { try await openConnection() }
-            return FetchResult(
+            var result = FetchResult(
                 outcome: outcome, version: info.version, sha256: info.sha256, bytesReceived: stats.bytesReceived, resumedFrom: stats.resumedFrom,
                 status: try await currentStatus(), fileBytes: stats.fileBytes, encoding: stats.encoding, path: path)
+            result.publishedBytes = stats.publishedBytes ?? stats.fileBytes
+            return result
         }
     }
 
@@ -329,9 +400,15 @@ public actor FerryClient {
                 return ApplyResult(
                     applied: false, version: status.version, previousVersion: nil, message: "nothing to apply: no update is pending", status: status)
             }
-            connection = nil
-            let (live, pending) = try await onFiles { files, state in try files.swapInPendingUpdate(&state) }
-            try await openConnection()
+            let (live, pending): (SnapshotInfo?, SnapshotInfo)
+            if host != nil {
+                let outcome = try await applyInPlace()
+                (live, pending) = (outcome.live, outcome.installed)
+            } else {
+                connection = nil
+                (live, pending) = try await onFiles { files, state in try files.swapInPendingUpdate(&state) }
+                try await openConnection()
+            }
             let message =
                 "applied version \(pending.version.map(String.init) ?? "?")"
                 + (live.map { "; version \($0.version.map(String.init) ?? "?") kept as previous.db" } ?? "")
@@ -350,10 +427,82 @@ public actor FerryClient {
     @discardableResult
     public func rollback() async throws -> RollbackResult {
         try await exclusively {
+            if host != nil {
+                let outcome = try await onWriter(transaction: false) { files, writer, state in try files.rollbackInPlace(writer: writer, &state) }
+                liveTables = outcome.tables
+                return RollbackResult(version: outcome.installed.version, rolledBackVersion: outcome.live?.version, status: try await currentStatus())
+            }
             if directory.exists(directory.previous) { connection = nil }
             let (previous, live) = try await onFiles { files, state in try files.rollback(&state) }
             try await openConnection()
             return RollbackResult(version: previous.version, rolledBackVersion: live?.version, status: try await currentStatus())
+        }
+    }
+
+    // MARK: In place (a host holds the live database)
+
+    /// Applies `updated.db` in place on the host's writer (see ``ClientFiles/applyInPlace(writer:_:)``).
+    private func applyInPlace() async throws -> InPlaceOutcome {
+        let outcome = try await onWriter(transaction: false) { files, writer, state in try files.applyInPlace(writer: writer, &state) }
+        liveTables = outcome.tables
+        return outcome
+    }
+
+    /// Applies a downloaded patch to the live database as it arrives (``patchesOnArrival``): the live version is
+    /// kept as `previous.db`, then the patch is applied and verified inside one write transaction on the host's
+    /// writer, queued edits replayed on top. Nil when this client does not apply patches in place. What fails
+    /// leaves the live database as it was (the transaction rolls back) and is thrown: the caller takes the full
+    /// download.
+    private func patchInPlace(_ patch: SnapshotDownloader.DownloadedPatch) async throws -> FetchResult? {
+        guard patchesOnArrival, patch.base.file == directory.database else { return nil }
+        return try await exclusively {
+            let started = ContinuousClock.now
+            let base = patch.base.info
+            try await onWriter(transaction: false) { files, writer, state in try files.keepLiveForPatch(writer: writer, base: base, &state) }
+            let tables = liveTables
+            let (info, applied) = try await onWriter(transaction: true) { files, writer, state in
+                try files.applyPatchInPlace(writer: writer, patch: patch, tables: tables, &state)
+            }
+            try await onFiles { files, state in files.save(state, during: "apply") }
+            logger.info(
+                "patch applied in place",
+                metadata: [
+                    "from": "\(patch.ref.from)", "to": "\(patch.ref.to)", "bytes": "\(patch.bytesReceived)",
+                    "conflicts": "\(applied.conflictsResolved)", "digest": "\(applied.digestCheck.rawValue)",
+                    "seconds": "\((ContinuousClock.now - started).components.seconds)",
+                ])
+            var result = FetchResult(
+                outcome: .updateDownloaded, version: info.version, sha256: info.sha256, bytesReceived: patch.bytesReceived, resumedFrom: 0,
+                status: try await currentStatus(), fileBytes: FileIdentity.size(of: directory.database), encoding: .gzip,
+                path: .patch(from: patch.ref.from, to: patch.ref.to))
+            result.publishedBytes = patch.target.size
+            return result
+        }
+    }
+
+    /// Runs `work` on the host's writer, in one write transaction or outside any (SQLite's backup API needs that),
+    /// with the directory's files and the checksum cache (kept even when `work` throws, as in ``onFiles(_:)``).
+    private func onWriter<T: Sendable>(
+        transaction: Bool, _ work: @escaping @Sendable (ClientFiles, SQLiteConnection, inout ClientStateFile) throws -> T
+    ) async throws -> T {
+        guard let host else { throw FerryError(.badInput, "an in-place apply needs the app's database (FerryGRDB)") }
+        var scratch = ClientFiles(directory: directory, configuration: configuration, logger: logger)
+        scratch.inPlace = true
+        let files = scratch
+        // The cache comes back even when `work` throws; a throw inside a transaction also makes the host roll it back.
+        let box = Locked(state)
+        let body: @Sendable (SQLiteConnection) throws -> T = { writer in
+            var state = box.current
+            defer { box.withLock { [state] in $0 = state } }
+            return try work(files, writer, &state)
+        }
+        do {
+            let result = transaction ? try await host.write(notify: true, body) : try await host.replace(body)
+            state = box.current
+            return result
+        } catch {
+            state = box.current
+            throw error
         }
     }
 }

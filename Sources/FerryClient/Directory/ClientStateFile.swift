@@ -97,6 +97,11 @@ struct ClientStateFile: Codable, Equatable, Sendable {
         if checksums.count > Self.maxEntries { checksums.removeFirst(checksums.count - Self.maxEntries) }
     }
 
+    /// Drops what is cached for the file with this inode (its contents are about to change in place).
+    mutating func forget(inode: UInt64) {
+        checksums.removeAll { $0.identity.inode == inode }
+    }
+
     mutating func arrived(_ sha256: String, by path: UpdatePath, contentDigest: String?) {
         var list = (arrivals ?? []).filter { $0.sha256 != sha256 }
         list.append(Arrival(sha256: sha256, path: path, contentDigest: contentDigest))
@@ -137,6 +142,11 @@ extension ClientDirectory {
         let connection = try? SQLiteConnection(path: file.path, mode: .readOnly)
         // As above: no readable metadata means no version, never a guessed one.
         let metadata = connection.flatMap { try? SnapshotMetadata.read(from: $0) }
+        if metadata == nil, let connection, Self.isEmptyDatabase(connection) {
+            // A SQLite file without a single table holds no snapshot: the app's database before its initial sync
+            // (FerryGRDB opens its pool on database.db from the start). Not cached: its identity changes with it.
+            return nil
+        }
         // A database the outbox has written to keeps its published checksum inside (ferry_origin): its bytes
         // changed with the local edits, its version did not.
         // Looked up only in a readable snapshot, and then a failure to read it is an error.
@@ -146,6 +156,15 @@ extension ClientDirectory {
             sha256: sha256, version: metadata?.version, schemaVersion: metadata?.schemaVersion, dataset: metadata?.dataset)
         state.remember(identity, info)
         return info
+    }
+
+    /// Whether `db` has no schema at all. A file SQLite cannot read is not empty: its checksum still identifies it.
+    static func isEmptyDatabase(_ db: SQLiteConnection) -> Bool {
+        do {
+            return try db.scalar("SELECT count(*) FROM sqlite_master")?.integer == 0
+        } catch {
+            return false
+        }
     }
 
     /// Reads the directory's status without changing any database file (the cache may be refreshed).

@@ -130,6 +130,53 @@ enum PatchApplier {
         return Outcome(copy: method, conflictsResolved: resolved, hadLocalEdits: hadLocalEdits, vacuumed: vacuumed, digestCheck: check)
     }
 
+    /// Applies `patch` to the live database itself, on the app's writer inside its write transaction (FerryGRDB):
+    /// the same conflict rules and checks as on a copy, then every queued edit replayed on top (as the swap's
+    /// carry-over does). Anything that fails throws before the transaction commits, so the caller's rollback leaves
+    /// the live database as it was. Readers of the app's pool see the old version until the commit (WAL).
+    static func applyInPlace(
+        on db: SQLiteConnection, patch: Changeset, expected: PublishedVersion, baseDigest: String?, tables: [SnapshotMetadata.TableInfo]
+    ) throws -> Outcome {
+        try patch.validate()
+        var resolved = 0
+        let hadLocalEdits =
+            try tableExists("ferry_outbox", db)
+            && (try db.scalar("SELECT (SELECT count(*) FROM ferry_outbox) + (SELECT count(*) FROM ferry_base)")?.integer ?? 0) > 0
+        var moved: ContentDigest?
+        var touched: [String: Changeset.TouchedRows] = [:]
+        if !hadLocalEdits, expected.contentDigest != nil, let base = baseDigest.flatMap(ContentDigest.init(hex:)) {
+            touched = try patch.touchedRows().filter { expected.tables[$0.key] != nil }
+            moved = base
+        }
+        try db.transaction {
+            if try tableExists("ferry_capture", db) { try Outbox.setCapture(false, db) }
+            if moved != nil { moved!.subtract(try ContentDigest.of(touched, in: db)) }
+            try patch.apply(to: db) { conflict in
+                guard hadLocalEdits else { return .abort }
+                resolved += 1
+                return conflict.kind == .notFound ? .omit : .replace
+            }
+            if moved != nil { moved!.add(try ContentDigest.of(touched, in: db)) }
+            let counts = try SnapshotMetadata.json(expected.tables)
+            let updated = try db.run(
+                "UPDATE ferry_snapshot SET version = ?, schemaVersion = ?, createdAt = ?, tables = ?",
+                [.integer(Int64(expected.version)), .integer(Int64(expected.schemaVersion)), .text(expected.createdAt), .text(counts)])
+            guard updated == 1 else {
+                throw FerryError(.verification, "the database has \(updated) ferry_snapshot rows, not one; it is not a Ferry snapshot", path: db.path)
+            }
+            try db.execute("CREATE TABLE IF NOT EXISTS ferry_origin(sha256 TEXT NOT NULL); DELETE FROM ferry_origin;")
+            try db.run("INSERT INTO ferry_origin(sha256) VALUES (?)", [.text(expected.sha256)])
+            if !hadLocalEdits {
+                try verifyContent(db, expected: expected, movedDigest: moved, file: URL(fileURLWithPath: db.path))
+            } else {
+                try Outbox.replayQueued(in: db, tables: tables)
+            }
+            if try tableExists("ferry_capture", db) { try Outbox.setCapture(true, db) }
+        }
+        let check: DigestCheck = hadLocalEdits || expected.contentDigest == nil ? .none : (moved != nil ? .moved : .full)
+        return Outcome(copy: .clone, conflictsResolved: resolved, hadLocalEdits: hadLocalEdits, digestCheck: check)
+    }
+
     /// On a device without local edits the patched rows must be exactly the published ones: the row counts, then the
     /// content digest (when the version records one), moved from the base's or computed in full.
     private static func verifyContent(_ db: SQLiteConnection, expected: PublishedVersion, movedDigest: ContentDigest?, file: URL) throws {

@@ -56,7 +56,7 @@ extension SnapshotDownloader {
             guard head.status == 200 else { throw ResponsePlan.failure(head, url: url.absoluteString) }
             var data = Data()
             data.reserveCapacity(Int(ref.size))
-            progress?(FetchProgress(bytesReceived: 0, totalBytes: ref.size, resumedFrom: 0))
+            progress?(FetchProgress(bytesReceived: 0, totalBytes: ref.size, resumedFrom: 0, isPatch: true))
             do {
                 for try await chunk in body {
                     guard Int64(data.count + chunk.count) <= ref.size else {
@@ -64,7 +64,7 @@ extension SnapshotDownloader {
                             .corruptTransfer, "the patch at \(url.absoluteString) is longer than the \(ref.size) bytes the manifest names")
                     }
                     data.append(chunk)
-                    progress?(FetchProgress(bytesReceived: Int64(data.count), totalBytes: ref.size, resumedFrom: 0))
+                    progress?(FetchProgress(bytesReceived: Int64(data.count), totalBytes: ref.size, resumedFrom: 0, isPatch: true))
                 }
             } catch let error as FerryError {
                 throw error

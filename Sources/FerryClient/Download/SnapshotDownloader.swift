@@ -16,11 +16,14 @@ public struct FetchProgress: Sendable, Equatable {
     public var totalBytes: Int64?
     /// Where this transfer started: 0, or the size of the prefix it resumed after.
     public var resumedFrom: Int64
+    /// Whether this transfer is a row-level patch (false: the full version).
+    public var isPatch: Bool
 
-    public init(bytesReceived: Int64, totalBytes: Int64?, resumedFrom: Int64) {
+    public init(bytesReceived: Int64, totalBytes: Int64?, resumedFrom: Int64, isPatch: Bool = false) {
         self.bytesReceived = bytesReceived
         self.totalBytes = totalBytes
         self.resumedFrom = resumedFrom
+        self.isPatch = isPatch
     }
 }
 
@@ -34,6 +37,8 @@ struct TransferStats: Sendable, Equatable {
     var fileBytes: Int64?
     /// How the bytes travelled.
     var encoding: TransferEncoding?
+    /// Size of the version's file as published, when it differs from `fileBytes` (a patched copy).
+    var publishedBytes: Int64?
 }
 
 /// Checks the server and streams a new snapshot into `.ferry/partial.sqlite`. First it revalidates the small manifest

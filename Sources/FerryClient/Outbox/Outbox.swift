@@ -10,6 +10,16 @@ import Foundation
 /// let summary = try Outbox.record(results, for: batch, in: db, tables: tables)
 /// ```
 public enum Outbox {
+    /// The `seq` of the newest queued edit, 0 when the queue is empty.
+    ///
+    /// ```swift
+    /// let last = try Outbox.lastSequence(in: db)
+    /// ```
+    public static func lastSequence(in db: SQLiteConnection) throws -> Int64 {
+        guard try hasQueue(db) else { return 0 }
+        return try db.scalar("SELECT coalesce(max(seq), 0) FROM ferry_outbox")?.integer ?? 0
+    }
+
     /// Number of edits waiting for a server answer.
     public static func count(in db: SQLiteConnection) throws -> Int {
         guard try hasQueue(db) else { return 0 }
@@ -23,12 +33,14 @@ public enum Outbox {
     /// The oldest `limit` edits in order, marked `sent` in the same transaction so that no later local edit is
     /// coalesced into a change the server may already have applied. Edits already sent but not answered (a crash
     /// or a network failure after the upload) come first and keep their ids: the server answers them once.
-    public static func takeBatch(from db: SQLiteConnection, limit: Int) throws -> [Change] {
+    /// With `through`, only edits up to that `seq` are taken (``lastSequence(in:)`` when a push began), so a push
+    /// ends even while the app keeps writing; later edits wait for the next push.
+    public static func takeBatch(from db: SQLiteConnection, limit: Int, through last: Int64 = .max) throws -> [Change] {
         guard try hasQueue(db) else { return [] }
         return try db.transaction {
             let rows = try db.query(
-                "SELECT seq, id, tbl, op, key, vals, editedAt, baseUpdatedAt FROM ferry_outbox ORDER BY seq LIMIT ?",
-                [.integer(Int64(limit))])
+                "SELECT seq, id, tbl, op, key, vals, editedAt, baseUpdatedAt FROM ferry_outbox WHERE seq <= ? ORDER BY seq LIMIT ?",
+                [.integer(last), .integer(Int64(limit))])
             var changes: [Change] = []
             for row in rows {
                 guard let id = row[1].text, let table = row[2].text, let opText = row[3].text, let op = Change.Operation(rawValue: opText),
@@ -89,6 +101,9 @@ public enum Outbox {
                 summary.add(result.status)
                 try db.run("DELETE FROM ferry_outbox WHERE id = ?", [.text(change.id)])
                 guard let table = tableInfo[change.table] else { continue }
+                if result.status == .rejected || result.status == .gone {
+                    try RejectedEdit.keep(change, result: result, rule: table.merge, in: db)
+                }
                 let keyText = try keyText(change.key, table: table, db: db)
                 switch result.status {
                 case .applied, .rejected:
@@ -133,20 +148,30 @@ public enum Outbox {
         let tableInfo = Dictionary(uniqueKeysWithValues: tables.map { ($0.name, $0) })
         try db.transaction {
             try db.execute("""
-                DELETE FROM main.ferry_outbox; DELETE FROM main.ferry_base;
+                DELETE FROM main.ferry_outbox; DELETE FROM main.ferry_base; DELETE FROM main.ferry_rejected;
                 INSERT INTO main.ferry_outbox SELECT * FROM live.ferry_outbox;
                 INSERT INTO main.ferry_base SELECT * FROM live.ferry_base;
                 """)
+            // A database written before rejected edits were kept has no such table: nothing to carry.
+            if try db.scalar("SELECT count(*) FROM live.sqlite_master WHERE type = 'table' AND name = 'ferry_rejected'")?.integer == 1 {
+                try db.execute("INSERT INTO main.ferry_rejected SELECT * FROM live.ferry_rejected")
+            }
             // Capture is switched back on at the end of this transaction; if the transaction fails, its rollback
             // restores the switch with everything else.
             try setCapture(false, db)
-            for row in try db.query("SELECT tbl, op, key, vals, editedAt FROM main.ferry_outbox ORDER BY seq") {
-                guard let name = row[0].text, let table = tableInfo[name], let op = row[1].text.flatMap(Change.Operation.init(rawValue:)),
-                    let key = row[2].text, let vals = row[3].text, let editedAt = row[4].text
-                else { continue }
-                try replay(op: op, key: try decodeObject(key, db), values: try decodeObject(vals, db), editedAt: editedAt, table: table, db: db)
-            }
+            try replayQueued(in: db, tables: tables, tableInfo: tableInfo)
             try setCapture(true, db)
+        }
+    }
+
+    /// Replays every queued edit, in order, on top of what the database holds now (capture must be off).
+    static func replayQueued(in db: SQLiteConnection, tables: [SnapshotMetadata.TableInfo], tableInfo: [String: SnapshotMetadata.TableInfo]? = nil) throws {
+        let tableInfo = tableInfo ?? Dictionary(uniqueKeysWithValues: tables.map { ($0.name, $0) })
+        for row in try db.query("SELECT tbl, op, key, vals, editedAt FROM main.ferry_outbox ORDER BY seq") {
+            guard let name = row[0].text, let table = tableInfo[name], let op = row[1].text.flatMap(Change.Operation.init(rawValue:)),
+                let key = row[2].text, let vals = row[3].text, let editedAt = row[4].text
+            else { continue }
+            try replay(op: op, key: try decodeObject(key, db), values: try decodeObject(vals, db), editedAt: editedAt, table: table, db: db)
         }
     }
 

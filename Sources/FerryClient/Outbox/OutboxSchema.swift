@@ -21,6 +21,8 @@ public enum OutboxSchema {
     ///   writes server rows or replays edits).
     /// - `ferry_base`: the server's `updated_at` of a row as it was before its first local edit, so every later
     ///   change to that row carries the base the server knows.
+    /// - `ferry_rejected`: edits the server answered `rejected` or `gone`, with the values that lost, until the app
+    ///   acknowledges them (``RejectedEdit``).
     static let queueDDL = """
         CREATE TABLE IF NOT EXISTS ferry_outbox(
           seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -36,6 +38,17 @@ public enum OutboxSchema {
         CREATE TABLE IF NOT EXISTS ferry_capture(enabled INTEGER NOT NULL);
         INSERT INTO ferry_capture(enabled) SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM ferry_capture);
         CREATE TABLE IF NOT EXISTS ferry_base(tbl TEXT NOT NULL, key TEXT NOT NULL, updatedAt TEXT, PRIMARY KEY (tbl, key));
+        CREATE TABLE IF NOT EXISTS ferry_rejected(
+          id TEXT PRIMARY KEY,
+          tbl TEXT NOT NULL,
+          op TEXT NOT NULL,
+          key TEXT NOT NULL,
+          vals TEXT NOT NULL,
+          status TEXT NOT NULL,
+          rule TEXT NOT NULL,
+          reason TEXT,
+          editedAt TEXT NOT NULL,
+          answeredAt TEXT NOT NULL);
         """
 
     /// Local clock as ISO-8601 UTC milliseconds, the form snapshots use.

@@ -101,7 +101,7 @@ struct FetchJSON: Encodable {
     let applied: Bool
 
     enum CodingKeys: String, CodingKey { case result, applied, bytesReceived, resumedFrom, fileBytes, encoding }
-    enum ErrorKeys: String, CodingKey { case patchError }
+    enum ErrorKeys: String, CodingKey { case patchError, publishedBytes }
 
     func encode(to encoder: any Encoder) throws {
         try StatusJSON(status).encode(to: encoder)
@@ -115,6 +115,8 @@ struct FetchJSON: Encodable {
         try PathJSON(path: result.path).encode(to: encoder)
         var errors = encoder.container(keyedBy: ErrorKeys.self)
         try errors.encode(result.patchFailure, forKey: .patchError)
+        // Added last: `--json` only ever adds fields. The published file's size, which a patch is measured against.
+        try errors.encode(result.publishedBytes, forKey: .publishedBytes)
     }
 }
 

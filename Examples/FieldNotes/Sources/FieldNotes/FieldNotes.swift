@@ -1,0 +1,150 @@
+import FerryClient
+import FerryCore
+import FerryGRDB
+import Foundation
+import GRDB
+import Logging
+
+/// FieldNotes: the smallest app on Ferry. It opens a client directory as a GRDB pool, observes one query and prints
+/// each new result, writes an edit on a timer, syncs on another, and prints every `SyncStatus` change. It stops after
+/// `--seconds` or when the file named by `--stop-file` appears.
+///
+///     field-notes --dir device --server http://127.0.0.1:8080 --dataset trips \
+///         --watch "SELECT name || ': ' || passengers FROM trips ORDER BY name" \
+///         --edit "UPDATE trips SET bags = bags + 1 WHERE name = 'Växjö-Kalmar'" --edit-every 3 --sync-every 1
+@main
+struct FieldNotes {
+    struct Options {
+        var directory = "field-notes"
+        var server = "http://127.0.0.1:8080"
+        var dataset = "trips"
+        var watch = "SELECT name || ': ' || passengers FROM trips ORDER BY name"
+        var edit: String?
+        var editEvery = 5.0
+        var syncEvery = 1.0
+        var seconds = 60.0
+        var stopFile: String?
+
+        init(_ arguments: [String]) throws {
+            var iterator = arguments.makeIterator()
+            while let flag = iterator.next() {
+                guard let value = iterator.next() else { throw FerryError(.badInput, "\(flag) needs a value", key: flag) }
+                switch flag {
+                case "--dir": directory = value
+                case "--server": server = value
+                case "--dataset": dataset = value
+                case "--watch": watch = value
+                case "--edit": edit = value
+                case "--edit-every": editEvery = try Self.seconds(value, flag)
+                case "--sync-every": syncEvery = try Self.seconds(value, flag)
+                case "--seconds": seconds = try Self.seconds(value, flag)
+                case "--stop-file": stopFile = value
+                default:
+                    throw FerryError(
+                        .badInput, "unknown option \(flag): use --dir, --server, --dataset, --watch, --edit, --edit-every, --sync-every, --seconds, --stop-file",
+                        key: flag)
+                }
+            }
+        }
+
+        static func seconds(_ text: String, _ flag: String) throws -> Double {
+            guard let value = Double(text), value > 0 else { throw FerryError(.badInput, "\(flag) takes seconds > 0, not '\(text)'", key: flag) }
+            return value
+        }
+    }
+
+    static func main() async {
+        do {
+            try await run(try Options(Array(CommandLine.arguments.dropFirst())))
+        } catch {
+            print("field-notes: \(error)")
+            exit(1)
+        }
+    }
+
+    static func run(_ options: Options) async throws {
+        guard let server = URL(string: options.server) else { throw FerryError(.badInput, "--server '\(options.server)' is not a URL", key: "--server") }
+        var logger = Logger(label: "field-notes")
+        logger.logLevel = .warning
+        let configuration = FerryClient.Configuration(
+            directory: URL(fileURLWithPath: options.directory), serverURL: server, dataset: options.dataset)
+        let ferry = try await FerryDatabase.open(configuration: configuration, applyMode: .automatic, logger: logger)
+        say("opened \(options.directory) (\(ferry.currentStatus.state.rawValue))")
+
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            // The screen: a query observed with plain GRDB. It fires on the app's writes and on Ferry's updates.
+            let watch = options.watch
+            group.addTask {
+                // Before the initial sync the database has no table to track, so the observation tracks the whole
+                // database: Ferry tells GRDB about every table it fills or changes.
+                let observation = ValueObservation.tracking(region: DatabaseRegion.fullDatabase) { db -> [String] in
+                    guard try db.tableExists("ferry_snapshot") else { return [] }
+                    return try String.fetchAll(db, sql: watch)
+                }.removeDuplicates()
+                for try await rows in observation.values(in: ferry.pool) where !rows.isEmpty {
+                    say("observed: \(rows.joined(separator: " | "))")
+                }
+            }
+            // Sync status, as a status bar would show it.
+            group.addTask {
+                var shown = ""
+                for await status in ferry.statusUpdates() {
+                    var line = "status: \(status.state.rawValue) v\(status.version.map(String.init) ?? "-") queued=\(status.queuedEdits)"
+                    if status.rejectedEdits > 0 { line += " rejected=\(status.rejectedEdits)" }
+                    if let download = status.download { line += " downloading \(download.bytesReceived) B\(download.isPatch ? " (patch)" : "")" }
+                    if let error = status.lastError { line += " error=\(error.code)" }
+                    // Each check changes the status's time of the last check; the line shows only what a person reads.
+                    if line != shown { say(line) }
+                    shown = line
+                }
+            }
+            // The user's edit, on a timer, through the same pool.
+            if let edit = options.edit {
+                let every = options.editEvery
+                group.addTask {
+                    while !Task.isCancelled {
+                        try await Task.sleep(for: .seconds(every))
+                        guard ferry.currentStatus.version != nil else { continue }
+                        let changed = try await ferry.pool.write { db -> Int in
+                            try db.execute(sql: edit)
+                            return db.changesCount
+                        }
+                        say("wrote an edit (\(changed) row\(changed == 1 ? "" : "s"))")
+                        try await ferry.refreshStatus()
+                    }
+                }
+            }
+            // Sync: push the edits, fetch, apply in place. Offline is normal: the status shows it.
+            let syncEvery = options.syncEvery
+            group.addTask {
+                while !Task.isCancelled {
+                    do {
+                        _ = try await ferry.sync()
+                    } catch let error as FerryError {
+                        // Shown in the status line (offline is normal); the next round tries again.
+                        if error.code != .offline { say("sync failed: \(error)") }
+                    }
+                    try await Task.sleep(for: .seconds(syncEvery))
+                }
+            }
+            // The end: a duration, or a stop file the demo creates.
+            let deadline = ContinuousClock.now + .seconds(options.seconds)
+            let stopFile = options.stopFile
+            group.addTask {
+                while ContinuousClock.now < deadline {
+                    if let stopFile, FileManager.default.fileExists(atPath: stopFile) { break }
+                    try await Task.sleep(for: .milliseconds(100))
+                }
+            }
+            try await group.next()
+            group.cancelAll()
+        }
+        try await ferry.close()
+        say("closed")
+    }
+
+    /// One line to standard output, written at once (the demo reads it through a pipe).
+    static func say(_ line: String) {
+        FileHandle.standardOutput.write(Data((line + "\n").utf8))
+    }
+}

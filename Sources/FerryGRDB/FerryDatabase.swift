@@ -1,0 +1,266 @@
+import FerryClient
+import FerryCore
+import Foundation
+import GRDB
+import Logging
+
+/// An app's Ferry database: a GRDB `DatabasePool` on the client directory's `database.db`, kept current in place.
+///
+/// The app reads, writes and observes with plain GRDB. Writes to writable tables are local edits: the outbox
+/// captures them in the same transaction, keeps them across every update and uploads each exactly once. Updates are
+/// applied in place under the open pool, in one write transaction: readers go on reading the version they started
+/// with (WAL), and GRDB's observers (`ValueObservation`, `DatabaseRegionObservation`) see the new data after the
+/// commit. ``ApplyMode`` says when.
+///
+/// Opening never waits on the network: crash recovery and (in ``ApplyMode/onLaunch``) the pending update are local,
+/// and the launch push runs in the background, in a task the database owns and cancels on ``close()``.
+///
+/// ```swift
+/// let config = FerryClient.Configuration(directory: dir, serverURL: url, dataset: "inspections")
+/// let ferry = try await FerryDatabase.open(configuration: config, applyMode: .onRequest)
+/// let pool: DatabasePool = ferry.pool
+/// let fetched = try await ferry.checkForUpdates()
+/// if ferry.currentStatus.state == .updatePending { try await ferry.applyPendingUpdate() }
+/// try await ferry.close()
+/// ```
+public final class FerryDatabase: Sendable {
+    /// When a downloaded, verified update is applied to the app's database.
+    public enum ApplyMode: String, Sendable, CaseIterable {
+        /// At the next ``FerryDatabase/open(configuration:applyMode:logger:transport:databaseConfiguration:)`` (the book's first answer).
+        case onLaunch
+        /// When the app calls ``FerryDatabase/applyPendingUpdate()``, for instance from a button; the status says
+        /// ``SyncState/updatePending`` meanwhile (the book's second answer).
+        case onRequest
+        /// As soon as it is downloaded and verified, in place, while the app runs.
+        case automatic
+    }
+
+    /// The app's database: `database.db` in WAL mode. Read, write and observe it with GRDB.
+    public let pool: DatabasePool
+    /// The client underneath, for what this type does not wrap (``FerryClient/rollback()``, ``FerryClient/status()``).
+    public let client: FerryClient
+    /// When updates are applied.
+    public let applyMode: ApplyMode
+    private let broadcast = StatusBroadcast()
+    private let background = Locked<Task<Void, Never>?>(nil)
+    private let logger: Logger
+
+    private init(pool: DatabasePool, client: FerryClient, applyMode: ApplyMode, logger: Logger) {
+        self.pool = pool
+        self.client = client
+        self.applyMode = applyMode
+        self.logger = logger
+    }
+
+    /// Opens the directory: creates it when missing, opens the pool on `database.db` (an empty database before the
+    /// initial sync), recovers from a crash, applies a pending update when `applyMode` is ``ApplyMode/onLaunch`` or
+    /// ``ApplyMode/automatic``, and returns without touching the network. Queued edits are pushed in the background
+    /// when ``FerryClient/Configuration/pushOnOpen`` is true. One `FerryDatabase` per directory: a second open, in
+    /// this process or another, throws ``FerryError/Code/busy``.
+    ///
+    /// ```swift
+    /// let ferry = try await FerryDatabase.open(configuration: config, applyMode: .automatic)
+    /// ```
+    ///
+    /// `databaseConfiguration` is the pool's GRDB configuration, e.g. with `observesSuspensionNotifications` for a
+    /// directory in an App Group container; its busy mode becomes a 5 s timeout when it has none.
+    public static func open(
+        configuration: FerryClient.Configuration, applyMode: ApplyMode = .onLaunch, logger: Logger = Logger(label: "ferry"),
+        transport: (any SnapshotTransport)? = nil, databaseConfiguration: GRDB.Configuration = GRDB.Configuration()
+    ) async throws -> FerryDatabase {
+        let directory = ClientDirectory(configuration.directory)
+        try DurableFile.makeDirectory(directory.url)
+        var poolConfiguration = databaseConfiguration
+        if case .immediateError = poolConfiguration.busyMode { poolConfiguration.busyMode = .timeout(5) }
+        let pool = try DatabasePool(path: directory.database.path, configuration: poolConfiguration)
+        var clientConfiguration = configuration
+        clientConfiguration.applyPendingOnOpen = applyMode != .onRequest
+        let client: FerryClient
+        do {
+            client = try await FerryClient.open(
+                configuration: clientConfiguration, logger: logger, transport: transport ?? URLSessionTransport.shared, host: PoolHost(pool: pool),
+                patchesOnArrival: applyMode == .automatic)
+        } catch {
+            // The open failed; the pool's close failing too changes nothing for the caller, who gets the first error.
+            try? pool.close()
+            throw error
+        }
+        let database = FerryDatabase(pool: pool, client: client, applyMode: applyMode, logger: logger)
+        do {
+            try await database.refreshStatus()
+        } catch {
+            await client.close()
+            try? pool.close()  // as above
+            throw error
+        }
+        if configuration.pushOnOpen, configuration.serverURL != nil, configuration.dataset != nil {
+            database.startInBackground { database in
+                guard database.broadcast.current.queuedEdits > 0 else { return }
+                _ = try? await database.push()  // a failure is in the status (lastError); the edits stay queued
+            }
+        }
+        return database
+    }
+
+    /// Closes the pool and releases the directory, after cancelling the background push and any operation still
+    /// running. Status streams end.
+    ///
+    /// ```swift
+    /// try await ferry.close()
+    /// ```
+    public func close() async throws {
+        let task = background.withLock { task in
+            defer { task = nil }
+            return task
+        }
+        task?.cancel()
+        await task?.value
+        await client.close()
+        broadcast.finish()
+        try pool.close()
+    }
+
+    // MARK: Sync
+
+    /// One check with the server; a new version is downloaded (as a patch when it can be) and verified. In
+    /// ``ApplyMode/automatic`` it is applied at once, in place; otherwise it waits as the pending update.
+    ///
+    /// ```swift
+    /// let result = try await ferry.checkForUpdates()
+    /// ```
+    @discardableResult
+    public func checkForUpdates() async throws -> FetchResult {
+        let broadcast = self.broadcast
+        let result: FetchResult
+        do {
+            result = try await client.checkForUpdates { progress in
+                broadcast.update {
+                    $0.download = SyncStatus.Download(bytesReceived: progress.bytesReceived, totalBytes: progress.totalBytes, isPatch: progress.isPatch)
+                }
+            }
+        } catch {
+            broadcast.update { $0.download = nil }
+            try await fail(error)
+        }
+        broadcast.update {
+            $0.download = nil
+            $0.lastCheck = Date()
+            $0.lastError = nil
+        }
+        if applyMode == .automatic, result.status.state == .updatePending {
+            try await applyPendingUpdate()
+        }
+        try await refreshStatus()
+        return result
+    }
+
+    /// Applies the pending update in place, under the open pool: readers keep the version they started with, and
+    /// observers see the new data once it commits. Queued edits are replayed on top. Two concurrent calls apply once.
+    ///
+    /// ```swift
+    /// let applied = try await ferry.applyPendingUpdate()
+    /// ```
+    @discardableResult
+    public func applyPendingUpdate() async throws -> ApplyResult {
+        do {
+            let result = try await client.applyPendingUpdate()
+            try await refreshStatus()
+            return result
+        } catch {
+            try await fail(error)
+        }
+    }
+
+    /// Uploads the queued edits; rejected ones are kept for ``rejectedEdits()``.
+    ///
+    /// ```swift
+    /// let pushed = try await ferry.push()
+    /// ```
+    @discardableResult
+    public func push() async throws -> PushResult {
+        do {
+            let result = try await client.push()
+            broadcast.update {
+                $0.lastPush = Date()
+                $0.lastError = nil
+            }
+            try await refreshStatus()
+            return result
+        } catch {
+            try await fail(error)
+        }
+    }
+
+    /// Push, check, and apply what arrived (whatever the ``ApplyMode``: the app asked for it).
+    ///
+    /// ```swift
+    /// let synced = try await ferry.sync()
+    /// ```
+    @discardableResult
+    public func sync() async throws -> SyncResult {
+        let pushed = try await push()
+        let fetched = try await checkForUpdates()
+        var applied: ApplyResult?
+        if broadcast.current.state == .updatePending { applied = try await applyPendingUpdate() }
+        return SyncResult(push: pushed, fetch: fetched, apply: applied)
+    }
+
+    // MARK: Status
+
+    /// The status now.
+    public var currentStatus: SyncStatus { broadcast.current }
+
+    /// The status at once, then after every change, for as long as the caller iterates (any number of subscribers).
+    ///
+    /// ```swift
+    /// for await status in ferry.statusUpdates() { print(status.state, status.queuedEdits) }
+    /// ```
+    public func statusUpdates() -> AsyncStream<SyncStatus> { broadcast.stream() }
+
+    /// The local edits the server answered `rejected` or `gone`, until acknowledged; kept across restarts and updates.
+    ///
+    /// ```swift
+    /// let undone = try await ferry.rejectedEdits()
+    /// ```
+    public func rejectedEdits() async throws -> [RejectedEdit] {
+        try await client.rejectedEdits()
+    }
+
+    /// Forgets rejected edits the app has shown.
+    ///
+    /// ```swift
+    /// try await ferry.acknowledgeRejectedEdits(undone)
+    /// ```
+    public func acknowledgeRejectedEdits(_ edits: [RejectedEdit]) async throws {
+        try await client.acknowledgeRejectedEdits(edits)
+        try await refreshStatus()
+    }
+
+    /// Reads the state, versions and counts again and publishes them. The app's own writes change the queued count:
+    /// call this after them when the count is on screen (or observe `ferry_outbox` with GRDB).
+    public func refreshStatus() async throws {
+        let status = try await client.status()
+        let queued = try await client.pendingEdits()
+        let rejected = try await client.rejectedEdits().count
+        broadcast.update {
+            $0.state = status.state
+            $0.version = status.version
+            $0.pendingVersion = status.pendingVersion
+            $0.queuedEdits = queued
+            $0.rejectedEdits = rejected
+        }
+    }
+
+    private func fail(_ error: any Error) async throws -> Never {
+        let ferryError = error as? FerryError ?? FerryError(.io, "\(error)", underlying: error)
+        broadcast.update { $0.lastError = ferryError }
+        throw error
+    }
+
+    /// Runs `work` in a task this database owns; ``close()`` cancels it and waits for it.
+    private func startInBackground(_ work: @escaping @Sendable (FerryDatabase) async -> Void) {
+        background.withLock { task in
+            task = Task { [self] in await work(self) }
+        }
+    }
+}
