@@ -29,7 +29,7 @@ public final class FerryDatabase: Sendable {
         /// At the next ``FerryDatabase/open(configuration:applyMode:logger:transport:databaseConfiguration:)`` (the book's first answer).
         case onLaunch
         /// When the app calls ``FerryDatabase/applyPendingUpdate()``, for instance from a button; the status says
-        /// ``SyncState/updatePending`` meanwhile (the book's second answer).
+        /// `SyncState.updatePending` meanwhile (the book's second answer).
         case onRequest
         /// As soon as it is downloaded and verified, in place, while the app runs.
         case automatic
@@ -37,7 +37,7 @@ public final class FerryDatabase: Sendable {
 
     /// The app's database: `database.db` in WAL mode. Read, write and observe it with GRDB.
     public let pool: DatabasePool
-    /// The client underneath, for what this type does not wrap (``FerryClient/rollback()``, ``FerryClient/status()``).
+    /// The client underneath, for what this type does not wrap (`FerryClient.rollback()`, `FerryClient.status()`).
     public let client: FerryClient
     /// When updates are applied.
     public let applyMode: ApplyMode
@@ -55,8 +55,8 @@ public final class FerryDatabase: Sendable {
     /// Opens the directory: creates it when missing, opens the pool on `database.db` (an empty database before the
     /// initial sync), recovers from a crash, applies a pending update when `applyMode` is ``ApplyMode/onLaunch`` or
     /// ``ApplyMode/automatic``, and returns without touching the network. Queued edits are pushed in the background
-    /// when ``FerryClient/Configuration/pushOnOpen`` is true. One `FerryDatabase` per directory: a second open, in
-    /// this process or another, throws ``FerryError/Code/busy``.
+    /// when `FerryClient.Configuration.pushOnOpen` is true. One `FerryDatabase` per directory: a second open, in
+    /// this process or another, throws `FerryError.Code.busy`.
     ///
     /// ```swift
     /// let ferry = try await FerryDatabase.open(configuration: config, applyMode: .automatic)

@@ -2,7 +2,7 @@ import FerryClient
 import FerryCore
 import GRDB
 
-/// The app's `DatabasePool`, lent to ``FerryClient`` (``LiveDatabaseHost``): Ferry's work runs on the pool's
+/// The app's `DatabasePool`, lent to `FerryClient` (`LiveDatabaseHost`): Ferry's work runs on the pool's
 /// writer, serialized with the app's writes and off Swift's cooperative threads (GRDB's writer queue), and GRDB's
 /// observers learn of what Ferry changed, which GRDB cannot see on its own (statements it did not compile, SQLite's
 /// backup API).

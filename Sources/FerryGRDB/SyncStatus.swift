@@ -36,7 +36,7 @@ public struct SyncStatus: Sendable, Equatable {
     public var lastCheck: Date?
     /// When a push last succeeded.
     public var lastPush: Date?
-    /// The last error of a check, an apply or a push; nil after the next success. ``FerryError/Code/offline`` is normal.
+    /// The last error of a check, an apply or a push; nil after the next success. `FerryError.Code.offline` is normal.
     public var lastError: FerryError?
     /// Rejected edits not yet acknowledged (``FerryDatabase/rejectedEdits()``).
     public var rejectedEdits: Int

@@ -1,7 +1,7 @@
 import FerryCore
 import Foundation
 
-/// The error codes the client adds to ``FerryError/Code``. Every client error is a `FerryError` whose message says
+/// The error codes the client adds to `FerryError.Code`. Every client error is a `FerryError` whose message says
 /// what to do; none of them ever touches `database.db`.
 ///
 /// ```swift

@@ -29,7 +29,7 @@ extension FerryClient {
         /// The dataset to fetch, `[a-z0-9_-]+`. Required by ``FerryClient/checkForUpdates(progress:)``.
         public var dataset: String?
         /// Schema versions this app can read; nil (the default) accepts any. A snapshot of another schema version is
-        /// refused with ``FerryError/Code/schemaVersion`` and not downloaded again while it stays refused.
+        /// refused with `FerryError.Code.schemaVersion` and not downloaded again while it stays refused.
         public var acceptedSchemaVersions: Set<Int>?
         /// Apply a pending `updated.db` in ``FerryClient/open(configuration:logger:transport:)`` before any
         /// connection is handed out (the book's "on launch"). Default true.
@@ -59,7 +59,7 @@ extension FerryClient {
         /// The device clock, for `sentAt` (the server derives the clock offset from it). Default `Date()`.
         public var clock: @Sendable () -> Date = { Date() }
         /// The access token for a scoped dataset; nil (default) sends none (a public dataset). A server that refuses it
-        /// (401, or 403) makes fetch and push throw ``FerryError/Code/unauthorized``: sign in again and retry; the
+        /// (401, or 403) makes fetch and push throw `FerryError.Code.unauthorized`: sign in again and retry; the
         /// data, a partial download and the queued edits are all kept. The token never appears in errors or logs.
         ///
         /// ```swift

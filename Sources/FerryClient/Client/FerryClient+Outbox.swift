@@ -54,10 +54,10 @@ extension FerryClient {
 
     /// Uploads the edits queued when it starts, in order, in batches, and writes the server's answers (the winning rows)
     /// locally; edits the app makes meanwhile wait for the next push.
-    /// Call it when the app goes to the background or becomes active (the thesis' lifecycle hooks); ``open``
+    /// Call it when the app goes to the background or becomes active (the thesis' lifecycle hooks); `open`
     /// calls it on launch. A network failure is retried with backoff (``Configuration/pushAttempts``), then thrown
     /// with the edits still queued; a crash at any point resends the same change ids, which the server answers
-    /// once. A refused access token throws ``FerryError/Code/unauthorized`` at once, the edits still queued: after
+    /// once. A refused access token throws `FerryError.Code.unauthorized` at once, the edits still queued: after
     /// signing in again, the next push sends them with the same change ids. Concurrent calls share one push.
     @discardableResult
     public func push(batchSize: Int = 500) async throws -> PushResult {

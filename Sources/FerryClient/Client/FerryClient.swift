@@ -216,7 +216,7 @@ public actor FerryClient {
     /// Runs `body` with the live database, on the thread pool. Reads see local edits at once; writes to writable
     /// tables are recorded in the outbox in the same transaction, writes to read-only tables fail. Apply and rollback
     /// wait until it returns, so the connection never sees a file being swapped. Throws
-    /// ``FerryError/Code/noDatabase`` before the initial sync.
+    /// `FerryError.Code.noDatabase` before the initial sync.
     ///
     /// ```swift
     /// let count = try await client.withDatabase { db in try db.scalar("SELECT count(*) FROM trips")?.integer ?? 0 }
@@ -274,7 +274,7 @@ public actor FerryClient {
     /// server has a gzip copy, inflated into `.ferry/partial.sqlite` as it arrives (resuming an interrupted download
     /// with `Range` + `If-Range`), verified against its SHA-256, and becomes `database.db` on the initial sync, else
     /// `updated.db`. Concurrent calls share one check.
-    /// Errors never touch `database.db`; ``FerryError/Code/offline`` is normal.
+    /// Errors never touch `database.db`; `FerryError.Code.offline` is normal.
     ///
     /// ```swift
     /// let result = try await client.checkForUpdates { p in print("\(p.bytesReceived)/\(p.totalBytes ?? 0)") }
@@ -418,7 +418,7 @@ public actor FerryClient {
     }
 
     /// Puts `previous.db` back as `database.db` when the app finds the new data unusable. The version rolled back is
-    /// remembered and not downloaded again; a newer one will be. Throws ``FerryError/Code/noPreviousVersion``
+    /// remembered and not downloaded again; a newer one will be. Throws `FerryError.Code.noPreviousVersion`
     /// when there is nothing to go back to.
     ///
     /// ```swift

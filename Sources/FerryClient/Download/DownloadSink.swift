@@ -72,7 +72,7 @@ final class DownloadSink: @unchecked Sendable {
 
     /// Gzip: keeps a chunk of the compressed stream, inflates it, hashes and writes the inflated bytes. Blocking: call
     /// it on the thread pool. A corrupt stream or one inflating past the promised size throws
-    /// ``FerryError/Code/corruptTransfer``.
+    /// `FerryError.Code.corruptTransfer`.
     func takeCompressed(_ chunk: Data) throws {
         guard let compressed, let inflater else { preconditionFailure("takeCompressed on an identity download") }
         if compressed.buffer(chunk) { try compressed.flush() }

@@ -5,7 +5,7 @@ import Foundation
 /// (``URLSessionChangeUploader`` is the default; FerryClientNIO has an AsyncHTTPClient one).
 ///
 /// Contract: send `accessToken`, when there is one, as `Authorization: Bearer <token>`. Return only when the server
-/// answered 200 with a well-formed body; throw a ``FerryError`` with code `.offline` when the server could not be
+/// answered 200 with a well-formed body; throw a `FerryError` with code `.offline` when the server could not be
 /// reached, `.network` when it failed (the edits stay queued and are retried), `.unauthorized` on a 401 or 403 (the
 /// edits stay queued and are sent again, same change ids, once the app has a valid token; not retried meanwhile), and
 /// `.badInput` when it refused the request itself (another 4xx: retrying the same batch will not help).

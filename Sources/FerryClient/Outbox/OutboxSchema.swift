@@ -164,7 +164,7 @@ public enum OutboxSchema {
         return rows.compactMap { $0.first?.text }
     }
 
-    /// Quotes an identifier for SQLite (``SQLIdentifier``) after checking it is one of `allowed`.
+    /// Quotes an identifier for SQLite (`SQLIdentifier`) after checking it is one of `allowed`.
     static func quoted(_ name: String, in allowed: [String], table: String) throws -> String {
         guard allowed.contains(name), SQLIdentifier.isQuotable(name) else {
             throw FerryError(.verification, "column '\(name)' is not a usable column of table '\(table)'", key: "\(table).\(name)")

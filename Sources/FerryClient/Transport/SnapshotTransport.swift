@@ -67,7 +67,7 @@ public struct SnapshotResponseBody: AsyncSequence {
 /// implementing this one method.
 ///
 /// Contract:
-/// - Throw a `FerryError` with code ``FerryError/Code/offline`` when the server cannot be reached at all.
+/// - Throw a `FerryError` with code `FerryError.Code.offline` when the server cannot be reached at all.
 /// - Call `handle` once with the response head (any status, 304 and errors included) and the body; the body is only
 ///   valid inside `handle`. Pass the body on exactly as it came: do not decompress it (the client asks for the gzip
 ///   copy with `Accept-Encoding: gzip`, inflates it itself and resumes it by its compressed bytes), and do not follow

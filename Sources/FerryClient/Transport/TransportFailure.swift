@@ -43,8 +43,8 @@ package struct ClassifiedTLSFailure: Error, Sendable, CustomStringConvertible {
 }
 
 /// Turns a transport's error (no response at all) into a `FerryError`: a server whose certificate is not trusted is
-/// ``FerryError/Code/network`` with a message naming the fix, not "offline is normal"; everything else is
-/// ``FerryError/Code/offline``. `URLError` codes are read here; FerryClientNIO classifies NIO's errors first and hands
+/// `FerryError.Code.network` with a message naming the fix, not "offline is normal"; everything else is
+/// `FerryError.Code.offline`. `URLError` codes are read here; FerryClientNIO classifies NIO's errors first and hands
 /// them in as ``ClassifiedTLSFailure``.
 package enum TransportFailure {
     package static func tlsProblem(_ error: (any Error)?) -> TLSProblem? {

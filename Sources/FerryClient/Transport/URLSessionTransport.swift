@@ -45,7 +45,7 @@ public final class URLSessionTransport: SnapshotTransport {
     ///   - resourceTimeout: the longest one whole exchange may take, body included (`timeoutIntervalForResource`).
     ///     Default 6 hours.
     ///   - ca: CA certificates to trust *instead of* the system's. Apple platforms only: on Linux this throws
-    ///     ``FerryError/Code/badInput`` (FoundationNetworking cannot honour it; FerryClientNIO can).
+    ///     `FerryError.Code.badInput` (FoundationNetworking cannot honour it; FerryClientNIO can).
     ///   - highWaterMark: see ``highWaterMark``. Default 4 MiB; ignored with FoundationNetworking.
     public init(
         configuration: URLSessionConfiguration = .ephemeral, requestTimeout: Duration = .seconds(60), resourceTimeout: Duration = .seconds(6 * 3600),
