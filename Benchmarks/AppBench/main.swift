@@ -55,6 +55,39 @@ func say(_ line: String) {
 func ms(_ seconds: Double) -> String { String(format: "%.2f ms", seconds * 1000) }
 func seconds(_ duration: Duration) -> Double { Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18 }
 
+/// Starts 4 readers, each on a thread of its own (as an app's screens read from theirs), querying 100 reviews at a
+/// random place in a loop and recording each query's latency in the phase it started in. Returns the function
+/// that stops them and waits for them.
+func startReaders(on pool: DatabasePool, latencies: Latencies) throws -> @Sendable () -> Void {
+    let maxRowid = try pool.read { db in try Int64.fetchOne(db, sql: "SELECT max(rowid) FROM reviews") ?? 1 }
+    let stop = Locked(false)
+    let done = DispatchGroup()
+    for _ in 0..<4 {
+        done.enter()
+        Thread.detachNewThread {
+            defer { done.leave() }
+            var generator = SystemRandomNumberGenerator()
+            while !stop.current {
+                let from = Int64.random(in: 1...max(1, maxRowid - 100), using: &generator)
+                let phase = latencies.current
+                let started = ContinuousClock.now
+                do {
+                    _ = try pool.read { db in
+                        try Row.fetchAll(db, sql: "SELECT id, rating, length(body) FROM reviews WHERE rowid BETWEEN ? AND ?", arguments: [from, from + 100])
+                    }
+                } catch {
+                    return  // the pool closed under it: the phase is over
+                }
+                latencies.add(seconds(ContinuousClock.now - started), phase)
+            }
+        }
+    }
+    return {
+        stop.withLock { $0 = true }
+        done.wait()
+    }
+}
+
 @main
 struct AppBench {
     static func main() async throws {
@@ -80,26 +113,8 @@ struct AppBench {
 
         // Phase 2a: the update applied in place while 4 readers query and an observation waits for the new version.
         let pool = inPlace.pool
-        let maxRowid = try await pool.read { db in try Int64.fetchOne(db, sql: "SELECT max(rowid) FROM reviews") ?? 1 }
         let latencies = Latencies()
-        let stop = Locked(false)
-        var readers: [Task<Void, any Error>] = []
-        for reader in 0..<4 {
-            readers.append(
-                Task.detached {
-                    var generator = SystemRandomNumberGenerator()
-                    _ = reader
-                    while !stop.current {
-                        let from = Int64.random(in: 1...max(1, maxRowid - 100), using: &generator)
-                        let phase = latencies.current
-                        let started = ContinuousClock.now
-                        _ = try await pool.read { db in
-                            try Row.fetchAll(db, sql: "SELECT id, rating, length(body) FROM reviews WHERE rowid BETWEEN ? AND ?", arguments: [from, from + 100])
-                        }
-                        latencies.add(seconds(ContinuousClock.now - started), phase)
-                    }
-                })
-        }
+        let stopInPlaceReaders = try startReaders(on: pool, latencies: latencies)
         let observed = Locked<ContinuousClock.Instant?>(nil)
         let version = inPlace.currentStatus.version ?? 0
         let observation = ValueObservation.tracking { db in try Int.fetchOne(db, sql: "SELECT version FROM ferry_snapshot") }
@@ -113,17 +128,20 @@ struct AppBench {
         let applyEnded = ContinuousClock.now
         latencies.enter(.after)
         try await Task.sleep(for: .seconds(1))
-        stop.withLock { $0 = true }
-        for reader in readers { try await reader.value }
+        stopInPlaceReaders()
         cancellable.cancel()
         let fired = observed.current
         try await inPlace.close()
 
-        // Phase 2b: the same update by rename: download and build updated.db, close the pool, rename, reopen.
+        // Phase 2b: the same update by rename, with the same 4 readers until the pool must close: download and build
+        // updated.db, close the pool, rename, reopen.
         var renamePool = try DatabasePool(path: options.work.appendingPathComponent("rename/database.db").path)
+        let renameLatencies = Latencies()
+        let stopRenameReaders = try startReaders(on: renamePool, latencies: renameLatencies)
         let renameStarted = ContinuousClock.now
         let client = try await FerryClient.open(configuration: { var c = configuration("rename"); c.applyPendingOnOpen = false; return c }(), logger: logger)
         let renameResult = try await client.checkForUpdates()
+        stopRenameReaders()
         try renamePool.close()
         _ = try await client.applyPendingUpdate()
         renamePool = try DatabasePool(path: options.work.appendingPathComponent("rename/database.db").path)
@@ -140,6 +158,7 @@ struct AppBench {
         for phase in [Latencies.Phase.idle, .applying, .after] {
             say("readers \(phase): \(latencies.count(phase)) queries, p50 \(ms(latencies.percentile(0.5, phase))), p99 \(ms(latencies.percentile(0.99, phase)))")
         }
+        say("readers during the rename path's download and patch (until the pool closed): \(renameLatencies.count(.idle)) queries, p50 \(ms(renameLatencies.percentile(0.5, .idle))), p99 \(ms(renameLatencies.percentile(0.99, .idle)))")
         say(String(format: "readers p99 during the apply / idle p99 = %.2f× (target ≤ 2×)", latencies.percentile(0.99, .applying) / latencies.percentile(0.99, .idle)))
         if let fired {
             let delay = seconds(fired - applyEnded)
