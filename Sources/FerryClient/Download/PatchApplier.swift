@@ -83,38 +83,15 @@ enum PatchApplier {
             // needs no rollback journal and no syncs of its own (a journal of the ~16 % of pages a 1 % change touches
             // would be written and fsynced for nothing). One fsync at the end makes it durable.
             try db.execute("PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF")
-            let hasOutbox = try tableExists("ferry_outbox", db)
-            if hasOutbox {
-                hadLocalEdits = (try db.scalar("SELECT (SELECT count(*) FROM ferry_outbox) + (SELECT count(*) FROM ferry_base)")?.integer ?? 0) > 0
-            }
-            let lenient = hadLocalEdits
-            // The digest moved row by row: the base's, minus the touched rows before, plus them after.
-            var touched: [String: Changeset.TouchedRows] = [:]
-            if !hadLocalEdits, expected.contentDigest != nil, let base = baseDigest.flatMap(ContentDigest.init(hex:)) {
-                touched = try patch.touchedRows().filter { expected.tables[$0.key] != nil }
-                moved = base
-            }
+            hadLocalEdits = try localEditsExist(db)
+            let (touched, base) = try digestPlan(patch, expected: expected, baseDigest: baseDigest, hadLocalEdits: hadLocalEdits)
+            var digest = base
             try db.transaction {
                 if try tableExists("ferry_capture", db) { try Outbox.setCapture(false, db) }
-                if moved != nil { moved!.subtract(try ContentDigest.of(touched, in: db)) }
-                try patch.apply(to: db) { conflict in
-                    guard lenient else { return .abort }
-                    resolved += 1
-                    return conflict.kind == .notFound ? .omit : .replace
-                }
-                if moved != nil { moved!.add(try ContentDigest.of(touched, in: db)) }
-                let counts = try SnapshotMetadata.json(expected.tables)
-                let updated = try db.run(
-                    "UPDATE ferry_snapshot SET version = ?, schemaVersion = ?, createdAt = ?, tables = ?",
-                    [.integer(Int64(expected.version)), .integer(Int64(expected.schemaVersion)), .text(expected.createdAt), .text(counts)])
-                guard updated == 1 else {
-                    throw FerryError(.verification, "the database has \(updated) ferry_snapshot rows, not one; it is not a Ferry snapshot", path: target.path)
-                }
-                // The file's bytes are not the published ones: it names the version it holds (status, If-None-Match).
-                try db.execute("CREATE TABLE IF NOT EXISTS ferry_origin(sha256 TEXT NOT NULL); DELETE FROM ferry_origin;")
-                try db.run("INSERT INTO ferry_origin(sha256) VALUES (?)", [.text(expected.sha256)])
+                resolved = try applyRows(patch, to: db, expected: expected, lenient: hadLocalEdits, touched: touched, digest: &digest)
                 if try tableExists("ferry_capture", db) { try Outbox.setCapture(true, db) }
             }
+            moved = digest
             if !hadLocalEdits {
                 try verifyContent(db, expected: expected, movedDigest: moved, file: target)
             }
@@ -139,33 +116,12 @@ enum PatchApplier {
     ) throws -> Outcome {
         try patch.validate()
         var resolved = 0
-        let hadLocalEdits =
-            try tableExists("ferry_outbox", db)
-            && (try db.scalar("SELECT (SELECT count(*) FROM ferry_outbox) + (SELECT count(*) FROM ferry_base)")?.integer ?? 0) > 0
-        var moved: ContentDigest?
-        var touched: [String: Changeset.TouchedRows] = [:]
-        if !hadLocalEdits, expected.contentDigest != nil, let base = baseDigest.flatMap(ContentDigest.init(hex:)) {
-            touched = try patch.touchedRows().filter { expected.tables[$0.key] != nil }
-            moved = base
-        }
+        let hadLocalEdits = try localEditsExist(db)
+        let (touched, base) = try digestPlan(patch, expected: expected, baseDigest: baseDigest, hadLocalEdits: hadLocalEdits)
+        var moved = base
         try db.transaction {
             if try tableExists("ferry_capture", db) { try Outbox.setCapture(false, db) }
-            if moved != nil { moved!.subtract(try ContentDigest.of(touched, in: db)) }
-            try patch.apply(to: db) { conflict in
-                guard hadLocalEdits else { return .abort }
-                resolved += 1
-                return conflict.kind == .notFound ? .omit : .replace
-            }
-            if moved != nil { moved!.add(try ContentDigest.of(touched, in: db)) }
-            let counts = try SnapshotMetadata.json(expected.tables)
-            let updated = try db.run(
-                "UPDATE ferry_snapshot SET version = ?, schemaVersion = ?, createdAt = ?, tables = ?",
-                [.integer(Int64(expected.version)), .integer(Int64(expected.schemaVersion)), .text(expected.createdAt), .text(counts)])
-            guard updated == 1 else {
-                throw FerryError(.verification, "the database has \(updated) ferry_snapshot rows, not one; it is not a Ferry snapshot", path: db.path)
-            }
-            try db.execute("CREATE TABLE IF NOT EXISTS ferry_origin(sha256 TEXT NOT NULL); DELETE FROM ferry_origin;")
-            try db.run("INSERT INTO ferry_origin(sha256) VALUES (?)", [.text(expected.sha256)])
+            resolved = try applyRows(patch, to: db, expected: expected, lenient: hadLocalEdits, touched: touched, digest: &moved)
             if !hadLocalEdits {
                 try verifyContent(db, expected: expected, movedDigest: moved, file: URL(fileURLWithPath: db.path))
             } else {
@@ -175,6 +131,50 @@ enum PatchApplier {
         }
         let check: DigestCheck = hadLocalEdits || expected.contentDigest == nil ? .none : (moved != nil ? .moved : .full)
         return Outcome(copy: .clone, conflictsResolved: resolved, hadLocalEdits: hadLocalEdits, digestCheck: check)
+    }
+
+    /// Whether the database holds local edits: queued ones, or rows edited since the snapshot (`ferry_base`).
+    private static func localEditsExist(_ db: SQLiteConnection) throws -> Bool {
+        guard try tableExists("ferry_outbox", db) else { return false }
+        return (try db.scalar("SELECT (SELECT count(*) FROM ferry_outbox) + (SELECT count(*) FROM ferry_base)")?.integer ?? 0) > 0
+    }
+
+    /// The rows whose digest moves and the base's digest to move, when the digest can be moved row by row (no local
+    /// edits, and both versions record one); else no rows and nil.
+    private static func digestPlan(
+        _ patch: Changeset, expected: PublishedVersion, baseDigest: String?, hadLocalEdits: Bool
+    ) throws -> ([String: Changeset.TouchedRows], ContentDigest?) {
+        guard !hadLocalEdits, expected.contentDigest != nil, let base = baseDigest.flatMap(ContentDigest.init(hex:)) else { return ([:], nil) }
+        return (try patch.touchedRows().filter { expected.tables[$0.key] != nil }, base)
+    }
+
+    /// Inside the caller's transaction, capture off: the digest moved around the patch (the base's, minus the touched
+    /// rows before, plus them after), the patch applied (`lenient`: the server's row wins a conflict, a row deleted
+    /// locally stays deleted; otherwise a conflict aborts), and the snapshot's description moved to `expected`, with
+    /// the version it holds named in `ferry_origin` (its bytes are not the published ones). Returns the conflicts
+    /// settled.
+    private static func applyRows(
+        _ patch: Changeset, to db: SQLiteConnection, expected: PublishedVersion, lenient: Bool, touched: [String: Changeset.TouchedRows],
+        digest: inout ContentDigest?
+    ) throws -> Int {
+        var resolved = 0
+        if digest != nil { digest!.subtract(try ContentDigest.of(touched, in: db)) }
+        try patch.apply(to: db) { conflict in
+            guard lenient else { return .abort }
+            resolved += 1
+            return conflict.kind == .notFound ? .omit : .replace
+        }
+        if digest != nil { digest!.add(try ContentDigest.of(touched, in: db)) }
+        let counts = try SnapshotMetadata.json(expected.tables)
+        let updated = try db.run(
+            "UPDATE ferry_snapshot SET version = ?, schemaVersion = ?, createdAt = ?, tables = ?",
+            [.integer(Int64(expected.version)), .integer(Int64(expected.schemaVersion)), .text(expected.createdAt), .text(counts)])
+        guard updated == 1 else {
+            throw FerryError(.verification, "the database has \(updated) ferry_snapshot rows, not one; it is not a Ferry snapshot", path: db.path)
+        }
+        try db.execute("CREATE TABLE IF NOT EXISTS ferry_origin(sha256 TEXT NOT NULL); DELETE FROM ferry_origin;")
+        try db.run("INSERT INTO ferry_origin(sha256) VALUES (?)", [.text(expected.sha256)])
+        return resolved
     }
 
     /// On a device without local edits the patched rows must be exactly the published ones: the row counts, then the
