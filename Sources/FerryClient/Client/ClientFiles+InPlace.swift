@@ -52,15 +52,7 @@ extension ClientFiles {
     /// is lost by a rollback), the copy replaces the live contents in one write transaction, and the version rolled
     /// back is remembered so it is not downloaded again.
     func rollbackInPlace(writer: SQLiteConnection, _ state: inout ClientStateFile) throws -> InPlaceOutcome {
-        guard let previous = try directory.info(of: directory.previous, state: &state) else {
-            throw FerryError(
-                .noPreviousVersion, "nothing to roll back to: there is no previous.db (it appears after the first apply)",
-                path: directory.previous.path)
-        }
-        let live = try directory.info(of: directory.database, state: &state)
-        if let live, live.sha256 != previous.sha256 { state.refuse(live, reason: .rollback) }
-        // The refusal must be on disk before the rollback: without it the next fetch would download the same version.
-        try state.save(to: directory.stateFile)
+        let (previous, live) = try refuseLiveForRollback(&state)
         let scratch = directory.previousLink
         try? FileManager.default.removeItem(at: scratch)  // garbage of an earlier crash, if any; the copy overwrites it
         try FileClone.clone(directory.previous, to: scratch, "cannot copy previous.db for the rollback", fix: "free space and try again")

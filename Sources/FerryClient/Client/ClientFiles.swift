@@ -295,6 +295,19 @@ struct ClientFiles: Sendable {
     /// Puts `previous.db` back as `database.db` (the live connection closed by the caller); the version rolled back
     /// is refused from now on. Returns the restored and the rolled-back version's info.
     func rollback(_ state: inout ClientStateFile) throws -> (previous: SnapshotInfo, live: SnapshotInfo?) {
+        let (previous, live) = try refuseLiveForRollback(&state)
+        try settleLiveJournal()
+        try directory.perform(.restorePrevious)
+        if let identity = FileIdentity.of(directory.database) { state.remember(identity, previous) }
+        save(state, during: "rollback")
+        logger.info("rolled back", metadata: ["version": "\(previous.version ?? 0)", "from": "\(live?.version ?? 0)"])
+        return (previous, live)
+    }
+
+    /// The first step of either rollback (by rename or in place): `previous.db`'s version and the live one, the live
+    /// version refused from now on, and that refusal saved before anything changes (without it the next fetch would
+    /// download the same version again). Throws ``FerryError/Code/noPreviousVersion`` when there is no previous.db.
+    func refuseLiveForRollback(_ state: inout ClientStateFile) throws -> (previous: SnapshotInfo, live: SnapshotInfo?) {
         guard let previous = try directory.info(of: directory.previous, state: &state) else {
             throw FerryError(
                 .noPreviousVersion, "nothing to roll back to: there is no previous.db (it appears after the first apply)",
@@ -302,13 +315,7 @@ struct ClientFiles: Sendable {
         }
         let live = try directory.info(of: directory.database, state: &state)
         if let live, live.sha256 != previous.sha256 { state.refuse(live, reason: .rollback) }
-        // The refusal must be on disk before the rollback: without it the next fetch would download the same version.
         try state.save(to: directory.stateFile)
-        try settleLiveJournal()
-        try directory.perform(.restorePrevious)
-        if let identity = FileIdentity.of(directory.database) { state.remember(identity, previous) }
-        save(state, during: "rollback")
-        logger.info("rolled back", metadata: ["version": "\(previous.version ?? 0)", "from": "\(live?.version ?? 0)"])
         return (previous, live)
     }
 
