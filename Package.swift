@@ -191,6 +191,14 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        // `scripts/bench delta`: the sizes of a changeset and a patchset between two snapshot files.
+        .executableTarget(
+            name: "ferry-delta-bench",
+            dependencies: ["FerryCore"],
+            path: "Benchmarks/DeltaBench",
+            swiftSettings: strict
+        ),
+
         // `scripts/bench outbox`: times the merge engine; a benchmark program, in no product.
         .executableTarget(
             name: "ferry-outbox-bench",

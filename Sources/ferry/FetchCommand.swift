@@ -87,6 +87,7 @@ struct FetchCommand: AsyncParsableCommand {
             let share = published > 0 ? String(format: ", %.2f %% of the %@ published file", Double(transfer) / Double(published) * 100, ProgressBar.bytes(published)) : ""
             size = "by a \(ProgressBar.bytes(transfer)) patch \(from) → \(to)\(share)"
             if let device = result.fileBytes, device != published { size += "; the device's file is \(ProgressBar.bytes(device))" }
+            if let own = result.ownRowsSettled, own > 0 { size += "; it settled \(own) rows this device had written" }
         }
         if let failure = result.patchFailure { size += "; the patch was not used: \(failure)" }
         let resumed = result.resumedFrom > 0 ? ", resumed at \(ProgressBar.bytes(result.resumedFrom))" : ""

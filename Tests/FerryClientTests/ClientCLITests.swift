@@ -25,19 +25,19 @@ import Darwin
         #expect(result.status == 0)
         #expect(
             result.stdout
-                == #"{"state":"initialSyncRequired","version":null,"sha256":null,"pendingVersion":null,"pendingSha256":null,"outbox":0,"path":null,"patchFrom":null,"patchTo":null}"# + "\n")
+                == #"{"state":"initialSyncRequired","version":null,"sha256":null,"pendingVersion":null,"pendingSha256":null,"outbox":0,"path":null,"patchFrom":null,"patchTo":null,"ownRowsSettled":null}"# + "\n")
 
         try dir.create()
         try FileManager.default.copyItem(at: fixtures.snapshotFile(1), to: dir.database)
         result = try runFerry(["status", "--dir", dir.url.path, "--json"])
         #expect(
-            result.stdout == #"{"state":"upToDate","version":1,"sha256":"\#(v1.sha256)","pendingVersion":null,"pendingSha256":null,"outbox":0,"path":null,"patchFrom":null,"patchTo":null}"# + "\n")
+            result.stdout == #"{"state":"upToDate","version":1,"sha256":"\#(v1.sha256)","pendingVersion":null,"pendingSha256":null,"outbox":0,"path":null,"patchFrom":null,"patchTo":null,"ownRowsSettled":null}"# + "\n")
 
         try FileManager.default.copyItem(at: fixtures.snapshotFile(2), to: dir.updated)
         result = try runFerry(["status", "--dir", dir.url.path, "--json"])
         #expect(
             result.stdout
-                == #"{"state":"updatePending","version":1,"sha256":"\#(v1.sha256)","pendingVersion":2,"pendingSha256":"\#(v2.sha256)","outbox":0,"path":null,"patchFrom":null,"patchTo":null}"# + "\n")
+                == #"{"state":"updatePending","version":1,"sha256":"\#(v1.sha256)","pendingVersion":2,"pendingSha256":"\#(v2.sha256)","outbox":0,"path":null,"patchFrom":null,"patchTo":null,"ownRowsSettled":null}"# + "\n")
         // status never applies anything
         #expect(dir.exists(dir.updated))
 

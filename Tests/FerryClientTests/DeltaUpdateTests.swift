@@ -261,16 +261,16 @@ import FerryClientNIO
             #expect(byPatch.status == 0, "\(byPatch.stderr)")
             #expect(byPatch.stdout.contains(#""bytesReceived":\#(patch.size),"#), "\(byPatch.stdout)")
             // The patch is measured against the published file (publishedBytes), not the device's copy of it.
-            #expect(byPatch.stdout.hasSuffix(#""path":"patch","patchFrom":1,"patchTo":2,"patchError":null,"publishedBytes":\#(v2.current.size)}"# + "\n"), "\(byPatch.stdout)")
+            #expect(byPatch.stdout.hasSuffix(#""path":"patch","patchFrom":1,"patchTo":2,"patchError":null,"publishedBytes":\#(v2.current.size),"ownRowsSettled":0}"# + "\n"), "\(byPatch.stdout)")
             let byFull = try await runFerryOffPool(
                 ["fetch", "--server", url.absoluteString, "--dataset", "trips", "--dir", full, "--json", "--apply", "--no-patch"])
             #expect(byFull.status == 0, "\(byFull.stderr)")
             #expect(byFull.stdout.contains(#""bytesReceived":\#(v2.gzipSize),"#), "\(byFull.stdout)")
-            #expect(byFull.stdout.hasSuffix(#""path":"full","patchFrom":null,"patchTo":null,"patchError":null,"publishedBytes":\#(v2.current.size)}"# + "\n"), "\(byFull.stdout)")
+            #expect(byFull.stdout.hasSuffix(#""path":"full","patchFrom":null,"patchTo":null,"patchError":null,"publishedBytes":\#(v2.current.size),"ownRowsSettled":null}"# + "\n"), "\(byFull.stdout)")
 
             let status = try runFerry(["status", "--dir", patched, "--json"])
             #expect(status.stdout.hasPrefix(#"{"state":"upToDate","version":2,"sha256":"\#(v2.sha256)""#), "\(status.stdout)")
-            #expect(status.stdout.hasSuffix(#""outbox":0,"path":"patch","patchFrom":1,"patchTo":2}"# + "\n"), "\(status.stdout)")
+            #expect(status.stdout.hasSuffix(#""outbox":0,"path":"patch","patchFrom":1,"patchTo":2,"ownRowsSettled":0}"# + "\n"), "\(status.stdout)")
             let text = try await runFerryOffPool(["fetch", "--server", url.absoluteString, "--dataset", "trips", "--dir", patched])
             #expect(text.stdout.contains("already up to date"), "\(text.stdout)")
             #expect(try Self.rows(URL(fileURLWithPath: patched).appendingPathComponent("database.db")) == Self.rows(world.published(v2)))

@@ -43,13 +43,13 @@ import Testing
             #expect(first.status == 0, "\(first.stderr)")
             #expect(
                 first.stdout
-                    == #"{"state":"upToDate","version":1,"sha256":"\#(v1.sha256)","pendingVersion":null,"pendingSha256":null,"outbox":0,"result":"initialSync","applied":false,"bytesReceived":\#(v1.gzipSize),"resumedFrom":0,"fileBytes":\#(v1.size),"encoding":"gzip","path":"full","patchFrom":null,"patchTo":null,"patchError":null,"publishedBytes":\#(v1.size)}"#
+                    == #"{"state":"upToDate","version":1,"sha256":"\#(v1.sha256)","pendingVersion":null,"pendingSha256":null,"outbox":0,"result":"initialSync","applied":false,"bytesReceived":\#(v1.gzipSize),"resumedFrom":0,"fileBytes":\#(v1.size),"encoding":"gzip","path":"full","patchFrom":null,"patchTo":null,"patchError":null,"publishedBytes":\#(v1.size),"ownRowsSettled":null}"#
                     + "\n")
             let second = try await runFerryOffPool(fetch)
             #expect(second.status == 0, "\(second.stderr)")
             #expect(
                 second.stdout
-                    == #"{"state":"upToDate","version":1,"sha256":"\#(v1.sha256)","pendingVersion":null,"pendingSha256":null,"outbox":0,"result":"notModified","applied":false,"bytesReceived":0,"resumedFrom":0,"fileBytes":null,"encoding":null,"path":null,"patchFrom":null,"patchTo":null,"patchError":null,"publishedBytes":null}"#
+                    == #"{"state":"upToDate","version":1,"sha256":"\#(v1.sha256)","pendingVersion":null,"pendingSha256":null,"outbox":0,"result":"notModified","applied":false,"bytesReceived":0,"resumedFrom":0,"fileBytes":null,"encoding":null,"path":null,"patchFrom":null,"patchTo":null,"patchError":null,"publishedBytes":null,"ownRowsSettled":null}"#
                     + "\n")
         }
     }

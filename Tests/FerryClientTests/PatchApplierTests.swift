@@ -39,7 +39,7 @@ import Testing
         let world = try World()
         defer { world.temp.remove() }
         let outcome = try PatchApplier.build(live: world.device, into: world.target, patch: world.patch, expected: world.v2.current)
-        #expect(!outcome.hadLocalEdits && outcome.conflictsResolved == 0)
+        #expect(outcome.ownRowsSettled == 0)
         #expect(try world.rows(world.target) == world.rows(try world.fixtures.snapshotFile(2)))
         let db = try SQLiteConnection(path: world.target.path, mode: .readOnly)
         let metadata = try SnapshotMetadata.read(from: db)
@@ -64,23 +64,6 @@ import Testing
             try PatchApplier.build(live: world.device, into: world.target, patch: world.patch, expected: world.v2.current)
         }
         #expect(!FileManager.default.fileExists(atPath: world.target.path))
-    }
-
-    @Test("with local edits the server's new row wins and the queue stays for the replay at apply")
-    func deviceWithLocalEdits() throws {
-        let world = try World()
-        defer { world.temp.remove() }
-        // Given a local edit of a row the patch changes, recorded in the queue's base table
-        let db = try SQLiteConnection(path: world.device.path, mode: .readWrite)
-        try Outbox.setCapture(false, db)
-        try db.execute("UPDATE trips SET name = 'local' WHERE id = 't1'")
-        try db.execute(#"INSERT INTO ferry_base(tbl, key, updatedAt) VALUES ('trips', '{"id":"t1"}', NULL)"#)
-        try Outbox.setCapture(true, db)
-        let outcome = try PatchApplier.build(live: world.device, into: world.target, patch: world.patch, expected: world.v2.current)
-        #expect(outcome.hadLocalEdits && outcome.conflictsResolved >= 1)
-        #expect(try world.rows(world.target) == world.rows(try world.fixtures.snapshotFile(2)))
-        let result = try SQLiteConnection(path: world.target.path, mode: .readOnly)
-        #expect(try result.scalar("SELECT count(*) FROM ferry_base")?.integer == 1)
     }
 
     @Test("a truncated patch or one for another version leaves no file")

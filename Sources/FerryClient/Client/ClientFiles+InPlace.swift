@@ -109,7 +109,8 @@ extension ClientFiles {
             on: writer, patch: patch.changeset, expected: patch.target, baseDigest: patch.base.contentDigest, tables: tables)
         let target = patch.target
         let info = SnapshotInfo(sha256: target.sha256, version: target.version, schemaVersion: target.schemaVersion, dataset: patch.base.info.dataset)
-        state.arrived(info.sha256, by: .patch(from: patch.ref.from, to: patch.ref.to), contentDigest: target.contentDigest)
+        state.arrived(
+            info.sha256, by: .patch(from: patch.ref.from, to: patch.ref.to), contentDigest: target.contentDigest, ownRowsSettled: outcome.ownRowsSettled)
         // Not saved here: the transaction commits after this returns; the caller saves once it has.
         if let identity = FileIdentity.of(directory.database) { state.remember(identity, info) }
         return (info, outcome)

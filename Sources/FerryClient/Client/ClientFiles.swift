@@ -229,7 +229,7 @@ struct ClientFiles: Sendable {
         }
         try DurableFile.rename(verified.file, to: target)
         if let identity = FileIdentity.of(target) { state.remember(identity, info) }
-        state.arrived(info.sha256, by: verified.path, contentDigest: verified.contentDigest)
+        state.arrived(info.sha256, by: verified.path, contentDigest: verified.contentDigest, ownRowsSettled: verified.ownRowsSettled)
         if verified.file == directory.partial {
             // The partial is installed; a record (or compressed prefix) left without it is dropped on the next open
             // (removeLeftovers).

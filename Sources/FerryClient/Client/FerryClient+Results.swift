@@ -41,6 +41,9 @@ public struct FetchResult: Sendable, Equatable {
     public var path: UpdatePath? = nil
     /// Why a patch the server offered was not used (the full download was taken instead); nil otherwise.
     public var patchFailure: String? = nil
+    /// For a patch: how many rows the device had written itself (pushed or queued) that the patch settled, put back
+    /// as published before it applied; nil when no patch was applied.
+    public var ownRowsSettled: Int? = nil
 }
 
 /// How a version reached the device: the compressed full download, or a row-level patch from the version it held.

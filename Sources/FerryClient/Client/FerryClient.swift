@@ -353,7 +353,7 @@ public actor FerryClient {
             "patch applied",
             metadata: [
                 "from": "\(patch.ref.from)", "to": "\(patch.ref.to)", "bytes": "\(patch.bytesReceived)", "copy": "\(applied.copy.rawValue)",
-                "conflicts": "\(applied.conflictsResolved)", "vacuumed": "\(applied.vacuumed)", "digest": "\(applied.digestCheck.rawValue)",
+                "ownRows": "\(applied.ownRowsSettled)", "vacuumed": "\(applied.vacuumed)", "digest": "\(applied.digestCheck.rawValue)",
                 "seconds": "\((ContinuousClock.now - started).components.seconds)",
             ])
         let target = patch.target
@@ -361,7 +361,8 @@ public actor FerryClient {
         var stats = TransferStats(bytesReceived: patch.bytesReceived, resumedFrom: 0, fileBytes: FileIdentity.size(of: scratch), encoding: .gzip)
         stats.publishedBytes = target.size
         return SnapshotDownloader.Verified(
-            info: info, stats: stats, file: scratch, path: .patch(from: patch.ref.from, to: patch.ref.to), contentDigest: target.contentDigest)
+            info: info, stats: stats, file: scratch, path: .patch(from: patch.ref.from, to: patch.ref.to), contentDigest: target.contentDigest,
+            ownRowsSettled: applied.ownRowsSettled)
     }
 
     /// Moves a verified partial into place (see ``ClientFiles/install(_:_:)``) and opens it after the initial sync.
@@ -379,6 +380,7 @@ public actor FerryClient {
                 outcome: outcome, version: info.version, sha256: info.sha256, bytesReceived: stats.bytesReceived, resumedFrom: stats.resumedFrom,
                 status: try await currentStatus(), fileBytes: stats.fileBytes, encoding: stats.encoding, path: path)
             result.publishedBytes = stats.publishedBytes ?? stats.fileBytes
+            if case .patch = path { result.ownRowsSettled = result.status.ownRowsSettled }
             return result
         }
     }
@@ -468,7 +470,7 @@ public actor FerryClient {
                 "patch applied in place",
                 metadata: [
                     "from": "\(patch.ref.from)", "to": "\(patch.ref.to)", "bytes": "\(patch.bytesReceived)",
-                    "conflicts": "\(applied.conflictsResolved)", "digest": "\(applied.digestCheck.rawValue)",
+                    "ownRows": "\(applied.ownRowsSettled)", "digest": "\(applied.digestCheck.rawValue)",
                     "seconds": "\((ContinuousClock.now - started).components.seconds)",
                 ])
             var result = FetchResult(
@@ -476,6 +478,7 @@ public actor FerryClient {
                 status: try await currentStatus(), fileBytes: FileIdentity.size(of: directory.database), encoding: .gzip,
                 path: .patch(from: patch.ref.from, to: patch.ref.to))
             result.publishedBytes = patch.target.size
+            result.ownRowsSettled = applied.ownRowsSettled
             return result
         }
     }

@@ -48,13 +48,18 @@ public struct ClientStatus: Sendable, Equatable {
     /// How the newest version here (pending, else live) arrived; nil when the client does not know (a file put
     /// there by hand, or a lost `state.json`).
     public var path: UpdatePath?
+    /// When that version arrived by patch: how many rows the device had written itself (pushed or queued) that the
+    /// patch settled, put back as published before it applied (docs/delta.md). Nil after a full download or when
+    /// unknown.
+    public var ownRowsSettled: Int?
 
     public init(
         state: SyncState, version: Int? = nil, sha256: String? = nil, pendingVersion: Int? = nil,
-        pendingSha256: String? = nil, previousVersion: Int? = nil, outbox: Int = 0, path: UpdatePath? = nil
+        pendingSha256: String? = nil, previousVersion: Int? = nil, outbox: Int = 0, path: UpdatePath? = nil, ownRowsSettled: Int? = nil
     ) {
         self.outbox = outbox
         self.path = path
+        self.ownRowsSettled = ownRowsSettled
         self.state = state
         self.version = version
         self.sha256 = sha256

@@ -51,6 +51,8 @@ struct ClientStateFile: Codable, Equatable, Sendable {
         var path: UpdatePath
         /// The version's content digest, the starting point of the next patch's check.
         var contentDigest: String?
+        /// For a patch: the rows the device wrote itself that it put back as published (optional in the file).
+        var ownRowsSettled: Int? = nil
     }
 
     var checksums: [CachedChecksum] = []
@@ -102,9 +104,9 @@ struct ClientStateFile: Codable, Equatable, Sendable {
         checksums.removeAll { $0.identity.inode == inode }
     }
 
-    mutating func arrived(_ sha256: String, by path: UpdatePath, contentDigest: String?) {
+    mutating func arrived(_ sha256: String, by path: UpdatePath, contentDigest: String?, ownRowsSettled: Int? = nil) {
         var list = (arrivals ?? []).filter { $0.sha256 != sha256 }
-        list.append(Arrival(sha256: sha256, path: path, contentDigest: contentDigest))
+        list.append(Arrival(sha256: sha256, path: path, contentDigest: contentDigest, ownRowsSettled: ownRowsSettled))
         arrivals = Array(list.suffix(Self.maxEntries))
     }
 
@@ -172,11 +174,12 @@ extension ClientDirectory {
         let live = try info(of: database, state: &state)
         let pending = try info(of: updated, state: &state)
         let previousInfo = try info(of: previous, state: &state)
+        let arrival = state.arrival(of: pending?.sha256 ?? live?.sha256)
         return ClientStatus(
             state: SyncState.derive(hasDatabase: live != nil, hasUpdate: pending != nil),
             version: live?.version, sha256: live?.sha256, pendingVersion: pending?.version, pendingSha256: pending?.sha256,
             previousVersion: previousInfo?.version, outbox: live == nil ? 0 : try queuedEdits(),
-            path: state.arrival(of: pending?.sha256 ?? live?.sha256)?.path)
+            path: arrival?.path, ownRowsSettled: arrival?.ownRowsSettled)
     }
 
     /// The number of edits in database.db's outbox; throws when it cannot be read (a status never shows a count it

@@ -6,12 +6,12 @@ import Foundation
 /// description (`ferry_snapshot`, `ferry_origin`) moved to the new version, then verified. The caller leaves the
 /// result as `updated.db` exactly as a verified download; anything that fails leaves no file behind.
 ///
-/// Conflicts (a row that differs from what the publisher expected) mean one of two things:
-/// - the device has local edits (a queue, or rows edited since the snapshot): the server's new row wins (the queue
-///   is replayed on top when the update is applied, as after a full download), and a row deleted locally stays
-///   deleted;
-/// - the device has none: the file diverged from the version it claims. That is an error, and the caller takes
-///   the full download instead; a patch never produces a wrong database.
+/// The rows the device wrote itself since the version it holds (queued edits, and pushed ones the server answered)
+/// are first put back as that version published them (``Outbox/restoreWrittenRows(in:tables:)``). The patch then
+/// applies to exactly its base, so a conflict (a row that differs from what the publisher expected) means the file
+/// diverged from the version it claims: an error, and the caller takes the full download. A patch never produces a
+/// wrong database, and the result is checked as strictly with local edits as without: row counts and the content
+/// digest. The queued edits are replayed on top afterwards (at the swap, or here when applied in place).
 ///
 /// ```swift
 /// try PatchApplier.build(live: directory.database, into: scratch, patch: changeset, expected: manifest.current)
@@ -21,14 +21,12 @@ enum PatchApplier {
     struct Outcome: Sendable, Equatable {
         /// Whether the copy was a clone or a plain copy.
         var copy: FileClone.Method
-        /// Conflicts settled in favour of the server's row (devices with local edits only).
-        var conflictsResolved: Int
-        /// Whether the device had local edits (then row counts and the content digest are not checked).
-        var hadLocalEdits: Bool
+        /// Rows the device wrote itself since the base version, put back as published before the patch applied.
+        var ownRowsSettled: Int
         /// Whether the result was rebuilt with `VACUUM` (see ``vacuumFreeRatio``).
         var vacuumed = false
-        /// How the content digest was checked: moved from the base's, read in full, or not at all (local edits, or
-        /// a version that records none).
+        /// How the content digest was checked: moved from the base's, read in full, or not at all (a version that
+        /// records none).
         var digestCheck: DigestCheck = .none
     }
 
@@ -73,8 +71,7 @@ enum PatchApplier {
         to target: URL, copy method: FileClone.Method, patch: Changeset, expected: PublishedVersion, baseDigest: String?
     ) throws -> Outcome {
         try patch.validate()
-        var resolved = 0
-        var hadLocalEdits = false
+        var settled = 0
         var vacuumed = false
         var moved: ContentDigest?
         do {
@@ -83,18 +80,14 @@ enum PatchApplier {
             // needs no rollback journal and no syncs of its own (a journal of the ~16 % of pages a 1 % change touches
             // would be written and fsynced for nothing). One fsync at the end makes it durable.
             try db.execute("PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF")
-            hadLocalEdits = try localEditsExist(db)
-            let (touched, base) = try digestPlan(patch, expected: expected, baseDigest: baseDigest, hadLocalEdits: hadLocalEdits)
+            let (touched, base) = try digestPlan(patch, expected: expected, baseDigest: baseDigest)
             var digest = base
             try db.transaction {
-                if try tableExists("ferry_capture", db) { try Outbox.setCapture(false, db) }
-                resolved = try applyRows(patch, to: db, expected: expected, lenient: hadLocalEdits, touched: touched, digest: &digest)
-                if try tableExists("ferry_capture", db) { try Outbox.setCapture(true, db) }
+                // The queue stays as it is: the swap carries the live queue over and replays it on the result.
+                settled = try settleAndApply(patch, to: db, expected: expected, touched: touched, digest: &digest) { _, _ in }
             }
             moved = digest
-            if !hadLocalEdits {
-                try verifyContent(db, expected: expected, movedDigest: moved, file: target)
-            }
+            try verifyContent(db, expected: expected, movedDigest: moved, file: target)
             let pages = try db.scalar("PRAGMA page_count")?.integer ?? 0
             let free = try db.scalar("PRAGMA freelist_count")?.integer ?? 0
             if pages > 0, Double(free) >= Double(pages) * vacuumFreeRatio {
@@ -103,8 +96,7 @@ enum PatchApplier {
             }
         }
         try DurableFile.sync(target)
-        let check: DigestCheck = hadLocalEdits || expected.contentDigest == nil ? .none : (moved != nil ? .moved : .full)
-        return Outcome(copy: method, conflictsResolved: resolved, hadLocalEdits: hadLocalEdits, vacuumed: vacuumed, digestCheck: check)
+        return Outcome(copy: method, ownRowsSettled: settled, vacuumed: vacuumed, digestCheck: digestCheck(expected, moved))
     }
 
     /// Applies `patch` to the live database itself, on the app's writer inside its write transaction (FerryGRDB):
@@ -115,55 +107,61 @@ enum PatchApplier {
         on db: SQLiteConnection, patch: Changeset, expected: PublishedVersion, baseDigest: String?, tables: [SnapshotMetadata.TableInfo]
     ) throws -> Outcome {
         try patch.validate()
-        var resolved = 0
-        let hadLocalEdits = try localEditsExist(db)
-        let (touched, base) = try digestPlan(patch, expected: expected, baseDigest: baseDigest, hadLocalEdits: hadLocalEdits)
+        var settled = 0
+        let (touched, base) = try digestPlan(patch, expected: expected, baseDigest: baseDigest)
         var moved = base
         try db.transaction {
-            if try tableExists("ferry_capture", db) { try Outbox.setCapture(false, db) }
-            resolved = try applyRows(patch, to: db, expected: expected, lenient: hadLocalEdits, touched: touched, digest: &moved)
-            if !hadLocalEdits {
-                try verifyContent(db, expected: expected, movedDigest: moved, file: URL(fileURLWithPath: db.path))
-            } else {
+            settled = try settleAndApply(patch, to: db, expected: expected, touched: touched, digest: &moved) { db, digest in
+                try verifyContent(db, expected: expected, movedDigest: digest, file: URL(fileURLWithPath: db.path))
+                try Outbox.rememberQueuedRows(in: db, tables: tables)
                 try Outbox.replayQueued(in: db, tables: tables)
             }
-            if try tableExists("ferry_capture", db) { try Outbox.setCapture(true, db) }
         }
-        let check: DigestCheck = hadLocalEdits || expected.contentDigest == nil ? .none : (moved != nil ? .moved : .full)
-        return Outcome(copy: .clone, conflictsResolved: resolved, hadLocalEdits: hadLocalEdits, digestCheck: check)
+        return Outcome(copy: .clone, ownRowsSettled: settled, digestCheck: digestCheck(expected, moved))
     }
 
-    /// Whether the database holds local edits: queued ones, or rows edited since the snapshot (`ferry_base`).
-    private static func localEditsExist(_ db: SQLiteConnection) throws -> Bool {
-        guard try tableExists("ferry_outbox", db) else { return false }
-        return (try db.scalar("SELECT (SELECT count(*) FROM ferry_outbox) + (SELECT count(*) FROM ferry_base)")?.integer ?? 0) > 0
+    /// How the digest was checked, given the moved digest (nil when it was read in full or there is none).
+    private static func digestCheck(_ expected: PublishedVersion, _ moved: ContentDigest?) -> DigestCheck {
+        expected.contentDigest == nil ? .none : (moved != nil ? .moved : .full)
     }
 
-    /// The rows whose digest moves and the base's digest to move, when the digest can be moved row by row (no local
-    /// edits, and both versions record one); else no rows and nil.
+    /// Inside the caller's transaction, with capture off: the rows the device wrote put back as published, the patch
+    /// applied to what is then exactly its base (see ``applyRows(_:to:expected:touched:digest:)``), the records of
+    /// written rows forgotten, then `after` (with the digest moved). Returns the rows put back.
+    private static func settleAndApply(
+        _ patch: Changeset, to db: SQLiteConnection, expected: PublishedVersion, touched: [String: Changeset.TouchedRows],
+        digest: inout ContentDigest?, after: (SQLiteConnection, ContentDigest?) throws -> Void
+    ) throws -> Int {
+        let capture = try tableExists("ferry_capture", db)
+        if capture { try Outbox.setCapture(false, db) }
+        let baseTables = capture ? try SnapshotMetadata.read(from: db).tables : []
+        let settled = try Outbox.restoreWrittenRows(in: db, tables: baseTables)
+        try applyRows(patch, to: db, expected: expected, touched: touched, digest: &digest)
+        try Outbox.forgetWrittenRows(in: db, tables: baseTables)
+        try after(db, digest)
+        if capture { try Outbox.setCapture(true, db) }
+        return settled
+    }
+
+    /// The rows whose digest moves and the base's digest to move, when the digest can be moved row by row (both
+    /// versions record one); else no rows and nil. The rows the device wrote are put back first, so the base's
+    /// digest holds for the database the patch applies to.
     private static func digestPlan(
-        _ patch: Changeset, expected: PublishedVersion, baseDigest: String?, hadLocalEdits: Bool
+        _ patch: Changeset, expected: PublishedVersion, baseDigest: String?
     ) throws -> ([String: Changeset.TouchedRows], ContentDigest?) {
-        guard !hadLocalEdits, expected.contentDigest != nil, let base = baseDigest.flatMap(ContentDigest.init(hex:)) else { return ([:], nil) }
+        guard expected.contentDigest != nil, let base = baseDigest.flatMap(ContentDigest.init(hex:)) else { return ([:], nil) }
         return (try patch.touchedRows().filter { expected.tables[$0.key] != nil }, base)
     }
 
     /// Inside the caller's transaction, capture off: the digest moved around the patch (the base's, minus the touched
-    /// rows before, plus them after), the patch applied (`lenient`: the server's row wins a conflict, a row deleted
-    /// locally stays deleted; otherwise a conflict aborts), and the snapshot's description moved to `expected`, with
-    /// the version it holds named in `ferry_origin` (its bytes are not the published ones). Returns the conflicts
-    /// settled.
+    /// rows before, plus them after), the patch applied (a conflict aborts), and the snapshot's description moved to
+    /// `expected`, with the version it holds named in `ferry_origin` (its bytes are not the published ones).
     private static func applyRows(
-        _ patch: Changeset, to db: SQLiteConnection, expected: PublishedVersion, lenient: Bool, touched: [String: Changeset.TouchedRows],
+        _ patch: Changeset, to db: SQLiteConnection, expected: PublishedVersion, touched: [String: Changeset.TouchedRows],
         digest: inout ContentDigest?
-    ) throws -> Int {
-        var resolved = 0
+    ) throws {
         if digest != nil { digest!.subtract(try ContentDigest.of(touched, in: db)) }
-        try patch.apply(to: db) { conflict in
-            guard lenient else { return .abort }
-            resolved += 1
-            return conflict.kind == .notFound ? .omit : .replace
-        }
+        try patch.apply(to: db) { _ in .abort }
         if digest != nil { digest!.add(try ContentDigest.of(touched, in: db)) }
         let counts = try SnapshotMetadata.json(expected.tables)
         let updated = try db.run(
@@ -174,10 +172,9 @@ enum PatchApplier {
         }
         try db.execute("CREATE TABLE IF NOT EXISTS ferry_origin(sha256 TEXT NOT NULL); DELETE FROM ferry_origin;")
         try db.run("INSERT INTO ferry_origin(sha256) VALUES (?)", [.text(expected.sha256)])
-        return resolved
     }
 
-    /// On a device without local edits the patched rows must be exactly the published ones: the row counts, then the
+    /// The patched rows must be exactly the published ones: the row counts, then the
     /// content digest (when the version records one), moved from the base's or computed in full.
     private static func verifyContent(_ db: SQLiteConnection, expected: PublishedVersion, movedDigest: ContentDigest?, file: URL) throws {
         for (table, rows) in expected.tables.sorted(by: { $0.key < $1.key }) {

@@ -75,6 +75,8 @@ struct SnapshotDownloader: Sendable {
         var path: UpdatePath = .full
         /// The version's content digest as the manifest named it (nil when unknown), kept for the next patch.
         var contentDigest: String? = nil
+        /// For a patch: the device's own rows it settled (``PatchApplier/Outcome/ownRowsSettled``).
+        var ownRowsSettled: Int? = nil
     }
 
     enum Outcome: Sendable {

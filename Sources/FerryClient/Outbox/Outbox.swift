@@ -133,7 +133,8 @@ public enum Outbox {
     }
 
     /// Carries the queue from the live database into a freshly fetched snapshot and replays every queued edit on
-    /// top of it, so a new snapshot never hides a pending edit. Runs on the new file before it is swapped in.
+    /// top of it, so a new snapshot never hides a pending edit. Runs on the new file before it is swapped in. Each
+    /// queued row is recorded as written first (``rememberQueuedRows(in:tables:)``), so the next patch can put it back.
     public static func carryOver(
         fromLiveDatabaseAt livePath: String, into db: SQLiteConnection, tables: [SnapshotMetadata.TableInfo], origin: String? = nil
     ) throws {
@@ -159,6 +160,9 @@ public enum Outbox {
             // Capture is switched back on at the end of this transaction; if the transaction fails, its rollback
             // restores the switch with everything else.
             try setCapture(false, db)
+            // The new file's own records of written rows stay (a rollback's previous.db has some); each queued row
+            // it has no record of is recorded as it holds it now, its published values, before the replay.
+            try rememberQueuedRows(in: db, tables: tables)
             try replayQueued(in: db, tables: tables, tableInfo: tableInfo)
             try setCapture(true, db)
         }

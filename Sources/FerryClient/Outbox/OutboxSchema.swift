@@ -23,6 +23,9 @@ public enum OutboxSchema {
     ///   change to that row carries the base the server knows.
     /// - `ferry_rejected`: edits the server answered `rejected` or `gone`, with the values that lost, until the app
     ///   acknowledges them (``RejectedEdit``).
+    /// - `ferry_written`: every row the device wrote itself since the version it holds, queued or already answered;
+    ///   `present` says whether that version had the row, whose values wait in the table's `ferry_was_…` copy
+    ///   (``shadowTable(_:)``). A patch puts these rows back as published before it applies (docs/delta.md).
     static let queueDDL = """
         CREATE TABLE IF NOT EXISTS ferry_outbox(
           seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -38,6 +41,7 @@ public enum OutboxSchema {
         CREATE TABLE IF NOT EXISTS ferry_capture(enabled INTEGER NOT NULL);
         INSERT INTO ferry_capture(enabled) SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM ferry_capture);
         CREATE TABLE IF NOT EXISTS ferry_base(tbl TEXT NOT NULL, key TEXT NOT NULL, updatedAt TEXT, PRIMARY KEY (tbl, key));
+        CREATE TABLE IF NOT EXISTS ferry_written(tbl TEXT NOT NULL, key TEXT NOT NULL, present INTEGER NOT NULL, PRIMARY KEY (tbl, key));
         CREATE TABLE IF NOT EXISTS ferry_rejected(
           id TEXT PRIMARY KEY,
           tbl TEXT NOT NULL,
@@ -106,6 +110,7 @@ public enum OutboxSchema {
             }
             for table in tables {
                 let columns = try existingColumns(db, table.name)
+                try installShadow(for: table, columns: columns, on: db)
                 for trigger in try triggers(for: table, existing: columns) {
                     try db.execute(trigger)
                 }
@@ -130,7 +135,7 @@ public enum OutboxSchema {
             objects.insert("\(type) \(name)")
             if type == "trigger", let sql = row[2].text { triggerSQL.insert(sql) }
         }
-        let queue = ["table ferry_outbox", "index ferry_outbox_row", "table ferry_capture", "table ferry_base"]
+        let queue = ["table ferry_outbox", "index ferry_outbox_row", "table ferry_capture", "table ferry_base", "table ferry_written"]
         guard queue.allSatisfy(objects.contains), try db.scalar("SELECT count(*) FROM ferry_capture")?.integer == 1 else { return false }
         if let origin {
             guard objects.contains("table ferry_origin"), try db.query("SELECT sha256 FROM ferry_origin").map({ $0.first?.text }) == [origin]
@@ -138,7 +143,11 @@ public enum OutboxSchema {
         }
         var wanted: [String] = []
         for table in tables {
-            wanted += try triggers(for: table, existing: try existingColumns(db, table.name)).filter { $0.hasPrefix("CREATE TRIGGER") }
+            let columns = try existingColumns(db, table.name)
+            if table.writable {
+                guard objects.contains("table \(shadowName(table.name))"), try shadowColumns(db, table.name) == columns else { return false }
+            }
+            wanted += try triggers(for: table, existing: columns).filter { $0.hasPrefix("CREATE TRIGGER") }
         }
         for table in protectedTables where objects.contains("table \(table)") {
             wanted += ["INSERT", "UPDATE", "DELETE"].map { protectTrigger(table, $0) }
@@ -154,6 +163,42 @@ public enum OutboxSchema {
 
     /// Metadata tables that local statements may read but never change.
     static let protectedTables = ["ferry_snapshot", "ferry_tables", "ferry_origin"]
+
+    /// The name of the table that keeps, for a writable table, the published values of the rows the device wrote
+    /// since the version it holds (see `ferry_written`).
+    static func shadowName(_ table: String) -> String {
+        "ferry_was_" + table.replacingOccurrences(of: "\"", with: "")
+    }
+
+    /// The quoted name of ``shadowName(_:)``, for SQL.
+    static func shadowTable(_ table: String) -> String {
+        SQLIdentifier.quote(shadowName(table))
+    }
+
+    /// The columns of `table`'s shadow, empty when it has none.
+    static func shadowColumns(_ db: SQLiteConnection, _ table: String) throws -> [String] {
+        try db.query("SELECT name FROM pragma_table_info(?)", [.text(shadowName(table))]).compactMap { $0.first?.text }
+    }
+
+    /// Creates `table`'s shadow with the table's columns in the table's order, untyped so that every value keeps its
+    /// storage class, one row per key. A shadow whose columns no longer match is dropped with its `ferry_written`
+    /// entries (a later patch then finds the rows as they are, and falls back to the full download if they differ).
+    static func installShadow(for table: SnapshotMetadata.TableInfo, columns: [String], on db: SQLiteConnection) throws {
+        let shadow = shadowTable(table.name)
+        guard table.writable, !table.primaryKey.isEmpty else {
+            try db.execute("DROP TABLE IF EXISTS \(shadow)")
+            return
+        }
+        let existing = try shadowColumns(db, table.name)
+        if existing == columns { return }
+        if !existing.isEmpty {
+            try db.execute("DROP TABLE \(shadow)")
+            try db.run("DELETE FROM ferry_written WHERE tbl = ?", [.text(table.name)])
+        }
+        let names = try columns.map { try Self.quoted($0, in: columns, table: table.name) }
+        let key = try table.primaryKey.map { try Self.quoted($0, in: columns, table: table.name) }
+        try db.execute("CREATE TABLE \(shadow)(\(names.joined(separator: ", ")), UNIQUE (\(key.joined(separator: ", "))))")
+    }
 
     /// The columns SQLite really has for `table`; throws if the table is missing.
     static func existingColumns(_ db: SQLiteConnection, _ table: String) throws -> [String] {
@@ -180,7 +225,7 @@ public enum OutboxSchema {
         // drops exactly the triggers an earlier version created.
         let name = table.name.replacingOccurrences(of: "\"", with: "")
         func trigger(_ suffix: String) -> String { SQLIdentifier.quoteSQLite("ferry_\(name)_\(suffix)") }
-        var out = ["ins", "upd", "del", "key"].map { "DROP TRIGGER IF EXISTS \(trigger($0))" }
+        var out = ["ins", "upd", "del", "key", "was_ins", "was_upd", "was_del"].map { "DROP TRIGGER IF EXISTS \(trigger($0))" }
         guard table.writable else {
             let message = SQLIdentifier.literal("ferry: table \(table.name) is read-only on devices (writable: false in the template); only writable tables accept edits")
             for (suffix, event) in [("ins", "INSERT"), ("upd", "UPDATE"), ("del", "DELETE")] {
@@ -230,6 +275,18 @@ public enum OutboxSchema {
                 CREATE TRIGGER \(trigger("key")) BEFORE INSERT ON \(t) WHEN \(capturing) AND \
                 (typeof(NEW.\(pk[0])) != 'text' OR NEW.\(pk[0]) NOT GLOB '\(uuidGlob)')
                 BEGIN SELECT RAISE(ABORT, \(message)); END
+                """)
+        }
+        // Before the device's first write of a row since the version it holds, keep that row as published (or
+        // that it was absent): a patch puts it back before it applies (``Outbox/restoreWrittenRows(in:tables:)``).
+        let shadow = SQLIdentifier.quote(shadowName(table.name))
+        for (suffix, event, row) in [("was_ins", "INSERT", "NEW"), ("was_upd", "UPDATE", "OLD"), ("was_del", "DELETE", "OLD")] {
+            let first = "NOT EXISTS (SELECT 1 FROM ferry_written WHERE tbl = \(tbl) AND key = \(keyJSON(row)))"
+            out.append("""
+                CREATE TRIGGER \(trigger(suffix)) BEFORE \(event) ON \(t) WHEN \(capturing) AND \(first) BEGIN
+                  INSERT OR IGNORE INTO \(shadow) SELECT * FROM \(t) WHERE \(whereKey(row));
+                  INSERT OR IGNORE INTO ferry_written(tbl, key, present) VALUES (\(tbl), \(keyJSON(row)), EXISTS (SELECT 1 FROM \(t) WHERE \(whereKey(row))));
+                END
                 """)
         }
         let insertStamps = (created.map { ["\($0) = COALESCE(NEW.\($0), \(nowSQL))"] } ?? []) + (updated.map { ["\($0) = \(nowSQL)"] } ?? [])

@@ -23,7 +23,9 @@ public struct Changeset: Sendable, Equatable {
 
     /// The changes that turn the `tables` of the database at `old` into those of the database at `new`. Both files
     /// are opened read-only; a table must have a primary key (Ferry's always do) and the same columns in both.
-    public static func diff(from old: URL, to new: URL, tables: [String]) throws -> Changeset {
+    /// With `patchset`, SQLite's patchset format: new values only, no old values to detect a conflict with
+    /// (`scripts/bench delta` measures its size beside the changeset's; Ferry ships changesets, docs/delta.md).
+    public static func diff(from old: URL, to new: URL, tables: [String], patchset: Bool = false) throws -> Changeset {
         let db = try SQLiteConnection(path: new.path, mode: .readOnly)
         _ = try db.run("ATTACH DATABASE ? AS ferry_old", [.text(old.path)])
         var session: OpaquePointer?
@@ -44,7 +46,8 @@ public struct Changeset: Sendable, Equatable {
         }
         var size: Int32 = 0
         var bytes: UnsafeMutableRawPointer?
-        guard sqlite3session_changeset(session, &size, &bytes) == SQLITE_OK else { throw db.error("cannot build the changeset") }
+        let rc = patchset ? sqlite3session_patchset(session, &size, &bytes) : sqlite3session_changeset(session, &size, &bytes)
+        guard rc == SQLITE_OK else { throw db.error("cannot build the changeset") }
         defer { sqlite3_free(bytes) }
         return Changeset(data: bytes.map { Data(bytes: $0, count: Int(size)) } ?? Data())
     }

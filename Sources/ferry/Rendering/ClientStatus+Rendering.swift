@@ -27,17 +27,22 @@ struct StatusJSON: Encodable {
 }
 
 /// `ferry status --json`: the status, then how its newest version (pending, else live) arrived: `path` is `"patch"`
-/// (with `patchFrom` and `patchTo`), `"full"`, or `null` when the client does not know.
+/// (with `patchFrom` and `patchTo`), `"full"`, or `null` when the client does not know; then `ownRowsSettled`, how
+/// many rows the device had written itself that the patch settled (`null` unless it arrived by patch).
 ///
 /// ```json
-/// {…status…,"path":"patch","patchFrom":2,"patchTo":3}
+/// {…status…,"path":"patch","patchFrom":2,"patchTo":3,"ownRowsSettled":1}
 /// ```
 struct StatusCommandJSON: Encodable {
     let status: ClientStatus
 
+    enum CodingKeys: String, CodingKey { case ownRowsSettled }
+
     func encode(to encoder: any Encoder) throws {
         try StatusJSON(status).encode(to: encoder)
         try PathJSON(path: status.path).encode(to: encoder)
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(status.ownRowsSettled, forKey: .ownRowsSettled)
     }
 }
 
@@ -101,7 +106,7 @@ struct FetchJSON: Encodable {
     let applied: Bool
 
     enum CodingKeys: String, CodingKey { case result, applied, bytesReceived, resumedFrom, fileBytes, encoding }
-    enum ErrorKeys: String, CodingKey { case patchError, publishedBytes }
+    enum ErrorKeys: String, CodingKey { case patchError, publishedBytes, ownRowsSettled }
 
     func encode(to encoder: any Encoder) throws {
         try StatusJSON(status).encode(to: encoder)
@@ -117,6 +122,8 @@ struct FetchJSON: Encodable {
         try errors.encode(result.patchFailure, forKey: .patchError)
         // Added last: `--json` only ever adds fields. The published file's size, which a patch is measured against.
         try errors.encode(result.publishedBytes, forKey: .publishedBytes)
+        // The rows the device had written itself that the patch settled (`null` when no patch was applied).
+        try errors.encode(result.ownRowsSettled, forKey: .ownRowsSettled)
     }
 }
 
@@ -146,7 +153,10 @@ extension ClientStatus {
                 + (pendingSha256.map { " (sha256 \($0))" } ?? ""))
         lines.append("outbox: \(outbox) local edit\(outbox == 1 ? "" : "s") waiting for upload")
         if let previousVersion { lines.append("previous: version \(previousVersion) (ferry rollback restores it)") }
-        if case .patch(let from, let to) = path { lines.append("arrived: by patch \(from) → \(to)") }
+        if case .patch(let from, let to) = path {
+            let own = ownRowsSettled.flatMap { $0 > 0 ? ", settling \($0) rows this device had written" : nil } ?? ""
+            lines.append("arrived: by patch \(from) → \(to)\(own)")
+        }
         return lines.joined(separator: "\n")
     }
 }

@@ -175,11 +175,23 @@ import Testing
             #expect(try await ferry.pool.read { db in try Int.fetchOne(db, sql: "SELECT bags FROM trips WHERE name = 'Kalmar-Öland'") } == 5)
             #expect(try await ferry.client.pendingEdits() == 1)
             #expect(try await ferry.client.status().version == version)
+            #expect(result.ownRowsSettled == 1)
+
+            // Given that edit pushed and answered, the next patch still applies in place: the device's own row is put
+            // back as published first, and the result is exactly the published version (checked by digest)
+            #expect(try await ferry.push().summary.applied == 1)
+            version = try await world.publishChange("passengers = 23", where: "Växjö-Kalmar")
+            result = try await ferry.checkForUpdates()
+            #expect(result.path == .patch(from: version - 1, to: version), "\(result.patchFailure ?? "")")
+            #expect(result.ownRowsSettled == 1)
+            #expect(try await Self.first(values) { $0 == 23 } == 23)
+            #expect(try await ferry.pool.read { db in try Int.fetchOne(db, sql: "SELECT bags FROM trips WHERE name = 'Kalmar-Öland'") } == 5)
+            #expect(try await ferry.client.pendingEdits() == 0)
             try await ferry.close()
 
             // And a reopen (a new process) reads the same version from the directory
             let status = try await FerryClient.status(directory: world.directory.appending("patch"))
-            #expect(status.version == version && status.outbox == 1)
+            #expect(status.version == version && status.outbox == 0 && status.ownRowsSettled == 1)
         }
     }
 
