@@ -12,6 +12,7 @@ struct Ferry: AsyncParsableCommand {
         subcommands: [
             PublishCommand.self,
             ScheduleCommand.self,
+            TriggersCommand.self,
             ServeCommand.self,
             FetchCommand.self, ApplyCommand.self, StatusCommand.self, RollbackCommand.self,
             ExecCommand.self, PushCommand.self, SyncCommand.self,

@@ -54,7 +54,16 @@ struct ServeCommand: AsyncParsableCommand {
         transform: PublishInterval.argument)
     var publishEvery: PublishInterval?
 
-    @Option(name: .long, help: "Versions to keep per dataset when publishing with --publish-every.")
+    @Flag(name: .customLong("publish-on-change"), help: "Also publish each --config template when its source tables change (needs `ferry triggers install`).")
+    var publishOnChange = false
+
+    @Option(name: .long, help: ArgumentHelp("With --publish-on-change: wait this long after the last notification (default 500ms).", valueName: "duration"), transform: ShortDuration.argument)
+    var debounce: Duration = .milliseconds(500)
+
+    @Option(name: .customLong("max-delay"), help: ArgumentHelp("With --publish-on-change: publish at most this long after the first notification (default 5s).", valueName: "duration"), transform: ShortDuration.argument)
+    var maxDelay: Duration = .seconds(5)
+
+    @Option(name: .long, help: "Versions to keep per dataset when publishing with --publish-every or --publish-on-change.")
     var keep: Int = 5
 
     @Option(
@@ -154,6 +163,9 @@ struct ServeCommand: AsyncParsableCommand {
         }
         if publishEvery != nil && config.isEmpty {
             throw ValidationError("--publish-every needs --config templates and --database-url to publish")
+        }
+        if publishOnChange && config.isEmpty {
+            throw ValidationError("--publish-on-change needs --config templates and --database-url to publish")
         }
         guard keep >= 1 else { throw ValidationError("--keep must be at least 1") }
         if let token = effectiveStatusToken, token.count < 16 || token.contains(where: \.isWhitespace) {
@@ -284,7 +296,7 @@ struct ServeCommand: AsyncParsableCommand {
         // The one piece the CLI adds to the server: an in-process publish schedule (only the CLI links both the
         // server and the publisher). The server prunes tombstones when its catalog sees the new manifests.
         var schedules: [any Service] = []
-        if let publishEvery, let databaseURL {
+        if publishEvery != nil || publishOnChange, let databaseURL {
             let snapshots = URL(fileURLWithPath: store)
             for path in config {
                 let dataset = try Template.load(path: path).dataset
@@ -300,7 +312,15 @@ struct ServeCommand: AsyncParsableCommand {
                         statusBoard.recordPublish(dataset: dataset, outcome: .failed(message: "\(error)"))
                     }
                 }
-                schedules.append(PublishSchedule(publisher: publisher, every: publishEvery, logger: logger, onRun: onRun))
+                if publishOnChange {
+                    // --publish-every is then the safety net for changes no trigger saw.
+                    schedules.append(
+                        OnChangeSchedule(
+                            publisher: publisher, channel: ChangeTriggers.channel(for: dataset), debounce: debounce, maxDelay: maxDelay,
+                            every: publishEvery?.duration, logger: logger, onRun: { _, outcome in onRun(outcome) }))
+                } else if let publishEvery {
+                    schedules.append(PublishSchedule(publisher: publisher, every: publishEvery, logger: logger, onRun: onRun))
+                }
             }
         }
         let app: any Service

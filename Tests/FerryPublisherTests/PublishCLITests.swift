@@ -139,6 +139,54 @@ struct PublishCLITests {
         #expect(process.terminationReason == .exit && process.terminationStatus == 0)
     }
 
+    @Test("ferry triggers install (twice) and ferry schedule --on-change: a commit publishes a new version; SIGTERM stops it; remove takes the triggers away")
+    func scheduleOnChange() throws {
+        let fixture = try PublisherFixture("clionchange", sql: Self.sql)
+        defer { fixture.cleanUp() }
+        let template = try fixture.writeTemplate("dataset: clichange\ntables: [{name: t}]\n")
+        let database = ["--config", template, "--database-url", fixture.database.url]
+        for _ in 0..<2 {
+            let install = try runFerry(["triggers", "install"] + database)
+            #expect(install.status == 0, "\(install.stderr)")
+            #expect(install.stdout.contains("installed trigger ferry_notify_clichange on 1 table, notifying channel ferry_clichange"), "\(install.stdout)")
+            #expect(install.stdout.contains("covered: t"), "\(install.stdout)")
+        }
+        let badDuration = try runFerry(["schedule", "--on-change", "--debounce", "half a second", "--store", fixture.store.path] + database)
+        #expect(badDuration.status == 2 && badDuration.stderr.contains("500ms"), "\(badDuration.stderr)")
+        let neither = try runFerry(["schedule", "--store", fixture.store.path] + database)
+        #expect(neither.status == 2 && neither.stderr.contains("--on-change"), "\(neither.stderr)")
+
+        let process = Process()
+        process.executableURL = TestPaths.ferryBinary
+        process.arguments = ["schedule", "--on-change", "--debounce", "100ms", "--store", fixture.store.path] + database
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+        func waitForVersion(_ version: Int) throws {
+            let deadline = Date().addingTimeInterval(30)
+            while (try fixture.storeAccess.manifest(for: "clichange")?.version ?? 0) < version && Date() < deadline { usleep(20_000) }
+            #expect(try fixture.storeAccess.manifest(for: "clichange")?.version == version)
+        }
+        try waitForVersion(1)
+        // The LISTEN is in place once its connection shows in pg_stat_activity; then a commit publishes
+        let deadline = Date().addingTimeInterval(30)
+        while try fixture.database.connect().query("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'ferry-listen' AND datname = current_database()").first?.first != "1",
+            Date() < deadline
+        {
+            usleep(20_000)
+        }
+        try fixture.execute("INSERT INTO t VALUES (3, 'on change')")
+        try waitForVersion(2)
+        kill(process.processIdentifier, SIGTERM)
+        process.waitUntilExit()
+        #expect(process.terminationReason == .exit && process.terminationStatus == 0)
+
+        let remove = try runFerry(["triggers", "remove"] + database)
+        #expect(remove.status == 0 && remove.stdout.contains("removed trigger ferry_notify_clichange from 1 table"), "\(remove.stdout)\(remove.stderr)")
+        #expect(try fixture.database.connect().query("SELECT count(*) FROM pg_trigger WHERE tgname = 'ferry_notify_clichange'").first?.first == "0")
+    }
+
     @Test("kill -9 midway through a publish leaves the previous version intact; the next run cleans up and succeeds")
     func crashSafety() async throws {
         // Given version 1 of a small table

@@ -1,0 +1,207 @@
+import FerryCore
+@testable import FerryPostgres
+import Foundation
+import Logging
+import ServiceLifecycle
+import Testing
+
+@testable import FerryPublisher
+
+/// Publish on change (docs/freshness.md): real PostgreSQL, the real triggers, LISTEN and publisher.
+@Suite("Publish on change", .serialized)
+struct OnChangeTests {
+    static let sql = "CREATE TABLE t (id integer PRIMARY KEY, v text); INSERT INTO t VALUES (1, 'a'); CREATE TABLE other (id integer PRIMARY KEY);"
+    static let template = "dataset: onchange\ntables: [{name: t}]\n"
+
+    /// `pg_dump --schema-only` of the fixture's database, without the lines that differ between two runs.
+    func schemaDump(_ fixture: PublisherFixture) throws -> String {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/lib/postgresql/15/bin/pg_dump")
+        process.arguments = ["--schema-only", "--no-owner", fixture.database.url]
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        try process.run()
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0)
+        // pg_dump 15.14+ brackets its output with \restrict and \unrestrict and a random key per run
+        return String(decoding: data, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false)
+            .filter { !$0.hasPrefix("\\restrict ") && !$0.hasPrefix("\\unrestrict ") }.joined(separator: "\n")
+    }
+
+    @Test("triggers install twice changes nothing, and remove leaves the schema as it was (pg_dump --schema-only)")
+    func installIsIdempotentAndRemoveRestores() throws {
+        let fixture = try PublisherFixture("triggers", sql: Self.sql)
+        defer { fixture.cleanUp() }
+        let template = try Template.load(path: try fixture.writeTemplate(Self.template))
+        let pg = try fixture.database.connect()
+        let before = try schemaDump(fixture)
+        #expect(try ChangeTriggers.install(template, on: pg) == ["t"])
+        let installed = try schemaDump(fixture)
+        #expect(installed != before)
+        #expect(installed.contains("CREATE FUNCTION public.ferry_notify()"))
+        #expect(installed.contains("CREATE TRIGGER ferry_notify_onchange AFTER INSERT OR DELETE OR UPDATE OR TRUNCATE ON public.t"))
+        try ChangeTriggers.install(template, on: pg)
+        #expect(try schemaDump(fixture) == installed)
+        #expect(try ChangeTriggers.installed(template, on: pg) == ["public.t"])
+        try ChangeTriggers.remove(template, on: pg)
+        #expect(try schemaDump(fixture) == before)
+        // Removing again is harmless
+        try ChangeTriggers.remove(template, on: pg)
+        #expect(try schemaDump(fixture) == before)
+    }
+
+    @Test("the function stays while another dataset's triggers use it")
+    func functionSharedByDatasets() throws {
+        let fixture = try PublisherFixture("triggers2", sql: Self.sql)
+        defer { fixture.cleanUp() }
+        let one = try Template.load(path: try fixture.writeTemplate(Self.template))
+        let two = try Template.load(path: try fixture.writeTemplate("dataset: second\ntables: [{name: other}]\n", name: "second.yml"))
+        let pg = try fixture.database.connect()
+        try ChangeTriggers.install(one, on: pg)
+        try ChangeTriggers.install(two, on: pg)
+        try ChangeTriggers.remove(one, on: pg)
+        #expect(try pg.query("SELECT count(*) FROM pg_proc WHERE proname = 'ferry_notify'").first?.first == "1")
+        #expect(try ChangeTriggers.installed(two, on: pg) == ["public.other"])
+        try ChangeTriggers.remove(two, on: pg)
+        #expect(try pg.query("SELECT count(*) FROM pg_proc WHERE proname = 'ferry_notify'").first?.first == "0")
+    }
+
+    @Test("the coalescer is due debounce after the last notification, at most maxDelay after the first")
+    func coalescer() {
+        let start = ContinuousClock.now
+        var c = ChangeCoalescer(debounce: .milliseconds(500), maxDelay: .seconds(5))
+        #expect(c.due == nil && c.take(at: start) == nil)
+        c.note(.change, at: start)
+        #expect(c.due == start + .milliseconds(500))
+        c.note(.change, at: start + .milliseconds(300))
+        #expect(c.due == start + .milliseconds(800))
+        #expect(c.take(at: start + .milliseconds(700)) == nil)
+        // A steady stream of notifications is published maxDelay after the first
+        for ms in stride(from: 600, through: 6000, by: 300) { c.note(.change, at: start + .milliseconds(ms)) }
+        #expect(c.due == start + .seconds(5))
+        #expect(c.take(at: start + .seconds(5)) == .change)
+        #expect(c.due == nil)
+        c.note(.reconnect, at: start)
+        c.note(.change, at: start)
+        #expect(c.take(at: start + .seconds(1)) == .reconnect)
+    }
+
+    /// Runs an ``OnChangeSchedule`` over `fixture` until `body` returns, collecting each publish's reason and version.
+    func withSchedule(
+        _ fixture: PublisherFixture, template: String, debounce: Duration = .milliseconds(200), maxDelay: Duration = .seconds(2),
+        every: Duration? = nil,
+        _ body: @Sendable (_ runs: @Sendable () -> [(OnChangeSchedule.Reason, Int?)], _ waitFor: @Sendable (Int) async throws -> Void, _ listening: AsyncStream<Bool>) async throws -> Void
+    ) async throws {
+        let runs = Locked<[(OnChangeSchedule.Reason, Int?)]>([])
+        let (counts, countContinuation) = AsyncStream<Int>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        let (listening, listeningContinuation) = AsyncStream<Bool>.makeStream()
+        let schedule = OnChangeSchedule(
+            publisher: fixture.publisher(template: template), channel: ChangeTriggers.channel(for: "onchange"), debounce: debounce, maxDelay: maxDelay,
+            every: every, logger: Logger(label: "test"),
+            onRun: { reason, outcome in
+                let count = runs.withLock { list in
+                    list.append((reason, (try? outcome.get()).map(\.version)))
+                    return list.count
+                }
+                countContinuation.yield(count)
+            },
+            onListening: { listeningContinuation.yield($0) })
+        let group = ServiceGroup(services: [schedule], logger: Logger(label: "test"))
+        let waitFor: @Sendable (Int) async throws -> Void = { wanted in
+            let deadline = ContinuousClock.now + .seconds(20)
+            while runs.withLock({ $0.count }) < wanted {
+                guard ContinuousClock.now < deadline else { throw FerryError(.network, "only \(runs.withLock { $0.count }) publishes within 20 s, expected \(wanted)") }
+                try await Task.sleep(for: .milliseconds(20))
+            }
+        }
+        _ = counts
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            try await body({ runs.withLock { $0 } }, waitFor, listening)
+            await group.triggerGracefulShutdown()
+            try await tasks.waitForAll()
+        }
+    }
+
+    @Test("a commit publishes within the debounce plus the publish time, and a burst of 100 commits leads to at most 3 publishes")
+    func commitsPublish() async throws {
+        let fixture = try PublisherFixture("onchange", sql: Self.sql)
+        defer { fixture.cleanUp() }
+        let path = try fixture.writeTemplate(Self.template)
+        try ChangeTriggers.install(try Template.load(path: path), on: fixture.database.connect())
+        try await withSchedule(fixture, template: path) { runs, waitFor, listening in
+            // It publishes once at start, and listens
+            try await waitFor(1)
+            var iterator = listening.makeAsyncIterator()
+            #expect(await iterator.next() == false)
+            #expect(runs().first?.0 == .start && runs().first?.1 == 1)
+
+            // One commit: one publish, within the debounce plus the publish time
+            let committed = ContinuousClock.now
+            try fixture.execute("UPDATE t SET v = 'b' WHERE id = 1")
+            try await waitFor(2)
+            let elapsed = ContinuousClock.now - committed
+            #expect(runs()[1].0 == .change && runs()[1].1 == 2)
+            #expect(elapsed < .seconds(2), "\(elapsed)")  // the bound: debounce (200 ms here) + publish time, with a margin
+
+            // A burst of 100 commits, one connection: at most 3 publishes, and the last holds the last commit
+            let pg = try fixture.database.connect()
+            for i in 0..<100 { try pg.execute("INSERT INTO t VALUES (\(100 + i), 'burst')") }
+            try await waitFor(3)
+            // Quiet for well past the debounce: no publish follows
+            try await Task.sleep(for: .seconds(1))
+            let burst = runs().dropFirst(2)
+            #expect(burst.count >= 1 && burst.count <= 3, "\(burst.count) publishes for the burst")
+            let db = try fixture.open(dataset: "onchange", version: try #require(burst.last?.1))
+            #expect(try db.scalar("SELECT count(*) FROM t")?.integer == 101)
+            // A change to a table no trigger covers publishes nothing
+            let before = runs().count
+            try fixture.execute("INSERT INTO other VALUES (1)")
+            try await Task.sleep(for: .seconds(1))
+            #expect(runs().count == before)
+        }
+    }
+
+    @Test("a dropped LISTEN connection is recovered, with one catch-up publish")
+    func reconnectCatchesUp() async throws {
+        let fixture = try PublisherFixture("onchange-drop", sql: Self.sql)
+        defer { fixture.cleanUp() }
+        let path = try fixture.writeTemplate(Self.template)
+        try ChangeTriggers.install(try Template.load(path: path), on: fixture.database.connect())
+        try await withSchedule(fixture, template: path) { runs, waitFor, listening in
+            try await waitFor(1)
+            var iterator = listening.makeAsyncIterator()
+            #expect(await iterator.next() == false)
+            // A change while the listener is away: it is not notified, and the catch-up publish carries it
+            let pg = try fixture.database.connect()
+            let killed = try pg.query(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1 AND datname = current_database()",
+                [PostgresListener.applicationName])
+            #expect(killed.first?.first == "1")
+            #expect(await iterator.next() == true)
+            try await waitFor(2)
+            #expect(runs()[1].0 == .reconnect)
+            try await Task.sleep(for: .seconds(1))
+            #expect(runs().count == 2, "one catch-up publish, not more: \(runs().map(\.0))")
+            // And it listens again: the next commit publishes
+            try fixture.execute("UPDATE t SET v = 'after' WHERE id = 1")
+            try await waitFor(3)
+            #expect(runs()[2].0 == .change && runs()[2].1 == 2)
+        }
+    }
+
+    @Test("with --every beside --on-change, the interval publishes when no notification comes")
+    func intervalSafetyNet() async throws {
+        let fixture = try PublisherFixture("onchange-every", sql: Self.sql)
+        defer { fixture.cleanUp() }
+        let path = try fixture.writeTemplate(Self.template)
+        // No triggers installed: only the interval sees the change
+        try await withSchedule(fixture, template: path, every: .milliseconds(600)) { runs, waitFor, _ in
+            try await waitFor(1)
+            try fixture.execute("UPDATE t SET v = 'unseen' WHERE id = 1")
+            try await waitFor(2)
+            #expect(runs()[1].0 == .interval && runs()[1].1 == 2)
+        }
+    }
+}
