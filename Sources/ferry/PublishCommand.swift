@@ -17,12 +17,19 @@ struct PublishCommand: AsyncParsableCommand {
     @Flag(name: .long, help: "Print the result as one JSON object.")
     var json = false
 
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Only this table changed (schema.table, repeatable): read only the template tables whose rows query reads one, and keep the others' rows from the current version.",
+            valueName: "table"))
+    var changed: [String] = []
+
     func run() async throws {
         var logger = Logger(label: "ferry.publish")
         logger.logLevel = .warning
         var configuration = try options.configuration()
         configuration.progress = TerminalProgress.makeIfTerminal()
-        let result = try await Publisher(configuration: configuration, logger: logger).publish()
+        let result = try await Publisher(configuration: configuration, logger: logger).publish(changedTables: changed.isEmpty ? nil : Set(changed))
         if json {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]

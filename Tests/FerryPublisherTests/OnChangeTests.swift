@@ -72,19 +72,19 @@ struct OnChangeTests {
         let start = ContinuousClock.now
         var c = ChangeCoalescer(debounce: .milliseconds(500), maxDelay: .seconds(5))
         #expect(c.due == nil && c.take(at: start) == nil)
-        c.note(.change, at: start)
+        c.note(.change, table: "public.t", at: start)
         #expect(c.due == start + .milliseconds(500))
-        c.note(.change, at: start + .milliseconds(300))
+        c.note(.change, table: "public.t", at: start + .milliseconds(300))
         #expect(c.due == start + .milliseconds(800))
         #expect(c.take(at: start + .milliseconds(700)) == nil)
         // A steady stream of notifications is published maxDelay after the first
-        for ms in stride(from: 600, through: 6000, by: 300) { c.note(.change, at: start + .milliseconds(ms)) }
+        for ms in stride(from: 600, through: 6000, by: 300) { c.note(.change, table: "public.t", at: start + .milliseconds(ms)) }
         #expect(c.due == start + .seconds(5))
-        #expect(c.take(at: start + .seconds(5)) == .change)
+        #expect(c.take(at: start + .seconds(5)).map { [$0.0.rawValue] + ($0.1.map { Array($0) } ?? ["any"]) } == ["change", "public.t"])
         #expect(c.due == nil)
-        c.note(.reconnect, at: start)
-        c.note(.change, at: start)
-        #expect(c.take(at: start + .seconds(1)) == .reconnect)
+        c.note(.reconnect, table: nil, at: start)
+        c.note(.change, table: "public.t", at: start)
+        #expect(c.take(at: start + .seconds(1)).map { [$0.0.rawValue] + ($0.1.map { Array($0) } ?? ["any"]) } == ["reconnect", "any"])
     }
 
     /// Runs an ``OnChangeSchedule`` over `fixture` until `body` returns, collecting each publish's reason and version.
@@ -203,5 +203,86 @@ struct OnChangeTests {
             try await waitFor(2)
             #expect(runs()[1].0 == .interval && runs()[1].1 == 2)
         }
+    }
+}
+
+/// A publish on change reads only what may have changed (``Publisher/publish(changedTables:)``).
+@Suite("Publish on change reads only what changed")
+struct ChangedTablesTests {
+    static let sql = """
+        CREATE TABLE t (id integer PRIMARY KEY, v text); INSERT INTO t SELECT g, 'v' || g FROM generate_series(1, 50) g;
+        CREATE TABLE u (id integer PRIMARY KEY, v text); INSERT INTO u SELECT g, 'u' || g FROM generate_series(1, 2000) g;
+        CREATE TABLE c (id integer PRIMARY KEY, t_id integer); INSERT INTO c SELECT g, g FROM generate_series(1, 50) g;
+        """
+    static let template = """
+        dataset: partial
+        tables:
+          - {name: t}
+          - {name: u}
+          - {name: c, parent: {table: t, column: t_id}}
+        """
+
+    @Test("the tables read come from PostgreSQL's plan of each rows query: sources, joins in a query, views, parent links")
+    func tablesToRead() throws {
+        let fixture = try PublisherFixture("partial-plan", sql: Self.sql + """
+            CREATE VIEW u_view AS SELECT id, v FROM u;
+            """)
+        defer { fixture.cleanUp() }
+        let template = try Template.load(path: try fixture.writeTemplate("""
+            dataset: plan
+            tables:
+              - {name: t}
+              - {name: u}
+              - {name: c, parent: {table: t, column: t_id}}
+              - {name: j, source: c, query: "SELECT c.id, u.v FROM c JOIN u ON u.id = c.id", primaryKey: [id]}
+              - {name: w, source: u_view, primaryKey: [id]}
+            """))
+        let session = try ExportSession(template: template, databaseURL: fixture.database.url)
+        let relations = ChangedTables.relations(of: session.plans, pg: session.pg)
+        #expect(relations["t"] == ["public.t"])
+        #expect(relations["c"] == ["public.c", "public.t"])
+        #expect(relations["j"] == ["public.c", "public.u"])
+        #expect(relations["w"] == ["public.u"])
+        #expect(ChangedTables.tablesToRead(relations: relations, changed: ["public.u"]) == ["u", "j", "w"])
+        #expect(ChangedTables.tablesToRead(relations: relations, changed: ["public.t"]) == ["t", "c"])
+        #expect(ChangedTables.tablesToRead(relations: relations, changed: ["t"]) == ["t", "c"])  // no schema: any
+        #expect(ChangedTables.tablesToRead(relations: relations, changed: ["other.t"]).isEmpty)
+        #expect(ChangedTables.tablesToRead(relations: ["x": []], changed: []) == ["x"])  // unknown: read
+        // The session's transaction is still usable after the EXPLAINs
+        #expect(try session.pg.query("SELECT count(*) FROM t").first?.first == "50")
+    }
+
+    @Test("a change to one table publishes its rows and keeps the others' from the current version; the result equals a full read")
+    func keepsUnchangedTables() async throws {
+        let fixture = try PublisherFixture("partial", sql: Self.sql)
+        defer { fixture.cleanUp() }
+        let path = try fixture.writeTemplate(Self.template)
+        let publisher = fixture.publisher(template: path)
+        #expect(try await publisher.publish().version == 1)
+
+        try fixture.execute("UPDATE u SET v = 'changed' WHERE id = 7")
+        let partial = try await publisher.publish(changedTables: ["public.u"])
+        #expect(partial.version == 2 && !partial.unchanged)
+        #expect(partial.keptTables == ["c", "t"])  // c reads t through its parent link, not u
+        #expect(partial.incremental?.updated == 1)
+        let db = try fixture.open(dataset: "partial", version: 2)
+        #expect(try db.scalar("SELECT v FROM u WHERE id = 7")?.text == "changed")
+        #expect(try db.scalar("SELECT count(*) FROM t")?.integer == 50 && db.scalar("SELECT count(*) FROM c")?.integer == 50)
+        // The stored content digest is the rows' own: the same as computing it from the file
+        let manifest = try #require(try fixture.storeAccess.manifest(for: "partial"))
+        #expect(try ContentDigest.compute(db, tables: ["t", "u", "c"]).description == manifest.contentDigest)
+
+        // Nothing changed since: a publish on change and a full read both keep version 2
+        #expect(try await publisher.publish(changedTables: ["public.u"]).unchanged)
+        #expect(try await publisher.publish().unchanged)
+
+        // A change to a table the triggers did not name is not read on change; the next full read (the interval's)
+        // brings it
+        try fixture.execute("UPDATE t SET v = 'unnamed' WHERE id = 1")
+        let onChange = try await publisher.publish(changedTables: ["public.u"])
+        #expect(onChange.unchanged && onChange.keptTables == ["c", "t"])
+        let full = try await publisher.publish()
+        #expect(full.version == 3 && full.keptTables.isEmpty)
+        #expect(try fixture.open(dataset: "partial", version: 3).scalar("SELECT v FROM t WHERE id = 1")?.text == "unnamed")
     }
 }

@@ -5,7 +5,9 @@
 # built from the previous version: an unchanged publish against the extract alone (Ferry's own COPY statements,
 # replayed by psql to /dev/null in the same snapshot settings), and a publish after 1 % of rows changed against
 # `ferry publish --full` of the same change (each from a copy of the version-1 store); these four rows are the
-# fastest of FERRY_BENCH_ROUNDS (default 3) interleaved runs, every run printed beside it.
+# fastest of FERRY_BENCH_ROUNDS (default 3) interleaved runs, every run printed beside it. Last, a publish on change
+# (`--changed public.campgrounds`, what the triggers name) after 1 % of campgrounds alone changed, against a publish
+# that reads every table and against the extract of campgrounds alone.
 # FERRY_BENCH_ANCHOR=0 skips the slow anchor. Sourced by scripts/bench after scripts/lib/common.sh. Release build;
 # a private PostgreSQL; nothing else touched.
 
@@ -116,6 +118,32 @@ print("rows:", inc["incremental"])' "$work/incremental.out" "$work/full.out"
 done
 rm -rf "$work/store"
 
+say "On change: 1 % of campgrounds alone changes; ferry publish --changed public.campgrounds (what a publish on change reads) against ferry publish, each from a copy of the version-2 store"
+cp -a "$work/store-v1" "$work/store-v2"
+"$FERRY" publish --config templates/campgrounds.yml --database-url "$URL" --store "$work/store-v2" --json >/dev/null
+psql "$URL" -q -v ON_ERROR_STOP=1 -c "UPDATE campgrounds SET description = 'Sites by the lake, ' || md5(id || 'v3') || ' ' || md5(id || 'v3b'), updated_at = updated_at + interval '1 day' WHERE abs(hashtext(id)) % 100 = 51"
+psql "$URL" -q -f "$work/extract.sql" -o /dev/null  # untimed, as above: hint bits and cache
+{
+  echo "SET TIME ZONE 'UTC'; SET DateStyle = 'ISO, YMD'; SET IntervalStyle = 'iso_8601'; SET extra_float_digits = 3;"
+  echo "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY;"
+  grep '^COPY' "$work/extract.sql" | head -1  # the campgrounds table's COPY: the template's first table
+  echo "ROLLBACK;"
+} >"$work/extract-one.sql"
+for round in $(seq 1 "$rounds"); do
+  bench_measure extractone psql "$URL" -q -f "$work/extract-one.sql" -o /dev/null
+  bench_keep_best extractone
+  rm -rf "$work/store" && cp -a "$work/store-v2" "$work/store"
+  bench_measure onchange "$FERRY" publish --config templates/campgrounds.yml --database-url "$URL" --store "$work/store" --json --changed public.campgrounds
+  bench_keep_best onchange
+  rm -rf "$work/store" && cp -a "$work/store-v2" "$work/store"
+  bench_measure readall "$FERRY" publish --config templates/campgrounds.yml --database-url "$URL" --store "$work/store" --json
+  bench_keep_best readall
+  python3 -c 'import json, sys
+one, every = (json.load(open(p)) for p in sys.argv[1:3])
+assert one["version"] == every["version"] == 3 and one["contentDigest"] == every["contentDigest"], "the two publishes hold different rows"' "$work/onchange.out" "$work/readall.out"
+done
+rm -rf "$work/store"
+
 say "Results: $rows rows (N = $N per table)"
 rate() { echo "$rows / $1" | bc -l | xargs printf '%.0f'; }
 printf '%-34s %10s %14s %12s\n' "" "seconds" "rows/s" "peak RSS MB"
@@ -147,4 +175,11 @@ for label, path in (("1 % changed, from version 1", sys.argv[1]), ("1 % changed,
 printf 'unchanged vs extract alone:      %.2fx (target <= 1.0x)\n' "$(echo "$same_best_secs / $extract_best_secs" | bc -l)"
 printf '1 %% change vs --full:            %.2fx (target <= 0.5x)\n' "$(echo "$incremental_best_secs / $full_best_secs" | bc -l)"
 printf '1 %% change vs the first publish: %.2fx (no patch to write there)\n' "$(echo "$incremental_best_secs / $ferry_secs" | bc -l)"
+echo
+echo "publish on change, 1 % of campgrounds changed (the fastest of $rounds runs, then every run):"
+row "extract of campgrounds alone (its COPY, psql → null)" extractone
+row "ferry publish --changed public.campgrounds" onchange
+row "ferry publish (every table read)" readall
+printf 'on change vs every table read:   %.2fx; vs the extract of that one table: %.2fx (the goal: that extract plus the store)\n' \
+  "$(echo "$onchange_best_secs / $readall_best_secs" | bc -l)" "$(echo "$onchange_best_secs / $extractone_best_secs" | bc -l)"
 ls -l "$work/store-v1/campgrounds/objects" | tail -n +2

@@ -318,6 +318,19 @@ final class TableDiff {
         }
     }
 
+    /// Keeps every row of the table as the current version has it, without reading PostgreSQL: a publish on change
+    /// whose triggers said this table did not change (docs/freshness.md). The row index gets the old entries; the
+    /// file and the digest are untouched. Returns the rows kept.
+    func keepAll() throws -> Int {
+        for entry in 0..<old.count {
+            try index.append(key: old.keys[entry], row: old.rows[entry], rowid: old.rowids[entry])
+            old.seen[entry] = true
+        }
+        counts.unchanged += old.count
+        build.add(counts, digestDelta: ContentDigest(), removed: ContentDigest())
+        return old.count
+    }
+
     /// Writes what still waits, deletes the rows the new data no longer has, then hands the table's counts and
     /// digest change to the build.
     func finish(loader: CopyLoader) throws {

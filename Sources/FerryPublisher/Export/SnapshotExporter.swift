@@ -65,6 +65,8 @@ struct ExportResult {
     var rowIndex: URL?
     /// For a version built from the previous one: the rows it kept and changed, and the patch from that version.
     var incremental: IncrementalCounts?
+    /// Tables kept from the base without reading PostgreSQL (``SnapshotExporter/write(plans:from:to:version:createdAt:scope:unchangedDigest:gzipLevel:base:keep:)``).
+    var keptTables: [String] = []
     var changeset: Changeset?
 }
 
@@ -103,10 +105,12 @@ final class SnapshotExporter {
     /// first, so every `:scope` in the plans' SQL reads it. When the data's digest equals `unchangedDigest` (the
     /// scope's current version's), the file is left unfinished and unchecked: the publisher keeps the current
     /// version and deletes it. With a `base`, the file is built from that version when its row index allows; any
-    /// reason it cannot be is logged and the file is built from scratch.
+    /// reason it cannot be is logged and the file is built from scratch. The tables named in `keep` are not read
+    /// when the file is built from `base`: their rows stay as the base has them (a publish on change, whose triggers
+    /// said they did not change).
     func write(
         plans: [TablePlan], from pg: PostgresConnection, to file: URL, version: Int, createdAt: String, scope: String?,
-        unchangedDigest: String? = nil, gzipLevel: Int = 2, base: IncrementalBase? = nil
+        unchangedDigest: String? = nil, gzipLevel: Int = 2, base: IncrementalBase? = nil, keep: Set<String> = []
     ) throws -> ExportResult {
         if let scope { _ = try pg.query(ScopeSQL.setScopeSQL, [scope]) }
         self.scope = scope
@@ -114,7 +118,7 @@ final class SnapshotExporter {
         let plansDigest = Self.planDigest(dataset: template.dataset, schemaVersion: template.schemaVersion, plans: plans, schemaDDL: ddl)
         let indexFile = file.deletingPathExtension().appendingPathExtension("rows")
         let job = Job(plans: plans, pg: pg, file: file, indexFile: indexFile, version: version, createdAt: createdAt, schemaDDL: ddl, plansDigest: plansDigest,
-                      unchangedDigest: unchangedDigest, gzipLevel: gzipLevel)
+                      unchangedDigest: unchangedDigest, gzipLevel: gzipLevel, keep: keep)
         if let base {
             // Any reason the copy cannot take the changes (SQLite refusing one, the copy failing its checks) is a
             // reason to build from scratch, not to fail: PostgreSQL's snapshot is still open, so the rows read again
@@ -148,6 +152,7 @@ final class SnapshotExporter {
         let plansDigest: String
         let unchangedDigest: String?
         let gzipLevel: Int
+        let keep: Set<String>
     }
 
     private func schemaDDL() throws -> String? {
@@ -196,26 +201,43 @@ final class SnapshotExporter {
         var phases = PublishPhases()
         var counts: [String: Int] = [:]
         var infos: [SnapshotMetadata.TableInfo] = []
+        var kept: [String] = []
         for plan in job.plans {
             let diff = try TableDiff(plan: plan, build: build, index: index)
             index.beginTable(plan.name)
-            let loader = CopyLoader(columns: plan.columns, target: .diff(diff), table: plan.name, keyColumns: Self.keyColumns(plan), index: index)
-            let rows = try phases.time(.extract) {
-                let rows = try load(plan, with: loader, from: job.pg, digest: &digest)
-                try diff.finish(loader: loader)
-                return rows
+            let rows: Int
+            if job.keep.contains(plan.name) {
+                // Not read: the data digest names the rows it kept (the base's file), so it never equals a digest of
+                // rows read, and only the row counts below can call this data unchanged.
+                rows = try diff.keepAll()
+                digest.update("kept=\(plan.name)@\(base.snapshot.lastPathComponent)\n")
+                kept.append(plan.name)
+            } else {
+                let loader = CopyLoader(columns: plan.columns, target: .diff(diff), table: plan.name, keyColumns: Self.keyColumns(plan), index: index)
+                rows = try phases.time(.extract) {
+                    let rows = try load(plan, with: loader, from: job.pg, digest: &digest)
+                    try diff.finish(loader: loader)
+                    return rows
+                }
             }
             try index.endTable()
             counts[plan.name] = rows
             infos.append(tableInfo(plan, rows: rows))
             try afterTable?(plan.name)
         }
-        let dataDigest = digest.finalizeHex()
+        var dataDigest = digest.finalizeHex()
+        if build.counts.changed == 0, let unchanged = job.unchangedDigest {
+            // No row differs from the base (the rows read, and any kept from it): the data is the current version's,
+            // even when the digests differ because one of the two publishes kept tables without reading them.
+            dataDigest = unchanged
+        }
         if dataDigest == job.unchangedDigest {
             build.close()
             try DurableFile.remove(job.file)
             try DurableFile.remove(job.indexFile)
-            return ExportResult(tables: counts, dataDigest: dataDigest, contentDigest: nil, prepared: nil, phases: phases, incremental: build.counts)
+            var result = ExportResult(tables: counts, dataDigest: dataDigest, contentDigest: nil, prepared: nil, phases: phases, incremental: build.counts)
+            result.keptTables = kept
+            return result
         }
         let metadata = SnapshotMetadata(dataset: template.dataset, version: job.version, schemaVersion: template.schemaVersion, createdAt: job.createdAt, tables: infos)
         let changeset = try phases.time(.commit) { try build.finish(metadata: metadata) }
@@ -237,6 +259,7 @@ final class SnapshotExporter {
         result.rowIndex = rowIndex
         result.incremental = build.counts
         result.changeset = changeset
+        result.keptTables = kept
         return result
     }
 

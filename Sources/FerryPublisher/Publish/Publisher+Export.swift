@@ -20,7 +20,7 @@ extension Publisher {
         let result: ExportResult
     }
 
-    func publish(template: Template, store: FileSnapshotStore, started: ContinuousClock.Instant) throws -> PublishResult {
+    func publish(template: Template, store: FileSnapshotStore, started: ContinuousClock.Instant, changed: Set<String>? = nil) throws -> PublishResult {
         let dataset = template.dataset
         let previous = try store.storedManifest(for: dataset)
         let version = try store.nextVersion(dataset: dataset)
@@ -34,6 +34,11 @@ extension Publisher {
             logger.warning("the scope values are empty: no scope gets a snapshot", metadata: ["dataset": "\(dataset)"])
         }
         let gzipLevel = min(3, max(0, configuration.gzipLevel))
+        var keep: Set<String> = []
+        if let changed, template.scope == nil {
+            let read = ChangedTables.tablesToRead(relations: ChangedTables.relations(of: main.plans, pg: main.pg), changed: changed)
+            keep = Set(main.plans.map(\.name)).subtracting(read)
+        }
         // A switch between scoped and unscoped starts every scope afresh.
         let comparable = previous?.scoped == (template.scope != nil) ? previous : nil
         var unchangedDigests: [String?: String] = [:]
@@ -46,7 +51,7 @@ extension Publisher {
         do {
             exports = try exportAll(
                 scopes: scopes, main: main, template: template, tmp: tmp, version: version, createdAt: createdAt,
-                unchangedDigests: unchangedDigests, bases: bases, gzipLevel: gzipLevel)
+                unchangedDigests: unchangedDigests, bases: bases, gzipLevel: gzipLevel, keep: keep)
         } catch {
             try store.clearTemporaryDirectory(dataset: dataset)
             throw error
@@ -57,6 +62,8 @@ extension Publisher {
         var incremental = IncrementalCounts()
         for export in exports { if let counts = export.result.incremental { incremental.add(counts) } }
         let builtIncrementally = exports.filter { $0.result.incremental != nil }.count
+        let kept = Set(exports.flatMap(\.result.keptTables)).sorted()
+        if !kept.isEmpty { logger.info("tables kept from the current version without reading them", metadata: ["dataset": "\(dataset)", "tables": "\(kept)"]) }
         var entries: [ScopeEntry] = []
         var unchangedScopes: Set<String?> = []
         var storedByDigest: [String: FileSnapshotStore.StoredObject] = [:]
@@ -113,9 +120,11 @@ extension Publisher {
         let unchanged = !newVersion && sameScopes
         if let previous, previous == manifest {
             logger.info("data unchanged; no new version", metadata: ["dataset": "\(dataset)", "version": "\(previous.lastVersion)"])
-            return PublishResult(
+            var result = PublishResult(
                 stored: previous, unchangedScopes: unchangedScopes, unchanged: true, seconds: seconds(), phases: phases,
                 incremental: builtIncrementally > 0 ? incremental : nil)
+            result.keptTables = kept
+            return result
         }
         try phases.time(.manifest) { try store.commit(manifest) }
         let dropped = (previous?.scopes.compactMap(\.scope) ?? []).filter { !scopes.contains($0) }
@@ -125,9 +134,11 @@ extension Publisher {
                 "dataset": "\(dataset)", "version": "\(manifest.lastVersion)", "scopes": "\(entries.count)",
                 "files": "\(Set(entries.map(\.current.sha256)).count)", "dropped": "\(dropped.count)", "seconds": "\(seconds())",
             ])
-        return PublishResult(
+        var result = PublishResult(
             stored: manifest, unchangedScopes: unchangedScopes, unchanged: unchanged, seconds: seconds(), phases: phases,
             incremental: builtIncrementally > 0 ? incremental : nil)
+        result.keptTables = kept
+        return result
     }
 
     /// Patches from each older retained version of a scope to its new version `record`: the diff from the previous
@@ -183,7 +194,7 @@ extension Publisher {
     /// Exports every scope into `tmp`, `configuration.parallelism` at a time; the first error stops the rest.
     private func exportAll(
         scopes: [String?], main: ExportSession, template: Template, tmp: URL, version: Int, createdAt: String,
-        unchangedDigests: [String?: String], bases: [String?: IncrementalBase], gzipLevel: Int
+        unchangedDigests: [String?: String], bases: [String?: IncrementalBase], gzipLevel: Int, keep: Set<String>
     ) throws -> [ScopeExport] {
         guard !scopes.isEmpty else { return [] }
         let workers = max(1, min(configuration.parallelism, scopes.count))
@@ -203,7 +214,7 @@ extension Publisher {
                     let file = tmp.appendingPathComponent("\(version)-\(index).sqlite")
                     let result = try exporter.write(
                         plans: plans, from: session.pg, to: file, version: version, createdAt: createdAt, scope: scopes[index],
-                        unchangedDigest: unchangedDigests[scopes[index]], gzipLevel: gzipLevel, base: bases[scopes[index]])
+                        unchangedDigest: unchangedDigests[scopes[index]], gzipLevel: gzipLevel, base: bases[scopes[index]], keep: keep)
                     state.withLock { $0.results[index] = ScopeExport(scope: scopes[index], file: file, result: result) }
                 }
             } catch {

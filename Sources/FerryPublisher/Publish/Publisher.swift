@@ -75,17 +75,23 @@ public struct Publisher: Sendable {
     }
 
     /// Publishes once, on a thread of its own (libpq and SQLite block), and returns what is now current.
-    public func publish() async throws -> PublishResult {
+    ///
+    /// With `changedTables` (the tables the change triggers named, `schema.table`; a name without a schema matches
+    /// any), a scope built from its current version reads only the template tables whose rows query reads one of
+    /// them, as PostgreSQL's plan of that query says (`EXPLAIN`: views, joins, `filter:` subqueries and `parent:`
+    /// links included). The others keep their rows from the current version. A query that cannot be explained, and
+    /// a scoped template, read everything. Nil reads every table.
+    public func publish(changedTables: Set<String>? = nil) async throws -> PublishResult {
         try await withCheckedThrowingContinuation { continuation in
             let job = self
             Thread.detachNewThread {
-                continuation.resume(with: Result { try job.publishBlocking() })
+                continuation.resume(with: Result { try job.publishBlocking(changedTables: changedTables) })
             }
         }
     }
 
     /// Publishes once on the calling thread.
-    public func publishBlocking() throws -> PublishResult {
+    public func publishBlocking(changedTables: Set<String>? = nil) throws -> PublishResult {
         let started = ContinuousClock.now
         guard configuration.keep >= 1 else {
             throw FerryError(.badInput, "keep must be at least 1 (it is \(configuration.keep)): the current version is always kept", key: "keep")
@@ -103,6 +109,6 @@ public struct Publisher: Sendable {
 
         let removed = try store.cleanLeftovers(dataset: dataset)
         if removed > 0 { logger.info("removed leftovers of an interrupted publish", metadata: ["dataset": "\(dataset)", "files": "\(removed)"]) }
-        return try publish(template: template, store: store, started: started)
+        return try publish(template: template, store: store, started: started, changed: changedTables)
     }
 }

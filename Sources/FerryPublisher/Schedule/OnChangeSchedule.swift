@@ -66,12 +66,12 @@ public struct OnChangeSchedule: Service {
                         onListening?(reconnected)
                         if reconnected {
                             logger.info("LISTEN connection back; publishing once to catch up", metadata: ["channel": "\(channel)"])
-                            pending.withLock { $0.note(.reconnect, at: .now) }
+                            pending.withLock { $0.note(.reconnect, table: nil, at: .now) }
                             wake.signal()
                         }
                     case .notification(let table):
                         logger.debug("change notified", metadata: ["table": "\(table)"])
-                        pending.withLock { $0.note(.change, at: .now) }
+                        pending.withLock { $0.note(.change, table: table, at: .now) }
                         wake.signal()
                     case .lost(let message):
                         logger.warning("LISTEN connection lost; reconnecting", metadata: ["channel": "\(channel)", "error": "\(message)"])
@@ -86,12 +86,14 @@ public struct OnChangeSchedule: Service {
 
     private func loop(pending: Locked<ChangeCoalescer>, wake: WakeSignal) async {
         var reason: Reason? = .start
+        var changed: Set<String>? = nil
         var lastPublish = ContinuousClock.now
         while !Task.isShuttingDownGracefully && !Task.isCancelled {
             if let reason {
                 let outcome: Result<PublishResult, any Error>
                 do {
-                    let result = try await publisher.publish()
+                    // A publish on change reads only the tables the triggers named (and what depends on them).
+                    let result = try await publisher.publish(changedTables: changed)
                     outcome = .success(result)
                     logger.info(
                         result.unchanged ? "publish on change: unchanged" : "publish on change: new version",
@@ -110,9 +112,9 @@ public struct OnChangeSchedule: Service {
             if Task.isShuttingDownGracefully || Task.isCancelled { break }
             let now = ContinuousClock.now
             if let taken = pending.withLock({ $0.take(at: now) }) {
-                reason = taken
+                (reason, changed) = taken
             } else if let tick, tick <= now {
-                reason = .interval
+                (reason, changed) = (.interval, nil)
             } else {
                 reason = nil
             }
@@ -128,18 +130,21 @@ struct ChangeCoalescer: Sendable {
     private var first: ContinuousClock.Instant?
     private var last: ContinuousClock.Instant?
     private var reason: OnChangeSchedule.Reason?
+    /// The tables notified; nil once something may have changed anywhere (a reconnect).
+    private var tables: Set<String>? = []
 
     init(debounce: Duration, maxDelay: Duration) {
         self.debounce = debounce
         self.maxDelay = maxDelay
     }
 
-    /// A notification (or a reconnect) at `instant`.
-    mutating func note(_ why: OnChangeSchedule.Reason, at instant: ContinuousClock.Instant) {
+    /// A notification naming `table` (or a reconnect, nil: any table may have changed) at `instant`.
+    mutating func note(_ why: OnChangeSchedule.Reason, table: String?, at instant: ContinuousClock.Instant) {
         if first == nil { first = instant }
         last = instant
         // A reconnect's catch-up is the reason to report when it is among the pending ones.
         if reason != .reconnect { reason = why }
+        if let table, !table.isEmpty { tables?.insert(table) } else { tables = nil }
     }
 
     /// When the pending changes are due, nil when none are pending.
@@ -148,11 +153,12 @@ struct ChangeCoalescer: Sendable {
         return min(last + debounce, first + maxDelay)
     }
 
-    /// Takes the pending changes when they are due at `now`: their reason, or nil (nothing due yet).
-    mutating func take(at now: ContinuousClock.Instant) -> OnChangeSchedule.Reason? {
+    /// Takes the pending changes when they are due at `now`: their reason and the tables notified (nil: any), or
+    /// nil (nothing due yet).
+    mutating func take(at now: ContinuousClock.Instant) -> (OnChangeSchedule.Reason, Set<String>?)? {
         guard let due, due <= now else { return nil }
-        defer { (first, last, reason) = (nil, nil, nil) }
-        return reason ?? .change
+        defer { (first, last, reason, tables) = (nil, nil, nil, []) }
+        return (reason ?? .change, tables)
     }
 }
 
