@@ -117,11 +117,25 @@ extension ClientFiles {
     }
 
     /// A consistent copy of the live database (the writer is held) becomes `previous.db`, durably.
+    ///
+    /// The cheap way first: a `TRUNCATE` checkpoint puts every committed page into `database.db` itself, and while
+    /// the writer is held nothing else can write it, so the file is cloned as it is (APFS `clonefile` on iOS and
+    /// macOS, the kernel's `sendfile` on Linux) and switched out of WAL mode. Readers of the app's pool do not block
+    /// that checkpoint for long (no write runs, so they all read the newest version); when one does, the copy goes
+    /// through SQLite's backup API instead, which reads a consistent version whatever the WAL holds.
     private func keepAsPrevious(_ writer: SQLiteConnection, info: SnapshotInfo, _ state: inout ClientStateFile) throws {
         let scratch = directory.previousLink
         try? FileManager.default.removeItem(at: scratch)  // garbage of an earlier crash, if any; the copy overwrites it
         do {
-            try writer.copy(to: scratch.path)
+            let cloned = try Self.checkpointFully(writer)
+            logger.debug("keeping the live version as previous.db", metadata: ["copy": "\(cloned ? "clone of the checkpointed file" : "SQLite backup")"])
+            if cloned {
+                try FileClone.clone(directory.database, to: scratch, "cannot copy database.db as previous.db", fix: "free space and try again", durable: false)
+                let copy = try SQLiteConnection(path: scratch.path, mode: .readWrite)
+                if try copy.scalar("PRAGMA journal_mode")?.text == "wal" { try copy.execute("PRAGMA journal_mode=DELETE") }
+            } else {
+                try writer.copy(to: scratch.path)
+            }
             try DurableFile.sync(scratch)
             try DurableFile.rename(scratch, to: directory.previous)
         } catch {
@@ -129,6 +143,15 @@ extension ClientFiles {
             throw error
         }
         if let identity = FileIdentity.of(directory.previous) { state.remember(identity, info) }
+    }
+
+    /// Runs a `TRUNCATE` checkpoint on the writer (outside any transaction): true when it completed, so the database
+    /// file alone holds every committed page and the WAL is empty. False when a reader kept it from completing, or
+    /// the database is not in WAL mode (then the file may be mid-change under a rollback journal: not cloned).
+    static func checkpointFully(_ writer: SQLiteConnection) throws -> Bool {
+        guard !writer.isInsideTransaction, try writer.scalar("PRAGMA journal_mode")?.text == "wal" else { return false }
+        guard let row = try writer.query("PRAGMA wal_checkpoint(TRUNCATE)").first, row.count == 3 else { return false }
+        return row[0].integer == 0 && row[1].integer == 0
     }
 
     /// The live database is about to change version in place, perhaps without changing its inode, size or mtime

@@ -165,6 +165,13 @@ import Testing
             #expect(try await Self.first(values) { $0 == 21 } == 21)
             #expect(ferry.currentStatus.version == version && ferry.currentStatus.state == .upToDate)
             #expect(FileManager.default.fileExists(atPath: world.directory.appending("patch/previous.db").path))
+            // previous.db is the version before, whole, as a plain (rollback-journal) file: cloned from the
+            // checkpointed database.db while the pool's readers went on
+            let previous = try SQLiteConnection(path: world.directory.appending("patch/previous.db").path, mode: .readOnly)
+            #expect(try previous.scalar("PRAGMA journal_mode")?.text == "delete")
+            #expect(try SnapshotMetadata.read(from: previous).version == version - 1)
+            try previous.checkIntegrity()
+            #expect(try ClientFiles.checkpointFully(SQLiteConnection(path: world.directory.appending("patch/database.db").path, mode: .readWrite)))
 
             // Given a queued local edit of another row, the next patch is applied on top and the edit stays visible
             try await ferry.pool.write { db in try db.execute(sql: "UPDATE trips SET bags = 5 WHERE name = 'Kalmar-Öland'") }
