@@ -286,3 +286,43 @@ struct ChangedTablesTests {
         #expect(try fixture.open(dataset: "partial", version: 3).scalar("SELECT v FROM t WHERE id = 1")?.text == "unnamed")
     }
 }
+
+@Suite("A cancelled publish")
+struct CancelledPublishTests {
+    @Test("cancelling the task stops the publish after the table being read, and the store is as it was")
+    func cancelBetweenTables() async throws {
+        let fixture = try PublisherFixture("cancel", sql: ChangedTablesTests.sql)
+        defer { fixture.cleanUp() }
+        let path = try fixture.writeTemplate(ChangedTablesTests.template)
+        #expect(try await fixture.publisher(template: path).publish().version == 1)
+        let before = try #require(try fixture.storeAccess.manifest(for: "partial"))
+        let objects = try FileManager.default.contentsOfDirectory(atPath: fixture.store.appendingPathComponent("partial/objects").path).sorted()
+        try fixture.execute("UPDATE u SET v = 'changed' WHERE id = 1")
+
+        // The first table's hook waits until the test has cancelled the publish's task
+        let reached = DispatchSemaphore(value: 0)
+        let proceed = DispatchSemaphore(value: 0)
+        var publisher = fixture.publisher(template: path)
+        publisher.afterTable = { table in
+            if table == "t" {
+                reached.signal()
+                proceed.wait()
+            }
+        }
+        let job = publisher
+        let task = Task { try await job.publish() }
+        try await offCooperativePool { reached.wait() }
+        task.cancel()
+        proceed.signal()
+        let result = await task.result
+        #expect(throws: CancellationError.self) { try result.get() }
+
+        // The store is as it was: the same manifest, the same objects, nothing left in tmp/
+        #expect(try fixture.storeAccess.manifest(for: "partial") == before)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: fixture.store.appendingPathComponent("partial/objects").path).sorted() == objects)
+        let tmp = fixture.storeAccess.temporaryDirectory(dataset: "partial")
+        #expect(((try? FileManager.default.contentsOfDirectory(atPath: tmp.path)) ?? []).isEmpty)
+        // And the next publish works
+        #expect(try await fixture.publisher(template: path).publish().version == 2)
+    }
+}

@@ -20,7 +20,10 @@ extension Publisher {
         let result: ExportResult
     }
 
-    func publish(template: Template, store: FileSnapshotStore, started: ContinuousClock.Instant, changed: Set<String>? = nil) throws -> PublishResult {
+    func publish(
+        template: Template, store: FileSnapshotStore, started: ContinuousClock.Instant, changed: Set<String>? = nil,
+        isCancelled: @escaping @Sendable () -> Bool = { false }
+    ) throws -> PublishResult {
         let dataset = template.dataset
         let previous = try store.storedManifest(for: dataset)
         let version = try store.nextVersion(dataset: dataset)
@@ -51,7 +54,9 @@ extension Publisher {
         do {
             exports = try exportAll(
                 scopes: scopes, main: main, template: template, tmp: tmp, version: version, createdAt: createdAt,
-                unchangedDigests: unchangedDigests, bases: bases, gzipLevel: gzipLevel, keep: keep)
+                unchangedDigests: unchangedDigests, bases: bases, gzipLevel: gzipLevel, keep: keep, isCancelled: isCancelled)
+            // The last moment to stop: from here on, files go into the store.
+            if isCancelled() { throw CancellationError() }
         } catch {
             try store.clearTemporaryDirectory(dataset: dataset)
             throw error
@@ -194,7 +199,8 @@ extension Publisher {
     /// Exports every scope into `tmp`, `configuration.parallelism` at a time; the first error stops the rest.
     private func exportAll(
         scopes: [String?], main: ExportSession, template: Template, tmp: URL, version: Int, createdAt: String,
-        unchangedDigests: [String?: String], bases: [String?: IncrementalBase], gzipLevel: Int, keep: Set<String>
+        unchangedDigests: [String?: String], bases: [String?: IncrementalBase], gzipLevel: Int, keep: Set<String>,
+        isCancelled: @escaping @Sendable () -> Bool
     ) throws -> [ScopeExport] {
         guard !scopes.isEmpty else { return [] }
         let workers = max(1, min(configuration.parallelism, scopes.count))
@@ -209,7 +215,10 @@ extension Publisher {
                 let session = worker == 0 ? main : try ExportSession(joining: snapshotID, databaseURL: databaseURL, plans: plans)
                 let exporter = SnapshotExporter(template: template, logger: logger)
                 exporter.progress = progress
-                exporter.afterTable = afterTable
+                exporter.afterTable = { table in
+                    try afterTable?(table)
+                    if isCancelled() { throw CancellationError() }
+                }
                 while let index = state.withLock({ $0.next(limit: scopes.count) }) {
                     let file = tmp.appendingPathComponent("\(version)-\(index).sqlite")
                     let result = try exporter.write(

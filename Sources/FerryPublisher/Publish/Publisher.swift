@@ -81,17 +81,28 @@ public struct Publisher: Sendable {
     /// them, as PostgreSQL's plan of that query says (`EXPLAIN`: views, joins, `filter:` subqueries and `parent:`
     /// links included). The others keep their rows from the current version. A query that cannot be explained, and
     /// a scoped template, read everything. Nil reads every table.
+    ///
+    /// Cancelling the calling task stops the publish between phases: before the export, after each table, and before
+    /// the first file goes into the store. It then throws `CancellationError`, and the store is as it was (the
+    /// files in `tmp/` are removed). Once storing has begun, the publish finishes: that takes seconds, and the store
+    /// never holds half a version.
     public func publish(changedTables: Set<String>? = nil) async throws -> PublishResult {
-        try await withCheckedThrowingContinuation { continuation in
-            let job = self
-            Thread.detachNewThread {
-                continuation.resume(with: Result { try job.publishBlocking(changedTables: changedTables) })
+        let cancelled = Locked(false)
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                let job = self
+                Thread.detachNewThread {
+                    continuation.resume(with: Result { try job.publishBlocking(changedTables: changedTables, isCancelled: { cancelled.current }) })
+                }
             }
+        } onCancel: {
+            cancelled.withLock { $0 = true }
         }
     }
 
     /// Publishes once on the calling thread.
-    public func publishBlocking(changedTables: Set<String>? = nil) throws -> PublishResult {
+    /// `isCancelled` is asked between phases, as in ``publish(changedTables:)``.
+    public func publishBlocking(changedTables: Set<String>? = nil, isCancelled: @escaping @Sendable () -> Bool = { false }) throws -> PublishResult {
         let started = ContinuousClock.now
         guard configuration.keep >= 1 else {
             throw FerryError(.badInput, "keep must be at least 1 (it is \(configuration.keep)): the current version is always kept", key: "keep")
@@ -109,6 +120,7 @@ public struct Publisher: Sendable {
 
         let removed = try store.cleanLeftovers(dataset: dataset)
         if removed > 0 { logger.info("removed leftovers of an interrupted publish", metadata: ["dataset": "\(dataset)", "files": "\(removed)"]) }
-        return try publish(template: template, store: store, started: started, changed: changedTables)
+        if isCancelled() { throw CancellationError() }
+        return try publish(template: template, store: store, started: started, changed: changedTables, isCancelled: isCancelled)
     }
 }
