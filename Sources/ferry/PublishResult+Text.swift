@@ -33,6 +33,9 @@ extension PublishResult {
                 "  built      from the current version: \(incremental.unchanged) rows kept, \(incremental.updated) rewritten, "
                     + "\(incremental.inserted) inserted, \(incremental.deleted) deleted")
         }
+        if !keptTables.isEmpty {
+            lines.append("  not read   " + keptTables.joined(separator: ", ") + " (no changed table in their queries; rows kept from the current version)")
+        }
         lines.append("  seconds    " + String(format: "%.2f", seconds))
         return lines.joined(separator: "\n")
     }
