@@ -57,7 +57,6 @@ let package = Package(
             dependencies: [
                 "CSQLite", "CZlib",
                 .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict
         ),
@@ -82,7 +81,7 @@ let package = Package(
         .target(
             name: "FerryPublisher",
             dependencies: [
-                "FerryCore", "FerryStore", "FerryPostgres", "CLibPQ", "CSQLite", "CZlib", "CISAL",
+                "FerryCore", "FerryStore", "FerryPostgres", "CISAL",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -117,7 +116,6 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "_NIOFileSystem", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
                 .product(name: "NIOHTTPTypesHTTP1", package: "swift-nio-extras"),
@@ -129,7 +127,7 @@ let package = Package(
         .target(
             name: "FerryClient",
             dependencies: [
-                "FerryCore", "CSQLite",
+                "FerryCore",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ],
