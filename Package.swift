@@ -3,7 +3,7 @@ import PackageDescription
 
 // Ferry: PostgreSQL → versioned SQLite snapshots → HTTP → offline devices, and their edits back.
 // Data flows one way: FerryCore ← FerryPostgres ← {FerryPublisher, FerryMerge}; FerryMerge ← FerryServer;
-// FerryCore ← FerryClient ← {FerryClientNIO, FerryGRDB (the app's pool)}; `ferry` is a thin CLI over all of them.
+// FerryCore ← FerryStore ← {FerryPublisher, FerryServer}; FerryCore ← FerryClient ← {FerryClientNIO, FerryGRDB (the app's pool)}; `ferry` is a thin CLI over all of them.
 
 /// Every target: an existential must say `any`, and a file must import each module whose members it uses, so an
 /// undeclared dependency fails the build instead of leaking in through another module.
@@ -15,6 +15,7 @@ let package = Package(
     products: [
         .executable(name: "ferry", targets: ["ferry"]),
         .library(name: "FerryCore", targets: ["FerryCore"]),
+        .library(name: "FerryStore", targets: ["FerryStore"]),
         .library(name: "FerryPostgres", targets: ["FerryPostgres"]),
         .library(name: "FerryPublisher", targets: ["FerryPublisher"]),
         .library(name: "FerryMerge", targets: ["FerryMerge"]),
@@ -49,15 +50,21 @@ let package = Package(
         // ISA-L's igzip: the publisher's gzip copy, ~3.5× zlib's fastest level (docs/ARCHITECTURE.md). Server side only.
         .systemLibrary(name: "CISAL", path: "Sources/CISAL", providers: [.apt(["libisal-dev"])]),
 
-        // Shared wire types (manifest, change batches), store layout, SQLite/zlib/hash helpers, errors.
-        // Platform-neutral: the client depends on it.
+        // What both sides need: wire types (manifest, change batches), checksums, the content digest, changesets,
+        // SQLite/zlib helpers, durable writes, errors. Platform-neutral: the client depends on it.
         .target(
             name: "FerryCore",
             dependencies: [
                 "CSQLite", "CZlib",
                 .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "Logging", package: "swift-log"),
             ],
+            swiftSettings: strict
+        ),
+        // The snapshot store (layout, its manifest, reading and committing), the parallel gzip copy and `ThreadJob`:
+        // what the publisher writes and the server reads. Server side only: the client never links it.
+        .target(
+            name: "FerryStore",
+            dependencies: ["FerryCore", "CZlib"],
             swiftSettings: strict
         ),
         // libpq connections, templates (parser, catalog checks, `:scope` SQL): what the publisher and the merge engine share.
@@ -74,7 +81,7 @@ let package = Package(
         .target(
             name: "FerryPublisher",
             dependencies: [
-                "FerryCore", "FerryPostgres", "CLibPQ", "CSQLite", "CZlib", "CISAL",
+                "FerryCore", "FerryStore", "FerryPostgres", "CISAL",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -95,7 +102,7 @@ let package = Package(
         .target(
             name: "FerryServer",
             dependencies: [
-                "FerryCore", "FerryPostgres", "FerryMerge",
+                "FerryCore", "FerryStore", "FerryPostgres", "FerryMerge",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -109,7 +116,6 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "_NIOFileSystem", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
                 .product(name: "NIOHTTPTypesHTTP1", package: "swift-nio-extras"),
@@ -121,7 +127,7 @@ let package = Package(
         .target(
             name: "FerryClient",
             dependencies: [
-                "FerryCore", "CSQLite",
+                "FerryCore",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -210,15 +216,16 @@ let package = Package(
         // Test helpers: temp dirs, a fresh PostgreSQL database per test, the built `ferry` binary.
         .target(
             name: "FerryTestSupport",
-            dependencies: ["FerryCore", "FerryPostgres", "FerryMerge", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["FerryCore", "FerryStore", "FerryPostgres", "FerryMerge", .product(name: "Logging", package: "swift-log")],
             path: "Sources/FerryTestSupport",
             swiftSettings: strict
         ),
         .testTarget(name: "FerryCoreTests", dependencies: ["FerryCore", "FerryTestSupport"], swiftSettings: strict),
+        .testTarget(name: "FerryStoreTests", dependencies: ["FerryCore", "FerryStore", "FerryTestSupport"], swiftSettings: strict),
         .testTarget(
             name: "FerryPublisherTests",
             dependencies: [
-                "FerryCore", "FerryPublisher", "FerryPostgres", "FerryTestSupport",
+                "FerryCore", "FerryStore", "FerryPublisher", "FerryPostgres", "FerryTestSupport",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
@@ -232,7 +239,7 @@ let package = Package(
         .testTarget(
             name: "FerryServerTests",
             dependencies: [
-                "FerryCore", "FerryServer", "FerryMerge", "FerryPostgres", "FerryPublisher", "FerryTestSupport",
+                "FerryCore", "FerryStore", "FerryServer", "FerryMerge", "FerryPostgres", "FerryPublisher", "FerryTestSupport",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -247,8 +254,8 @@ let package = Package(
         .testTarget(
             name: "FerryClientTests",
             dependencies: [
-                "FerryCore", "FerryClient", "FerryClientNIO", "FerryGRDB", "FerryServer", "FerryMerge", "FerryPostgres", "FerryPublisher",
-                "FerryTestSupport",
+                "FerryCore", "FerryClient", "FerryClientNIO", "FerryGRDB", "FerryStore", "FerryServer", "FerryMerge", "FerryPostgres",
+                "FerryPublisher", "FerryTestSupport",
                 // FerryGRDB's tests live here, beside the real-server harness they share with the client's.
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),

@@ -101,36 +101,40 @@ private func Glibc_write(_ fd: Int32, _ buf: UnsafeRawPointer, _ count: Int) -> 
 }
 
 /// An exclusive advisory lock on a file (`flock`), held until ``unlock()`` or deinit.
-/// Used so that two publishers on the same dataset never race.
+/// Used so that two publishers on the same dataset never race, and two clients on one directory.
 ///
 /// ```swift
 /// let lock = try FileLock(path: "/store/campgrounds/.lock", wait: false)
 /// defer { lock.unlock() }
 /// ```
-public final class FileLock: @unchecked Sendable {
-    private var fd: Int32
+public final class FileLock: Sendable {
+    /// The open lock file's descriptor, -1 once unlocked: behind a lock, so two threads that call ``unlock()`` at
+    /// once release and close it exactly once.
+    private let descriptor: Locked<Int32>
     public let path: String
 
     /// Takes the lock. With `wait: false` throws at once when another process holds it.
     public init(path: String, wait: Bool) throws {
         self.path = path
-        fd = open(path, O_RDWR | O_CREAT, 0o644)
+        let fd = open(path, O_RDWR | O_CREAT, 0o644)
         guard fd >= 0 else { throw DurableFile.posixError("cannot open lock file", path) }
         var rc: Int32
         repeat { rc = flock(fd, LOCK_EX | (wait ? 0 : LOCK_NB)) } while rc != 0 && errno == EINTR
         if rc != 0 {
             let busy = errno == EWOULDBLOCK
             close(fd)
-            fd = -1
             if busy {
                 throw FerryError(.store, "another ferry process holds this lock (is a publish already running?); wait for it to finish", path: path)
             }
             throw DurableFile.posixError("cannot lock", path)
         }
+        descriptor = Locked(fd)
     }
 
+    /// Releases the lock and closes the file; a second call does nothing.
     public func unlock() {
-        if fd >= 0 {
+        descriptor.withLock { fd in
+            guard fd >= 0 else { return }
             flock(fd, LOCK_UN)
             close(fd)
             fd = -1

@@ -21,6 +21,12 @@ public enum Gzip {
         public var size: Int64
         /// Bytes of the gzip stream written.
         public var gzipSize: Int64
+
+        package init(sha256: String, size: Int64, gzipSize: Int64) {
+            self.sha256 = sha256
+            self.size = size
+            self.gzipSize = gzipSize
+        }
     }
 
     /// Compresses `source` into `destination` (fsynced) and hashes `source` with SHA-256 in the same pass: each
@@ -35,7 +41,7 @@ public enum Gzip {
     }
 
     /// Opens `source` to read and creates (or truncates) `destination` to write; the caller closes both.
-    static func openFiles(from source: URL, to destination: URL) throws -> (input: FileHandle, output: FileHandle) {
+    package static func openFiles(from source: URL, to destination: URL) throws -> (input: FileHandle, output: FileHandle) {
         guard let input = FileHandle(forReadingAtPath: source.path) else {
             throw FerryError(.io, "cannot open file to compress", path: source.path)
         }

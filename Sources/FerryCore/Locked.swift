@@ -7,6 +7,9 @@ import Foundation
 /// let counter = Locked(0)
 /// counter.withLock { $0 += 1 }
 /// ```
+///
+/// Unchecked Sendable: `value` is read and written only under `lock`, and `Value` is Sendable. (`Mutex` from
+/// Synchronization would need macOS 15 and iOS 18; the package supports macOS 14 and iOS 17.)
 public final class Locked<Value: Sendable>: @unchecked Sendable {
     private let lock = NSLock()
     private var value: Value

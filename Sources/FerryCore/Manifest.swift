@@ -1,7 +1,7 @@
 import Foundation
 
 /// One published version of a dataset (or of one scope of a scoped dataset): the one type that describes a
-/// version. ``Manifest``, ``VersionRecord`` and the publisher's result embed it instead of repeating its fields.
+/// version. ``Manifest``, the store's `VersionRecord` (FerryStore) and the publisher's result embed it instead of repeating its fields.
 ///
 /// ```swift
 /// let v = PublishedVersion(version: 3, sha256: hex, size: 49152, gzipSize: 8120,
@@ -51,7 +51,7 @@ public struct PublishedVersion: Codable, Sendable, Equatable {
     }
 
     /// Checks the fields a reader relies on; `key` prefixes the reported key (`scopes[0].retained[1]`).
-    func validate(path: String?, key: String? = nil) throws {
+    package func validate(path: String?, key: String? = nil) throws {
         func named(_ field: String) -> String { key.map { "\($0).\(field)" } ?? field }
         guard version >= 1 else { throw FerryError(.store, "version must be >= 1", path: path, key: named("version")) }
         guard SHA256Hex.isValid(sha256) else {
@@ -180,39 +180,5 @@ public struct Manifest: Codable, Sendable, Equatable {
     public func validate(path: String? = nil) throws {
         try DatasetName.validate(dataset, path: path)
         try current.validate(path: path)
-    }
-}
-
-/// What the store keeps about one published version: the ``PublishedVersion`` (whose `sha256` names its object,
-/// `objects/<sha256>.sqlite`) plus the digest of the exported rows, which lets the publisher tell "unchanged"
-/// without comparing files. Listed in the store's ``StoredManifest``; never sent to clients.
-@dynamicMemberLookup
-public struct VersionRecord: Codable, Sendable, Equatable {
-    public var published: PublishedVersion
-    /// SHA-256 hex over the exported rows and schema (not the file bytes, whose metadata differs per version).
-    public var dataDigest: String
-
-    public init(published: PublishedVersion, dataDigest: String) {
-        self.published = published
-        self.dataDigest = dataDigest
-    }
-
-    /// `record.version`, `record.sha256`, …: the published version's fields.
-    public subscript<T>(dynamicMember keyPath: WritableKeyPath<PublishedVersion, T>) -> T {
-        get { published[keyPath: keyPath] }
-        set { published[keyPath: keyPath] = newValue }
-    }
-
-    private enum CodingKeys: String, CodingKey { case dataDigest }
-
-    public init(from decoder: any Decoder) throws {
-        published = try PublishedVersion(from: decoder)
-        dataDigest = try decoder.container(keyedBy: CodingKeys.self).decode(String.self, forKey: .dataDigest)
-    }
-
-    public func encode(to encoder: any Encoder) throws {
-        try published.encode(to: encoder)
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(dataDigest, forKey: .dataDigest)
     }
 }

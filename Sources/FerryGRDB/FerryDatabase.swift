@@ -251,7 +251,7 @@ public final class FerryDatabase: Sendable {
         }
     }
 
-    private func fail(_ error: any Error) async throws -> Never {
+    func fail(_ error: any Error) async throws -> Never {
         let ferryError = error as? FerryError ?? FerryError(.io, "\(error)", underlying: error)
         broadcast.update { $0.lastError = ferryError }
         throw error

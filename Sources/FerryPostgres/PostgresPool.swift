@@ -10,6 +10,9 @@ import NIOPosix
 ///
 /// Every connect and every job records whether PostgreSQL answered (``health``), at no extra query: the status page
 /// reads that instead of asking the database on each request.
+///
+/// Unchecked Sendable: `idle`, `open`, `waiters` and `closed` are read and written only under `lock` (and in
+/// `deinit`, which nothing else can run beside); every other stored property is a `let` of a Sendable type.
 package final class PostgresPool: @unchecked Sendable {
     /// What the pool last saw of PostgreSQL. A job whose SQL failed on a connection that stayed up counts as an
     /// answer (PostgreSQL is reachable); a failed connect or a connection lost during a job is a failure.
@@ -32,7 +35,8 @@ package final class PostgresPool: @unchecked Sendable {
         }
     }
 
-    /// Owns a connection across threads; only one job uses it at a time (the pool guarantees it).
+    /// Owns a connection across threads. Unchecked Sendable: only one job uses it at a time, because the pool hands
+    /// a box to one job (checked out of `idle` under `lock`) and takes it back when that job ends.
     final class Box: @unchecked Sendable {
         let connection: PostgresConnection
         init(_ connection: PostgresConnection) { self.connection = connection }

@@ -1,4 +1,5 @@
 import FerryCore
+import FerryStore
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -141,7 +142,9 @@ func buildRouter(
     return router
 }
 
-/// A set of routes added to the server, the extension point for endpoints beyond the read path.
+/// A set of routes added to the server, the extension point for endpoints beyond the read path. Pass groups to
+/// ``buildRouter(_:catalog:logger:extraRoutes:scopeAuthorities:)``; ``buildApplication(_:logger:onServerRunning:)``
+/// adds its own (``ChangesRoute`` when the configuration names a database).
 ///
 /// ```swift
 /// struct OutboxRoutes: ServerRouteGroup {
@@ -151,7 +154,7 @@ func buildRouter(
 ///         }
 ///     }
 /// }
-/// let app = try await buildApplication(configuration, logger: logger, extraRoutes: [OutboxRoutes()])
+/// let router = try buildRouter(configuration, catalog: catalog, logger: logger, extraRoutes: [OutboxRoutes()])
 /// ```
 public protocol ServerRouteGroup: Sendable {
     /// Registers the group's routes. Throw to refuse to start (e.g. a bad template).
@@ -161,7 +164,10 @@ public protocol ServerRouteGroup: Sendable {
 /// What a ``ServerRouteGroup`` registers its routes on: the router, plus the configuration and catalog.
 /// Register through ``on(_:method:use:)`` so the path also answers 405 for other methods, and throw
 /// ``ServerError`` for JSON errors.
-public struct ServerRoutes: Sendable {
+///
+/// Not `Sendable`: it holds Hummingbird's `Router`, which is not (its routes are added while the server is built,
+/// before any request), and a group registers its routes synchronously in ``ServerRouteGroup/addRoutes(to:)``.
+public struct ServerRoutes {
     /// The Hummingbird router; the server's middleware (errors, metrics, logging) applies to every route.
     public let router: Router<BasicRequestContext>
     let table: Locked<RouteTable>
@@ -184,8 +190,6 @@ public struct ServerRoutes: Sendable {
         router.on(RouterPath(path), method: method, use: handler)
     }
 }
-
-extension Router: @retroactive @unchecked Sendable {}
 
 /// The read path: datasets, manifests, snapshots, versions, patches, objects, health and metrics.
 struct ReadRoutes: ServerRouteGroup {

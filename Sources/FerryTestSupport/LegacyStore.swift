@@ -1,4 +1,5 @@
 import FerryCore
+import FerryStore
 import Foundation
 
 /// Writes a dataset in the store layout Ferry used before every dataset was content-addressed, byte for byte as

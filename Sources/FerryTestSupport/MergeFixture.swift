@@ -5,15 +5,14 @@ import Foundation
 import Logging
 
 /// A server clock the test moves by hand.
-public final class TestClock: @unchecked Sendable {
-    private let lock = NSLock()
-    private var current: Date
+public final class TestClock: Sendable {
+    private let current: Locked<Date>
 
-    public init(_ iso: String) { current = Timestamp.parse(iso)! }
+    public init(_ iso: String) { current = Locked(Timestamp.parse(iso)!) }
 
-    public var now: Date { lock.withLock { current } }
-    public func set(_ iso: String) { lock.withLock { current = Timestamp.parse(iso)! } }
-    public func set(_ date: Date) { lock.withLock { current = date } }
+    public var now: Date { current.current }
+    public func set(_ iso: String) { current.withLock { $0 = Timestamp.parse(iso)! } }
+    public func set(_ date: Date) { current.withLock { $0 = date } }
 }
 
 /// A fresh database with the thesis' trips table (Tables 4.3.1–4.3.4: id, name, two integers, createdAt and

@@ -73,6 +73,7 @@ struct ByteRate: ExpressibleByArgument {
 }
 
 /// A one-line progress bar on stderr, drawn only when stderr is a terminal, at most ten times a second.
+/// Unchecked Sendable: `lastDraw` and `drawn` are read and written only under `lock`.
 final class ProgressBar: @unchecked Sendable {
     private let lock = NSLock()
     private var lastDraw = Date.distantPast

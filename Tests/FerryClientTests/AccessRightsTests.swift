@@ -2,6 +2,7 @@ import FerryClient
 import FerryCore
 import FerryPublisher
 import FerryServer
+import FerryStore
 import Foundation
 import Hummingbird
 import HummingbirdTesting

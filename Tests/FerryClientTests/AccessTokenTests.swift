@@ -1,6 +1,7 @@
 import FerryCore
 import FerryPublisher
 import FerryServer
+import FerryStore
 import Foundation
 import Testing
 

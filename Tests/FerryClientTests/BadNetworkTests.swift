@@ -1,5 +1,6 @@
 import FerryCore
 import FerryServer
+import FerryStore
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -15,14 +16,16 @@ import Darwin
 #endif
 
 /// Bad networks as a device meets them, tried as a new user would, through the real `ferry fetch`: each answers
-/// with a clear message and exit code, in bounded time, and none changes database.db.
+/// with a clear message and exit code, in bounded time, and none changes database.db. Every test runs against both
+/// transports (`ferry fetch --transport`): URLSession, what an app uses, and AsyncHTTPClient, the CLI's default.
 @Suite struct BadNetworkTests {
     /// The real Ferry routes behind a front that misbehaves as told: busy with `Retry-After`, a captive portal's
     /// page, or a proxy that strips `ETag`.
     struct Front<Inner: HTTPResponder>: HTTPResponder where Inner.Context == BasicRequestContext {
         enum Mode: Sendable { case pass, busy(retryAfter: Int, times: Int), failing(retryAfter: Int?), captivePortal, stripETag }
-        /// One answer the front gave: the path asked for, the status and the body bytes it announced.
-        struct Answer: Sendable { var path: String; var status: Int; var bodyBytes: Int }
+        /// One answer the front gave: the path asked for, the request's `Accept-Encoding`, the status and the body
+        /// bytes it announced.
+        struct Answer: Sendable { var path: String; var acceptEncoding: String?; var status: Int; var bodyBytes: Int }
         actor State {
             var mode: Mode = .pass
             var busyAnswers = 0
@@ -47,7 +50,8 @@ import Darwin
         func respond(to request: Request, context: BasicRequestContext) async throws -> Response {
             let response = try await answer(request, context: context)
             let bytes = response.headers[.contentLength].flatMap { Int($0) } ?? 0
-            await state.record(Answer(path: request.uri.path, status: Int(response.status.code), bodyBytes: bytes))
+            await state.record(
+                Answer(path: request.uri.path, acceptEncoding: request.headers[.acceptEncoding], status: Int(response.status.code), bodyBytes: bytes))
             return response
         }
 
@@ -79,6 +83,7 @@ import Darwin
 
     /// A device at version 1 and a store with version 2 waiting, behind a `Front`.
     static func withDevice(
+        _ kind: TransportKind,
         _ body: @Sendable (_ url: URL, _ front: Front<RouterResponder<BasicRequestContext>>.State, _ dir: String, _ published: [Manifest]) async throws -> Void
     ) async throws {
         let temp = try TemporaryDirectory("bad-network")
@@ -94,17 +99,22 @@ import Darwin
             let url = URL(string: "http://127.0.0.1:\(client.port!)")!
             let dir = temp.appending("device").path
             try await catalog.refresh()
-            let first = try await runFerryOffPool(["fetch", "--server", url.absoluteString, "--dataset", "trips", "--dir", dir])
+            let first = try await runFerryOffPool(["fetch", "--server", url.absoluteString, "--dataset", "trips", "--dir", dir] + kind.cliArguments)
             #expect(first.status == 0, "\(first.stderr)")
+            // The CLI used the transport asked for: URLSession asks for the SQLite file itself, AsyncHTTPClient for gzip.
+            let download = await front.state.answers.first { !$0.path.hasSuffix("/manifest") }
+            #expect(download?.acceptEncoding?.contains(kind.carriesGzip ? "gzip" : "identity") == true, "\(String(describing: download))")
+            await front.state.clearAnswers()
             let v2 = try fixtures.publish(rows: 6)
             try await catalog.refresh()
             try await body(url, front.state, dir, [v1, v2])
         }
     }
 
-    static func fetch(_ url: URL, _ dir: String, _ extra: [String] = []) async throws -> (ProcessResult, Duration) {
+    static func fetch(_ kind: TransportKind, _ url: URL, _ dir: String, _ extra: [String] = []) async throws -> (ProcessResult, Duration) {
         let start = ContinuousClock.now
-        let result = try await runFerryOffPool(["fetch", "--server", url.absoluteString, "--dataset", "trips", "--dir", dir, "--apply"] + extra)
+        let result = try await runFerryOffPool(
+            ["fetch", "--server", url.absoluteString, "--dataset", "trips", "--dir", dir, "--apply"] + kind.cliArguments + extra)
         return (result, ContinuousClock.now - start)
     }
 
@@ -134,16 +144,16 @@ import Darwin
             modified: try #require(attributes[.modificationDate] as? Date))
     }
 
-    @Test("a refused connection is offline at once; a server that never answers times out as configured; neither changes database.db")
-    func refusedAndSilent() async throws {
-        try await Self.withDevice { _, _, dir, published in
+    @Test("a refused connection is offline at once; a server that never answers times out as configured; neither changes database.db", arguments: TransportKind.allCases)
+    func refusedAndSilent(_ kind: TransportKind) async throws {
+        try await Self.withDevice(kind) { _, _, dir, published in
             // Given a device that holds version 1 (fetched from a good server)
             #expect(try Self.version(dir, published) == 1)
             let held = try Self.fingerprint(dir)
 
             // A port nothing listens on
             let closed = try Self.freePort()
-            let (refused, refusedTime) = try await Self.fetch(URL(string: "http://127.0.0.1:\(closed)")!, dir)
+            let (refused, refusedTime) = try await Self.fetch(kind, URL(string: "http://127.0.0.1:\(closed)")!, dir)
             #expect(refused.status == 1 && refused.stderr.contains("offline"), "\(refused.stderr)")
             #expect(refusedTime < .seconds(2), "took \(refusedTime)")
             try Self.expectUnchanged(dir, held)
@@ -151,7 +161,7 @@ import Darwin
             // A listener that accepts (the kernel completes the handshake) and never answers
             let (socket, port) = try Self.silentListener()
             defer { close(socket) }
-            let (silent, silentTime) = try await Self.fetch(URL(string: "http://127.0.0.1:\(port)")!, dir, ["--read-timeout", "1"])
+            let (silent, silentTime) = try await Self.fetch(kind, URL(string: "http://127.0.0.1:\(port)")!, dir, ["--read-timeout", "1"])
             #expect(silent.status == 1, "\(silent.stderr)")
             #expect(silent.stderr.contains("offline") || silent.stderr.contains("timed out") || silent.stderr.contains("timeout"), "\(silent.stderr)")
             #expect(silentTime < .seconds(6), "took \(silentTime)")
@@ -167,31 +177,39 @@ import Darwin
     /// fails with EHOSTUNREACH after ARP gives up (3 s); neither is a black hole, and CI networks differ again. A
     /// listening socket whose accept queue is full is one, on any Linux: the kernel drops further SYNs (the client
     /// retransmits until it gives up), so the host is "unreachable" in exactly the way a dead route is, on 127.0.0.1.
-    @Test("an unreachable host is offline after --connect-timeout, not at once and not much later; database.db unchanged")
-    func unreachableHost() async throws {
-        try await Self.withDevice { _, _, dir, published in
+    ///
+    /// URLSession has no connect timeout of its own, on Apple platforms or in FoundationNetworking:
+    /// `timeoutIntervalForRequest` (``URLSessionTransport``'s `requestTimeout`, the CLI's `--read-timeout`) bounds the
+    /// connect as it bounds every wait for bytes, and `--connect-timeout` does not reach it (docs/client.md,
+    /// Transport). So URLSession gets `--read-timeout 1` here, AsyncHTTPClient `--connect-timeout 1`, and both must
+    /// end at that one second.
+    @Test("an unreachable host is offline after the connect timeout (URLSession: its request timeout), not at once and not much later; database.db unchanged",
+          arguments: TransportKind.allCases)
+    func unreachableHost(_ kind: TransportKind) async throws {
+        try await Self.withDevice(kind) { _, _, dir, published in
             let held = try Self.fingerprint(dir)
             let (listener, port, filler) = try Self.blackHole()
             defer { close(listener); close(filler) }
-            let (unreachable, time) = try await Self.fetch(URL(string: "http://127.0.0.1:\(port)")!, dir, ["--connect-timeout", "1"])
+            let timeout = kind == .urlSession ? ["--read-timeout", "1"] : ["--connect-timeout", "1"]
+            let (unreachable, time) = try await Self.fetch(kind, URL(string: "http://127.0.0.1:\(port)")!, dir, timeout)
             #expect(unreachable.status == 1, "\(unreachable.stderr)")
             #expect(unreachable.stderr.contains("cannot reach") && unreachable.stderr.contains("offline"), "\(unreachable.stderr)")
-            // The connect timeout is what ended it: at least 1 s, and within it plus the process' own start and stop.
-            #expect(time >= .milliseconds(950), "took \(time): failed before the connect timeout")
+            // The timeout is what ended it: at least 1 s, and within it plus the process' own start and stop.
+            #expect(time >= .milliseconds(950), "took \(time): failed before the timeout")
             #expect(time < .seconds(4), "took \(time)")
             try Self.expectUnchanged(dir, held)
             #expect(try Self.version(dir, published) == 1)
         }
     }
 
-    @Test("500 with and without Retry-After: a clear message, exit 1, database.db unchanged")
-    func failingServer() async throws {
-        try await Self.withDevice { url, front, dir, published in
+    @Test("500 with and without Retry-After: a clear message, exit 1, database.db unchanged", arguments: TransportKind.allCases)
+    func failingServer(_ kind: TransportKind) async throws {
+        try await Self.withDevice(kind) { url, front, dir, published in
             let held = try Self.fingerprint(dir)
 
             // Without Retry-After: reported at once, naming the status and that database.db stays in use
             await front.set(.failing(retryAfter: nil))
-            let (plain, plainTime) = try await Self.fetch(url, dir)
+            let (plain, plainTime) = try await Self.fetch(kind, url, dir)
             #expect(plain.status == 1, "\(plain.stderr)")
             #expect(plain.stderr.contains("HTTP 500") && plain.stderr.contains("keeps using database.db"), "\(plain.stderr)")
             #expect(plainTime < .seconds(3), "took \(plainTime)")
@@ -201,7 +219,7 @@ import Darwin
             // pass the cap, so it reports the 500 it still gets, saying how long the server asked to wait
             await front.clearAnswers()
             await front.set(.failing(retryAfter: 6))
-            let (retried, retriedTime) = try await Self.fetch(url, dir)
+            let (retried, retriedTime) = try await Self.fetch(kind, url, dir)
             #expect(retried.status == 1, "\(retried.stderr)")
             #expect(retried.stderr.contains("HTTP 500") && retried.stderr.contains("retry after 6 s"), "\(retried.stderr)")
             #expect(retriedTime >= .milliseconds(5900), "took \(retriedTime): Retry-After was not honoured")
@@ -212,7 +230,7 @@ import Darwin
 
             // With a Retry-After beyond the cap: reported at once, saying how long the server asked to wait
             await front.set(.failing(retryAfter: 3600))
-            let (tooLong, tooLongTime) = try await Self.fetch(url, dir)
+            let (tooLong, tooLongTime) = try await Self.fetch(kind, url, dir)
             #expect(tooLong.status == 1 && tooLong.stderr.contains("500") && tooLong.stderr.contains("3600"), "\(tooLong.stderr)")
             #expect(tooLongTime < .seconds(3), "took \(tooLongTime)")
             try Self.expectUnchanged(dir, held)
@@ -220,27 +238,27 @@ import Darwin
 
             // And once the server is well again, the same device updates
             await front.set(.pass)
-            let (ok, _) = try await Self.fetch(url, dir)
+            let (ok, _) = try await Self.fetch(kind, url, dir)
             #expect(ok.status == 0, "\(ok.stderr)")
             #expect(try Self.version(dir, published) == 2)
         }
     }
 
-    @Test("503 with Retry-After is honoured within the cap; a longer wait is reported, not slept through")
-    func busyServer() async throws {
-        try await Self.withDevice { url, front, dir, published in
+    @Test("503 with Retry-After is honoured within the cap; a longer wait is reported, not slept through", arguments: TransportKind.allCases)
+    func busyServer(_ kind: TransportKind) async throws {
+        try await Self.withDevice(kind) { url, front, dir, published in
             // A short Retry-After: the client waits and then gets version 2
             await front.set(.busy(retryAfter: 1, times: 1))
-            let (ok, okTime) = try await Self.fetch(url, dir)
+            let (ok, okTime) = try await Self.fetch(kind, url, dir)
             #expect(ok.status == 0, "\(ok.stderr)")
             #expect(okTime >= .milliseconds(900))
             #expect(try Self.version(dir, published) == 2)
         }
-        try await Self.withDevice { url, front, dir, published in
+        try await Self.withDevice(kind) { url, front, dir, published in
             // A Retry-After beyond the cap: exit 1 at once, saying so; database.db unchanged
             let held = try Self.fingerprint(dir)
             await front.set(.busy(retryAfter: 3600, times: 5))
-            let (busy, busyTime) = try await Self.fetch(url, dir)
+            let (busy, busyTime) = try await Self.fetch(kind, url, dir)
             #expect(busy.status == 1 && busy.stderr.contains("503") && busy.stderr.contains("3600"), "\(busy.stderr)")
             #expect(busyTime < .seconds(5))
             try Self.expectUnchanged(dir, held)
@@ -248,12 +266,12 @@ import Darwin
         }
     }
 
-    @Test("a captive portal's page is named as such and changes nothing")
-    func captivePortal() async throws {
-        try await Self.withDevice { url, front, dir, published in
+    @Test("a captive portal's page is named as such and changes nothing", arguments: TransportKind.allCases)
+    func captivePortal(_ kind: TransportKind) async throws {
+        try await Self.withDevice(kind) { url, front, dir, published in
             let held = try Self.fingerprint(dir)
             await front.set(.captivePortal)
-            let (portal, _) = try await Self.fetch(url, dir)
+            let (portal, _) = try await Self.fetch(kind, url, dir)
             #expect(portal.status == 1 && portal.stderr.contains("captive portal"), "\(portal.stderr)")
             try Self.expectUnchanged(dir, held)
             #expect(try Self.version(dir, published) == 1)
@@ -263,12 +281,12 @@ import Darwin
     /// A proxy that strips `ETag` from every answer (manifest, 304s and snapshot): the client does not need it. The
     /// manifest's body names the checksum and the snapshot's `Repr-Digest` carries it, so the download is verified
     /// all the same; the next fetch compares the manifest's checksum with database.db's and downloads nothing.
-    @Test("a proxy that strips ETag still ends in a verified database, downloaded once")
-    func strippedETag() async throws {
-        try await Self.withDevice { url, front, dir, published in
+    @Test("a proxy that strips ETag still ends in a verified database, downloaded once", arguments: TransportKind.allCases)
+    func strippedETag(_ kind: TransportKind) async throws {
+        try await Self.withDevice(kind) { url, front, dir, published in
             await front.set(.stripETag)
             await front.clearAnswers()
-            let (stripped, _) = try await Self.fetch(url, dir)
+            let (stripped, _) = try await Self.fetch(kind, url, dir)
             #expect(stripped.status == 0, "\(stripped.stderr)")
             #expect(try Self.version(dir, published) == 2)
             let first = await front.answers
@@ -280,7 +298,7 @@ import Darwin
             let updated = try Self.fingerprint(dir)
             await front.clearAnswers()
             for _ in 0..<2 {
-                let (again, _) = try await Self.fetch(url, dir)
+                let (again, _) = try await Self.fetch(kind, url, dir)
                 #expect(again.status == 0, "\(again.stderr)")
             }
             // Each asks for the manifest once, with If-None-Match naming database.db's checksum, and gets a 304

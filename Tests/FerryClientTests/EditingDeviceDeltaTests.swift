@@ -2,6 +2,7 @@ import FerryCore
 import FerryPostgres
 import FerryPublisher
 import FerryServer
+import FerryStore
 import Foundation
 import Logging
 import Testing

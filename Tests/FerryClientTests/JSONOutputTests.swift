@@ -1,4 +1,5 @@
 import FerryCore
+import FerryStore
 import Foundation
 import Testing
 

@@ -1,5 +1,6 @@
 import FerryClient
 import FerryCore
+import FerryStore
 import Foundation
 import Logging
 

@@ -1,5 +1,6 @@
 import FerryCore
 import FerryServer
+import FerryStore
 import Foundation
 import Hummingbird
 import HummingbirdTesting

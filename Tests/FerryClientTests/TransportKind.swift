@@ -42,6 +42,9 @@ enum TransportKind: String, CaseIterable, Sendable, CustomTestStringConvertible 
         #endif
     }
 
+    /// The hidden option of the `ferry` CLI that selects this transport, for tests that run the real CLI.
+    var cliArguments: [String] { ["--transport", self == .urlSession ? "urlsession" : "async-http-client"] }
+
     /// The process-wide transport of this kind (nothing to shut down).
     var shared: any SnapshotTransport {
         switch self {

@@ -1,5 +1,6 @@
 import FerryCore
 @testable import FerryPublisher
+import FerryStore
 import FerryTestSupport
 import Foundation
 import Testing

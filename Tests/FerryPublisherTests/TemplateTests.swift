@@ -1,5 +1,6 @@
 import FerryCore
 @testable import FerryPostgres
+import FerryStore
 import Foundation
 import Testing
 

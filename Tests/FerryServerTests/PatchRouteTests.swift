@@ -1,5 +1,6 @@
 import FerryCore
 @testable import FerryServer
+import FerryStore
 import Foundation
 import HTTPTypes
 import Hummingbird

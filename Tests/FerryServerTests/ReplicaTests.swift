@@ -2,6 +2,7 @@ import FerryCore
 import FerryPostgres
 import FerryPublisher
 @testable import FerryServer
+import FerryStore
 import Foundation
 import HTTPTypes
 import Hummingbird

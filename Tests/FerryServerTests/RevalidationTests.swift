@@ -1,6 +1,7 @@
 import FerryCore
 import FerryPostgres
 @testable import FerryServer
+import FerryStore
 import Foundation
 import HTTPTypes
 import Hummingbird

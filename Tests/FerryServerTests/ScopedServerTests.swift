@@ -3,6 +3,7 @@ import FerryMerge
 import FerryPostgres
 import FerryPublisher
 @testable import FerryServer
+import FerryStore
 import Foundation
 import HTTPTypes
 import Hummingbird

@@ -2,6 +2,7 @@
 @_exported import FerryTestSupport
 import Crypto
 import FerryCore
+import FerryStore
 @testable import FerryServer
 import Foundation
 import HTTPTypes

@@ -5,14 +5,17 @@ CI cannot build for iOS, so this checks the claim the way it can: every target a
 this package those depend on (FerryCore, …), may depend on and import only the modules in ALLOWED below: the
 toolchain's and the OS's (Foundation, FoundationNetworking on Linux, Dispatch, Darwin/Glibc, Security), the C shims
 over libraries iOS ships (SQLite, zlib), swift-log, swift-crypto and GRDB. SwiftNIO, AsyncHTTPClient and NIOSSL
-belong in FerryClientNIO, which an app does not need. Run by scripts/test before the build.
+belong in FerryClientNIO, which an app does not need. The server-side targets of this package (SERVER_SIDE below:
+FerryStore, with the store's writer, the parallel gzip and ThreadJob, and the publisher, merge and server targets)
+are refused by name, because FerryStore depends on allowed modules only and would otherwise pass. Run by scripts/test
+before the build.
 
 Usage:
   python3 scripts/lib/check_client_platform.py [PACKAGE_DIR]
   python3 scripts/lib/check_client_platform.py --self-test [PACKAGE_DIR]
       checks the checker: the manifest in scripts/lib/fixtures/Package.swift.before-issue-27 (the package before
-      FerryClient moved off NIO) must fail and name NIOCore, NIOPosix, NIOSSL and AsyncHTTPClient, and the real one
-      must pass.
+      FerryClient moved off NIO) must fail and name NIOCore, NIOPosix, NIOSSL and AsyncHTTPClient; today's manifest
+      with FerryClient, or FerryCore, depending on FerryStore must fail naming FerryStore; and the real one must pass.
 """
 import glob
 import os
@@ -33,6 +36,12 @@ ALLOWED = {
     # packages: swift-log, swift-crypto, GRDB
     "Logging", "Crypto", "GRDB",
 }
+# Targets of this package that only the publisher and the server link. Their own dependencies may all be allowed
+# (FerryStore needs FerryCore and zlib only), so they are refused by name: an app must not carry the store's writer,
+# the parallel gzip or the publish threads (issue 27).
+SERVER_SIDE = {"FerryStore", "FerryPostgres", "FerryPublisher", "FerryMerge", "FerryServer", "FerryTestSupport"}
+SERVER_HINT = ("FerryCore keeps only what both sides need; code an app needs from a server-side target moves to "
+               "FerryCore or FerryClient (docs/ARCHITECTURE.md)")
 # Modules an app-facing target must never reach, named in the message with where they belong.
 HINT = ("move the code to FerryClientNIO (SwiftNIO, AsyncHTTPClient and NIOSSL stay there), or add the module to "
         "ALLOWED in scripts/lib/check_client_platform.py if it builds for iOS")
@@ -101,7 +110,10 @@ def check(manifest: str, root: str) -> tuple:
         kind, declared, folder = targets[name]
         via = "" if reached_from[name] == name else f" (linked by {reached_from[name]})"
         for module in sorted(declared):
-            if module in targets:
+            if module in SERVER_SIDE:
+                problems.append(f"Package.swift: target {name}{via} depends on {module}, a server-side target an iOS app "
+                                f"must not link; {SERVER_HINT}")
+            elif module in targets:
                 if module not in reached_from:
                     reached_from[module] = reached_from[name]
                 pending.append(module)
@@ -113,11 +125,24 @@ def check(manifest: str, root: str) -> tuple:
         for file, number, module in imports(root, folder):
             if module in ALLOWED or module == name or module in seen:
                 continue
-            if module in targets and module in declared:
+            if module in targets and module in declared and module not in SERVER_SIDE:
                 continue
             seen.add(module)
+            if module in SERVER_SIDE:
+                problems.append(f"{file}:{number}: {name}{via} imports {module}, a server-side target an iOS app must not "
+                                f"link; {SERVER_HINT}")
+                continue
             problems.append(f"{file}:{number}: {name}{via} imports {module}, which an iOS app must not link; {HINT}")
     return problems, checked
+
+
+def add_dependency(manifest: str, target: str, dependency: str) -> str:
+    """The manifest with `dependency` added first to the dependency list of `target`."""
+    match = re.search(rf'\.target\(\s*name:\s*"{target}"', manifest)
+    if not match:
+        raise SystemExit(f"check_client_platform --self-test: no target {target} in Package.swift")
+    start = manifest.index("dependencies: [", match.end()) + len("dependencies: [")
+    return manifest[:start] + f'"{dependency}", ' + manifest[start:]
 
 
 def self_test(root: str) -> int:
@@ -132,9 +157,19 @@ def self_test(root: str) -> int:
         if not re.search(rf"Package\.swift: target FerryClient depends on {module},", text):
             failures.append(f"the old manifest's FerryClient → {module} was not reported")
     with open(os.path.join(root, "Package.swift"), encoding="utf-8") as handle:
-        problems, checked = check(handle.read(), root)
+        today = handle.read()
+    problems, checked = check(today, root)
     if problems:
         failures.append("today's package fails the check:\n  " + "\n  ".join(problems))
+    if "FerryStore" not in parse_targets(today) or "FerryStore" in checked:
+        failures.append(f"today's package has no FerryStore target, or the client reaches it: {checked}")
+    # The store's writer left FerryCore for FerryStore: a client, or FerryCore itself, depending on it again fails,
+    # though every module FerryStore depends on is allowed.
+    for target, via in [("FerryClient", ""), ("FerryCore", " (linked by FerryClient)")]:
+        edited = add_dependency(today, target, "FerryStore")
+        problems, _ = check(edited, root)
+        if not any(f"target {target}{via} depends on FerryStore, a server-side target" in p for p in problems):
+            failures.append(f"{target} → FerryStore was not reported: {problems}")
     # A file that imports NIO must be caught too, not only a manifest that declares it.
     manifest = 'targets: [ .target(name: "FerryClient", dependencies: ["FerryCore"], path: "P", swiftSettings: s), ]'
     import tempfile
@@ -145,12 +180,20 @@ def self_test(root: str) -> int:
         problems, _ = check(manifest.replace("FerryCore", "Foundation"), temp)
         if not any("P/A.swift:2: FerryClient imports NIOCore" in problem for problem in problems):
             failures.append(f"an import of NIOCore in a FerryClient file was not reported: {problems}")
+        # An import of FerryStore is refused even where the manifest declares it.
+        with open(os.path.join(temp, "P", "A.swift"), "w", encoding="utf-8") as handle:
+            handle.write("import Foundation\nimport FerryStore\n")
+        store = '.target(name: "FerryStore", dependencies: ["CZlib"], path: "S", swiftSettings: s), '
+        os.makedirs(os.path.join(temp, "S"))
+        problems, _ = check(manifest.replace("FerryCore", "FerryStore").replace("targets: [ ", "targets: [ " + store), temp)
+        if not any("P/A.swift:2: FerryClient imports FerryStore, a server-side target" in problem for problem in problems):
+            failures.append(f"an import of FerryStore in a FerryClient file was not reported: {problems}")
     for failure in failures:
         print(f"check_client_platform --self-test: {failure}", file=sys.stderr)
     if failures:
         return 1
     print(f"check_client_platform --self-test: the pre-issue-27 manifest fails naming NIOCore, NIOPosix, NIOSSL and "
-          f"AsyncHTTPClient; today's passes ({', '.join(checked)})")
+          f"AsyncHTTPClient; FerryClient or FerryCore depending on FerryStore fails; today's passes ({', '.join(checked)})")
     return 0
 
 

@@ -154,7 +154,7 @@ public actor FerryClient {
 
     /// Runs `work` on the thread pool with the directory's files and the checksum cache. The cache's changes are
     /// kept even when `work` throws (a refusal saved before a failing step stays remembered).
-    private func onFiles<T: Sendable>(_ work: @escaping @Sendable (ClientFiles, inout ClientStateFile) throws -> T) async throws -> T {
+    func onFiles<T: Sendable>(_ work: @escaping @Sendable (ClientFiles, inout ClientStateFile) throws -> T) async throws -> T {
         var scratch = ClientFiles(directory: directory, configuration: configuration, logger: logger)
         scratch.inPlace = host != nil
         let files = scratch
@@ -289,12 +289,8 @@ public actor FerryClient {
 
     /// The download itself runs outside ``exclusively(_:)``: the app keeps reading and writing database.db meanwhile.
     private func performCheck(progress: (@Sendable (FetchProgress) -> Void)?) async throws -> FetchResult {
-        let (url, dataset) = try configuration.datasetURL()
-        var downloader = SnapshotDownloader(
-            directory: directory, transport: transport, datasetURL: url, dataset: dataset,
-            acceptedSchemaVersions: configuration.acceptedSchemaVersions, writeBufferSize: configuration.writeBufferSize,
-            maxBytesPerSecond: configuration.maxBytesPerSecond, tokenProvider: configuration.tokenProvider, logger: logger)
-        downloader.retryAfterLimit = configuration.retryAfterLimit
+        let downloader = try makeDownloader()
+        let dataset = downloader.dataset
 
         let usePatches = configuration.usePatches
         let (earlier, known, base) = try await exclusively { () async throws -> (FetchResult?, [String], SnapshotDownloader.PatchBase?) in
@@ -366,7 +362,7 @@ public actor FerryClient {
     }
 
     /// Moves a verified partial into place (see ``ClientFiles/install(_:_:)``) and opens it after the initial sync.
-    private func install(_ outcome: SnapshotDownloader.Outcome) async throws -> FetchResult {
+    func install(_ outcome: SnapshotDownloader.Outcome) async throws -> FetchResult {
         switch try await onFiles({ files, state in try files.install(outcome, &state) }) {
         case .alreadyPresent(let stats):
             return FetchResult(

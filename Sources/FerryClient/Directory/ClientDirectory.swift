@@ -15,6 +15,8 @@ import Foundation
 /// DIR/.ferry/state.json      checksum cache (by inode, size, mtime) and versions refused by rollback or schema
 /// DIR/.ferry/lock            held by the one FerryClient using the directory
 /// DIR/.ferry/previous.db.tmp a hard link made during apply; garbage after a crash
+/// DIR/.ferry/adopted-*.sqlite a background download being verified (FerryClient.adoptBackgroundDownload); garbage
+///                            after a crash
 /// ```
 ///
 /// ```swift
@@ -43,6 +45,10 @@ public struct ClientDirectory: Sendable, Equatable {
     var stateFile: URL { privateDirectory.appendingPathComponent("state.json") }
     var lockFile: URL { privateDirectory.appendingPathComponent("lock") }
     var previousLink: URL { privateDirectory.appendingPathComponent("previous.db.tmp") }
+    /// A new name for a background download being verified before it is installed (one per adoption, so two never
+    /// share a file).
+    func adopted() -> URL { privateDirectory.appendingPathComponent("\(Self.adoptedPrefix)\(UUID().uuidString).sqlite") }
+    static let adoptedPrefix = "adopted-"
 
     func exists(_ file: URL) -> Bool { FileManager.default.fileExists(atPath: file.path) }
 
@@ -52,7 +58,7 @@ public struct ClientDirectory: Sendable, Equatable {
     }
 
     /// Removes what a crash can leave in `.ferry`: the apply's hard link, partial download files without their
-    /// record (or a record without them), and a half-patched copy.
+    /// record (or a record without them), a half-patched copy and a background download being adopted.
     /// Throws when `.ferry` cannot be listed or a leftover cannot be removed.
     func removeLeftovers() throws {
         let fm = FileManager.default
@@ -61,6 +67,14 @@ public struct ClientDirectory: Sendable, Equatable {
             names = try fm.contentsOfDirectory(atPath: privateDirectory.path)
         } catch {
             throw ClientDirectory.ioError("cannot list the client's private directory: \(error.localizedDescription)", privateDirectory)
+        }
+        for name in names where name.hasPrefix(Self.adoptedPrefix) {
+            let leftover = privateDirectory.appendingPathComponent(name)
+            do {
+                try fm.removeItem(at: leftover)
+            } catch {
+                throw ClientDirectory.ioError("cannot remove a leftover of an interrupted adoption: \(error.localizedDescription)", leftover)
+            }
         }
         for name in names where name.hasSuffix(".tmp") {
             let leftover = privateDirectory.appendingPathComponent(name)

@@ -176,10 +176,16 @@ struct SnapshotDownloader: Sendable {
     /// download that patch instead (``Outcome/patch(_:)``); a patch that cannot be downloaded or verified falls back
     /// to the full download, and its error is kept in ``patchFailure``.
     func check(knownChecksums: [String], patchBase: PatchBase? = nil, progress: (@Sendable (FetchProgress) -> Void)?) async throws -> Outcome {
+        try await honouringRetryAfter { try await checkOnce(knownChecksums: knownChecksums, patchBase: patchBase, progress: progress) }
+    }
+
+    /// Runs `body` again after each `Retry-After` wait the server asks for (``ServerAsksToWait``) while the waits stay
+    /// within ``retryAfterLimit`` in all; past it, the server's answer is thrown, saying how long it asked to wait.
+    func honouringRetryAfter<T>(_ body: () async throws -> T) async throws -> T {
         var waited = 0
         while true {
             do {
-                return try await checkOnce(knownChecksums: knownChecksums, patchBase: patchBase, progress: progress)
+                return try await body()
             } catch let wait as ServerAsksToWait {
                 guard Duration.seconds(waited + wait.seconds) <= retryAfterLimit else { throw wait.failure.waiting(wait.seconds) }
                 logger.notice("the server asks to retry later; waiting", metadata: ["seconds": "\(wait.seconds)"])

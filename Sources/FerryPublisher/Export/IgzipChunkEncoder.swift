@@ -1,5 +1,6 @@
 import CISAL
 import FerryCore
+import FerryStore
 import Foundation
 
 extension Gzip.ChunkEncoding {

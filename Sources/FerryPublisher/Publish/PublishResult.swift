@@ -1,4 +1,5 @@
 import FerryCore
+import FerryStore
 import Foundation
 
 /// The outcome of one publish: the manifest now served (one per scope for a template with `scope:`), plus timing

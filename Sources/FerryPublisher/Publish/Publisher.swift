@@ -1,5 +1,6 @@
 import FerryCore
 import FerryPostgres
+import FerryStore
 import Foundation
 import Logging
 

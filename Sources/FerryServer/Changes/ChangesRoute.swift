@@ -7,10 +7,12 @@ import NIOCore
 /// `POST /v1/datasets/{dataset}/changes`: decodes and checks the batch (400 with a JSON error and nothing applied
 /// when malformed, 413 and the connection closed when over the body limit), hands it to the dataset's ``ChangeMerger`` and answers `200 {"results":[…]}` in request order.
 ///
-/// It is a ``ServerRouteGroup``: pass it to ``buildApplication(_:logger:extraRoutes:onServerRunning:)``.
+/// It is a ``ServerRouteGroup``: ``buildApplication(_:logger:onServerRunning:)`` adds it itself when the
+/// configuration names a database; to build a router by hand, pass it to
+/// ``buildRouter(_:catalog:logger:extraRoutes:scopeAuthorities:)``.
 ///
 /// ```swift
-/// let app = try await buildApplication(configuration, logger: logger, extraRoutes: [ChangesRoute(mergers: ["trips": merger])])
+/// let router = try buildRouter(configuration, catalog: catalog, logger: logger, extraRoutes: [ChangesRoute(mergers: ["trips": merger])])
 /// ```
 public struct ChangesRoute: ServerRouteGroup {
     /// One merger per dataset that has writable tables.

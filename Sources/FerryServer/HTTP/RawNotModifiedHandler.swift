@@ -107,6 +107,10 @@ final class RawNotModifiedHandler: ChannelInboundHandler, RemovableChannelHandle
         var handle: NIOFileHandle?
         if download.length > 0 {
             context.write(NIOAny(head), promise: nil)
+            // Must stay: `FileRegion`, NIO's one way to have the socket `sendfile(2)` a file, takes only a
+            // `NIOFileHandle`, and this initializer is NIO's only way to wrap a descriptor already open (NIOFileSystem,
+            // which NIO suggests instead, has no `FileRegion`). `_deprecated` names the type's future, not a warning.
+            // The handle borrows the descriptor and gives it back unclosed below (`takeDescriptorOwnership`).
             let borrowed = NIOFileHandle(_deprecatedTakingOwnershipOfDescriptor: file.descriptor)
             handle = borrowed
             context.write(NIOAny(FileRegion(fileHandle: borrowed, readerIndex: 0, endIndex: Int(download.length))), promise: done)

@@ -1,4 +1,5 @@
 import FerryCore
+import FerryStore
 import Foundation
 
 /// What the status page reads from the catalog, and nothing more: per dataset, each view's manifest with its

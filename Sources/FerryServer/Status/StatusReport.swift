@@ -1,5 +1,6 @@
 import FerryCore
 import FerryPostgres
+import FerryStore
 import Foundation
 
 /// Everything the status page shows, as data: `GET /status.json` encodes it and `GET /status` renders it, so the

@@ -2,6 +2,7 @@ import FerryCore
 import FerryMerge
 import FerryPostgres
 @testable import FerryServer
+import FerryStore
 import Foundation
 import HTTPTypes
 import Hummingbird

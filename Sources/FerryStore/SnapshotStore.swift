@@ -5,6 +5,7 @@ import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import FerryCore
 import Foundation
 
 /// Read access to published snapshots: all the server's catalog uses, so another backend (an S3-compatible

@@ -1,3 +1,4 @@
+import FerryCore
 import Foundation
 
 /// The store's description of a dataset, `STORE/DATASET/manifest.json`: one entry per scope, each with its retained

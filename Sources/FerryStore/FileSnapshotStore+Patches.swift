@@ -1,3 +1,4 @@
+import FerryCore
 import Foundation
 
 /// Patch objects: gzip-compressed changesets from an older version of a scope to a newer one, stored beside the

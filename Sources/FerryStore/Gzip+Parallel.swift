@@ -1,4 +1,5 @@
 import CZlib
+import FerryCore
 import Foundation
 
 extension Gzip {

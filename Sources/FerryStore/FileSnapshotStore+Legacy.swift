@@ -1,3 +1,4 @@
+import FerryCore
 import Foundation
 
 /// The layout written before every dataset was content-addressed, read as it is and migrated by the next publish:
