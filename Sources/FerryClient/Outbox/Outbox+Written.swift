@@ -4,10 +4,10 @@ import Foundation
 /// The rows a device wrote itself since the version it holds (`ferry_written`, with each table's `ferry_was_…`
 /// copy of the published values; see ``OutboxSchema``). Capture triggers record a row before its first local write;
 /// an answered push leaves the record in place, since the server's row is not the published one either. A patch
-/// puts every such row back as the version published it (``restoreWrittenRows(in:tables:)``), so the patch applies
+/// puts every such row back as the version published it (`restoreWrittenRows(in:tables:)`), so the patch applies
 /// without a conflict and the result can be checked as strictly as on a device that never edited. Then the
 /// records go (the device holds exactly the new version), and the queued edits are replayed on top, each row
-/// recorded again first (``rememberQueuedRows(in:tables:)``).
+/// recorded again first (`rememberQueuedRows(in:tables:)`).
 extension Outbox {
     /// How many rows the device wrote since the version it holds.
     static func writtenCount(in db: SQLiteConnection) throws -> Int {

@@ -25,7 +25,7 @@ public enum OutboxSchema {
     ///   acknowledges them (``RejectedEdit``).
     /// - `ferry_written`: every row the device wrote itself since the version it holds, queued or already answered;
     ///   `present` says whether that version had the row, whose values wait in the table's `ferry_was_…` copy
-    ///   (``shadowTable(_:)``). A patch puts these rows back as published before it applies (docs/delta.md).
+    ///   (`shadowTable(_:)`). A patch puts these rows back as published before it applies (docs/delta.md).
     static let queueDDL = """
         CREATE TABLE IF NOT EXISTS ferry_outbox(
           seq INTEGER PRIMARY KEY AUTOINCREMENT,
