@@ -222,6 +222,7 @@ let package = Package(
         ),
         .testTarget(name: "FerryCoreTests", dependencies: ["FerryCore", "FerryTestSupport"], swiftSettings: strict),
         .testTarget(name: "FerryStoreTests", dependencies: ["FerryCore", "FerryStore", "FerryTestSupport"], swiftSettings: strict),
+        .testTarget(name: "FerryPostgresTests", dependencies: ["FerryCore", "FerryPostgres", "FerryTestSupport"], swiftSettings: strict),
         .testTarget(
             name: "FerryPublisherTests",
             dependencies: [

@@ -14,60 +14,6 @@ struct OnChangeTests {
     static let sql = "CREATE TABLE t (id integer PRIMARY KEY, v text); INSERT INTO t VALUES (1, 'a'); CREATE TABLE other (id integer PRIMARY KEY);"
     static let template = "dataset: onchange\ntables: [{name: t}]\n"
 
-    /// `pg_dump --schema-only` of the fixture's database, without the lines that differ between two runs.
-    func schemaDump(_ fixture: PublisherFixture) throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/lib/postgresql/15/bin/pg_dump")
-        process.arguments = ["--schema-only", "--no-owner", fixture.database.url]
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        try process.run()
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0)
-        // pg_dump 15.14+ brackets its output with \restrict and \unrestrict and a random key per run
-        return String(decoding: data, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false)
-            .filter { !$0.hasPrefix("\\restrict ") && !$0.hasPrefix("\\unrestrict ") }.joined(separator: "\n")
-    }
-
-    @Test("triggers install twice changes nothing, and remove leaves the schema as it was (pg_dump --schema-only)")
-    func installIsIdempotentAndRemoveRestores() throws {
-        let fixture = try PublisherFixture("triggers", sql: Self.sql)
-        defer { fixture.cleanUp() }
-        let template = try Template.load(path: try fixture.writeTemplate(Self.template))
-        let pg = try fixture.database.connect()
-        let before = try schemaDump(fixture)
-        #expect(try ChangeTriggers.install(template, on: pg) == ["t"])
-        let installed = try schemaDump(fixture)
-        #expect(installed != before)
-        #expect(installed.contains("CREATE FUNCTION public.ferry_notify()"))
-        #expect(installed.contains("CREATE TRIGGER ferry_notify_onchange AFTER INSERT OR DELETE OR UPDATE OR TRUNCATE ON public.t"))
-        try ChangeTriggers.install(template, on: pg)
-        #expect(try schemaDump(fixture) == installed)
-        #expect(try ChangeTriggers.installed(template, on: pg) == ["public.t"])
-        try ChangeTriggers.remove(template, on: pg)
-        #expect(try schemaDump(fixture) == before)
-        // Removing again is harmless
-        try ChangeTriggers.remove(template, on: pg)
-        #expect(try schemaDump(fixture) == before)
-    }
-
-    @Test("the function stays while another dataset's triggers use it")
-    func functionSharedByDatasets() throws {
-        let fixture = try PublisherFixture("triggers2", sql: Self.sql)
-        defer { fixture.cleanUp() }
-        let one = try Template.load(path: try fixture.writeTemplate(Self.template))
-        let two = try Template.load(path: try fixture.writeTemplate("dataset: second\ntables: [{name: other}]\n", name: "second.yml"))
-        let pg = try fixture.database.connect()
-        try ChangeTriggers.install(one, on: pg)
-        try ChangeTriggers.install(two, on: pg)
-        try ChangeTriggers.remove(one, on: pg)
-        #expect(try pg.query("SELECT count(*) FROM pg_proc WHERE proname = 'ferry_notify'").first?.first == "1")
-        #expect(try ChangeTriggers.installed(two, on: pg) == ["public.other"])
-        try ChangeTriggers.remove(two, on: pg)
-        #expect(try pg.query("SELECT count(*) FROM pg_proc WHERE proname = 'ferry_notify'").first?.first == "0")
-    }
-
     @Test("the coalescer is due debounce after the last notification, at most maxDelay after the first")
     func coalescer() {
         let start = ContinuousClock.now
