@@ -3,6 +3,11 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+#if canImport(CNIOLinux)
+// sockaddr_in may be owned by NIO's C module when another file of the same compiler batch loaded it first; with
+// MemberImportVisibility that module must then be imported here too.
+import CNIOLinux
+#endif
 import FerryCore
 @testable import FerryServer
 import Foundation
