@@ -13,7 +13,7 @@ struct Ferry: AsyncParsableCommand {
             PublishCommand.self,
             ScheduleCommand.self,
             ServeCommand.self,
-            FetchCommand.self, ApplyCommand.self, StatusCommand.self, RollbackCommand.self,
+            FetchCommand.self, WatchCommand.self, ApplyCommand.self, StatusCommand.self, RollbackCommand.self,
             ExecCommand.self, PushCommand.self, SyncCommand.self,
         ]
     )
