@@ -6,7 +6,8 @@
       If-None-Match of the current version) with no waiter, and the server's RSS. Then N connections each wait on the
       manifest (Prefer: wait=60); once the server counts them all (ferry_manifest_waiting_requests), its RSS, and
       the same revalidation load beside them. Then a version is published and the time until every waiter holds it
-      is measured, and finally SIGTERM, which must answer every waiter 304 at once.
+      is measured, the anchor is measured once more with no waiter (the machine's load moves), and finally SIGTERM,
+      with every connection waiting again, which must answer every waiter 304 at once.
 
   longpoll.py collapse --ferry BIN [--nginx PATH] [--waiters 1000] [--versions 3] [--max-origin 2]
       `ferry serve` behind nginx running deploy/nginx/ferry.conf (only ports and paths filled in). For each version,
@@ -232,6 +233,10 @@ async def bench(args):
               f"(the catalog polls every second)", flush=True)
         if got != args.waiters:
             raise SystemExit("not every waiter got the new version")
+        # The anchor again, now that no request waits: the machine's load moves between runs (other builds).
+        after_rate, _ = await asyncio.to_thread(wrk_rate, server.port, sha2, args.duration)
+        print(f"anchor again (waiters answered, none waiting): {after_rate:,.0f} revalidations/s (304); "
+              f"beside the waiters: {rate / ((anchor_rate + after_rate) / 2):.2f}x the mean of both anchors", flush=True)
 
         # Shutdown answers every waiter at once
         await asyncio.gather(*(w.send(sha2, 60) for w in waiters))
@@ -239,10 +244,11 @@ async def bench(args):
         stopping = time.monotonic()
         server.process.send_signal(signal.SIGTERM)
         answers = await asyncio.gather(*(w.response() for w in waiters), return_exceptions=True)
+        all_answered = time.monotonic() - stopping
         answered = sum(1 for a in answers if not isinstance(a, BaseException) and a[0] == 304)
         await asyncio.to_thread(server.process.wait, 90)
-        print(f"SIGTERM: {answered:,}/{args.waiters:,} waiters answered 304, server exited {time.monotonic() - stopping:.2f} s after the signal",
-              flush=True)
+        print(f"SIGTERM: {answered:,}/{args.waiters:,} waiters answered 304 within {all_answered:.2f} s, "
+              f"server exited {time.monotonic() - stopping:.2f} s after the signal", flush=True)
         for w in waiters:
             w.close()
         if answered != args.waiters:
