@@ -134,7 +134,7 @@ public enum Outbox {
 
     /// Carries the queue from the live database into a freshly fetched snapshot and replays every queued edit on
     /// top of it, so a new snapshot never hides a pending edit. Runs on the new file before it is swapped in. Each
-    /// queued row is recorded as written first (``rememberQueuedRows(in:tables:)``), so the next patch can put it back.
+    /// queued row is recorded as written first (`rememberQueuedRows(in:tables:)`), so the next patch can put it back.
     public static func carryOver(
         fromLiveDatabaseAt livePath: String, into db: SQLiteConnection, tables: [SnapshotMetadata.TableInfo], origin: String? = nil
     ) throws {
