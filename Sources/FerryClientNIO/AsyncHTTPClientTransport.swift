@@ -22,6 +22,11 @@ public struct AsyncHTTPClientTransport: SnapshotTransport {
     public let client: HTTPClient
     /// Upper bound for one whole exchange, body included. A stalled transfer ends earlier through the HTTP client's
     /// read timeout (60 s with ``makeHTTPClient(connectTimeout:trusting:)``, 90 s with ``sharedClient``).
+    ///
+    /// A manifest long-poll (`FerryClient.Configuration.waitForChanges`) sends nothing for up to its wait, and
+    /// AsyncHTTPClient has no per-request read timeout: give the client a read timeout above the wait
+    /// (`makeHTTPClient(readTimeout:)`, as `ferry watch` does). A request's ``SnapshotRequest/timeout`` beyond
+    /// ``deadline`` extends the deadline.
     public var deadline: TimeAmount
 
     public init(client: HTTPClient = AsyncHTTPClientTransport.sharedClient, deadline: TimeAmount = .hours(6)) {
@@ -81,7 +86,8 @@ public struct AsyncHTTPClientTransport: SnapshotTransport {
         let response: HTTPClientResponse
         do {
             // AsyncHTTPClient's deadline covers the whole exchange, body included, so it is generous.
-            response = try await client.execute(httpRequest, deadline: .now() + deadline)
+            let longest = request.timeout.map { max(deadline, TimeAmount($0)) } ?? deadline
+            response = try await client.execute(httpRequest, deadline: .now() + longest)
         } catch {
             throw TransportFailure.error(
                 NIOTransportFailure.classified(error), url: request.url.absoluteString,

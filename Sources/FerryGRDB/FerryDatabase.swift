@@ -43,6 +43,8 @@ public final class FerryDatabase: Sendable {
     public let applyMode: ApplyMode
     private let broadcast = StatusBroadcast()
     private let background = Locked<Task<Void, Never>?>(nil)
+    /// The long-poll loop of ``ApplyMode/automatic`` with `waitForChanges`, started at open, cancelled by ``close()``.
+    private let watching = Locked<Task<Void, Never>?>(nil)
     private let logger: Logger
 
     private init(pool: DatabasePool, client: FerryClient, applyMode: ApplyMode, logger: Logger) {
@@ -99,6 +101,9 @@ public final class FerryDatabase: Sendable {
                 _ = try? await database.push()  // a failure is in the status (lastError); the edits stay queued
             }
         }
+        if applyMode == .automatic, configuration.waitForChanges != nil, configuration.serverURL != nil, configuration.dataset != nil {
+            database.startWatching()
+        }
         return database
     }
 
@@ -109,6 +114,12 @@ public final class FerryDatabase: Sendable {
     /// try await ferry.close()
     /// ```
     public func close() async throws {
+        let watch = watching.withLock { task in
+            defer { task = nil }
+            return task
+        }
+        watch?.cancel()
+        await watch?.value
         let task = background.withLock { task in
             defer { task = nil }
             return task
@@ -255,6 +266,30 @@ public final class FerryDatabase: Sendable {
         let ferryError = error as? FerryError ?? FerryError(.io, "\(error)", underlying: error)
         broadcast.update { $0.lastError = ferryError }
         throw error
+    }
+
+    /// In ``ApplyMode/automatic`` with `FerryClient.Configuration.waitForChanges`: long-polls the server
+    /// (``FerryClient/watch(_:)``) and applies each new version in place as it arrives, until ``close()``. A check or
+    /// an apply that fails is in the status (`lastError`); the loop goes on, backing off after failed checks, and
+    /// ends only when the token is refused or the configuration is wrong.
+    private func startWatching() {
+        watching.withLock { task in
+            task = Task { [self] in
+                do {
+                    try await client.watch { [self] _ in
+                        broadcast.update {
+                            $0.lastCheck = Date()
+                            $0.lastError = nil
+                        }
+                        // An apply that fails is reported in the status and retried with the next version.
+                        _ = try? await applyPendingUpdate()
+                    }
+                } catch {
+                    logger.warning("the long-poll for new versions stopped", metadata: ["error": "\(error)"])
+                    broadcast.update { $0.lastError = error as? FerryError ?? FerryError(.io, "\(error)", underlying: error) }
+                }
+            }
+        }
     }
 
     /// Runs `work` in a task this database owns; ``close()`` cancels it and waits for it.

@@ -103,7 +103,8 @@ func buildApplication(
     return app
 }
 
-/// Builds the router: `/v1/datasets`, `/v1/datasets/{dataset}/manifest`, `/snapshot`, `/versions/{version}`,
+/// Builds the router: `/v1/datasets`, `/v1/datasets/{dataset}/manifest` (with the long-poll of `Prefer: wait`,
+/// ``ManifestLongPoll``), `/snapshot`, `/versions/{version}`,
 /// `/patches/{patch}`, `/objects/{object}` and the object lookups, `/healthz`, `/metrics`, then each of
 /// `extraRoutes`.
 ///
@@ -246,6 +247,9 @@ struct ReadRoutes: ServerRouteGroup {
 
     static func manifest(_ request: Request, context: BasicRequestContext, access: DatasetAccess) async throws -> Response {
         let name = try SnapshotResponder.datasetName(context)
+        if let wait = WaitPreference(request.headers[.prefer]) {
+            return try await ManifestLongPoll.respond(request, dataset: name, access: access, wait: wait)
+        }
         let (dataset, _) = try await access.view(request, dataset: name)
         if let fields = dataset.manifestNotModified(request.headers) {
             return Response(status: .notModified, headers: fields)

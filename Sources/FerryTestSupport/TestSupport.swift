@@ -160,3 +160,26 @@ public func offCooperativePool<T: Sendable>(_ body: @escaping @Sendable () throw
 public func runFerryOffPool(_ arguments: [String], environment: [String: String] = [:]) async throws -> ProcessResult {
     try await offCooperativePool { try runFerry(arguments, environment: environment) }
 }
+
+/// A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, then closed), for a child process to listen
+/// on. Here rather than in a test target: there `sockaddr_in` may be owned by NIO's C module when another file of the
+/// same compiler batch loaded it first, which MemberImportVisibility then refuses.
+public func freeLocalPort() throws -> Int {
+    #if canImport(Glibc)
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    #else
+    let fd = socket(AF_INET, SOCK_STREAM, 0)
+    #endif
+    guard fd >= 0 else { throw FerryError(.io, "socket() failed") }
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = 0
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+    }
+    guard bound else { throw FerryError(.io, "could not find a free port") }
+    return Int(UInt16(bigEndian: address.sin_port))
+}

@@ -63,18 +63,21 @@ struct AccessOptions: ParsableArguments {
 
     /// An HTTP client with `--connect-timeout` and `--read-timeout` that trusts `--ca` when given; the caller shuts it
     /// down.
-    func makeHTTPClient() throws -> HTTPClient {
+    /// `readTimeoutAtLeast` raises the read timeout (never lowers it): a long-poll's server sends nothing for its wait.
+    func makeHTTPClient(readTimeoutAtLeast: Double = 0) throws -> HTTPClient {
         try AsyncHTTPClientTransport.makeHTTPClient(
-            connectTimeout: .milliseconds(Int64(connectTimeout * 1000)), readTimeout: .milliseconds(Int64(readTimeout * 1000)),
-            trusting: try trustedCertificates())
+            connectTimeout: .milliseconds(Int64(connectTimeout * 1000)),
+            readTimeout: .milliseconds(Int64(max(readTimeout, readTimeoutAtLeast) * 1000)), trusting: try trustedCertificates())
     }
 
     /// Runs `body` with the command's HTTP stack (see ``ClientHTTP``) and shuts it down afterwards, either way.
-    func withHTTPClient<T>(_ body: (ClientHTTP) async throws -> T) async throws -> T {
-        let http = try makeHTTPClient()
+    func withHTTPClient<T>(readTimeoutAtLeast: Double = 0, _ body: (ClientHTTP) async throws -> T) async throws -> T {
+        let http = try makeHTTPClient(readTimeoutAtLeast: readTimeoutAtLeast)
         let result: T
         do {
-            result = try await body(try ClientHTTP(transport, http: http, access: self))
+            var access = self
+            access.readTimeout = max(readTimeout, readTimeoutAtLeast)
+            result = try await body(try ClientHTTP(transport, http: http, access: access))
         } catch {
             // The command's own error is the one to report; the process exits right after it either way.
             try? await http.shutdown()

@@ -14,7 +14,7 @@ struct Ferry: AsyncParsableCommand {
             ScheduleCommand.self,
             TriggersCommand.self,
             ServeCommand.self,
-            FetchCommand.self, ApplyCommand.self, StatusCommand.self, RollbackCommand.self,
+            FetchCommand.self, WatchCommand.self, ApplyCommand.self, StatusCommand.self, RollbackCommand.self,
             ExecCommand.self, PushCommand.self, SyncCommand.self,
         ]
     )

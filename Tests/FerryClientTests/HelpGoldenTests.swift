@@ -7,7 +7,7 @@ import Testing
 /// and review the diff.
 @Suite struct HelpGoldenTests {
     static let commands = [
-        "ferry", "publish", "schedule", "triggers", "serve", "fetch", "apply", "status", "rollback", "exec", "push", "sync",
+        "ferry", "publish", "schedule", "triggers", "serve", "fetch", "watch", "apply", "status", "rollback", "exec", "push", "sync",
     ]
     static let goldens = TestPaths.packageRoot.appendingPathComponent("Tests/Fixtures/help", isDirectory: true)
 

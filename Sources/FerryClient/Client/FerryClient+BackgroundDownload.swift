@@ -147,6 +147,7 @@ extension FerryClient {
             acceptedSchemaVersions: configuration.acceptedSchemaVersions, writeBufferSize: configuration.writeBufferSize,
             maxBytesPerSecond: configuration.maxBytesPerSecond, tokenProvider: configuration.tokenProvider, logger: logger)
         downloader.retryAfterLimit = configuration.retryAfterLimit
+        downloader.waitForChanges = configuration.waitForChanges
         return downloader
     }
 }

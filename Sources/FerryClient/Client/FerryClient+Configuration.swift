@@ -66,6 +66,17 @@ extension FerryClient {
         /// config.tokenProvider = { try await session.freshAccessToken() }
         /// ```
         public var tokenProvider: TokenProvider?
+        /// Long-poll the manifest: each check asks the server to hold its answer up to this long until a new version
+        /// exists (`Prefer: wait=N`, whole seconds, at most 60; a server answers at once when there is something new).
+        /// ``FerryClient/watch(_:)`` then learns of a version as soon as the server serves it, with one request
+        /// open per device, and a FerryGRDB database in `.automatic` mode runs that loop while it is open. Nil
+        /// (default): no wait, a check answers at once. The transport's read timeout must exceed the wait:
+        /// ``URLSessionTransport`` extends it per request; give AsyncHTTPClient a longer read timeout.
+        ///
+        /// ```swift
+        /// config.waitForChanges = .seconds(30)
+        /// ```
+        public var waitForChanges: Duration?
 
         public init(directory: URL, serverURL: URL? = nil, dataset: String? = nil, acceptedSchemaVersions: Set<Int>? = nil) {
             self.directory = directory

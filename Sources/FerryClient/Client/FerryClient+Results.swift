@@ -44,6 +44,12 @@ public struct FetchResult: Sendable, Equatable {
     /// For a patch: how many rows the device had written itself (pushed or queued) that the patch settled, put back
     /// as published before it applied; nil when no patch was applied.
     public var ownRowsSettled: Int? = nil
+    /// The wait the server applied to this check's manifest request, in seconds (`Preference-Applied: wait=N`, for
+    /// ``FerryClient/Configuration/waitForChanges``); nil when it applied none, or none was asked for.
+    public var waitApplied: Int? = nil
+    /// `Retry-After` of the manifest response, in seconds, when it carried one: how long the server asks the client
+    /// to wait before asking again.
+    public var retryAfter: Int? = nil
 }
 
 /// How a version reached the device: the compressed full download, or a row-level patch from the version it held.

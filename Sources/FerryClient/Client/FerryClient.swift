@@ -287,6 +287,16 @@ public actor FerryClient {
         return try await task.value
     }
 
+    /// ``checkForUpdates(progress:)`` whose work is cancelled with the calling task: ending ``watch(_:)`` must not
+    /// wait out a long-poll. (A plain check goes on when its caller is cancelled, for the other callers it serves.)
+    func checkForUpdatesCancellingWithCaller() async throws -> FetchResult {
+        if let runningCheck { return try await runningCheck.value }
+        let task = Task { try await self.performCheck(progress: nil) }
+        runningCheck = task
+        defer { runningCheck = nil }
+        return try await withTaskCancellationHandler { try await task.value } onCancel: { task.cancel() }
+    }
+
     /// The download itself runs outside ``exclusively(_:)``: the app keeps reading and writing database.db meanwhile.
     private func performCheck(progress: (@Sendable (FetchProgress) -> Void)?) async throws -> FetchResult {
         let downloader = try makeDownloader()
@@ -330,6 +340,9 @@ public actor FerryClient {
             return try await install(outcome)
         }
         result.patchFailure = patchFailure
+        let pacing = downloader.manifestPacing.withLock { $0 }
+        result.waitApplied = pacing.waitApplied
+        result.retryAfter = pacing.retryAfter
         return result
     }
 

@@ -13,8 +13,16 @@ extension SnapshotDownloader {
         var headers = ["Accept": "application/json"]
         if let authorization = try await BearerAuthorization.header(from: tokenProvider) { headers["Authorization"] = authorization }
         if !knownChecksums.isEmpty { headers["If-None-Match"] = knownChecksums.map { "\"\($0)\"" }.joined(separator: ", ") }
+        var timeout: Duration?
+        if let seconds = ManifestPacing.waitSeconds(waitForChanges) {
+            headers["Prefer"] = "wait=\(seconds)"
+            // The server sends nothing until a version lands or the wait ends: the timeout must outlast it.
+            timeout = .seconds(seconds + 30)
+        }
         let url = manifestURL
-        return try await transport.get(SnapshotRequest(url: url, headers: headers)) { head, body -> Manifest? in
+        let pacing = manifestPacing
+        return try await transport.get(SnapshotRequest(url: url, headers: headers, timeout: timeout)) { head, body -> Manifest? in
+            pacing.withLock { $0 = ManifestPacing(head) }
             switch head.status {
             case 304:
                 return nil

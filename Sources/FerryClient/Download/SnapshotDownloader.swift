@@ -64,6 +64,10 @@ struct SnapshotDownloader: Sendable {
     let logger: Logger
     /// Why the last patch offered could not be used (the check then took the full download).
     let patchFailure = Locked<String?>(nil)
+    /// The long-poll's wait sent with the manifest request (`Prefer: wait=N`); nil sends none.
+    var waitForChanges: Duration? = nil
+    /// What the last manifest response said about waiting: `Preference-Applied: wait=N` and `Retry-After`.
+    let manifestPacing = Locked(ManifestPacing())
 
     /// A verified snapshot sitting in `.ferry/partial.sqlite`, ready to be renamed into place.
     struct Verified: Sendable, Equatable {

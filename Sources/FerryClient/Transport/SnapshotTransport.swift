@@ -9,10 +9,15 @@ public struct SnapshotRequest: Sendable, Equatable {
     public var url: URL
     /// Header name → value. Names are sent as given.
     public var headers: [String: String]
+    /// The longest the server may take to start answering, when it is longer than the transport's usual timeout:
+    /// set on a manifest long-poll (`Prefer: wait=N`), which the server holds for up to N seconds. Nil (default):
+    /// the transport's own timeouts.
+    public var timeout: Duration?
 
-    public init(url: URL, headers: [String: String] = [:]) {
+    public init(url: URL, headers: [String: String] = [:], timeout: Duration? = nil) {
         self.url = url
         self.headers = headers
+        self.timeout = timeout
     }
 }
 

@@ -105,6 +105,10 @@ public final class URLSessionTransport: SnapshotTransport {
     ) async throws -> Result {
         var urlRequest = URLRequest(url: request.url)
         urlRequest.httpMethod = "GET"
+        // A long-poll's server waits before its first byte: the request's timeout must outlast that wait.
+        if let timeout = request.timeout {
+            urlRequest.timeoutInterval = max(session.configuration.timeoutIntervalForRequest, Self.seconds(timeout))
+        }
         for (name, value) in request.headers.sorted(by: { $0.key < $1.key }) {
             urlRequest.setValue(value, forHTTPHeaderField: name)
         }

@@ -159,19 +159,43 @@ public struct DatasetAccess: Sendable {
     /// What `request` may read of dataset `name`: the public view, or its scope's. 404 for an unknown dataset or a
     /// scope with no snapshot yet.
     func view(_ request: Request, dataset name: String) async throws -> (view: SnapshotCatalog.SnapshotView, scoped: Bool) {
+        let (view, scope) = try await viewAndScope(request, dataset: name)
+        return (view, scope != nil)
+    }
+
+    /// ``view(_:dataset:)`` with the scope it was chosen for (nil for a public dataset), so a long-poll can read the
+    /// same scope's next view without asking the token authority again (``view(dataset:scope:)``).
+    func viewAndScope(_ request: Request, dataset name: String) async throws -> (view: SnapshotCatalog.SnapshotView, scope: String?) {
         guard let access = catalog.access(name) else { throw SnapshotResponder.unknownDataset(name) }
         switch access {
         case .everyone(let view):
-            return (view, false)
+            return (view, nil)
         case .scoped(let views):
             let scope = try await self.scope(of: request, dataset: name)
-            guard let view = views[scope] else {
-                throw ServerError(
-                    .notFound, code: .notFound,
-                    "dataset '\(name)' has no snapshot for your access scope yet; it appears at the next publish")
-            }
-            return (view, true)
+            guard let view = views[scope] else { throw Self.noScopeSnapshot(name) }
+            return (view, scope)
         }
+    }
+
+    /// The current view of dataset `name` for `scope` (nil: the public view), checked as ``viewAndScope(_:dataset:)``
+    /// checked it: a dataset that is gone, or changed from public to scoped or back, is an error the client recovers
+    /// from by asking again.
+    func view(dataset name: String, scope: String?) throws -> SnapshotCatalog.SnapshotView {
+        switch (catalog.access(name), scope) {
+        case (.everyone(let view), nil):
+            return view
+        case (.scoped(let views), .some(let scope)):
+            guard let view = views[scope] else { throw Self.noScopeSnapshot(name) }
+            return view
+        case (nil, _):
+            throw SnapshotResponder.unknownDataset(name)
+        default:
+            throw ServerError(.serviceUnavailable, code: "unavailable", "dataset '\(name)' changed its access rules; ask again")
+        }
+    }
+
+    static func noScopeSnapshot(_ name: String) -> ServerError {
+        ServerError(.notFound, code: .notFound, "dataset '\(name)' has no snapshot for your access scope yet; it appears at the next publish")
     }
 
     /// What ``view(_:dataset:)`` would answer, when it can be known without waiting: the public view, or the view of

@@ -118,6 +118,8 @@ public final class SnapshotCatalog: Service, Sendable {
     let pollInterval: Duration
     let logger: Logger
     let metrics: ServerMetrics?
+    /// The manifest long-polls, woken by each reload that changes their dataset.
+    let waiters = VersionWaiters()
     private let state = Locked(State())
 
     /// Creates an empty catalog; call ``refresh()`` once before serving, then run it as a service.
@@ -181,9 +183,10 @@ public final class SnapshotCatalog: Service, Sendable {
         try await NIOThreadPool.singleton.runIfActive { try self.refreshBlocking() }
     }
 
-    /// Updates the per-dataset gauges (version, age) from the current state.
+    /// Updates the per-dataset gauges (version, age) from the current state, and the count of waiting long-polls.
     func updateGauges(now: Date = Date()) {
         guard let metrics else { return }
+        metrics.setWaiting(waiters.count)
         for (name, dataset) in state.current.datasets {
             metrics.setDataset(name, version: dataset.lastVersion, createdAt: dataset.createdAt, now: now)
         }
@@ -195,9 +198,14 @@ public final class SnapshotCatalog: Service, Sendable {
         var datasets = before.datasets
         var failed = before.failed
         var changed = false
+        // The datasets whose served state changes: their long-polls are woken once it is swapped in.
+        var touched: [String] = []
         for name in names {
             guard let identity = store.manifestRevision(dataset: name) else {
-                if datasets.removeValue(forKey: name) != nil { changed = true }
+                if datasets.removeValue(forKey: name) != nil {
+                    changed = true
+                    touched.append(name)
+                }
                 continue
             }
             let previous = datasets[name]
@@ -207,6 +215,7 @@ public final class SnapshotCatalog: Service, Sendable {
                 datasets[name] = loaded
                 failed[name] = nil
                 changed = true
+                touched.append(name)
                 if previous?.lastVersion != loaded.lastVersion || previous?.isScoped != loaded.isScoped {
                     var metadata: Logger.Metadata = ["dataset": .string(name), "version": .stringConvertible(loaded.lastVersion)]
                     switch loaded.access {
@@ -226,6 +235,7 @@ public final class SnapshotCatalog: Service, Sendable {
             datasets[name] = nil
             metrics?.removeDataset(name)
             changed = true
+            touched.append(name)
         }
         if changed {
             let list = Self.listBody(datasets)
@@ -234,6 +244,7 @@ public final class SnapshotCatalog: Service, Sendable {
                 $0.listBody = list
                 $0.failed = failed
             }
+            waiters.wake(touched)
         } else if failed != before.failed {
             state.withLock { $0.failed = failed }
         }

@@ -8,7 +8,9 @@ import Logging
 /// asks it for every request; nil means "not certain": the request goes on to the router, which answers it as
 /// always.
 ///
-/// It answers only a request that the route would answer 304 without any wait: GET or HEAD with `If-None-Match`,
+/// It answers only a request that the route would answer 304 without any wait: GET or HEAD with `If-None-Match`
+/// and without `Prefer` (a manifest long-poll, ``ManifestLongPoll``, goes to the router, and so does any
+/// other request with the header: checking its presence is all it costs the fast path),
 /// the path in its one canonical form (no query, no `%`, no trailing `/`), no body, no `Expect` or `Upgrade` header
 /// and no `Connection` but `keep-alive`, a dataset the catalog serves, and for a scoped dataset a bearer token whose
 /// scope the token cache holds fresh (the route would use that same cache entry). The fields come from the same
@@ -105,7 +107,8 @@ struct ChannelRevalidator: Sendable {
     /// The 304 for `request` and what it was decided on, or nil to let the router answer.
     func answer(_ request: HTTPRequest) -> Answer? {
         let headers = request.headerFields
-        guard request.method == .get || request.method == .head, headers[.ifNoneMatch] != nil,
+        // A request with `Prefer` may be a long-poll (ManifestLongPoll), which must wait, not get a 304 here.
+        guard request.method == .get || request.method == .head, headers[.ifNoneMatch] != nil, headers[.prefer] == nil,
             let path = request.path, let (dataset, target) = Self.parse(path), Self.isBodilessKeepAlive(headers),
             let (view, scoped) = access.cachedView(headers, dataset: dataset)
         else { return nil }

@@ -11,6 +11,7 @@ import Prometheus
 /// - `ferry_http_not_modified_total{route}`: 304 answers
 /// - `ferry_dataset_version{dataset}` and `ferry_dataset_age_seconds{dataset}`
 /// - `ferry_retention_pruned_total{dataset,kind}`: tombstones and stored change answers removed by retention
+/// - `ferry_manifest_waiting_requests`: manifest long-polls waiting now (appears once the first one waited)
 final class ServerMetrics: Sendable {
     struct Key: Hashable {
         let route: String
@@ -25,6 +26,7 @@ final class ServerMetrics: Sendable {
     private let datasetGauges = Locked([String: (version: Metrics.Gauge, age: Metrics.Gauge)]())
     private let createdAt = Locked([String: Date]())
     private let pruned = Locked([Key: Metrics.Counter]())
+    private let waiting = Locked<Metrics.Gauge?>(nil)
 
     init(registry: PrometheusCollectorRegistry) {
         self.registry = registry
@@ -102,6 +104,16 @@ final class ServerMetrics: Sendable {
             return counter
         }
         counter.increment(by: count)
+    }
+
+    /// Records how many manifest long-polls wait now; the gauge is made when the first one is seen, so a server
+    /// whose clients never wait renders no new line.
+    func setWaiting(_ count: Int) {
+        let gauge = waiting.withLock { gauge -> Metrics.Gauge? in
+            if gauge == nil, count > 0 { gauge = Metrics.Gauge(label: "ferry_manifest_waiting_requests", factory: factory) }
+            return gauge
+        }
+        gauge?.record(count)
     }
 
     /// Prometheus text exposition of the registry.
