@@ -1,4 +1,5 @@
 import FerryCore
+import FerryStore
 import FerryPublisher
 import FerryServer
 import Foundation

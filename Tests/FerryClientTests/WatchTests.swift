@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import FerryCore
+import FerryStore
 import FerryPublisher
 import FerryServer
 import Foundation

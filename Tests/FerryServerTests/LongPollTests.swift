@@ -1,4 +1,5 @@
 import FerryCore
+import FerryStore
 @testable import FerryServer
 import Foundation
 import HTTPTypes
