@@ -183,3 +183,15 @@ public func freeLocalPort() throws -> Int {
     guard bound else { throw FerryError(.io, "could not find a free port") }
     return Int(UInt16(bigEndian: address.sin_port))
 }
+
+/// Runs `body`, expecting a FerryError, and returns it (nil when nothing or something else was thrown).
+public func ferryError(_ body: () throws -> Void) -> FerryError? {
+    do {
+        try body()
+        return nil
+    } catch let error as FerryError {
+        return error
+    } catch {
+        return nil
+    }
+}

@@ -105,15 +105,3 @@ struct TemplateParserTests {
         #expect(TemplateParser.suggestion(for: "zzzzzzzz", among: TemplateParser.tableKeys) == nil)
     }
 }
-
-/// Runs `body`, expecting a FerryError, and returns it (nil when nothing or something else was thrown).
-func ferryError(_ body: () throws -> Void) -> FerryError? {
-    do {
-        try body()
-        return nil
-    } catch let error as FerryError {
-        return error
-    } catch {
-        return nil
-    }
-}

@@ -55,18 +55,6 @@ struct PublisherFixture {
     func execute(_ sql: String) throws { try database.connect().execute(sql) }
 }
 
-/// Runs `body`, expecting a FerryError, and returns it (nil when nothing or something else was thrown).
-func ferryError(_ body: () throws -> Void) -> FerryError? {
-    do {
-        try body()
-        return nil
-    } catch let error as FerryError {
-        return error
-    } catch {
-        return nil
-    }
-}
-
 /// A value shared between a test and callbacks on other threads.
 final class Locked<Value>: @unchecked Sendable {
     private let lock = NSLock()
