@@ -131,6 +131,32 @@ import FerryClientNIO
         }
     }
 
+    @Test("an answer the new version does not carry yet (published before the merge) stays on the device until the version that does")
+    func answerNotYetPublished() async throws {
+        try await withWorld { world in
+            let device = try await world.client("device")
+            _ = try await device.checkForUpdates()
+            // Version 2 is published before the device's edit reaches the server
+            try world.officeChangesOtherRows()
+            let v2 = try await world.publish()
+            _ = try await device.execute("UPDATE trips SET passengers = 50 WHERE id = 'row-0001'")
+            #expect(try await device.push().summary.applied == 1)
+            // The patch to version 2 applies and is verified, and the device still shows its answered edit: an app
+            // that edits by what it reads must not build on the older value
+            let result = try await device.checkForUpdates()
+            #expect(result.path == .patch(from: 1, to: 2), "\(result.patchFailure ?? "")")
+            #expect(try await device.applyPendingUpdate().applied)
+            #expect(try await device.status().version == v2.version)
+            #expect(try await device.withDatabase { try $0.scalar("SELECT passengers FROM trips WHERE id = 'row-0001'")?.integer } == 50)
+            // Version 3 carries the answer: by patch again, and then the device holds exactly the published rows
+            try world.sql(#"UPDATE trips SET bags = bags + 1, "updatedAt" = now() WHERE id = 'row-0350'"#)
+            let v3 = try await world.publish()
+            try await Self.expectPatched(device, to: v3, settled: 1, world: world)
+            #expect(try await device.withDatabase { try $0.scalar("SELECT passengers FROM trips WHERE id = 'row-0001'")?.integer } == 50)
+            await device.close()
+        }
+    }
+
     @Test("a pushed edit answered rejected (a later office write wins): the patch brings the office's row")
     func rejectedEdit() async throws {
         try await withWorld { world in

@@ -82,12 +82,20 @@ enum PatchApplier {
             try db.execute("PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF")
             let (touched, base) = try digestPlan(patch, expected: expected, baseDigest: baseDigest)
             var digest = base
+            var answered: [AnsweredRow] = []
             try db.transaction {
                 // The queue stays as it is: the swap carries the live queue over and replays it on the result.
-                settled = try settleAndApply(patch, to: db, expected: expected, touched: touched, digest: &digest) { _, _ in }
+                settled = try settleAndApply(patch, to: db, expected: expected, touched: touched, digest: &digest) { _, _, rows in answered = rows }
             }
             moved = digest
             try verifyContent(db, expected: expected, movedDigest: moved, file: target)
+            if !answered.isEmpty {
+                try db.transaction {
+                    try Outbox.setCapture(false, db)
+                    try Outbox.keepAnsweredRows(answered, in: db)
+                    try Outbox.setCapture(true, db)
+                }
+            }
             let pages = try db.scalar("PRAGMA page_count")?.integer ?? 0
             let free = try db.scalar("PRAGMA freelist_count")?.integer ?? 0
             if pages > 0, Double(free) >= Double(pages) * vacuumFreeRatio {
@@ -111,8 +119,9 @@ enum PatchApplier {
         let (touched, base) = try digestPlan(patch, expected: expected, baseDigest: baseDigest)
         var moved = base
         try db.transaction {
-            settled = try settleAndApply(patch, to: db, expected: expected, touched: touched, digest: &moved) { db, digest in
+            settled = try settleAndApply(patch, to: db, expected: expected, touched: touched, digest: &moved) { db, digest, answered in
                 try verifyContent(db, expected: expected, movedDigest: digest, file: URL(fileURLWithPath: db.path))
+                try Outbox.keepAnsweredRows(answered, in: db)
                 try Outbox.rememberQueuedRows(in: db, tables: tables)
                 try Outbox.replayQueued(in: db, tables: tables)
             }
@@ -127,18 +136,20 @@ enum PatchApplier {
 
     /// Inside the caller's transaction, with capture off: the rows the device wrote put back as published, the patch
     /// applied to what is then exactly its base (see ``applyRows(_:to:expected:touched:digest:)``), the records of
-    /// written rows forgotten, then `after` (with the digest moved). Returns the rows put back.
+    /// written rows forgotten, then `after` (with the digest moved, and the answered rows as the device held them,
+    /// for ``Outbox/keepAnsweredRows(_:in:)`` once the result is verified). Returns the rows put back.
     private static func settleAndApply(
         _ patch: Changeset, to db: SQLiteConnection, expected: PublishedVersion, touched: [String: Changeset.TouchedRows],
-        digest: inout ContentDigest?, after: (SQLiteConnection, ContentDigest?) throws -> Void
+        digest: inout ContentDigest?, after: (SQLiteConnection, ContentDigest?, [AnsweredRow]) throws -> Void
     ) throws -> Int {
         let capture = try tableExists("ferry_capture", db)
         if capture { try Outbox.setCapture(false, db) }
         let baseTables = capture ? try SnapshotMetadata.read(from: db).tables : []
+        let answered = try Outbox.answeredRows(in: db, tables: baseTables)
         let settled = try Outbox.restoreWrittenRows(in: db, tables: baseTables)
         try applyRows(patch, to: db, expected: expected, touched: touched, digest: &digest)
         try Outbox.forgetWrittenRows(in: db, tables: baseTables)
-        try after(db, digest)
+        try after(db, digest, answered)
         if capture { try Outbox.setCapture(true, db) }
         return settled
     }

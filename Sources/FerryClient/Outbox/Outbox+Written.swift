@@ -85,3 +85,73 @@ extension Outbox {
         }
     }
 }
+
+// MARK: - Answers a version does not carry yet
+
+/// A row the device wrote whose edits the server has all answered (nothing queued on it), as the device holds it:
+/// the server's answer, stamped by the server.
+struct AnsweredRow {
+    let table: SnapshotMetadata.TableInfo
+    let keyText: String
+    let key: [String: JSONValue]
+    let values: [SQLiteValue]
+}
+
+extension Outbox {
+    /// The answered rows of `schema` (`main`, or an attached `live`) in tables with an `updated_at` column: what
+    /// ``keepAnsweredRows(_:in:)`` puts back where the new version does not carry them yet.
+    static func answeredRows(in db: SQLiteConnection, schema: String = "main", tables: [SnapshotMetadata.TableInfo]) throws -> [AnsweredRow] {
+        let hasWritten = try db.scalar(
+            "SELECT count(*) FROM \(schema).sqlite_master WHERE type = 'table' AND name IN ('ferry_written', 'ferry_outbox')")?.integer == 2
+        guard hasWritten else { return [] }
+        let tableInfo = Dictionary(uniqueKeysWithValues: tables.map { ($0.name, $0) })
+        var out: [AnsweredRow] = []
+        let answered = try db.query("""
+            SELECT tbl, key FROM \(schema).ferry_written AS w
+            WHERE NOT EXISTS (SELECT 1 FROM \(schema).ferry_outbox AS o WHERE o.tbl = w.tbl AND o.key = w.key)
+            """)
+        for row in answered {
+            guard let name = row[0].text, let keyText = row[1].text, let table = tableInfo[name], table.writable, table.updatedColumn != nil else { continue }
+            let key = try decodeObject(keyText, db)
+            let (whereSQL, values) = try keyPredicate(key, table: table, existing: try columns(table, db))
+            let quoted = try OutboxSchema.quoted(name, in: [name], table: name)
+            // A row the answer deleted is not kept: the published row wins there (no stamp tells which is newer).
+            if let current = try db.query("SELECT * FROM \(schema).\(quoted) WHERE \(whereSQL)", values).first {
+                out.append(AnsweredRow(table: table, keyText: keyText, key: key, values: current))
+            }
+        }
+        return out
+    }
+
+    /// Puts back each answered row that the database now holds older (by its `updated_at`) or not at all: a
+    /// version published before the server merged the edit. The row is recorded as written first (the published
+    /// row, or its absence), so the next patch puts it back as published; the next version carries the answer.
+    /// An app that edits a row by what it reads (`body = body || …`) so never builds on a value the server has
+    /// already replaced. Capture must be off, inside the caller's transaction. Returns the rows put back.
+    @discardableResult
+    static func keepAnsweredRows(_ rows: [AnsweredRow], in db: SQLiteConnection) throws -> Int {
+        var kept = 0
+        for row in rows {
+            let table = row.table
+            let existing = try columns(table, db)
+            guard existing.count == row.values.count, let updated = table.updatedColumn, let at = existing.firstIndex(of: updated),
+                let answered = row.values[at].text.flatMap(Timestamp.parseMillis)
+            else { continue }
+            let (whereSQL, keyValues) = try keyPredicate(row.key, table: table, existing: existing)
+            let quoted = try OutboxSchema.quoted(table.name, in: [table.name], table: table.name)
+            if let published = try db.query("SELECT * FROM main.\(quoted) WHERE \(whereSQL)", keyValues).first {
+                guard let stamp = published[at].text.flatMap(Timestamp.parseMillis), stamp < answered else { continue }
+            }
+            let present = try db.run(
+                "INSERT OR IGNORE INTO main.\(OutboxSchema.shadowTable(table.name)) SELECT * FROM main.\(quoted) WHERE \(whereSQL)", keyValues) > 0
+            try db.run(
+                "INSERT OR IGNORE INTO main.ferry_written(tbl, key, present) VALUES (?, ?, ?)",
+                [.text(table.name), .text(row.keyText), .integer(present ? 1 : 0)])
+            try db.run("DELETE FROM main.\(quoted) WHERE \(whereSQL)", keyValues)
+            let marks = Array(repeating: "?", count: row.values.count).joined(separator: ", ")
+            try db.run("INSERT INTO main.\(quoted) VALUES (\(marks))", row.values)
+            kept += 1
+        }
+        return kept
+    }
+}

@@ -164,6 +164,8 @@ public enum Outbox {
             // it has no record of is recorded as it holds it now, its published values, before the replay.
             try rememberQueuedRows(in: db, tables: tables)
             try replayQueued(in: db, tables: tables, tableInfo: tableInfo)
+            // Answers the new file does not carry yet (published before the server merged them) stay visible.
+            try keepAnsweredRows(try answeredRows(in: db, schema: "live", tables: tables), in: db)
             try setCapture(true, db)
         }
     }
