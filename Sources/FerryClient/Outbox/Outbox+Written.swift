@@ -108,7 +108,7 @@ extension Outbox {
         var out: [AnsweredRow] = []
         let answered = try db.query("""
             SELECT tbl, key FROM \(schema).ferry_written AS w
-            WHERE NOT EXISTS (SELECT 1 FROM \(schema).ferry_outbox AS o WHERE o.tbl = w.tbl AND o.key = w.key)
+            WHERE w.answered = 1 AND NOT EXISTS (SELECT 1 FROM \(schema).ferry_outbox AS o WHERE o.tbl = w.tbl AND o.key = w.key)
             """)
         for row in answered {
             guard let name = row[0].text, let keyText = row[1].text, let table = tableInfo[name], table.writable, table.updatedColumn != nil else { continue }
@@ -123,7 +123,7 @@ extension Outbox {
         return out
     }
 
-    /// Puts back each answered row that the database now holds older (by its `updated_at`) or not at all: a
+    /// Puts back each answered row that the database now holds older (by its `updated_at`): a
     /// version published before the server merged the edit. The row is recorded as written first (the published
     /// row, or its absence), so the next patch puts it back as published; the next version carries the answer.
     /// An app that edits a row by what it reads (`body = body || …`) so never builds on a value the server has
@@ -139,13 +139,15 @@ extension Outbox {
             else { continue }
             let (whereSQL, keyValues) = try keyPredicate(row.key, table: table, existing: existing)
             let quoted = try OutboxSchema.quoted(table.name, in: [table.name], table: table.name)
-            if let published = try db.query("SELECT * FROM main.\(quoted) WHERE \(whereSQL)", keyValues).first {
-                guard let stamp = published[at].text.flatMap(Timestamp.parseMillis), stamp < answered else { continue }
-            }
+            // A version without the row (a scope that no longer includes it, or an insert not published yet) wins:
+            // no stamp says which is newer.
+            guard let published = try db.query("SELECT * FROM main.\(quoted) WHERE \(whereSQL)", keyValues).first,
+                let stamp = published[at].text.flatMap(Timestamp.parseMillis), stamp < answered
+            else { continue }
             let present = try db.run(
                 "INSERT OR IGNORE INTO main.\(OutboxSchema.shadowTable(table.name)) SELECT * FROM main.\(quoted) WHERE \(whereSQL)", keyValues) > 0
             try db.run(
-                "INSERT OR IGNORE INTO main.ferry_written(tbl, key, present) VALUES (?, ?, ?)",
+                "INSERT OR IGNORE INTO main.ferry_written(tbl, key, present, answered) VALUES (?, ?, ?, 1)",
                 [.text(table.name), .text(row.keyText), .integer(present ? 1 : 0)])
             try db.run("DELETE FROM main.\(quoted) WHERE \(whereSQL)", keyValues)
             let marks = Array(repeating: "?", count: row.values.count).joined(separator: ", ")

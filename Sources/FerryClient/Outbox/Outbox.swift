@@ -126,6 +126,13 @@ public enum Outbox {
                 if try db.scalar("SELECT count(*) FROM ferry_outbox WHERE tbl = ? AND key = ?", [.text(change.table), .text(keyText)])?.integer == 0 {
                     try db.run("DELETE FROM ferry_base WHERE tbl = ? AND key = ?", [.text(change.table), .text(keyText)])
                 }
+                // Whether the row now holds the server's answer (kept until a version carries it, Outbox+Written).
+                if try PatchApplier.tableExists("ferry_written", db) {
+                    let holdsAnswer = (result.status == .applied || result.status == .rejected) && result.row != nil
+                    try db.run(
+                        "UPDATE ferry_written SET answered = ? WHERE tbl = ? AND key = ?",
+                        [.integer(holdsAnswer ? 1 : 0), .text(change.table), .text(keyText)])
+                }
             }
             try setCapture(true, db)
         }

@@ -24,6 +24,7 @@ public enum OutboxSchema {
     /// - `ferry_rejected`: edits the server answered `rejected` or `gone`, with the values that lost, until the app
     ///   acknowledges them (``RejectedEdit``).
     /// - `ferry_written`: every row the device wrote itself since the version it holds, queued or already answered;
+    ///   `answered` = 1 while the row holds the server's answer (applied or rejected) to its last edit;
     ///   `present` says whether that version had the row, whose values wait in the table's `ferry_was_…` copy
     ///   (`shadowTable(_:)`). A patch puts these rows back as published before it applies (docs/delta.md).
     static let queueDDL = """
@@ -41,7 +42,7 @@ public enum OutboxSchema {
         CREATE TABLE IF NOT EXISTS ferry_capture(enabled INTEGER NOT NULL);
         INSERT INTO ferry_capture(enabled) SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM ferry_capture);
         CREATE TABLE IF NOT EXISTS ferry_base(tbl TEXT NOT NULL, key TEXT NOT NULL, updatedAt TEXT, PRIMARY KEY (tbl, key));
-        CREATE TABLE IF NOT EXISTS ferry_written(tbl TEXT NOT NULL, key TEXT NOT NULL, present INTEGER NOT NULL, PRIMARY KEY (tbl, key));
+        CREATE TABLE IF NOT EXISTS ferry_written(tbl TEXT NOT NULL, key TEXT NOT NULL, present INTEGER NOT NULL, answered INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (tbl, key));
         CREATE TABLE IF NOT EXISTS ferry_rejected(
           id TEXT PRIMARY KEY,
           tbl TEXT NOT NULL,
