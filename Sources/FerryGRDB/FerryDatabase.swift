@@ -281,8 +281,7 @@ public final class FerryDatabase: Sendable {
                             $0.lastCheck = Date()
                             $0.lastError = nil
                         }
-                        // An apply that fails is reported in the status and retried with the next version.
-                        _ = try? await applyPendingUpdate()
+                        _ = try? await applyPendingUpdate()  // a failure is in the status (fail sets lastError); the next version retries
                     }
                 } catch {
                     logger.warning("the long-poll for new versions stopped", metadata: ["error": "\(error)"])

@@ -132,8 +132,7 @@ extension FerryClient {
                 return try await install(outcome)
             }
         } catch {
-            // Not installed: the verified copy is of no use (it was the app's file; a leftover is removed on open).
-            try? FileManager.default.removeItem(at: scratch)
+            try? FileManager.default.removeItem(at: scratch)  // not installed, so of no use; a leftover is removed on open
             throw error
         }
     }
