@@ -7,7 +7,9 @@ import PackageDescription
 
 /// Every target: an existential must say `any`, and a file must import each module whose members it uses, so an
 /// undeclared dependency fails the build instead of leaking in through another module.
-let strict: [SwiftSetting] = [.enableUpcomingFeature("ExistentialAny"), .enableUpcomingFeature("MemberImportVisibility")]
+let strict: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"), .enableUpcomingFeature("MemberImportVisibility"),
+]
 
 let package = Package(
     name: "ferry",
@@ -160,7 +162,8 @@ let package = Package(
         .executableTarget(
             name: "ferry",
             dependencies: [
-                "FerryCore", "FerryPostgres", "FerryPublisher", "FerryMerge", "FerryServer", "FerryClient", "FerryClientNIO",
+                "FerryCore", "FerryPostgres", "FerryPublisher", "FerryMerge", "FerryServer", "FerryClient",
+                "FerryClientNIO",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
@@ -208,7 +211,9 @@ let package = Package(
         // `scripts/bench outbox`: times the merge engine; a benchmark program, in no product.
         .executableTarget(
             name: "ferry-outbox-bench",
-            dependencies: ["FerryCore", "FerryPostgres", "FerryMerge", .product(name: "Logging", package: "swift-log")],
+            dependencies: [
+                "FerryCore", "FerryPostgres", "FerryMerge", .product(name: "Logging", package: "swift-log"),
+            ],
             path: "Benchmarks/OutboxBench",
             swiftSettings: strict
         ),
@@ -216,13 +221,20 @@ let package = Package(
         // Test helpers: temp dirs, a fresh PostgreSQL database per test, the built `ferry` binary.
         .target(
             name: "FerryTestSupport",
-            dependencies: ["FerryCore", "FerryStore", "FerryPostgres", "FerryMerge", .product(name: "Logging", package: "swift-log")],
+            dependencies: [
+                "FerryCore", "FerryStore", "FerryPostgres", "FerryMerge",
+                .product(name: "Logging", package: "swift-log"),
+            ],
             path: "Sources/FerryTestSupport",
             swiftSettings: strict
         ),
         .testTarget(name: "FerryCoreTests", dependencies: ["FerryCore", "FerryTestSupport"], swiftSettings: strict),
-        .testTarget(name: "FerryStoreTests", dependencies: ["FerryCore", "FerryStore", "FerryTestSupport"], swiftSettings: strict),
-        .testTarget(name: "FerryPostgresTests", dependencies: ["FerryCore", "FerryPostgres", "FerryTestSupport"], swiftSettings: strict),
+        .testTarget(
+            name: "FerryStoreTests", dependencies: ["FerryCore", "FerryStore", "FerryTestSupport"],
+            swiftSettings: strict),
+        .testTarget(
+            name: "FerryPostgresTests", dependencies: ["FerryCore", "FerryPostgres", "FerryTestSupport"],
+            swiftSettings: strict),
         .testTarget(
             name: "FerryPublisherTests",
             dependencies: [
@@ -234,13 +246,17 @@ let package = Package(
         ),
         .testTarget(
             name: "FerryMergeTests",
-            dependencies: ["FerryCore", "FerryMerge", "FerryPostgres", "FerryTestSupport", .product(name: "Logging", package: "swift-log")],
+            dependencies: [
+                "FerryCore", "FerryMerge", "FerryPostgres", "FerryTestSupport",
+                .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: strict
         ),
         .testTarget(
             name: "FerryServerTests",
             dependencies: [
-                "FerryCore", "FerryStore", "FerryServer", "FerryMerge", "FerryPostgres", "FerryPublisher", "FerryTestSupport",
+                "FerryCore", "FerryStore", "FerryServer", "FerryMerge", "FerryPostgres", "FerryPublisher",
+                "FerryTestSupport",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -255,7 +271,8 @@ let package = Package(
         .testTarget(
             name: "FerryClientTests",
             dependencies: [
-                "FerryCore", "FerryClient", "FerryClientNIO", "FerryGRDB", "FerryStore", "FerryServer", "FerryMerge", "FerryPostgres",
+                "FerryCore", "FerryClient", "FerryClientNIO", "FerryGRDB", "FerryStore", "FerryServer", "FerryMerge",
+                "FerryPostgres",
                 "FerryPublisher", "FerryTestSupport",
                 // FerryGRDB's tests live here, beside the real-server harness they share with the client's.
                 .product(name: "GRDB", package: "GRDB.swift"),

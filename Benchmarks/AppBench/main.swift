@@ -53,7 +53,9 @@ func say(_ line: String) {
 }
 
 func ms(_ seconds: Double) -> String { String(format: "%.2f ms", seconds * 1000) }
-func seconds(_ duration: Duration) -> Double { Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18 }
+func seconds(_ duration: Duration) -> Double {
+    Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+}
 
 /// Starts 4 readers, each on a thread of its own (as an app's screens read from theirs), querying 100 reviews at a
 /// random place in a loop and recording each query's latency in the phase it started in. Returns the function
@@ -73,7 +75,9 @@ func startReaders(on pool: DatabasePool, latencies: Latencies) throws -> @Sendab
                 let started = ContinuousClock.now
                 do {
                     _ = try pool.read { db in
-                        try Row.fetchAll(db, sql: "SELECT id, rating, length(body) FROM reviews WHERE rowid BETWEEN ? AND ?", arguments: [from, from + 100])
+                        try Row.fetchAll(
+                            db, sql: "SELECT id, rating, length(body) FROM reviews WHERE rowid BETWEEN ? AND ?",
+                            arguments: [from, from + 100])
                     }
                 } catch {
                     return  // the pool closed under it: the phase is over
@@ -96,13 +100,15 @@ struct AppBench {
         logger.logLevel = .warning
         func configuration(_ name: String) -> FerryClient.Configuration {
             var configuration = FerryClient.Configuration(
-                directory: options.work.appendingPathComponent(name), serverURL: options.server, dataset: options.dataset)
+                directory: options.work.appendingPathComponent(name), serverURL: options.server,
+                dataset: options.dataset)
             configuration.pushOnOpen = false
             return configuration
         }
 
         // Phase 1: both devices at the current version.
-        let inPlace = try await FerryDatabase.open(configuration: configuration("in-place"), applyMode: .automatic, logger: logger)
+        let inPlace = try await FerryDatabase.open(
+            configuration: configuration("in-place"), applyMode: .automatic, logger: logger)
         _ = try await inPlace.checkForUpdates()
         let renamed = try await FerryClient.open(configuration: configuration("rename"), logger: logger)
         _ = try await renamed.checkForUpdates()
@@ -117,8 +123,11 @@ struct AppBench {
         let stopInPlaceReaders = try startReaders(on: pool, latencies: latencies)
         let observed = Locked<ContinuousClock.Instant?>(nil)
         let version = inPlace.currentStatus.version ?? 0
-        let observation = ValueObservation.tracking { db in try Int.fetchOne(db, sql: "SELECT version FROM ferry_snapshot") }
-        let cancellable = observation.start(in: pool, scheduling: .async(onQueue: .global()), onError: { _ in }) { value in
+        let observation = ValueObservation.tracking { db in
+            try Int.fetchOne(db, sql: "SELECT version FROM ferry_snapshot")
+        }
+        let cancellable = observation.start(in: pool, scheduling: .async(onQueue: .global()), onError: { _ in }) {
+            value in
             if let value, value > version { observed.withLock { $0 = $0 ?? ContinuousClock.now } }
         }
         try await Task.sleep(for: .seconds(3))
@@ -139,7 +148,12 @@ struct AppBench {
         let renameLatencies = Latencies()
         let stopRenameReaders = try startReaders(on: renamePool, latencies: renameLatencies)
         let renameStarted = ContinuousClock.now
-        let client = try await FerryClient.open(configuration: { var c = configuration("rename"); c.applyPendingOnOpen = false; return c }(), logger: logger)
+        let client = try await FerryClient.open(
+            configuration: {
+                var c = configuration("rename")
+                c.applyPendingOnOpen = false
+                return c
+            }(), logger: logger)
         let renameResult = try await client.checkForUpdates()
         stopRenameReaders()
         try renamePool.close()
@@ -152,17 +166,30 @@ struct AppBench {
 
         let applySeconds = seconds(applyEnded - applyStarted)
         let renameSeconds = seconds(renameEnded - renameStarted)
-        say("in place:  v\(version) → v\(inPlace.currentStatus.version ?? 0) by \(result.path.map { "\($0)" } ?? "?"), \(String(format: "%.2f s", applySeconds)) (download, keep previous.db, apply and verify in one transaction)")
-        say("rename:    v\(version) → v\(renameResult.version ?? 0) by \(renameResult.path.map { "\($0)" } ?? "?"), \(String(format: "%.2f s", renameSeconds)) (download, patch a copy, verify, close the pool, rename, reopen)")
+        say(
+            "in place:  v\(version) → v\(inPlace.currentStatus.version ?? 0) by \(result.path.map { "\($0)" } ?? "?"), \(String(format: "%.2f s", applySeconds)) (download, keep previous.db, apply and verify in one transaction)"
+        )
+        say(
+            "rename:    v\(version) → v\(renameResult.version ?? 0) by \(renameResult.path.map { "\($0)" } ?? "?"), \(String(format: "%.2f s", renameSeconds)) (download, patch a copy, verify, close the pool, rename, reopen)"
+        )
         say(String(format: "ratio:     in place / rename = %.2f× (target ≤ 1.5×)", applySeconds / renameSeconds))
         for phase in [Latencies.Phase.idle, .applying, .after] {
-            say("readers \(phase): \(latencies.count(phase)) queries, p50 \(ms(latencies.percentile(0.5, phase))), p99 \(ms(latencies.percentile(0.99, phase)))")
+            say(
+                "readers \(phase): \(latencies.count(phase)) queries, p50 \(ms(latencies.percentile(0.5, phase))), p99 \(ms(latencies.percentile(0.99, phase)))"
+            )
         }
-        say("readers during the rename path's download and patch (until the pool closed): \(renameLatencies.count(.idle)) queries, p50 \(ms(renameLatencies.percentile(0.5, .idle))), p99 \(ms(renameLatencies.percentile(0.99, .idle)))")
-        say(String(format: "readers p99 during the apply / idle p99 = %.2f× (target ≤ 2×)", latencies.percentile(0.99, .applying) / latencies.percentile(0.99, .idle)))
+        say(
+            "readers during the rename path's download and patch (until the pool closed): \(renameLatencies.count(.idle)) queries, p50 \(ms(renameLatencies.percentile(0.5, .idle))), p99 \(ms(renameLatencies.percentile(0.99, .idle)))"
+        )
+        say(
+            String(
+                format: "readers p99 during the apply / idle p99 = %.2f× (target ≤ 2×)",
+                latencies.percentile(0.99, .applying) / latencies.percentile(0.99, .idle)))
         if let fired {
             let delay = seconds(fired - applyEnded)
-            say("observation: fired \(delay < 0 ? "before checkForUpdates returned (\(ms(-delay)) early)" : ms(delay) + " after the apply returned") (target ≤ 100 ms after the commit)")
+            say(
+                "observation: fired \(delay < 0 ? "before checkForUpdates returned (\(ms(-delay)) early)" : ms(delay) + " after the apply returned") (target ≤ 100 ms after the commit)"
+            )
         } else {
             say("observation: did not fire")
         }

@@ -15,7 +15,8 @@ let old = URL(fileURLWithPath: arguments[arguments.startIndex])
 let new = URL(fileURLWithPath: arguments[arguments.startIndex + 1])
 
 func gzipSize(_ data: Data) throws -> Int64 {
-    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ferry-delta-bench-\(UUID().uuidString)")
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+        "ferry-delta-bench-\(UUID().uuidString)")
     try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(at: directory) }
     let raw = directory.appendingPathComponent("raw")
@@ -24,7 +25,10 @@ func gzipSize(_ data: Data) throws -> Int64 {
 }
 
 do {
-    let tables = try SnapshotMetadata.read(from: SQLiteConnection(path: new.path, mode: .readOnly)).tables.map(\.name) + ["ferry_tables"]
+    let tables =
+        try SnapshotMetadata.read(from: SQLiteConnection(path: new.path, mode: .readOnly)).tables.map(\.name) + [
+            "ferry_tables"
+        ]
     let changeset = try Changeset.diff(from: old, to: new, tables: tables)
     let patchset = try Changeset.diff(from: old, to: new, tables: tables, patchset: true)
     let sizes: [String: Int64] = [

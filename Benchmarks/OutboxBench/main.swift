@@ -2,8 +2,8 @@
 // of updates to distinct rows, the way the changes endpoint does, against a PostgreSQL given by URL.
 // Usage: ferry-outbox-bench URL ROWS BATCH CONCURRENCY
 import FerryCore
-import FerryPostgres
 import FerryMerge
+import FerryPostgres
 import Foundation
 import Logging
 
@@ -32,7 +32,8 @@ let batches: [ChangeBatch] = stride(from: 1, through: rows, by: batchSize).map {
     let changes = (start..<min(start + batchSize, rows + 1)).map { id in
         Change(
             id: UUID().uuidString, table: "trips", op: .update, key: ["id": .int(Int64(id))],
-            values: ["seats": .int(Int64(id % 7)), "name": .string("Växjö-Kalmar \(id)")], editedAt: "2026-11-21T09:30:00.000Z",
+            values: ["seats": .int(Int64(id % 7)), "name": .string("Växjö-Kalmar \(id)")],
+            editedAt: "2026-11-21T09:30:00.000Z",
             baseUpdatedAt: base)
     }
     return ChangeBatch(clientId: "bench", sentAt: Timestamp.format(Date()), changes: changes)
@@ -57,7 +58,8 @@ let applied = try await withThrowingTaskGroup(of: Int.self) { group in
     }
     return total
 }
-let seconds = Double((clock.now - started).components.attoseconds) / 1e18 + Double((clock.now - started).components.seconds)
+let seconds =
+    Double((clock.now - started).components.attoseconds) / 1e18 + Double((clock.now - started).components.seconds)
 merger.shutdown()
 // Then: every change applied.
 guard applied == rows else {

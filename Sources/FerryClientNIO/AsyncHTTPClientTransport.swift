@@ -63,7 +63,8 @@ public struct AsyncHTTPClientTransport: SnapshotTransport {
     /// try await http.shutdown()
     /// ```
     public static func makeHTTPClient(
-        connectTimeout: TimeAmount = .seconds(10), readTimeout: TimeAmount = .seconds(60), trusting ca: TrustedCertificates? = nil
+        connectTimeout: TimeAmount = .seconds(10), readTimeout: TimeAmount = .seconds(60),
+        trusting ca: TrustedCertificates? = nil
     ) throws -> HTTPClient {
         var configuration = HTTPClient.Configuration()
         configuration.timeout = .init(connect: connectTimeout, read: readTimeout)
@@ -93,7 +94,8 @@ public struct AsyncHTTPClientTransport: SnapshotTransport {
                 NIOTransportFailure.classified(error), url: request.url.absoluteString,
                 offline: FerryError(
                     .offline,
-                    "cannot reach \(request.url.absoluteString): \(NIOTransportFailure.plainReason(error)); offline is normal: the app keeps using database.db, try again later"))
+                    "cannot reach \(request.url.absoluteString): \(NIOTransportFailure.plainReason(error)); offline is normal: the app keeps using database.db, try again later"
+                ))
         }
         var headers: [String: String] = [:]
         for field in response.headers {

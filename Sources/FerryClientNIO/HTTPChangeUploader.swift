@@ -21,7 +21,8 @@ public struct HTTPChangeUploader: ChangeUploader {
     public var maxResponseBytes: Int
 
     public init(
-        server: URL, httpClient: HTTPClient = .shared, timeout: TimeAmount = .seconds(60), headers: [(String, String)] = [],
+        server: URL, httpClient: HTTPClient = .shared, timeout: TimeAmount = .seconds(60),
+        headers: [(String, String)] = [],
         maxResponseBytes: Int = 64 << 20
     ) {
         self.server = server
@@ -54,9 +55,11 @@ public struct HTTPChangeUploader: ChangeUploader {
             throw TransportFailure.error(
                 NIOTransportFailure.classified(error), url: url,
                 offline: FerryError(
-                    .offline, "cannot reach \(server.absoluteString) to upload edits; they stay queued and will be sent later",
+                    .offline,
+                    "cannot reach \(server.absoluteString) to upload edits; they stay queued and will be sent later",
                     underlying: error))
         }
-        return try ChangeUploadResponse.results(status: Int(response.status.code), data: Data(bytes.readableBytesView), url: url)
+        return try ChangeUploadResponse.results(
+            status: Int(response.status.code), data: Data(bytes.readableBytesView), url: url)
     }
 }

@@ -4,10 +4,11 @@ import FerryCore
 import Foundation
 import NIOCore
 import NIOSSL
+
 #if canImport(Darwin)
-import Darwin
+    import Darwin
 #elseif canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Reads NIO's and AsyncHTTPClient's errors for FerryClient's ``TransportFailure``: a TLS failure is wrapped in a
@@ -40,7 +41,8 @@ enum NIOTransportFailure {
     static func plainReason(_ error: any Error) -> String {
         if let io = error as? IOError {
             switch io.errnoCode {
-            case ECONNREFUSED: return "connection refused: nothing listens there (is the server running, and is the port right?)"
+            case ECONNREFUSED:
+                return "connection refused: nothing listens there (is the server running, and is the port right?)"
             case ECONNRESET: return "the connection was reset"
             case ENETUNREACH, EHOSTUNREACH: return "the network or host is unreachable"
             case ETIMEDOUT: return "the connection timed out"

@@ -36,7 +36,8 @@ public struct Change: Codable, Sendable, Equatable {
     public var baseUpdatedAt: String?
 
     public init(
-        id: String, table: String, op: Operation, key: [String: JSONValue], values: [String: JSONValue], editedAt: String,
+        id: String, table: String, op: Operation, key: [String: JSONValue], values: [String: JSONValue],
+        editedAt: String,
         baseUpdatedAt: String?
     ) {
         self.id = id
@@ -96,13 +97,23 @@ public enum JSONValue: Codable, Sendable, Hashable {
     public init(from decoder: any Decoder) throws {
         let c = try decoder.singleValueContainer()
         // Each `try?` asks "is it this JSON type?"; a value of no type is the error thrown below.
-        if c.decodeNil() { self = .null }
-        else if let b = try? c.decode(Bool.self) { self = .bool(b) }  // not this type: try the next
-        else if let i = try? c.decode(Int64.self) { self = .int(i) }  // not this type: try the next
-        else if let d = try? c.decode(Double.self) { self = .double(d) }  // not this type: try the next
-        else if let s = try? c.decode(String.self) { self = .string(s) }  // not this type: try the next
+        if c.decodeNil() {
+            self = .null
+        } else if let b = try? c.decode(Bool.self) {
+            self = .bool(b)
+        }  // not this type: try the next
+        else if let i = try? c.decode(Int64.self) {
+            self = .int(i)
+        }  // not this type: try the next
+        else if let d = try? c.decode(Double.self) {
+            self = .double(d)
+        }  // not this type: try the next
+        else if let s = try? c.decode(String.self) {
+            self = .string(s)
+        }  // not this type: try the next
         else {
-            throw DecodingError.dataCorruptedError(in: c, debugDescription: "values must be null, a boolean, a number or a string")
+            throw DecodingError.dataCorruptedError(
+                in: c, debugDescription: "values must be null, a boolean, a number or a string")
         }
     }
 

@@ -1,11 +1,11 @@
 import Foundation
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// The "write to a temp file, fsync, rename" discipline in one place (Litestream's PATTERNS.md rule).
@@ -124,7 +124,10 @@ public final class FileLock: Sendable {
             let busy = errno == EWOULDBLOCK
             close(fd)
             if busy {
-                throw FerryError(.store, "another ferry process holds this lock (is a publish already running?); wait for it to finish", path: path)
+                throw FerryError(
+                    .store,
+                    "another ferry process holds this lock (is a publish already running?); wait for it to finish",
+                    path: path)
             }
             throw DurableFile.posixError("cannot lock", path)
         }

@@ -8,7 +8,9 @@ extension FerryError.Code {
 extension FerryError {
     /// Whether `error` (from Foundation's file APIs or a POSIX call) says the file system is out of space.
     public static func isOutOfSpace(_ error: any Error) -> Bool {
-        if let ferry = error as? FerryError { return ferry.code == .diskFull || ferry.message.contains("the disk is full") }
+        if let ferry = error as? FerryError {
+            return ferry.code == .diskFull || ferry.message.contains("the disk is full")
+        }
         let ns = error as NSError
         if ns.domain == NSCocoaErrorDomain && ns.code == CocoaError.fileWriteOutOfSpace.rawValue { return true }
         if ns.domain == NSPOSIXErrorDomain && ns.code == Int(POSIXError.Code.ENOSPC.rawValue) { return true }

@@ -1,4 +1,5 @@
 import Foundation
+
 /// An error from any part of Ferry: a code to branch on, a message that says what went wrong and how to fix it,
 /// and the context it happened in.
 ///
@@ -48,7 +49,10 @@ public struct FerryError: Error, CustomStringConvertible, Sendable {
     /// The underlying error, if any.
     public var underlying: (any Error & Sendable)?
 
-    public init(_ code: Code, _ message: String, path: String? = nil, key: String? = nil, underlying: (any Error & Sendable)? = nil) {
+    public init(
+        _ code: Code, _ message: String, path: String? = nil, key: String? = nil,
+        underlying: (any Error & Sendable)? = nil
+    ) {
         self.code = code
         self.message = message
         self.path = path

@@ -41,7 +41,9 @@ public enum Gzip {
     }
 
     /// Opens `source` to read and creates (or truncates) `destination` to write; the caller closes both.
-    package static func openFiles(from source: URL, to destination: URL) throws -> (input: FileHandle, output: FileHandle) {
+    package static func openFiles(from source: URL, to destination: URL) throws -> (
+        input: FileHandle, output: FileHandle
+    ) {
         guard let input = FileHandle(forReadingAtPath: source.path) else {
             throw FerryError(.io, "cannot open file to compress", path: source.path)
         }
@@ -54,14 +56,20 @@ public enum Gzip {
         return (input, output)
     }
 
-    private static func compress(from source: URL, to destination: URL, level: Int32, hashing: Bool) throws -> Compressed {
+    private static func compress(from source: URL, to destination: URL, level: Int32, hashing: Bool) throws
+        -> Compressed
+    {
         let (input, output) = try openFiles(from: source, to: destination)
         defer { try? input.close() }  // read-only: closing cannot lose data
         defer { try? output.close() }  // every byte was written and fsynced (or an error thrown) before this runs
 
         var stream = z_stream()
         // windowBits 15 + 16 selects the gzip wrapper.
-        guard deflateInit2_(&stream, level, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY, ZLIB_VERSION, Int32(MemoryLayout<z_stream>.size)) == Z_OK else {
+        guard
+            deflateInit2_(
+                &stream, level, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY, ZLIB_VERSION,
+                Int32(MemoryLayout<z_stream>.size)) == Z_OK
+        else {
             throw FerryError(.io, "zlib deflateInit failed", path: destination.path)
         }
         defer { deflateEnd(&stream) }
@@ -77,12 +85,15 @@ public enum Gzip {
                     stream.next_out = out.baseAddress!.assumingMemoryBound(to: Bytef.self)
                     stream.avail_out = uInt(chunk)
                     let rc = deflate(&stream, flush)
-                    guard rc != Z_STREAM_ERROR else { throw FerryError(.io, "zlib deflate failed", path: destination.path) }
+                    guard rc != Z_STREAM_ERROR else {
+                        throw FerryError(.io, "zlib deflate failed", path: destination.path)
+                    }
                     return chunk - Int(stream.avail_out)
                 }
                 if produced > 0 {
                     do { try output.write(contentsOf: outBuffer[0..<produced]) } catch {
-                        throw FerryError(.io, "cannot write gzip file: \(error.localizedDescription)", path: destination.path)
+                        throw FerryError(
+                            .io, "cannot write gzip file: \(error.localizedDescription)", path: destination.path)
                     }
                     total += Int64(produced)
                 }
@@ -132,7 +143,8 @@ public enum Gzip {
                 if data.isEmpty { break }
                 try inflater.inflate(data) { piece in
                     do { try output.write(contentsOf: Data(piece)) } catch {
-                        throw FerryError(.io, "cannot write file: \(error.localizedDescription)", path: destination.path)
+                        throw FerryError(
+                            .io, "cannot write file: \(error.localizedDescription)", path: destination.path)
                     }
                 }
             }

@@ -73,13 +73,16 @@ public final class GzipInflater {
                 break
             default:
                 let reason = stream.pointee.msg.map { String(cString: $0) } ?? "zlib error \(rc)"
-                throw FerryError(.verification, "the gzip stream is corrupt after \(bytesIn) compressed bytes: \(reason)")
+                throw FerryError(
+                    .verification, "the gzip stream is corrupt after \(bytesIn) compressed bytes: \(reason)")
             }
             if produced > 0 { try consume(UnsafeRawBufferPointer(start: output.baseAddress, count: produced)) }
             if rc == Z_STREAM_END {
                 isFinished = true
                 let rest = Int(stream.pointee.avail_in)
-                guard rest == 0 else { throw FerryError(.verification, "\(rest) bytes follow the end of the gzip stream") }
+                guard rest == 0 else {
+                    throw FerryError(.verification, "\(rest) bytes follow the end of the gzip stream")
+                }
                 return
             }
             // Done when all input is consumed and the output buffer was not filled (nothing more is pending), or
@@ -97,7 +100,8 @@ public final class GzipInflater {
     /// has not been read, i.e. the compressed data stopped early.
     public func finish() throws {
         guard isFinished else {
-            throw FerryError(.verification, "the gzip stream ends early, after \(bytesIn) compressed bytes, before its trailer")
+            throw FerryError(
+                .verification, "the gzip stream ends early, after \(bytesIn) compressed bytes, before its trailer")
         }
     }
 }

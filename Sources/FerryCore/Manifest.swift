@@ -31,7 +31,8 @@ public struct PublishedVersion: Codable, Sendable, Equatable {
     public var contentDigest: String?
 
     public init(
-        version: Int, sha256: String, size: Int64, gzipSize: Int64, createdAt: String, schemaVersion: Int, tables: [String: Int],
+        version: Int, sha256: String, size: Int64, gzipSize: Int64, createdAt: String, schemaVersion: Int,
+        tables: [String: Int],
         patches: [PatchRef]? = nil, contentDigest: String? = nil
     ) {
         self.version = version
@@ -57,15 +58,21 @@ public struct PublishedVersion: Codable, Sendable, Equatable {
         guard SHA256Hex.isValid(sha256) else {
             throw FerryError(.store, "sha256 must be 64 lowercase hex digits", path: path, key: named("sha256"))
         }
-        guard size >= 0, gzipSize >= 0 else { throw FerryError(.store, "sizes must not be negative", path: path, key: named("size")) }
+        guard size >= 0, gzipSize >= 0 else {
+            throw FerryError(.store, "sizes must not be negative", path: path, key: named("size"))
+        }
         if let contentDigest, ContentDigest(hex: contentDigest) == nil {
-            throw FerryError(.store, "contentDigest must be 64 lowercase hex digits", path: path, key: named("contentDigest"))
+            throw FerryError(
+                .store, "contentDigest must be 64 lowercase hex digits", path: path, key: named("contentDigest"))
         }
         for (i, patch) in (patches ?? []).enumerated() {
-            guard patch.to == version, patch.from >= 1, patch.from < version, SHA256Hex.isValid(patch.sha256), patch.size >= 0,
+            guard patch.to == version, patch.from >= 1, patch.from < version, SHA256Hex.isValid(patch.sha256),
+                patch.size >= 0,
                 patch.base.map(SHA256Hex.isValid) ?? true
             else {
-                throw FerryError(.store, "a patch must lead from an older version to this one, with a checksum and size", path: path, key: named("patches[\(i)]"))
+                throw FerryError(
+                    .store, "a patch must lead from an older version to this one, with a checksum and size", path: path,
+                    key: named("patches[\(i)]"))
             }
         }
     }
@@ -130,7 +137,8 @@ public struct Manifest: Codable, Sendable, Equatable {
         self.init(
             dataset: dataset,
             current: PublishedVersion(
-                version: version, sha256: sha256, size: size, gzipSize: gzipSize, createdAt: createdAt, schemaVersion: schemaVersion,
+                version: version, sha256: sha256, size: size, gzipSize: gzipSize, createdAt: createdAt,
+                schemaVersion: schemaVersion,
                 tables: tables),
             versions: versions)
     }
@@ -160,7 +168,8 @@ public struct Manifest: Codable, Sendable, Equatable {
     /// Encodes as compact JSON with sorted keys (stable bytes for equal manifests).
     public func jsonData(pretty: Bool = false) throws -> Data {
         let encoder = JSONEncoder()
-        encoder.outputFormatting = pretty ? [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes] : [.sortedKeys, .withoutEscapingSlashes]
+        encoder.outputFormatting =
+            pretty ? [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes] : [.sortedKeys, .withoutEscapingSlashes]
         return try encoder.encode(self)
     }
 

@@ -17,7 +17,9 @@ public enum MergeRule: String, Sendable, CaseIterable, Codable {
     public init(parsing text: String) throws {
         guard let rule = MergeRule(rawValue: text) else {
             throw FerryError(
-                .badTemplate, "unknown merge rule '\(text)': use one of \(Self.allCases.map(\.rawValue).joined(separator: " | "))", key: "merge")
+                .badTemplate,
+                "unknown merge rule '\(text)': use one of \(Self.allCases.map(\.rawValue).joined(separator: " | "))",
+                key: "merge")
         }
         self = rule
     }

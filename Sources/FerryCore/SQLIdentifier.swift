@@ -1,4 +1,5 @@
 import Foundation
+
 /// The one place SQL identifiers are checked and quoted, for PostgreSQL and SQLite alike. Table and column names
 /// come only from the template, the PostgreSQL catalog or a verified snapshot's own schema, and always pass through
 /// here before they reach SQL text; values are always bound. ``literal(_:)`` is for the few constant strings that
@@ -22,8 +23,11 @@ public enum SQLIdentifier {
         let parts = name.split(separator: ".", omittingEmptySubsequences: false)
         guard (1...2).contains(parts.count) else { return false }
         return parts.allSatisfy { part in
-            guard let first = part.utf8.first, part.utf8.count <= 63, isLetter(first) || first == UInt8(ascii: "_") else { return false }
-            return part.utf8.allSatisfy { isLetter($0) || isDigit($0) || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: "$") }
+            guard let first = part.utf8.first, part.utf8.count <= 63, isLetter(first) || first == UInt8(ascii: "_")
+            else { return false }
+            return part.utf8.allSatisfy {
+                isLetter($0) || isDigit($0) || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: "$")
+            }
         }
     }
 
@@ -45,7 +49,9 @@ public enum SQLIdentifier {
     /// SQLIdentifier.quoteSQLite("ferry_trips_ins")  // "\"ferry_trips_ins\""
     /// ```
     public static func quoteSQLite(_ name: String) -> String {
-        precondition(!name.isEmpty && name.utf8.allSatisfy { $0 >= 0x20 && $0 != 0x7f }, "a derived SQLite name has no control characters")
+        precondition(
+            !name.isEmpty && name.utf8.allSatisfy { $0 >= 0x20 && $0 != 0x7f },
+            "a derived SQLite name has no control characters")
         return "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\""
     }
 

@@ -20,7 +20,8 @@ extension SQLiteConnection {
         } while rc == SQLITE_OK || rc == SQLITE_BUSY || rc == SQLITE_LOCKED
         let finish = sqlite3_backup_finish(backup)
         guard rc == SQLITE_DONE, finish == SQLITE_OK else {
-            var message = "cannot copy \(source.path) into the database: \(String(cString: sqlite3_errstr(rc == SQLITE_DONE ? finish : rc)))"
+            var message =
+                "cannot copy \(source.path) into the database: \(String(cString: sqlite3_errstr(rc == SQLITE_DONE ? finish : rc)))"
             if rc == SQLITE_READONLY || finish == SQLITE_READONLY {
                 message += " (a WAL database takes a copy only from a file of the same page size)"
             }
@@ -38,6 +39,8 @@ extension SQLiteConnection {
         let destination = try SQLiteConnection(path: target, mode: .readWriteCreate)
         try destination.replaceContents(from: self)
         // The copy carries the source's header; a copy of a WAL database is a plain file of its own.
-        if try destination.scalar("PRAGMA journal_mode")?.text == "wal" { try destination.execute("PRAGMA journal_mode=DELETE") }
+        if try destination.scalar("PRAGMA journal_mode")?.text == "wal" {
+            try destination.execute("PRAGMA journal_mode=DELETE")
+        }
     }
 }

@@ -113,7 +113,9 @@ public final class SQLiteConnection {
             let text = errorMessage.map { String(cString: $0) } ?? lastErrorMessage
             sqlite3_free(errorMessage)
             var message = "\(text) in \(sql.prefix(200))"
-            if sqlite3_extended_errcode(handle) == SQLITE_FULL { message += "; the disk is full: free space and try again" }
+            if sqlite3_extended_errcode(handle) == SQLITE_FULL {
+                message += "; the disk is full: free space and try again"
+            }
             throw FerryError(.sqlite, message, path: path)
         }
     }
@@ -127,7 +129,9 @@ public final class SQLiteConnection {
             let rc = sqlite3_prepare_v2(handle, text, -1, &stmt, &tail)
             if let tail {
                 var p = tail
-                while p.pointee != 0 && (p.pointee == 32 || p.pointee == 10 || p.pointee == 9 || p.pointee == 13 || p.pointee == 59) { p += 1 }
+                while p.pointee != 0
+                    && (p.pointee == 32 || p.pointee == 10 || p.pointee == 9 || p.pointee == 13 || p.pointee == 59)
+                { p += 1 }
                 trailing = p.pointee != 0
             }
             return rc
@@ -168,7 +172,9 @@ public final class SQLiteConnection {
 
     /// Runs `body` with the cached statement for `sql`, `parameters` bound, and resets it afterwards (bindings
     /// cleared) whatever happens. A statement already in use (a nested call with the same SQL) gets a fresh one.
-    private func withCachedStatement<T>(_ sql: String, _ parameters: [SQLiteValue], _ body: (SQLiteStatement) throws -> T) throws -> T {
+    private func withCachedStatement<T>(
+        _ sql: String, _ parameters: [SQLiteValue], _ body: (SQLiteStatement) throws -> T
+    ) throws -> T {
         let stmt: SQLiteStatement
         if let cached = statementCache.removeValue(forKey: sql) {
             stmt = cached
@@ -298,7 +304,8 @@ public final class SQLiteStatement {
         case .integer(let v): rc = sqlite3_bind_int64(handle, i, v)
         case .real(let v): rc = sqlite3_bind_double(handle, i, v)
         case .text(let s): rc = sqlite3_bind_text(handle, i, s, -1, sqliteTransient)
-        case .blob(let b): rc = b.withUnsafeBytes { sqlite3_bind_blob(handle, i, $0.baseAddress, Int32($0.count), sqliteTransient) }
+        case .blob(let b):
+            rc = b.withUnsafeBytes { sqlite3_bind_blob(handle, i, $0.baseAddress, Int32($0.count), sqliteTransient) }
         }
         guard rc == SQLITE_OK else { throw connection.error("cannot bind parameter \(index)", sql: sql) }
     }

@@ -73,13 +73,18 @@ public struct SnapshotMetadata: Sendable, Equatable {
         let counts = Dictionary(uniqueKeysWithValues: tables.map { ($0.name, $0.rows) })
         try db.run(
             "INSERT INTO ferry_snapshot(dataset, version, schemaVersion, createdAt, tables) VALUES (?, ?, ?, ?, ?)",
-            [.text(dataset), .integer(Int64(version)), .integer(Int64(schemaVersion)), .text(createdAt), .text(try Self.json(counts))])
+            [
+                .text(dataset), .integer(Int64(version)), .integer(Int64(schemaVersion)), .text(createdAt),
+                .text(try Self.json(counts)),
+            ])
         for t in tables {
             try db.run(
                 "INSERT INTO ferry_tables(name, primaryKey, columns, writable, merge, createdColumn, updatedColumn, rows) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 [
-                    .text(t.name), .text(try Self.json(t.primaryKey)), .text(try Self.json(t.columns)), .integer(t.writable ? 1 : 0),
-                    .text(t.merge.rawValue), t.createdColumn.map { .text($0) } ?? .null, t.updatedColumn.map { .text($0) } ?? .null,
+                    .text(t.name), .text(try Self.json(t.primaryKey)), .text(try Self.json(t.columns)),
+                    .integer(t.writable ? 1 : 0),
+                    .text(t.merge.rawValue), t.createdColumn.map { .text($0) } ?? .null,
+                    t.updatedColumn.map { .text($0) } ?? .null,
                     .integer(Int64(t.rows)),
                 ])
         }
@@ -97,7 +102,9 @@ public struct SnapshotMetadata: Sendable, Equatable {
             let schemaVersion = rows[0][2].integer, let createdAt = rows[0][3].text
         else { throw FerryError(.verification, "ferry_snapshot must hold exactly one well-formed row", path: db.path) }
         var tables: [TableInfo] = []
-        for r in try db.query("SELECT name, primaryKey, columns, writable, merge, createdColumn, updatedColumn, rows FROM ferry_tables ORDER BY name") {
+        for r in try db.query(
+            "SELECT name, primaryKey, columns, writable, merge, createdColumn, updatedColumn, rows FROM ferry_tables ORDER BY name"
+        ) {
             guard let name = r[0].text, let pk = r[1].text, let cols = r[2].text, let writable = r[3].integer,
                 let mergeText = r[4].text, let count = r[7].integer,
                 // A malformed key or column list is reported just below, with the file's path.
@@ -105,14 +112,18 @@ public struct SnapshotMetadata: Sendable, Equatable {
                 let colList = try? JSONDecoder().decode([String].self, from: Data(cols.utf8))  // as above
             else { throw FerryError(.verification, "ferry_tables has a malformed row", path: db.path) }
             guard let merge = MergeRule(rawValue: mergeText) else {
-                throw FerryError(.verification, "ferry_tables gives table '\(name)' an unknown merge rule '\(mergeText)'", path: db.path, key: "\(name).merge")
+                throw FerryError(
+                    .verification, "ferry_tables gives table '\(name)' an unknown merge rule '\(mergeText)'",
+                    path: db.path, key: "\(name).merge")
             }
             tables.append(
                 TableInfo(
                     name: name, primaryKey: pkList, columns: colList, writable: writable != 0, merge: merge,
                     createdColumn: r[5].text, updatedColumn: r[6].text, rows: Int(count)))
         }
-        return SnapshotMetadata(dataset: dataset, version: Int(version), schemaVersion: Int(schemaVersion), createdAt: createdAt, tables: tables)
+        return SnapshotMetadata(
+            dataset: dataset, version: Int(version), schemaVersion: Int(schemaVersion), createdAt: createdAt,
+            tables: tables)
     }
 
     /// JSON with sorted keys: how the metadata tables store lists and row counts.

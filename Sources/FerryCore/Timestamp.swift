@@ -22,7 +22,8 @@ public enum Timestamp {
         let mi = (msOfDay / 60_000) % 60
         let s = (msOfDay / 1000) % 60
         let ms = msOfDay % 1000
-        return pad(y, 4) + "-" + pad(m, 2) + "-" + pad(d, 2) + "T" + pad(h, 2) + ":" + pad(mi, 2) + ":" + pad(s, 2) + "." + pad(ms, 3) + "Z"
+        return pad(y, 4) + "-" + pad(m, 2) + "-" + pad(d, 2) + "T" + pad(h, 2) + ":" + pad(mi, 2) + ":" + pad(s, 2)
+            + "." + pad(ms, 3) + "Z"
     }
 
     /// Parses `YYYY-MM-DDTHH:MM:SS[.fff…]Z` or with a `±HH:MM` offset; fractions beyond milliseconds are truncated.
@@ -39,9 +40,10 @@ public enum Timestamp {
             }
             return v
         }
-        guard b.count >= 20, let y = num(0, 4), b[4] == UInt8(ascii: "-"), let mo = num(5, 2), b[7] == UInt8(ascii: "-"),
-              let d = num(8, 2), b[10] == UInt8(ascii: "T") || b[10] == UInt8(ascii: " "), let h = num(11, 2),
-              b[13] == UInt8(ascii: ":"), let mi = num(14, 2), b[16] == UInt8(ascii: ":"), let s = num(17, 2)
+        guard b.count >= 20, let y = num(0, 4), b[4] == UInt8(ascii: "-"), let mo = num(5, 2),
+            b[7] == UInt8(ascii: "-"),
+            let d = num(8, 2), b[10] == UInt8(ascii: "T") || b[10] == UInt8(ascii: " "), let h = num(11, 2),
+            b[13] == UInt8(ascii: ":"), let mi = num(14, 2), b[16] == UInt8(ascii: ":"), let s = num(17, 2)
         else { return nil }
         guard (1...12).contains(mo), (1...31).contains(d), h < 24, mi < 60, s < 61 else { return nil }
         var i = 19
@@ -55,7 +57,10 @@ public enum Timestamp {
                 i += 1
             }
             guard digits > 0 else { return nil }
-            while digits < 3 { ms *= 10; digits += 1 }
+            while digits < 3 {
+                ms *= 10
+                digits += 1
+            }
         }
         var offsetMinutes: Int64 = 0
         guard i < b.count else { return nil }
@@ -67,7 +72,11 @@ public enum Timestamp {
             var j = i + 3
             var om: Int64 = 0
             if j < b.count, b[j] == UInt8(ascii: ":") { j += 1 }
-            if j < b.count { guard let v = num(j, 2) else { return nil }; om = v; j += 2 }
+            if j < b.count {
+                guard let v = num(j, 2) else { return nil }
+                om = v
+                j += 2
+            }
             offsetMinutes = sign * (oh * 60 + om)
             i = j
         } else {

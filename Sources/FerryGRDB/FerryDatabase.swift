@@ -67,7 +67,8 @@ public final class FerryDatabase: Sendable {
     /// `databaseConfiguration` is the pool's GRDB configuration, e.g. with `observesSuspensionNotifications` for a
     /// directory in an App Group container; its busy mode becomes a 5 s timeout when it has none.
     public static func open(
-        configuration: FerryClient.Configuration, applyMode: ApplyMode = .onLaunch, logger: Logger = Logger(label: "ferry"),
+        configuration: FerryClient.Configuration, applyMode: ApplyMode = .onLaunch,
+        logger: Logger = Logger(label: "ferry"),
         transport: (any SnapshotTransport)? = nil, databaseConfiguration: GRDB.Configuration = GRDB.Configuration()
     ) async throws -> FerryDatabase {
         let directory = ClientDirectory(configuration.directory)
@@ -80,7 +81,8 @@ public final class FerryDatabase: Sendable {
         let client: FerryClient
         do {
             client = try await FerryClient.open(
-                configuration: clientConfiguration, logger: logger, transport: transport ?? URLSessionTransport.shared, host: PoolHost(pool: pool),
+                configuration: clientConfiguration, logger: logger, transport: transport ?? URLSessionTransport.shared,
+                host: PoolHost(pool: pool),
                 patchesOnArrival: applyMode == .automatic)
         } catch {
             // The open failed; the pool's close failing too changes nothing for the caller, who gets the first error.
@@ -101,7 +103,9 @@ public final class FerryDatabase: Sendable {
                 _ = try? await database.push()  // a failure is in the status (lastError); the edits stay queued
             }
         }
-        if applyMode == .automatic, configuration.waitForChanges != nil, configuration.serverURL != nil, configuration.dataset != nil {
+        if applyMode == .automatic, configuration.waitForChanges != nil, configuration.serverURL != nil,
+            configuration.dataset != nil
+        {
             database.startWatching()
         }
         return database
@@ -146,7 +150,9 @@ public final class FerryDatabase: Sendable {
         do {
             result = try await client.checkForUpdates { progress in
                 broadcast.update {
-                    $0.download = SyncStatus.Download(bytesReceived: progress.bytesReceived, totalBytes: progress.totalBytes, isPatch: progress.isPatch)
+                    $0.download = SyncStatus.Download(
+                        bytesReceived: progress.bytesReceived, totalBytes: progress.totalBytes,
+                        isPatch: progress.isPatch)
                 }
             }
         } catch {
@@ -285,7 +291,9 @@ public final class FerryDatabase: Sendable {
                     }
                 } catch {
                     logger.warning("the long-poll for new versions stopped", metadata: ["error": "\(error)"])
-                    broadcast.update { $0.lastError = error as? FerryError ?? FerryError(.io, "\(error)", underlying: error) }
+                    broadcast.update {
+                        $0.lastError = error as? FerryError ?? FerryError(.io, "\(error)", underlying: error)
+                    }
                 }
             }
         }

@@ -9,7 +9,9 @@ import GRDB
 struct PoolHost: LiveDatabaseHost {
     let pool: DatabasePool
 
-    func write<T: Sendable>(notify: Bool, _ body: @escaping @Sendable (FerryCore.SQLiteConnection) throws -> T) async throws -> T {
+    func write<T: Sendable>(notify: Bool, _ body: @escaping @Sendable (FerryCore.SQLiteConnection) throws -> T)
+        async throws -> T
+    {
         let path = pool.path
         return try await pool.write { db in
             let result = try body(try Self.borrow(db, path: path))

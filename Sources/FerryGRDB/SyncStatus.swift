@@ -43,11 +43,13 @@ public struct SyncStatus: Sendable, Equatable {
 
     /// The status of a directory that was never synced.
     public static let initial = SyncStatus(
-        state: .initialSyncRequired, version: nil, pendingVersion: nil, download: nil, queuedEdits: 0, lastCheck: nil, lastPush: nil,
+        state: .initialSyncRequired, version: nil, pendingVersion: nil, download: nil, queuedEdits: 0, lastCheck: nil,
+        lastPush: nil,
         lastError: nil, rejectedEdits: 0)
 
     public static func == (lhs: SyncStatus, rhs: SyncStatus) -> Bool {
-        lhs.state == rhs.state && lhs.version == rhs.version && lhs.pendingVersion == rhs.pendingVersion && lhs.download == rhs.download
+        lhs.state == rhs.state && lhs.version == rhs.version && lhs.pendingVersion == rhs.pendingVersion
+            && lhs.download == rhs.download
             && lhs.queuedEdits == rhs.queuedEdits && lhs.lastCheck == rhs.lastCheck && lhs.lastPush == rhs.lastPush
             && lhs.lastError?.code == rhs.lastError?.code && lhs.lastError?.message == rhs.lastError?.message
             && lhs.rejectedEdits == rhs.rejectedEdits

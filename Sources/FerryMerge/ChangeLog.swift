@@ -49,7 +49,8 @@ enum ChangeLog {
     /// A PostgreSQL text-array literal (`{"a","b",NULL}`) for binding many values as one parameter. Built on UTF-8
     /// bytes: a batch binds a few of these with hundreds of values each.
     static func arrayLiteral(_ values: [String?]) -> String {
-        let quote = UInt8(ascii: "\""), backslash = UInt8(ascii: "\\")
+        let quote = UInt8(ascii: "\"")
+        let backslash = UInt8(ascii: "\\")
         var bytes: [UInt8] = []
         bytes.reserveCapacity(values.reduce(2) { $0 + ($1?.utf8.count ?? 4) + 3 })
         bytes.append(UInt8(ascii: "{"))

@@ -8,7 +8,9 @@ import Foundation
 /// constraint rejects, a concurrent insert of the same key, a deadlock), the transaction is rolled back and
 /// every change is redone in its own transaction, so one bad change never stops the others.
 extension ChangeMerger {
-    static func merge(_ prepared: [PreparedChange], context: BatchContext, on pg: PostgresConnection) throws -> [ChangeResult] {
+    static func merge(_ prepared: [PreparedChange], context: BatchContext, on pg: PostgresConnection) throws
+        -> [ChangeResult]
+    {
         guard !prepared.isEmpty else { return [] }
         do {
             try begin(context, on: pg)
@@ -38,10 +40,13 @@ extension ChangeMerger {
     /// answered `forbidden`.
     struct ScopeViolation: Error {}
 
-    static let forbiddenMessage = "the row is not in your access scope (before or after this change); nothing was written"
+    static let forbiddenMessage =
+        "the row is not in your access scope (before or after this change); nothing was written"
 
     /// One change in its own transaction, retried on transient conflicts; a refusal becomes `invalid`.
-    static func mergeAlone(_ change: PreparedChange, context: BatchContext, on pg: PostgresConnection) throws -> ChangeResult {
+    static func mergeAlone(_ change: PreparedChange, context: BatchContext, on pg: PostgresConnection) throws
+        -> ChangeResult
+    {
         var lastError = ""
         var forbidden = false
         for attempt in 1...3 {
@@ -60,7 +65,9 @@ extension ChangeMerger {
                 throw error
             } catch let error as PostgresQueryError {
                 rollback(pg)
-                guard pg.isConnected else { throw FerryError(.database, "lost the PostgreSQL connection: \(error.message)") }
+                guard pg.isConnected else {
+                    throw FerryError(.database, "lost the PostgreSQL connection: \(error.message)")
+                }
                 lastError = error.message
                 if error.isTransient && attempt < 3 { continue }
                 break
@@ -75,7 +82,8 @@ extension ChangeMerger {
             forbidden
             ? ChangeResult(id: change.change.id, status: .forbidden, row: nil, message: forbiddenMessage)
             : ChangeResult(
-                id: change.change.id, status: .invalid, row: nil, message: "PostgreSQL refused the change to \(change.change.table): \(lastError)")
+                id: change.change.id, status: .invalid, row: nil,
+                message: "PostgreSQL refused the change to \(change.change.table): \(lastError)")
         // Store the refusal; if another request stored an answer for this id meanwhile, that answer wins.
         let stored = try pg.run(
             """
@@ -89,7 +97,9 @@ extension ChangeMerger {
             do {
                 return try JSONDecoder().decode(ChangeResult.self, from: Data(text.utf8))
             } catch {
-                throw FerryError(.database, "the stored answer of change \(change.change.id) in ferry_changes cannot be read: \(error)")
+                throw FerryError(
+                    .database,
+                    "the stored answer of change \(change.change.id) in ferry_changes cannot be read: \(error)")
             }
         }
         // Neither stored nor ours: another device or dataset holds this id.
@@ -143,7 +153,9 @@ extension ChangeMerger {
     }
 
     /// Decides and writes one segment inside the caller's transaction.
-    static func mergeSegment(_ segment: [PreparedChange], context: BatchContext, on pg: PostgresConnection) throws -> [ChangeResult] {
+    static func mergeSegment(_ segment: [PreparedChange], context: BatchContext, on pg: PostgresConnection) throws
+        -> [ChangeResult]
+    {
         var results = [ChangeResult?](repeating: nil, count: segment.count)
         var fresh: [Int] = []  // answers to store
 
@@ -156,7 +168,8 @@ extension ChangeMerger {
         var storedByID: [String: ChangeResult] = [:]
         for row in stored {
             guard let id = row[0], let text = row[1] else { continue }
-            storedByID[id] = row[2] == "t" ? try JSONDecoder().decode(ChangeResult.self, from: Data(text.utf8)) : idTaken(id)
+            storedByID[id] =
+                row[2] == "t" ? try JSONDecoder().decode(ChangeResult.self, from: Data(text.utf8)) : idTaken(id)
         }
 
         var byTable: [String: [Int]] = [:]
@@ -185,13 +198,17 @@ extension ChangeMerger {
             var outOfScope: Set<Int> = []
             if let rows = context.visibility[name] {
                 let existing = changes.indices.filter { current[$0] != nil }
-                let visible = try visibleChanges(existing.map { changes[$0] }, rows: rows, schema: schema, on: pg).map { existing[$0] }
+                let visible = try visibleChanges(existing.map { changes[$0] }, rows: rows, schema: schema, on: pg).map {
+                    existing[$0]
+                }
                 outOfScope = Set(existing).subtracting(visible)
                 for j in outOfScope { current[j] = nil }
             }
             let insertsWithoutRow = changes.indices.filter { changes[$0].op == .insert && current[$0] == nil }
-            let tombstoned = try tombstones(insertsWithoutRow.map { changes[$0] }, schema: schema, context: context, on: pg)
-                .map { insertsWithoutRow[$0] }
+            let tombstoned = try tombstones(
+                insertsWithoutRow.map { changes[$0] }, schema: schema, context: context, on: pg
+            )
+            .map { insertsWithoutRow[$0] }
 
             var decisions: [MergeDecision] = []
             for (j, change) in changes.enumerated() {
@@ -203,7 +220,8 @@ extension ChangeMerger {
                     MergeDecision.decide(
                         op: change.op, rule: schema.table.merge,
                         row: current[j].map { MergeDecision.ServerRow(updatedMillis: $0) },
-                        tombstoned: tombstoned.contains(j), baseMillis: change.baseMillis, editedMillis: change.editedMillis))
+                        tombstoned: tombstoned.contains(j), baseMillis: change.baseMillis,
+                        editedMillis: change.editedMillis))
             }
 
             // A rejection answers with the server's row (the winner); read only those rows, locked above and not
@@ -214,7 +232,9 @@ extension ChangeMerger {
             }
             var serverRows: [Int: [String: JSONValue]] = [:]
             if !rejected.isEmpty {
-                for (k, row) in try rows(rejected.map { changes[$0] }, schema: schema, on: pg) { serverRows[rejected[k]] = row }
+                for (k, row) in try rows(rejected.map { changes[$0] }, schema: schema, on: pg) {
+                    serverRows[rejected[k]] = row
+                }
             }
 
             let updates = decisions.indices.filter { decisions[$0] == .update }
@@ -222,10 +242,14 @@ extension ChangeMerger {
             let deletes = decisions.indices.filter { decisions[$0] == .delete }
             var written: [Int: [String: JSONValue]] = [:]
             for group in grouped(updates, changes) {
-                for (k, row) in try update(group.map { changes[$0] }, schema: schema, context: context, on: pg) { written[group[k]] = row }
+                for (k, row) in try update(group.map { changes[$0] }, schema: schema, context: context, on: pg) {
+                    written[group[k]] = row
+                }
             }
             for group in grouped(inserts, changes) {
-                for (k, row) in try insert(group.map { changes[$0] }, schema: schema, context: context, on: pg) { written[group[k]] = row }
+                for (k, row) in try insert(group.map { changes[$0] }, schema: schema, context: context, on: pg) {
+                    written[group[k]] = row
+                }
             }
             if !deletes.isEmpty {
                 try delete(deletes.map { changes[$0] }, schema: schema, context: context, on: pg)
@@ -270,7 +294,8 @@ extension ChangeMerger {
                 SELECT r.answer->>'id', $2, $3, r.answer, $4::timestamptz FROM jsonb_array_elements($1::jsonb) AS r(answer)
                 """,
                 [
-                    String(decoding: AnswerJSON.encodeArray(fresh.map { answers[$0] }), as: UTF8.self), context.dataset, context.clientId,
+                    String(decoding: AnswerJSON.encodeArray(fresh.map { answers[$0] }), as: UTF8.self), context.dataset,
+                    context.clientId,
                     context.nowText,
                 ])
         }
@@ -296,7 +321,9 @@ extension ChangeMerger {
     // MARK: - Statements
 
     /// `unnest($1::text[], …) WITH ORDINALITY AS k(k1…, v1…, ord)` over the changes' key and value texts.
-    static func unnest(_ changes: [ValidChange], keys: Int, values: Int, firstParameter: Int) -> (sql: String, parameters: [String]) {
+    static func unnest(_ changes: [ValidChange], keys: Int, values: Int, firstParameter: Int) -> (
+        sql: String, parameters: [String]
+    ) {
         var parameters: [String] = []
         for c in 0..<keys { parameters.append(ChangeLog.arrayLiteral(changes.map { $0.keyParameters[c] })) }
         for c in 0..<values { parameters.append(ChangeLog.arrayLiteral(changes.map { $0.valueParameters[c] })) }
@@ -307,8 +334,10 @@ extension ChangeMerger {
 
     /// `t.id = k.k0::int AND …`
     static func keyMatch(_ schema: TableSchema, alias: String) -> String {
-        schema.key.enumerated().map { "\(alias).\($0.element.quoted) = \(TableSchema.input($0.element, "k.k\($0.offset)"))" }
-            .joined(separator: " AND ")
+        schema.key.enumerated().map {
+            "\(alias).\($0.element.quoted) = \(TableSchema.input($0.element, "k.k\($0.offset)"))"
+        }
+        .joined(separator: " AND ")
     }
 
     /// `t.id = ANY(ARRAY(SELECT (x)::integer FROM unnest($2::text[]) AS x)) AND …` over the key arrays that
@@ -320,7 +349,8 @@ extension ChangeMerger {
         let filters = schema.key.enumerated().compactMap { offset, column -> String? in
             // An array-typed key cannot be rebuilt element-wise into ARRAY(...); the join alone finds those rows.
             guard column.kind != .array else { return nil }
-            return "\(alias).\(column.quoted) = ANY(ARRAY(SELECT \(TableSchema.input(column, "x")) FROM unnest($\(firstParameter + offset)::text[]) AS x))"
+            return
+                "\(alias).\(column.quoted) = ANY(ARRAY(SELECT \(TableSchema.input(column, "x")) FROM unnest($\(firstParameter + offset)::text[]) AS x))"
         }
         return filters.isEmpty ? "TRUE" : filters.joined(separator: " AND ")
     }
@@ -347,7 +377,9 @@ extension ChangeMerger {
     }
 
     /// The current rows the changes name, by index into `changes` (rows this transaction has locked).
-    static func rows(_ changes: [ValidChange], schema: TableSchema, on pg: PostgresConnection) throws -> [Int: [String: JSONValue]] {
+    static func rows(_ changes: [ValidChange], schema: TableSchema, on pg: PostgresConnection) throws -> [Int: [String:
+        JSONValue]]
+    {
         let (from, parameters) = unnest(changes, keys: schema.key.count, values: 0, firstParameter: 1)
         let rows = try pg.run(
             """
@@ -365,7 +397,9 @@ extension ChangeMerger {
 
     /// Which of `changes` name a row that `rows` (a table's visible-rows SELECT for the transaction's scope)
     /// contains, as indexes into `changes`.
-    static func visibleChanges(_ changes: [ValidChange], rows: String, schema: TableSchema, on pg: PostgresConnection) throws -> [Int] {
+    static func visibleChanges(_ changes: [ValidChange], rows: String, schema: TableSchema, on pg: PostgresConnection)
+        throws -> [Int]
+    {
         guard !changes.isEmpty else { return [] }
         let (from, parameters) = unnest(changes, keys: schema.key.count, values: 0, firstParameter: 1)
         let found = try pg.run(
@@ -377,10 +411,14 @@ extension ChangeMerger {
     }
 
     /// Which of `changes` name a tombstoned key (indexes into `changes`).
-    static func tombstones(_ changes: [ValidChange], schema: TableSchema, context: BatchContext, on pg: PostgresConnection) throws -> [Int] {
+    static func tombstones(
+        _ changes: [ValidChange], schema: TableSchema, context: BatchContext, on pg: PostgresConnection
+    ) throws -> [Int] {
         guard !changes.isEmpty else { return [] }
         let (from, parameters) = unnest(changes, keys: schema.key.count, values: 0, firstParameter: 3)
-        let key = schema.keyObject { column in TableSchema.input(column, "k.k\(schema.key.firstIndex { $0.name == column.name }!)") }
+        let key = schema.keyObject { column in
+            TableSchema.input(column, "k.k\(schema.key.firstIndex { $0.name == column.name }!)")
+        }
         let rows = try pg.run(
             """
             SELECT k.ord::text FROM \(from)
@@ -390,10 +428,14 @@ extension ChangeMerger {
     }
 
     /// Writes the changes' values over existing rows (one shape), stamping `updated_at`; returns the new rows.
-    static func update(_ changes: [ValidChange], schema: TableSchema, context: BatchContext, on pg: PostgresConnection) throws -> [Int: [String: JSONValue]] {
+    static func update(_ changes: [ValidChange], schema: TableSchema, context: BatchContext, on pg: PostgresConnection)
+        throws -> [Int: [String: JSONValue]]
+    {
         let columns = changes[0].columns
         let (from, parameters) = unnest(changes, keys: schema.key.count, values: columns.count, firstParameter: 2)
-        var sets = columns.enumerated().map { "\($0.element.quoted) = \(TableSchema.input($0.element, "k.v\($0.offset)"))" }
+        var sets = columns.enumerated().map {
+            "\($0.element.quoted) = \(TableSchema.input($0.element, "k.v\($0.offset)"))"
+        }
         if let updated = schema.updated { sets.append("\(updated.quoted) = \(TableSchema.input(updated, "$1"))") }
         let rows = try pg.run(
             """
@@ -405,19 +447,26 @@ extension ChangeMerger {
     }
 
     /// Creates rows (one shape), stamping `created_at` and `updated_at`; returns the new rows.
-    static func insert(_ changes: [ValidChange], schema: TableSchema, context: BatchContext, on pg: PostgresConnection) throws -> [Int: [String: JSONValue]] {
+    static func insert(_ changes: [ValidChange], schema: TableSchema, context: BatchContext, on pg: PostgresConnection)
+        throws -> [Int: [String: JSONValue]]
+    {
         let columns = changes[0].columns
         let (from, parameters) = unnest(changes, keys: schema.key.count, values: columns.count, firstParameter: 2)
         var targets = schema.key.map(\.quoted) + columns.map(\.quoted)
-        var values = schema.key.enumerated().map { TableSchema.input($0.element, "k.k\($0.offset)") }
+        var values =
+            schema.key.enumerated().map { TableSchema.input($0.element, "k.k\($0.offset)") }
             + columns.enumerated().map { TableSchema.input($0.element, "k.v\($0.offset)") }
         for stamp in [schema.created, schema.updated].compactMap({ $0 }) {
             targets.append(stamp.quoted)
             values.append(TableSchema.input(stamp, "$1"))
         }
         let returnedKeys = schema.key.enumerated().map { "t.\($0.element.quoted) AS ferry_k\($0.offset)" }
-        let outputs = schema.columns.enumerated().map { "\(TableSchema.output($0.element, from: "t")) AS ferry_o\($0.offset)" }
-        let join = schema.key.enumerated().map { "ins.ferry_k\($0.offset) = \(TableSchema.input($0.element, "k.k\($0.offset)"))" }
+        let outputs = schema.columns.enumerated().map {
+            "\(TableSchema.output($0.element, from: "t")) AS ferry_o\($0.offset)"
+        }
+        let join = schema.key.enumerated().map {
+            "ins.ferry_k\($0.offset) = \(TableSchema.input($0.element, "k.k\($0.offset)"))"
+        }
         let rows = try pg.run(
             """
             WITH ins AS (
@@ -431,7 +480,9 @@ extension ChangeMerger {
     }
 
     /// Deletes rows and writes their tombstones in one statement.
-    static func delete(_ changes: [ValidChange], schema: TableSchema, context: BatchContext, on pg: PostgresConnection) throws {
+    static func delete(_ changes: [ValidChange], schema: TableSchema, context: BatchContext, on pg: PostgresConnection)
+        throws
+    {
         let (from, parameters) = unnest(changes, keys: schema.key.count, values: 0, firstParameter: 4)
         let key = schema.keyObject { "t.\($0.quoted)" }
         let rows = try pg.run(
@@ -448,7 +499,9 @@ extension ChangeMerger {
         }
     }
 
-    static func byOrdinal(_ rows: [[String?]], schema: TableSchema, expected: Int, what: String) throws -> [Int: [String: JSONValue]] {
+    static func byOrdinal(_ rows: [[String?]], schema: TableSchema, expected: Int, what: String) throws -> [Int:
+        [String: JSONValue]]
+    {
         guard rows.count == expected else {
             throw MergeInvariantError(table: schema.name, "\(what) wrote \(rows.count) rows, expected \(expected)")
         }

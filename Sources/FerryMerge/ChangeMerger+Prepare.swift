@@ -49,7 +49,8 @@ extension ChangeMerger {
         }
         let table = schema.name
         guard let edited = Timestamp.parseMillis(change.editedAt) else {
-            return invalid("editedAt '\(change.editedAt)' is not an ISO-8601 timestamp such as 2026-11-21T10:00:00.000Z")
+            return invalid(
+                "editedAt '\(change.editedAt)' is not an ISO-8601 timestamp such as 2026-11-21T10:00:00.000Z")
         }
         var base: Int64?
         if let text = change.baseUpdatedAt {
@@ -61,7 +62,9 @@ extension ChangeMerger {
 
         // The key: exactly the primary-key columns, none null.
         for name in change.key.keys where !schema.key.contains(where: { $0.name == name }) {
-            return invalid("key column '\(name)' is not part of the primary key of \(table) (\(schema.key.map(\.name).joined(separator: ", ")))")
+            return invalid(
+                "key column '\(name)' is not part of the primary key of \(table) (\(schema.key.map(\.name).joined(separator: ", ")))"
+            )
         }
         var keyParameters: [String?] = []
         for column in schema.key {
@@ -89,7 +92,10 @@ extension ChangeMerger {
             case .failure(let error): return invalid(error.message)
             }
             if let k = schema.key.firstIndex(where: { $0.name == name }) {
-                if converted != keyParameters[k] { return invalid("primary-key column \(table).\(name) cannot change; delete the row and insert a new one") }
+                if converted != keyParameters[k] {
+                    return invalid(
+                        "primary-key column \(table).\(name) cannot change; delete the row and insert a new one")
+                }
                 continue
             }
             columns.append(column)
@@ -103,12 +109,14 @@ extension ChangeMerger {
         default:
             break
         }
-        let normalised = MergeDecision.normalise(editedMillis: edited, sentMillis: sentMillis, serverNowMillis: nowMillis)
+        let normalised = MergeDecision.normalise(
+            editedMillis: edited, sentMillis: sentMillis, serverNowMillis: nowMillis)
         return PreparedChange(
             change: change,
             body: .valid(
                 ValidChange(
-                    op: change.op, schema: schema, keyParameters: keyParameters, columns: columns, valueParameters: valueParameters,
+                    op: change.op, schema: schema, keyParameters: keyParameters, columns: columns,
+                    valueParameters: valueParameters,
                     baseMillis: change.op == .insert ? nil : base, editedMillis: normalised)))
     }
 }

@@ -56,7 +56,8 @@ public final class ChangeMerger: Service, Sendable {
     public var isScoped: Bool { visibility != nil }
 
     init(
-        dataset: String, schemas: [String: TableSchema], readOnly: Set<String>, configuration: Configuration, pool: PostgresPool,
+        dataset: String, schemas: [String: TableSchema], readOnly: Set<String>, configuration: Configuration,
+        pool: PostgresPool,
         logger: Logger, visibility: [String: String]? = nil
     ) {
         self.dataset = dataset
@@ -74,8 +75,11 @@ public final class ChangeMerger: Service, Sendable {
     /// ```swift
     /// let merger = try await ChangeMerger.start(dataset: "trips", tables: tables, configuration: .init(databaseURL: url), logger: logger)
     /// ```
-    public static func start(dataset: String, tables: [MergeTable], configuration: Configuration, logger: Logger) async throws -> ChangeMerger {
-        try await start(dataset: dataset, tables: tables, configuration: configuration, logger: logger, scopeTemplate: nil)
+    public static func start(dataset: String, tables: [MergeTable], configuration: Configuration, logger: Logger)
+        async throws -> ChangeMerger
+    {
+        try await start(
+            dataset: dataset, tables: tables, configuration: configuration, logger: logger, scopeTemplate: nil)
     }
 
     /// `scopeTemplate`: the template of a scoped dataset, whose filters and parents decide what a scope may touch.
@@ -99,9 +103,12 @@ public final class ChangeMerger: Service, Sendable {
                 return (schemas, visibility)
             }
             let readOnly = Set(tables.filter { !$0.writable }.map(\.name))
-            logger.info("change merger ready", metadata: ["dataset": "\(dataset)", "writable": "\(schemas.map(\.name).sorted())"])
+            logger.info(
+                "change merger ready",
+                metadata: ["dataset": "\(dataset)", "writable": "\(schemas.map(\.name).sorted())"])
             return ChangeMerger(
-                dataset: dataset, schemas: Dictionary(uniqueKeysWithValues: schemas.map { ($0.name, $0) }), readOnly: readOnly,
+                dataset: dataset, schemas: Dictionary(uniqueKeysWithValues: schemas.map { ($0.name, $0) }),
+                readOnly: readOnly,
                 configuration: configuration, pool: pool, logger: logger, visibility: visibility)
         } catch {
             pool.close()
@@ -144,15 +151,19 @@ public final class ChangeMerger: Service, Sendable {
     /// ```
     public func apply(_ batch: ChangeBatch, scope: String?) async throws -> ChangeResults {
         if isScoped && scope == nil {
-            throw FerryError(.badInput, "dataset '\(dataset)' is scoped: changes need the caller's scope (a bearer token)")
+            throw FerryError(
+                .badInput, "dataset '\(dataset)' is scoped: changes need the caller's scope (a bearer token)")
         }
         let nowMillis = Int64((configuration.now().timeIntervalSince1970 * 1000).rounded(.down))
         guard let sentMillis = Timestamp.parseMillis(batch.sentAt) else {
-            throw FerryError(.badInput, "sentAt '\(batch.sentAt)' is not an ISO-8601 timestamp such as 2026-11-21T10:00:00.000Z", key: "sentAt")
+            throw FerryError(
+                .badInput, "sentAt '\(batch.sentAt)' is not an ISO-8601 timestamp such as 2026-11-21T10:00:00.000Z",
+                key: "sentAt")
         }
         let prepared = batch.changes.map { prepare($0, sentMillis: sentMillis, nowMillis: nowMillis) }
         let context = BatchContext(
-            dataset: dataset, clientId: batch.clientId, nowMillis: nowMillis, nowText: Timestamp.format(unixMillis: nowMillis),
+            dataset: dataset, clientId: batch.clientId, nowMillis: nowMillis,
+            nowText: Timestamp.format(unixMillis: nowMillis),
             scope: isScoped ? scope : nil, visibility: visibility ?? [:])
         let results = try await pool.withConnection { pg in
             try Self.merge(prepared, context: context, on: pg)

@@ -42,7 +42,9 @@ public enum ChangeRequest {
     /// ```
     public static func decode(_ body: Data, limits: Limits = Limits()) throws -> ChangeBatch {
         guard body.count <= limits.maxBodyBytes else {
-            throw bad("the request body is \(body.count) bytes, over the limit of \(limits.maxBodyBytes) bytes; send fewer changes per batch")
+            throw bad(
+                "the request body is \(body.count) bytes, over the limit of \(limits.maxBodyBytes) bytes; send fewer changes per batch"
+            )
         }
         do {
             try StrictJSON.check(body, maxDepth: maxDepth)
@@ -71,14 +73,20 @@ public enum ChangeRequest {
             throw bad("clientId must be 1 to \(limits.maxIdentifierLength) characters", key: "clientId")
         }
         guard Timestamp.parseMillis(batch.sentAt) != nil else {
-            throw bad("sentAt '\(batch.sentAt.prefix(40))' is not an ISO-8601 timestamp such as 2026-11-21T10:00:00.000Z", key: "sentAt")
+            throw bad(
+                "sentAt '\(batch.sentAt.prefix(40))' is not an ISO-8601 timestamp such as 2026-11-21T10:00:00.000Z",
+                key: "sentAt")
         }
         guard batch.changes.count <= limits.maxChanges else {
-            throw bad("the batch has \(batch.changes.count) changes, over the limit of \(limits.maxChanges); split it", key: "changes")
+            throw bad(
+                "the batch has \(batch.changes.count) changes, over the limit of \(limits.maxChanges); split it",
+                key: "changes")
         }
         for (i, change) in batch.changes.enumerated() {
             guard !change.id.isEmpty, change.id.count <= limits.maxIdentifierLength, !change.id.utf8.contains(0) else {
-                throw bad("changes[\(i)].id must be 1 to \(limits.maxIdentifierLength) characters (a UUID)", key: "changes[\(i)].id")
+                throw bad(
+                    "changes[\(i)].id must be 1 to \(limits.maxIdentifierLength) characters (a UUID)",
+                    key: "changes[\(i)].id")
             }
         }
     }
@@ -103,7 +111,8 @@ public enum ChangeRequest {
         switch error {
         case .keyNotFound(let key, let context):
             let field = path(context.codingPath + [key])
-            return "missing field '\(field)'; a batch is {\"clientId\",\"sentAt\",\"changes\":[{\"id\",\"table\",\"op\",\"key\",\"values\",\"editedAt\",\"baseUpdatedAt\"}]}"
+            return
+                "missing field '\(field)'; a batch is {\"clientId\",\"sentAt\",\"changes\":[{\"id\",\"table\",\"op\",\"key\",\"values\",\"editedAt\",\"baseUpdatedAt\"}]}"
         case .typeMismatch(_, let context), .valueNotFound(_, let context):
             return "field '\(path(context.codingPath))' has the wrong type: \(context.debugDescription)"
         case .dataCorrupted(let context):

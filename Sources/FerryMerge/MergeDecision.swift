@@ -26,7 +26,8 @@ enum MergeDecision: Equatable, Sendable {
     ///   - baseMillis: the change's `baseUpdatedAt`, nil for inserts (or when the device never saw the row).
     ///   - editedMillis: the change's `editedAt`, already normalised for the device's clock offset.
     static func decide(
-        op: Change.Operation, rule: MergeRule, row: ServerRow?, tombstoned: Bool, baseMillis: Int64?, editedMillis: Int64
+        op: Change.Operation, rule: MergeRule, row: ServerRow?, tombstoned: Bool, baseMillis: Int64?,
+        editedMillis: Int64
     ) -> MergeDecision {
         switch op {
         case .insert:
@@ -54,7 +55,9 @@ enum MergeDecision: Equatable, Sendable {
         }
     }
 
-    static func resolveConflict(rule: MergeRule, row: ServerRow, editedMillis: Int64, apply: MergeDecision) -> MergeDecision {
+    static func resolveConflict(rule: MergeRule, row: ServerRow, editedMillis: Int64, apply: MergeDecision)
+        -> MergeDecision
+    {
         let serverTime = Timestamp.format(unixMillis: row.updatedMillis)
         switch rule {
         case .clientWins:
@@ -65,7 +68,8 @@ enum MergeDecision: Equatable, Sendable {
             if editedMillis > row.updatedMillis { return apply }
             return .reject(
                 "the row changed on the server at \(serverTime), later than your edit at "
-                    + "\(Timestamp.format(unixMillis: editedMillis)) (server time); newest-wins keeps the server's version")
+                    + "\(Timestamp.format(unixMillis: editedMillis)) (server time); newest-wins keeps the server's version"
+            )
         }
     }
 

@@ -11,7 +11,8 @@ extension MergeTable {
     /// ```
     public init(_ table: Template.Table, timestamps: Template.Timestamps) {
         self.init(
-            name: table.name, source: table.source, primaryKey: table.primaryKey ?? [], columns: nil, writable: table.writable,
+            name: table.name, source: table.source, primaryKey: table.primaryKey ?? [], columns: nil,
+            writable: table.writable,
             merge: table.merge, createdColumn: timestamps.created, updatedColumn: timestamps.updated)
         excludedColumns = table.exclude
     }
@@ -23,7 +24,9 @@ extension ChangeMerger {
     /// ```swift
     /// let merger = try await ChangeMerger.start(template: template, databaseURL: url, logger: logger)
     /// ```
-    public static func start(template: Template, databaseURL: String, connections: Int = 2, logger: Logger) async throws -> ChangeMerger {
+    public static func start(template: Template, databaseURL: String, connections: Int = 2, logger: Logger) async throws
+        -> ChangeMerger
+    {
         try await start(
             dataset: template.dataset, tables: template.tables.map { MergeTable($0, timestamps: template.timestamps) },
             configuration: Configuration(databaseURL: databaseURL, connections: connections), logger: logger,

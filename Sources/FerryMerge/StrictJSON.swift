@@ -58,7 +58,9 @@ enum StrictJSON {
 
         mutating func expect(_ byte: UInt8, _ what: String) throws(Failure) {
             skipWhitespace()
-            guard current == byte else { throw fail(current == nil ? "the JSON text ends early; expected \(what)" : "expected \(what)") }
+            guard current == byte else {
+                throw fail(current == nil ? "the JSON text ends early; expected \(what)" : "expected \(what)")
+            }
             i += 1
         }
 
@@ -74,7 +76,9 @@ enum StrictJSON {
                         guard current == nil else { throw fail("unexpected bytes after the JSON value") }
                         return
                     }
-                    guard let b = current else { throw fail("the JSON text ends early; an object or array is not closed") }
+                    guard let b = current else {
+                        throw fail("the JSON text ends early; an object or array is not closed")
+                    }
                     i += 1
                     if b == UInt8(ascii: ",") {
                         if top != nil { try key() }
@@ -97,15 +101,23 @@ enum StrictJSON {
             guard let b = current else { throw fail("the JSON text ends early; expected a value") }
             switch b {
             case UInt8(ascii: "{"), UInt8(ascii: "["):
-                guard stack.count < maxDepth else { throw fail("the JSON text is nested deeper than \(maxDepth) levels") }
+                guard stack.count < maxDepth else {
+                    throw fail("the JSON text is nested deeper than \(maxDepth) levels")
+                }
                 i += 1
                 skipWhitespace()
                 if b == UInt8(ascii: "{") {
-                    if current == UInt8(ascii: "}") { i += 1; return false }
+                    if current == UInt8(ascii: "}") {
+                        i += 1
+                        return false
+                    }
                     stack.append([])
                     try key()
                 } else {
-                    if current == UInt8(ascii: "]") { i += 1; return false }
+                    if current == UInt8(ascii: "]") {
+                        i += 1
+                        return false
+                    }
                     stack.append(nil)
                 }
                 return true
@@ -171,7 +183,8 @@ enum StrictJSON {
                 }
             } else {
                 guard let d = Double(text), d.isFinite else {
-                    throw Failure(reason: "the number \(text.prefix(40)) is outside the range of a double", offset: start)
+                    throw Failure(
+                        reason: "the number \(text.prefix(40)) is outside the range of a double", offset: start)
                 }
             }
         }

@@ -35,7 +35,9 @@ struct TableSchema: Sendable {
         func fail(_ message: String) -> FerryError { FerryError(.badTemplate, message, key: "tables.\(table.name)") }
         let found: [[String?]]
         do {
-            found = try pg.run("SELECT c.oid::text, c.oid::regclass::text FROM pg_class c WHERE c.oid = to_regclass($1)", [table.source])
+            found = try pg.run(
+                "SELECT c.oid::text, c.oid::regclass::text FROM pg_class c WHERE c.oid = to_regclass($1)",
+                [table.source])
         } catch {
             throw fail("cannot look up source '\(table.source)': \(error.message)")
         }
@@ -56,12 +58,19 @@ struct TableSchema: Sendable {
         var all: [Column] = []
         var catalogKey: [String] = []
         for row in rows {
-            guard let name = row[0], let typeName = row[1], let typname = row[2], let category = row[3] else { continue }
+            guard let name = row[0], let typeName = row[1], let typname = row[2], let category = row[3] else {
+                continue
+            }
             guard SQLIdentifier.isQuotable(name) else {
-                throw fail("column name '\(name)' of \(sqlName) cannot be used in SQL (empty, over 63 bytes or with control characters); rename it")
+                throw fail(
+                    "column name '\(name)' of \(sqlName) cannot be used in SQL (empty, over 63 bytes or with control characters); rename it"
+                )
             }
             let base = row[4] ?? ""
-            all.append(Column(name: name, typeName: typeName, kind: kind(typname: base.isEmpty ? typname : base, category: category)))
+            all.append(
+                Column(
+                    name: name, typeName: typeName,
+                    kind: kind(typname: base.isEmpty ? typname : base, category: category)))
             if row[5] == "t" { catalogKey.append(name) }
         }
         let allByName = Dictionary(uniqueKeysWithValues: all.map { ($0.name, $0) })
@@ -80,13 +89,17 @@ struct TableSchema: Sendable {
             throw fail("\(sqlName) has no primary key; declare `primaryKey:` in the template")
         }
         let key = try keyNames.map { name in
-            guard let column = byName[name] else { throw fail("primary-key column '\(name)' is not an exported column of \(sqlName)") }
+            guard let column = byName[name] else {
+                throw fail("primary-key column '\(name)' is not an exported column of \(sqlName)")
+            }
             return column
         }
         func stamp(_ name: String?, _ what: String) throws -> Column? {
             guard let name else { return nil }
             guard let column = byName[name] else {
-                if table.writable { throw fail("\(what) column '\(name)' is not a column of \(sqlName); check `timestamps:`") }
+                if table.writable {
+                    throw fail("\(what) column '\(name)' is not a column of \(sqlName); check `timestamps:`")
+                }
                 return nil
             }
             guard column.kind == .timestamptz || column.kind == .timestamp else {
@@ -100,7 +113,8 @@ struct TableSchema: Sendable {
             throw fail("writable table needs an updated-at column (timestamps.updated) to detect conflicts")
         }
         return TableSchema(
-            table: table, sqlName: sqlName, columns: columns, byName: byName, key: key, created: created, updated: updated)
+            table: table, sqlName: sqlName, columns: columns, byName: byName, key: key, created: created,
+            updated: updated)
     }
 
     static func kind(typname: String, category: String) -> Kind {
@@ -157,7 +171,8 @@ struct TableSchema: Sendable {
 
     /// `jsonb_build_object('id', <typed>)`: the tombstone key, compared by PostgreSQL's own jsonb equality.
     func keyObject(_ typed: (Column) -> String) -> String {
-        "jsonb_build_object(" + key.map { "\(SQLIdentifier.literal($0.name)), \(typed($0))" }.joined(separator: ", ") + ")"
+        "jsonb_build_object(" + key.map { "\(SQLIdentifier.literal($0.name)), \(typed($0))" }.joined(separator: ", ")
+            + ")"
     }
 
     /// Turns an output text (see ``output(_:from:)``) into the JSON value the snapshot holds.
@@ -190,7 +205,11 @@ struct TableSchema: Sendable {
     /// message naming the column why it does not fit.
     static func parameter(_ value: JSONValue, for column: Column, table: String) -> Result<String?, ConversionError> {
         func bad(_ expected: String) -> Result<String?, ConversionError> {
-            .failure(ConversionError(message: "column \(table).\(column.name) (\(column.typeName)) needs \(expected), got \(describe(value))"))
+            .failure(
+                ConversionError(
+                    message:
+                        "column \(table).\(column.name) (\(column.typeName)) needs \(expected), got \(describe(value))")
+            )
         }
         if case .string(let s) = value, s.utf8.contains(0) {
             return .failure(ConversionError(message: "column \(table).\(column.name) cannot hold a NUL character"))
@@ -217,7 +236,9 @@ struct TableSchema: Sendable {
         case (.uuid, .string(let s)) where UUID(uuidString: s) != nil: return .success(s.lowercased())
         case (.uuid, _): return bad("a UUID string")
         case (.timestamptz, .string(let s)), (.timestamp, .string(let s)):
-            guard let millis = Timestamp.parseMillis(s) else { return bad("an ISO-8601 timestamp such as 2018-04-29T11:21:02.000Z") }
+            guard let millis = Timestamp.parseMillis(s) else {
+                return bad("an ISO-8601 timestamp such as 2018-04-29T11:21:02.000Z")
+            }
             return .success(Timestamp.format(unixMillis: millis))
         case (.timestamptz, _), (.timestamp, _): return bad("an ISO-8601 timestamp string")
         case (.date, .string(let s)) where isDate(s): return .success(s)

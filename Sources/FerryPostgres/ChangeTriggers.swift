@@ -35,7 +35,9 @@ public enum ChangeTriggers {
     public static func uncovered(in template: Template) -> [String] {
         var notes: [String] = []
         for table in template.tables where table.query != nil || table.filter != nil {
-            notes.append("table '\(table.name)' has a \(table.query != nil ? "query" : "filter"): tables it reads besides \(table.source) need --also")
+            notes.append(
+                "table '\(table.name)' has a \(table.query != nil ? "query" : "filter"): tables it reads besides \(table.source) need --also"
+            )
         }
         if template.scope != nil { notes.append("the scope's query: tables it reads need --also") }
         return notes
@@ -44,7 +46,8 @@ public enum ChangeTriggers {
     /// Installs the function and one trigger per table (`CREATE OR REPLACE`: installing twice changes nothing), in
     /// one transaction. Returns the tables covered.
     @discardableResult
-    public static func install(_ template: Template, also: [String] = [], on pg: PostgresConnection) throws -> [String] {
+    public static func install(_ template: Template, also: [String] = [], on pg: PostgresConnection) throws -> [String]
+    {
         let channel = try checkedChannel(template)
         let tables = tables(of: template, also: also)
         var sql = """
@@ -78,7 +81,8 @@ public enum ChangeTriggers {
         let tables = tables(of: template, also: also)
         var sql = "BEGIN;\n"
         for table in tables {
-            sql += "DROP TRIGGER IF EXISTS \(SQLIdentifier.quote(triggerName(for: template.dataset))) ON \(try qualified(table, template));\n"
+            sql +=
+                "DROP TRIGGER IF EXISTS \(SQLIdentifier.quote(triggerName(for: template.dataset))) ON \(try qualified(table, template));\n"
         }
         sql += """
             DO $ferry$
@@ -110,7 +114,8 @@ public enum ChangeTriggers {
         } catch let error as FerryError {
             try? pg.execute("ROLLBACK")  // the error below says what failed; nothing was changed
             throw FerryError(
-                .database, "\(error.message); nothing was changed (the role needs to own the source tables, or the TRIGGER privilege, and CREATE on the schema)",
+                .database,
+                "\(error.message); nothing was changed (the role needs to own the source tables, or the TRIGGER privilege, and CREATE on the schema)",
                 key: nil)
         }
     }
@@ -120,7 +125,8 @@ public enum ChangeTriggers {
         // PostgreSQL keeps 63 bytes of a name; a longer trigger name or channel would be cut, silently.
         guard name.utf8.count <= 63 else {
             throw FerryError(
-                .badTemplate, "dataset '\(template.dataset)' is too long for a trigger name (\(name) is over 63 bytes); use a shorter dataset name",
+                .badTemplate,
+                "dataset '\(template.dataset)' is too long for a trigger name (\(name) is over 63 bytes); use a shorter dataset name",
                 path: template.path, key: "dataset")
         }
         return channel(for: template.dataset)
@@ -128,7 +134,8 @@ public enum ChangeTriggers {
 
     private static func qualified(_ table: String, _ template: Template) throws -> String {
         guard SQLIdentifier.isQualified(table) || SQLIdentifier.isPlain(table) else {
-            throw FerryError(.badTemplate, "'\(table)' is not a table name Ferry can quote", path: template.path, key: "source")
+            throw FerryError(
+                .badTemplate, "'\(table)' is not a table name Ferry can quote", path: template.path, key: "source")
         }
         return SQLIdentifier.quoteQualified(table)
     }

@@ -26,7 +26,8 @@ public final class PostgresConnection {
             PQfinish(conn)
             throw FerryError(
                 .database,
-                "cannot connect to PostgreSQL at \(redactedURL): \(Self.scrub(message, url: url)); check the database URL (host, port, user, database) and that PostgreSQL is running")
+                "cannot connect to PostgreSQL at \(redactedURL): \(Self.scrub(message, url: url)); check the database URL (host, port, user, database) and that PostgreSQL is running"
+            )
         }
         handle = conn
         PQsetClientEncoding(conn, "UTF8")

@@ -3,7 +3,7 @@ import FerryCore
 import Foundation
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// `LISTEN`s on one PostgreSQL channel, on a connection of its own, from a thread of its own (libpq blocks; the
@@ -52,7 +52,8 @@ public enum PostgresListener {
         while !stopped.current {
             do {
                 let connection = try PostgresConnection(url: url)
-                try connection.execute("SET application_name = '\(applicationName)'; LISTEN \(SQLIdentifier.quote(channel))")
+                try connection.execute(
+                    "SET application_name = '\(applicationName)'; LISTEN \(SQLIdentifier.quote(channel))")
                 emit(.listening(reconnected: reconnected))
                 reconnected = true
                 backoff = 0.1
@@ -72,7 +73,8 @@ public enum PostgresListener {
     }
 
     /// Waits for notifications until stopped; throws when the connection drops.
-    private static func receive(on connection: PostgresConnection, stopped: Locked<Bool>, emit: (Event) -> Void) throws {
+    private static func receive(on connection: PostgresConnection, stopped: Locked<Bool>, emit: (Event) -> Void) throws
+    {
         let handle = connection.handle
         while !stopped.current {
             let socket = PQsocket(handle)

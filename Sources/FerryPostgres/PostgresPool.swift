@@ -82,7 +82,9 @@ package final class PostgresPool: @unchecked Sendable {
     }
 
     /// Runs `body` with a connection on the thread pool.
-    package func withConnection<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) throws -> T) async throws -> T {
+    package func withConnection<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) throws -> T) async throws
+        -> T
+    {
         let box = try await checkOut()
         var healthy = true
         defer { checkIn(box, healthy: healthy) }
@@ -103,7 +105,10 @@ package final class PostgresPool: @unchecked Sendable {
     package func close() {
         let (boxes, pending) = lock.withLock { () -> ([Box], [CheckedContinuation<Box?, any Error>]) in
             closed = true
-            defer { idle = []; waiters = [] }
+            defer {
+                idle = []
+                waiters = []
+            }
             return (idle, waiters)
         }
         _ = boxes  // released here: PostgresConnection closes in deinit
@@ -115,11 +120,17 @@ package final class PostgresPool: @unchecked Sendable {
     }
 
     private func checkOut() async throws -> Box {
-        enum Next { case use(Box), connect, wait }
+        enum Next {
+            case use(Box)
+            case connect, wait
+        }
         let next: Next = try lock.withLock {
             if closed { throw FerryError(.database, "the PostgreSQL pool is shut down") }
             if let box = idle.popLast() { return .use(box) }
-            if open < size { open += 1; return .connect }
+            if open < size {
+                open += 1
+                return .connect
+            }
             return .wait
         }
         switch next {
@@ -134,7 +145,9 @@ package final class PostgresPool: @unchecked Sendable {
                     waiters.append(continuation)
                     return false
                 }
-                if closedNow { continuation.resume(throwing: FerryError(.database, "the PostgreSQL pool is shut down")) }
+                if closedNow {
+                    continuation.resume(throwing: FerryError(.database, "the PostgreSQL pool is shut down"))
+                }
             }
             // nil means a connection slot was freed (a broken connection was dropped): open a new one.
             if let handed { return handed }
@@ -179,7 +192,8 @@ package final class PostgresPool: @unchecked Sendable {
         var message = (error as? FerryError)?.message ?? String(describing: error)
         let redacted = redactURL(url)
         for form in [url, redacted] where !form.isEmpty {
-            message = message.replacingOccurrences(of: " at \(form)", with: "").replacingOccurrences(of: form, with: "the database")
+            message = message.replacingOccurrences(of: " at \(form)", with: "").replacingOccurrences(
+                of: form, with: "the database")
         }
         message = PostgresConnection.scrub(message, url: url)
             .split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }.joined(separator: " ")
@@ -189,7 +203,10 @@ package final class PostgresPool: @unchecked Sendable {
     private func checkIn(_ box: Box, healthy: Bool) {
         if healthy {
             let waiter: CheckedContinuation<Box?, any Error>? = lock.withLock {
-                if closed { open -= 1; return nil }
+                if closed {
+                    open -= 1
+                    return nil
+                }
                 if !waiters.isEmpty { return waiters.removeFirst() }
                 idle.append(box)
                 return nil

@@ -25,12 +25,14 @@ import NIOPosix
 ///
 /// - Parameter onServerRunning: called with the bound port once the server listens (useful with port 0).
 public func buildApplication(
-    _ configuration: ServerConfiguration, logger: Logger, onServerRunning: @escaping @Sendable (_ port: Int) async -> Void = { _ in }
+    _ configuration: ServerConfiguration, logger: Logger,
+    onServerRunning: @escaping @Sendable (_ port: Int) async -> Void = { _ in }
 ) async throws -> some ApplicationProtocol {
     try checkStore(configuration)
     let wiring = try await ServerWiring.start(configuration.database, logger: logger)
     do {
-        return try await buildApplication(configuration, logger: logger, wiring: wiring, onServerRunning: onServerRunning)
+        return try await buildApplication(
+            configuration, logger: logger, wiring: wiring, onServerRunning: onServerRunning)
     } catch {
         wiring.shutdown()
         throw error
@@ -40,9 +42,12 @@ public func buildApplication(
 /// The store must exist before anything starts: its absence is a setup error, not an empty server.
 func checkStore(_ configuration: ServerConfiguration) throws {
     var isDirectory: ObjCBool = false
-    guard FileManager.default.fileExists(atPath: configuration.storePath.path, isDirectory: &isDirectory), isDirectory.boolValue else {
+    guard FileManager.default.fileExists(atPath: configuration.storePath.path, isDirectory: &isDirectory),
+        isDirectory.boolValue
+    else {
         throw FerryError(
-            .notFound, "the snapshot store does not exist: create it by publishing into it, or name the right directory",
+            .notFound,
+            "the snapshot store does not exist: create it by publishing into it, or name the right directory",
             path: configuration.storePath.path)
     }
 }
@@ -59,14 +64,19 @@ func buildApplication(
         logger: logger, metrics: metrics)
     try await catalog.refresh()
     let access = DatasetAccess(
-        catalog: catalog, scopes: wiring.scopeAuthorities.mapValues { TokenScopes(authority: $0, ttl: configuration.tokenCacheTTL) }, logger: logger)
-    let changes: [any ServerRouteGroup] = wiring.mergers.isEmpty ? [] : [ChangesRoute(mergers: wiring.mergers, limits: configuration.changeLimits)]
-    let router = try buildRouter(configuration, catalog: catalog, access: access, metrics: metrics, logger: logger, extraRoutes: changes)
+        catalog: catalog,
+        scopes: wiring.scopeAuthorities.mapValues { TokenScopes(authority: $0, ttl: configuration.tokenCacheTTL) },
+        logger: logger)
+    let changes: [any ServerRouteGroup] =
+        wiring.mergers.isEmpty ? [] : [ChangesRoute(mergers: wiring.mergers, limits: configuration.changeLimits)]
+    let router = try buildRouter(
+        configuration, catalog: catalog, access: access, metrics: metrics, logger: logger, extraRoutes: changes)
     let revalidator =
         configuration.channelRevalidation.enabled
         ? ChannelRevalidator(
             access: access, metrics: metrics, traffic: configuration.statusBoard.traffic, logger: logger,
-            onAnswer: configuration.channelRevalidation.onAnswer, onDownload: configuration.channelRevalidation.onDownload)
+            onAnswer: configuration.channelRevalidation.onAnswer,
+            onDownload: configuration.channelRevalidation.onDownload)
         : nil
     let channel = configuration.http1Channel
     let http1 = HTTPServerBuilder { responder in
@@ -97,7 +107,8 @@ func buildApplication(
         app.addServices(
             RetentionService(
                 catalog: catalog, mergers: wiring.mergers, changeRetention: database.changeRetention,
-                sweepInterval: database.retentionSweepInterval, checkInterval: configuration.effectivePollInterval, metrics: metrics,
+                sweepInterval: database.retentionSweepInterval, checkInterval: configuration.effectivePollInterval,
+                metrics: metrics,
                 logger: logger))
     }
     return app
@@ -118,27 +129,36 @@ public func buildRouter(
     try buildRouter(
         configuration, catalog: catalog,
         access: DatasetAccess(
-            catalog: catalog, scopes: scopeAuthorities.mapValues { TokenScopes(authority: $0, ttl: configuration.tokenCacheTTL) }, logger: logger),
-        metrics: catalog.metrics ?? ServerMetrics(registry: configuration.metricsRegistry), logger: logger, extraRoutes: extraRoutes)
+            catalog: catalog,
+            scopes: scopeAuthorities.mapValues { TokenScopes(authority: $0, ttl: configuration.tokenCacheTTL) },
+            logger: logger),
+        metrics: catalog.metrics ?? ServerMetrics(registry: configuration.metricsRegistry), logger: logger,
+        extraRoutes: extraRoutes)
 }
 
 func buildRouter(
-    _ configuration: ServerConfiguration, catalog: SnapshotCatalog, access: DatasetAccess, metrics: ServerMetrics, logger: Logger,
+    _ configuration: ServerConfiguration, catalog: SnapshotCatalog, access: DatasetAccess, metrics: ServerMetrics,
+    logger: Logger,
     extraRoutes: [any ServerRouteGroup]
 ) throws -> Router<BasicRequestContext> {
     let router = Router(context: BasicRequestContext.self)
     let table = Locked(RouteTable())
-    router.add(middleware: ServerMiddleware(metrics: metrics, routes: table, traffic: configuration.statusBoard.traffic))
-    let routes = ServerRoutes(router: router, table: table, configuration: configuration, catalog: catalog, access: access, logger: logger)
+    router.add(
+        middleware: ServerMiddleware(metrics: metrics, routes: table, traffic: configuration.statusBoard.traffic))
+    let routes = ServerRoutes(
+        router: router, table: table, configuration: configuration, catalog: catalog, access: access, logger: logger)
     let groups: [any ServerRouteGroup] =
         [
             ReadRoutes(
                 snapshots: SnapshotResponder(
                     access: access, chunkSize: max(64 * 1024, configuration.chunkSize), threadPool: .singleton,
-                    budget: BufferBudget(slots: configuration.downloadBufferBytes / max(64 * 1024, configuration.chunkSize))),
+                    budget: BufferBudget(
+                        slots: configuration.downloadBufferBytes / max(64 * 1024, configuration.chunkSize))),
                 metrics: metrics)
         ] + extraRoutes
-        + (configuration.statusToken.map { [StatusRoutes(access: StatusAccess(token: $0), board: configuration.statusBoard)] } ?? [])
+        + (configuration.statusToken.map {
+            [StatusRoutes(access: StatusAccess(token: $0), board: configuration.statusBoard)]
+        } ?? [])
     for group in groups { try group.addRoutes(to: routes) }
     return router
 }
@@ -245,7 +265,9 @@ struct ReadRoutes: ServerRouteGroup {
         return Response(status: .ok, headers: headers, body: .init(byteBuffer: body))
     }
 
-    static func manifest(_ request: Request, context: BasicRequestContext, access: DatasetAccess) async throws -> Response {
+    static func manifest(_ request: Request, context: BasicRequestContext, access: DatasetAccess) async throws
+        -> Response
+    {
         let name = try SnapshotResponder.datasetName(context)
         if let wait = WaitPreference(request.headers[.prefer]) {
             return try await ManifestLongPoll.respond(request, dataset: name, access: access, wait: wait)

@@ -35,18 +35,21 @@ extension ServerConfiguration {
                 chain = try NIOSSLCertificate.fromPEMFile(certificateChain.path)
             } catch {
                 throw FerryError(
-                    .badInput, "not a PEM certificate file: expected '-----BEGIN CERTIFICATE-----' blocks, the server's certificate first",
+                    .badInput,
+                    "not a PEM certificate file: expected '-----BEGIN CERTIFICATE-----' blocks, the server's certificate first",
                     path: certificateChain.path, underlying: error)
             }
             guard !chain.isEmpty else {
-                throw FerryError(.badInput, "the TLS certificate file holds no certificate", path: certificateChain.path)
+                throw FerryError(
+                    .badInput, "the TLS certificate file holds no certificate", path: certificateChain.path)
             }
             let key: NIOSSLPrivateKey
             do {
                 key = try NIOSSLPrivateKey(file: privateKey.path, format: .pem)
             } catch {
                 throw FerryError(
-                    .badInput, "not a PEM private key file (an unencrypted '-----BEGIN PRIVATE KEY-----' block is expected)",
+                    .badInput,
+                    "not a PEM private key file (an unencrypted '-----BEGIN PRIVATE KEY-----' block is expected)",
                     path: privateKey.path, underlying: error)
             }
             let configuration = TLSConfiguration.makeServerConfiguration(
@@ -56,14 +59,16 @@ extension ServerConfiguration {
                 _ = try NIOSSLContext(configuration: configuration)
             } catch {
                 throw FerryError(
-                    .badInput, "the private key does not belong to the certificate in \(certificateChain.path)", path: privateKey.path)
+                    .badInput, "the private key does not belong to the certificate in \(certificateChain.path)",
+                    path: privateKey.path)
             }
             return configuration
         }
 
         private static func requireFile(_ url: URL, what: String) throws {
             var isDirectory: ObjCBool = false
-            guard FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory), !isDirectory.boolValue else {
+            guard FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory), !isDirectory.boolValue
+            else {
                 throw FerryError(.notFound, "the \(what) file does not exist", path: url.path)
             }
             guard FileManager.default.isReadableFile(atPath: url.path) else {

@@ -1,6 +1,6 @@
-import Foundation
 import FerryCore
 import FerryMerge
+import Foundation
 import Prometheus
 
 /// Everything `ferry serve` and the tests need to start a server over a snapshot store.
@@ -106,7 +106,8 @@ public struct ServerConfiguration: Sendable {
 
     public init(
         storePath: URL, host: String = "127.0.0.1", port: Int = 8080, pollInterval: Duration = .milliseconds(500),
-        drainTimeout: Duration = .seconds(30), metricsRegistry: PrometheusCollectorRegistry = PrometheusCollectorRegistry(),
+        drainTimeout: Duration = .seconds(30),
+        metricsRegistry: PrometheusCollectorRegistry = PrometheusCollectorRegistry(),
         chunkSize: Int = 1 << 20, database: DatabaseSettings? = nil
     ) {
         self.storePath = storePath

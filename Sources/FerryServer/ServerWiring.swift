@@ -25,11 +25,15 @@ struct ServerWiring: Sendable {
             for url in settings.templatePaths {
                 let template = try Template.load(path: url.path)
                 if let other = sources[template.dataset] {
-                    throw FerryError(.badInput, "dataset '\(template.dataset)' is also defined by \(other); give each dataset one template", path: url.path)
+                    throw FerryError(
+                        .badInput,
+                        "dataset '\(template.dataset)' is also defined by \(other); give each dataset one template",
+                        path: url.path)
                 }
                 sources[template.dataset] = url.path
                 wiring.mergers[template.dataset] = try await ChangeMerger.start(
-                    template: template, databaseURL: settings.databaseURL, connections: settings.mergerConnections, logger: logger)
+                    template: template, databaseURL: settings.databaseURL, connections: settings.mergerConnections,
+                    logger: logger)
                 if template.scope != nil {
                     authorities[template.dataset] = try await PostgresScopeAuthority.start(
                         template: template, databaseURL: settings.databaseURL, logger: logger)
@@ -41,7 +45,8 @@ struct ServerWiring: Sendable {
             throw error
         }
         wiring.scopeAuthorities = authorities
-        wiring.services = wiring.mergers.keys.sorted().map { wiring.mergers[$0]! as any Service }
+        wiring.services =
+            wiring.mergers.keys.sorted().map { wiring.mergers[$0]! as any Service }
             + authorities.keys.sorted().map { authorities[$0]! as any Service }
         return wiring
     }

@@ -16,12 +16,15 @@ import Foundation
 /// hard links (or fsynced copies) into `objects/`, then the new `manifest.json` atomically, then `versions/` is
 /// deleted. A crash at any point leaves a manifest that names complete files, and the next publish finishes the job.
 extension FileSnapshotStore {
-    func versionsDirectory(dataset: String) -> URL { directory(dataset: dataset).appendingPathComponent("versions", isDirectory: true) }
+    func versionsDirectory(dataset: String) -> URL {
+        directory(dataset: dataset).appendingPathComponent("versions", isDirectory: true)
+    }
 
     func legacyFiles(dataset: String, version: Int) -> SnapshotFiles {
         let directory = versionsDirectory(dataset: dataset)
         return SnapshotFiles(
-            snapshot: directory.appendingPathComponent("\(version).sqlite"), gzip: directory.appendingPathComponent("\(version).sqlite.gz"))
+            snapshot: directory.appendingPathComponent("\(version).sqlite"),
+            gzip: directory.appendingPathComponent("\(version).sqlite.gz"))
     }
 
     /// A legacy `manifest.json` is a plain ``Manifest``: it has no `scopes` key.
@@ -39,7 +42,9 @@ extension FileSnapshotStore {
         let path = manifestURL(dataset: dataset).path
         let manifest = try Manifest.decode(data, path: path)
         guard manifest.dataset == dataset else {
-            throw FerryError(.store, "manifest names dataset '\(manifest.dataset)' but lives in '\(dataset)'", path: path, key: "dataset")
+            throw FerryError(
+                .store, "manifest names dataset '\(manifest.dataset)' but lives in '\(dataset)'", path: path,
+                key: "dataset")
         }
         var records: [VersionRecord] = []
         for version in Set(manifest.versions + [manifest.version]).sorted() {
@@ -52,7 +57,9 @@ extension FileSnapshotStore {
             }
         }
         guard let current = records.last, current.version == manifest.version, current.sha256 == manifest.sha256 else {
-            throw FerryError(.store, "the current version's record is missing or differs from manifest.json", path: path, key: "sha256")
+            throw FerryError(
+                .store, "the current version's record is missing or differs from manifest.json", path: path,
+                key: "sha256")
         }
         var stored = StoredManifest(
             dataset: dataset, scoped: false, schemaVersion: manifest.schemaVersion, lastVersion: manifest.version,
@@ -102,7 +109,8 @@ extension FileSnapshotStore {
                 try DurableFile.remove(temp)
                 try fm.copyItem(at: source, to: temp)
             } catch {
-                throw FerryError(.io, "cannot copy a snapshot into objects/: \(error.localizedDescription)", path: source.path)
+                throw FerryError(
+                    .io, "cannot copy a snapshot into objects/: \(error.localizedDescription)", path: source.path)
             }
             try DurableFile.sync(temp)
             try DurableFile.rename(temp, to: target)

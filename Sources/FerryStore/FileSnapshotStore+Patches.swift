@@ -7,7 +7,9 @@ extension FileSnapshotStore {
     /// Compresses `changeset`, and stores it as a patch from `from` (whose file's checksum is `base`) to `to` unless its compressed size reaches
     /// `limit` (a patch as large as the gzip copy saves nothing). The file is fsynced before its rename; it is
     /// garbage until a manifest names it. Call it while holding the lock. Returns nil when not worth storing.
-    public func storePatch(dataset: String, changeset: Changeset, from: Int, base: String, to: Int, limit: Int64) throws -> PatchRef? {
+    public func storePatch(dataset: String, changeset: Changeset, from: Int, base: String, to: Int, limit: Int64) throws
+        -> PatchRef?
+    {
         let tmp = temporaryDirectory(dataset: dataset)
         try DurableFile.makeDirectory(tmp)
         try DurableFile.makeDirectory(objectsDirectory(dataset: dataset))
@@ -47,7 +49,8 @@ extension FileSnapshotStore {
         do {
             return Changeset(data: try Data(contentsOf: raw))
         } catch {
-            throw FerryError(.io, "cannot read patch \(patch.from)-\(patch.to): \(error.localizedDescription)", path: url.path)
+            throw FerryError(
+                .io, "cannot read patch \(patch.from)-\(patch.to): \(error.localizedDescription)", path: url.path)
         }
     }
 }

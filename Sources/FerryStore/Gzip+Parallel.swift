@@ -34,11 +34,14 @@ extension Gzip {
 
         let pipeline = DeflatePipeline()
         let workers = (0..<threads).map { i in
-            ThreadJob(name: "ferry.gzip.\(i)") { try ChunkDeflater.run(pipeline, encoding: encoding, path: destination.path) }
+            ThreadJob(name: "ferry.gzip.\(i)") {
+                try ChunkDeflater.run(pipeline, encoding: encoding, path: destination.path)
+            }
         }
         do {
             let compressed = try writeMember(
-                from: input, source: source, to: output, destination: destination, extraFlags: encoding.extraFlags, pipeline: pipeline,
+                from: input, source: source, to: output, destination: destination, extraFlags: encoding.extraFlags,
+                pipeline: pipeline,
                 capacity: 2 * threads + 2, chunkSize: chunkSize)
             pipeline.close()
             for worker in workers { try worker.join() }
@@ -53,10 +56,12 @@ extension Gzip {
 
     /// ``compressAndHashParallel(from:to:encoding:threads:chunkSize:)`` with zlib's deflate at `level` (1 … 9).
     public static func compressAndHashParallel(
-        from source: URL, to destination: URL, level: Int32, threads: Int = max(2, ProcessInfo.processInfo.activeProcessorCount),
+        from source: URL, to destination: URL, level: Int32,
+        threads: Int = max(2, ProcessInfo.processInfo.activeProcessorCount),
         chunkSize: Int = parallelChunkSize
     ) throws -> Compressed {
-        try compressAndHashParallel(from: source, to: destination, encoding: .zlib(level: level), threads: threads, chunkSize: chunkSize)
+        try compressAndHashParallel(
+            from: source, to: destination, encoding: .zlib(level: level), threads: threads, chunkSize: chunkSize)
     }
 
     /// How ``compressAndHashParallel(from:to:encoding:threads:chunkSize:)`` deflates its chunks: one
@@ -80,7 +85,8 @@ extension Gzip {
 
     /// The calling thread's part: read, hash, hand out, and write the deflated chunks in order.
     private static func writeMember(
-        from input: FileHandle, source: URL, to output: FileHandle, destination: URL, extraFlags: UInt8, pipeline: DeflatePipeline,
+        from input: FileHandle, source: URL, to output: FileHandle, destination: URL, extraFlags: UInt8,
+        pipeline: DeflatePipeline,
         capacity: Int, chunkSize: Int
     ) throws -> Compressed {
         func read() throws -> Data {
@@ -118,7 +124,8 @@ extension Gzip {
             current.withUnsafeBytes { hasher.update($0) }
             size += Int64(current.count)
             while submitted - written >= capacity { try writeNext() }
-            pipeline.submit(DeflatePipeline.Job(index: submitted, input: current, dictionary: dictionary, last: following.isEmpty))
+            pipeline.submit(
+                DeflatePipeline.Job(index: submitted, input: current, dictionary: dictionary, last: following.isEmpty))
             submitted += 1
             while pipeline.isReady(written) { try writeNext() }
             if following.isEmpty { break }
@@ -233,7 +240,8 @@ private enum ChunkDeflater {
                 let piece = try job.input.withUnsafeBytes { input in
                     try job.dictionary.withUnsafeBytes { dictionary in
                         let deflated = try encoder.encode(input, dictionary: dictionary, last: job.last, path: path)
-                        return DeflatePipeline.Piece(deflated: deflated, crc: uLong(encoder.crc32(input)), length: input.count)
+                        return DeflatePipeline.Piece(
+                            deflated: deflated, crc: uLong(encoder.crc32(input)), length: input.count)
                     }
                 }
                 pipeline.complete(job.index, piece)
@@ -251,14 +259,16 @@ private enum ChunkDeflater {
 /// a byte boundary, or, for the `last` chunk, by the stream's final block. Used by one thread at a time.
 public protocol GzipChunkEncoder: AnyObject {
     /// The chunk's deflate data; errors name `path` (the gzip file being written).
-    func encode(_ input: UnsafeRawBufferPointer, dictionary: UnsafeRawBufferPointer, last: Bool, path: String) throws -> Data
+    func encode(_ input: UnsafeRawBufferPointer, dictionary: UnsafeRawBufferPointer, last: Bool, path: String) throws
+        -> Data
     /// The gzip CRC-32 of `input` (zlib's `crc32` unless the encoder has a faster one).
     func crc32(_ input: UnsafeRawBufferPointer) -> UInt32
 }
 
 extension GzipChunkEncoder {
     public func crc32(_ input: UnsafeRawBufferPointer) -> UInt32 {
-        input.isEmpty ? 0 : UInt32(CZlib.crc32(0, input.baseAddress!.assumingMemoryBound(to: Bytef.self), uInt(input.count)))
+        input.isEmpty
+            ? 0 : UInt32(CZlib.crc32(0, input.baseAddress!.assumingMemoryBound(to: Bytef.self), uInt(input.count)))
     }
 }
 
@@ -278,7 +288,9 @@ public struct GzipChunkOutput {
         var produced = 0
         while true {
             if produced == buffer.count { buffer.append(contentsOf: repeatElement(0, count: buffer.count / 2 + 1024)) }
-            let (written, finished) = try buffer.withUnsafeMutableBytes { try step(UnsafeMutableRawBufferPointer(rebasing: $0[produced...])) }
+            let (written, finished) = try buffer.withUnsafeMutableBytes {
+                try step(UnsafeMutableRawBufferPointer(rebasing: $0[produced...]))
+            }
             produced += written
             if finished { break }
         }
@@ -296,7 +308,11 @@ final class ZlibChunkEncoder: GzipChunkEncoder {
         stream.initialize(to: z_stream())
         // windowBits -15: raw deflate, the pieces of one gzip member.
         // A throw here still runs deinit (every property is set): deflateEnd refuses the zeroed stream, then it is freed.
-        guard deflateInit2_(stream, level, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY, ZLIB_VERSION, Int32(MemoryLayout<z_stream>.size)) == Z_OK else {
+        guard
+            deflateInit2_(
+                stream, level, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY, ZLIB_VERSION, Int32(MemoryLayout<z_stream>.size))
+                == Z_OK
+        else {
             throw FerryError(.io, "zlib deflateInit failed (level \(level))")
         }
     }
@@ -306,10 +322,13 @@ final class ZlibChunkEncoder: GzipChunkEncoder {
         stream.deallocate()
     }
 
-    func encode(_ input: UnsafeRawBufferPointer, dictionary: UnsafeRawBufferPointer, last: Bool, path: String) throws -> Data {
+    func encode(_ input: UnsafeRawBufferPointer, dictionary: UnsafeRawBufferPointer, last: Bool, path: String) throws
+        -> Data
+    {
         guard deflateReset(stream) == Z_OK else { throw FerryError(.io, "zlib deflateReset failed", path: path) }
         if !dictionary.isEmpty {
-            let rc = deflateSetDictionary(stream, dictionary.baseAddress!.assumingMemoryBound(to: Bytef.self), uInt(dictionary.count))
+            let rc = deflateSetDictionary(
+                stream, dictionary.baseAddress!.assumingMemoryBound(to: Bytef.self), uInt(dictionary.count))
             guard rc == Z_OK else { throw FerryError(.io, "zlib deflateSetDictionary failed", path: path) }
         }
         // A sync flush ends the chunk on a byte boundary (an empty stored block) without ending the stream; the
@@ -322,7 +341,9 @@ final class ZlibChunkEncoder: GzipChunkEncoder {
             stream.pointee.next_out = room.baseAddress!.assumingMemoryBound(to: Bytef.self)
             stream.pointee.avail_out = uInt(room.count)
             let rc = CZlib.deflate(stream, flush)
-            guard rc == Z_OK || rc == Z_STREAM_END || rc == Z_BUF_ERROR else { throw FerryError(.io, "zlib deflate failed (\(rc))", path: path) }
+            guard rc == Z_OK || rc == Z_STREAM_END || rc == Z_BUF_ERROR else {
+                throw FerryError(.io, "zlib deflate failed (\(rc))", path: path)
+            }
             let written = room.count - Int(stream.pointee.avail_out)
             return (written, last ? rc == Z_STREAM_END : (stream.pointee.avail_in == 0 && stream.pointee.avail_out > 0))
         }

@@ -1,12 +1,13 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import FerryCore
 import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 
 /// Read access to published snapshots: all the server's catalog uses, so another backend (an S3-compatible
 /// bucket, docs/deploy.md) is one new conforming type. Each method's contract:
@@ -67,15 +68,29 @@ public struct FileSnapshotStore: SnapshotStore {
     }
 
     public func directory(dataset: String) -> URL { root.appendingPathComponent(dataset, isDirectory: true) }
-    public func manifestURL(dataset: String) -> URL { directory(dataset: dataset).appendingPathComponent("manifest.json") }
-    public func temporaryDirectory(dataset: String) -> URL { directory(dataset: dataset).appendingPathComponent("tmp", isDirectory: true) }
-    public func objectsDirectory(dataset: String) -> URL { directory(dataset: dataset).appendingPathComponent("objects", isDirectory: true) }
-    public func objectURL(dataset: String, sha256: String) -> URL { objectsDirectory(dataset: dataset).appendingPathComponent("\(sha256).sqlite") }
-    public func objectGzipURL(dataset: String, sha256: String) -> URL { objectsDirectory(dataset: dataset).appendingPathComponent("\(sha256).sqlite.gz") }
+    public func manifestURL(dataset: String) -> URL {
+        directory(dataset: dataset).appendingPathComponent("manifest.json")
+    }
+    public func temporaryDirectory(dataset: String) -> URL {
+        directory(dataset: dataset).appendingPathComponent("tmp", isDirectory: true)
+    }
+    public func objectsDirectory(dataset: String) -> URL {
+        directory(dataset: dataset).appendingPathComponent("objects", isDirectory: true)
+    }
+    public func objectURL(dataset: String, sha256: String) -> URL {
+        objectsDirectory(dataset: dataset).appendingPathComponent("\(sha256).sqlite")
+    }
+    public func objectGzipURL(dataset: String, sha256: String) -> URL {
+        objectsDirectory(dataset: dataset).appendingPathComponent("\(sha256).sqlite.gz")
+    }
     /// The publisher's row index of an object (`<sha256>.rows`), kept while the object is a scope's current version.
-    public func rowIndexURL(dataset: String, sha256: String) -> URL { objectsDirectory(dataset: dataset).appendingPathComponent("\(sha256).rows") }
+    public func rowIndexURL(dataset: String, sha256: String) -> URL {
+        objectsDirectory(dataset: dataset).appendingPathComponent("\(sha256).rows")
+    }
     /// A patch object: a gzip-compressed changeset, named by the checksum of those bytes.
-    public func patchURL(dataset: String, sha256: String) -> URL { objectsDirectory(dataset: dataset).appendingPathComponent("\(sha256).patch.gz") }
+    public func patchURL(dataset: String, sha256: String) -> URL {
+        objectsDirectory(dataset: dataset).appendingPathComponent("\(sha256).patch.gz")
+    }
 
     /// The manifest file's device, inode, size and modification time: a rename gives a new inode, an edit a new
     /// size or mtime.
@@ -83,9 +98,9 @@ public struct FileSnapshotStore: SnapshotStore {
         var info = stat()
         guard stat(manifestURL(dataset: dataset).path, &info) == 0 else { return nil }
         #if canImport(Darwin)
-        let modified = info.st_mtimespec
+            let modified = info.st_mtimespec
         #else
-        let modified = info.st_mtim
+            let modified = info.st_mtim
         #endif
         return StoreRevision("\(info.st_dev):\(info.st_ino):\(info.st_size):\(modified.tv_sec).\(modified.tv_nsec)")
     }
@@ -97,7 +112,9 @@ public struct FileSnapshotStore: SnapshotStore {
         } catch {
             throw FerryError(.io, "cannot list the snapshot store: \(error.localizedDescription)", path: root.path)
         }
-        return names.filter { DatasetName.isValid($0) && FileManager.default.fileExists(atPath: manifestURL(dataset: $0).path) }.sorted()
+        return names.filter {
+            DatasetName.isValid($0) && FileManager.default.fileExists(atPath: manifestURL(dataset: $0).path)
+        }.sorted()
     }
 
     /// `manifest.json`, validated; nil when the dataset has never been published. A legacy manifest is converted.
@@ -129,7 +146,9 @@ public struct FileSnapshotStore: SnapshotStore {
 
     /// The files of retained version `version` of a scope (nil: the implicit scope), or nil when not retained.
     public func files(dataset: String, version: Int, scope: String? = nil) throws -> SnapshotFiles? {
-        guard let manifest = try storedManifest(for: dataset), let record = manifest.entry(for: scope)?.record(version: version) else { return nil }
+        guard let manifest = try storedManifest(for: dataset),
+            let record = manifest.entry(for: scope)?.record(version: version)
+        else { return nil }
         return files(of: record, in: manifest)
     }
 
@@ -175,7 +194,8 @@ public struct FileSnapshotStore: SnapshotStore {
         let size = try Self.fileSize(file)
         let target = objectURL(dataset: dataset, sha256: sha256)
         let gzipTarget = objectGzipURL(dataset: dataset, sha256: sha256)
-        if FileManager.default.fileExists(atPath: target.path), FileManager.default.fileExists(atPath: gzipTarget.path) {
+        if FileManager.default.fileExists(atPath: target.path), FileManager.default.fileExists(atPath: gzipTarget.path)
+        {
             try DurableFile.remove(file)
             return StoredObject(sha256: sha256, size: size, gzipSize: try Self.fileSize(gzipTarget))
         }
@@ -236,7 +256,8 @@ public struct FileSnapshotStore: SnapshotStore {
         try DurableFile.makeDirectory(objectsDirectory(dataset: dataset))
         let target = objectURL(dataset: dataset, sha256: prepared.sha256)
         let gzipTarget = objectGzipURL(dataset: dataset, sha256: prepared.sha256)
-        if FileManager.default.fileExists(atPath: target.path), FileManager.default.fileExists(atPath: gzipTarget.path) {
+        if FileManager.default.fileExists(atPath: target.path), FileManager.default.fileExists(atPath: gzipTarget.path)
+        {
             try prepared.discard()
             return StoredObject(sha256: prepared.sha256, size: prepared.size, gzipSize: try Self.fileSize(gzipTarget))
         }
@@ -253,14 +274,20 @@ public struct FileSnapshotStore: SnapshotStore {
         let dataset = manifest.dataset
         for record in manifest.scopes.flatMap(\.retained) {
             guard FileManager.default.fileExists(atPath: objectURL(dataset: dataset, sha256: record.sha256).path) else {
-                throw FerryError(.store, "refusing to write a manifest naming a missing snapshot \(record.sha256)", path: objectsDirectory(dataset: dataset).path)
+                throw FerryError(
+                    .store, "refusing to write a manifest naming a missing snapshot \(record.sha256)",
+                    path: objectsDirectory(dataset: dataset).path)
             }
-            for patch in record.patches ?? [] where !FileManager.default.fileExists(atPath: patchURL(dataset: dataset, sha256: patch.sha256).path) {
-                throw FerryError(.store, "refusing to write a manifest naming a missing patch \(patch.sha256)", path: objectsDirectory(dataset: dataset).path)
+            for patch in record.patches ?? []
+            where !FileManager.default.fileExists(atPath: patchURL(dataset: dataset, sha256: patch.sha256).path) {
+                throw FerryError(
+                    .store, "refusing to write a manifest naming a missing patch \(patch.sha256)",
+                    path: objectsDirectory(dataset: dataset).path)
             }
         }
         try DurableFile.write(try manifest.jsonData(), to: manifestURL(dataset: dataset))
-        try removeUnreferencedObjects(dataset: dataset, keeping: manifest.referencedObjects, current: Set(manifest.scopes.map(\.current.sha256)))
+        try removeUnreferencedObjects(
+            dataset: dataset, keeping: manifest.referencedObjects, current: Set(manifest.scopes.map(\.current.sha256)))
     }
 
     /// Publishes one finished SQLite file as `version` of an unscoped dataset: stores the object, adds its record to
@@ -274,7 +301,8 @@ public struct FileSnapshotStore: SnapshotStore {
         let object = try storeObject(dataset: dataset, file: snapshot, gzipLevel: gzipLevel)
         let record = VersionRecord(
             published: PublishedVersion(
-                version: version, sha256: object.sha256, size: object.size, gzipSize: object.gzipSize, createdAt: createdAt,
+                version: version, sha256: object.sha256, size: object.size, gzipSize: object.gzipSize,
+                createdAt: createdAt,
                 schemaVersion: schemaVersion, tables: tables),
             dataDigest: dataDigest)
         let previous = try storedManifest(for: dataset)
@@ -282,7 +310,8 @@ public struct FileSnapshotStore: SnapshotStore {
         let entry = ScopeEntry(scope: nil, retained: Array((before + [record]).suffix(keep)))
         try commit(
             StoredManifest(
-                dataset: dataset, scoped: false, schemaVersion: schemaVersion, lastVersion: max(version, previous?.lastVersion ?? 0),
+                dataset: dataset, scoped: false, schemaVersion: schemaVersion,
+                lastVersion: max(version, previous?.lastVersion ?? 0),
                 createdAt: createdAt, scopes: [entry]))
         return entry.manifest(dataset: dataset)
     }
@@ -312,7 +341,8 @@ public struct FileSnapshotStore: SnapshotStore {
         do {
             names = try FileManager.default.contentsOfDirectory(atPath: directory.path)
         } catch {
-            throw FerryError(.io, "cannot list \(directory.lastPathComponent)/: \(error.localizedDescription)", path: directory.path)
+            throw FerryError(
+                .io, "cannot list \(directory.lastPathComponent)/: \(error.localizedDescription)", path: directory.path)
         }
         var removed = 0
         for name in names where shouldRemove(name) {

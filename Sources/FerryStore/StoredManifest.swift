@@ -33,7 +33,9 @@ public struct StoredManifest: Codable, Sendable, Equatable {
     /// `FileSnapshotStore+Legacy.swift`.
     public internal(set) var isLegacyLayout = false
 
-    public init(dataset: String, scoped: Bool, schemaVersion: Int, lastVersion: Int, createdAt: String, scopes: [ScopeEntry]) {
+    public init(
+        dataset: String, scoped: Bool, schemaVersion: Int, lastVersion: Int, createdAt: String, scopes: [ScopeEntry]
+    ) {
         self.dataset = dataset
         self.scoped = scoped
         self.schemaVersion = schemaVersion
@@ -85,23 +87,34 @@ public struct StoredManifest: Codable, Sendable, Equatable {
         try DatasetName.validate(dataset, path: path)
         if !scoped {
             guard scopes.count <= 1, scopes.first?.scope == nil else {
-                throw FerryError(.store, "an unscoped dataset has one entry without a scope value", path: path, key: "scopes")
+                throw FerryError(
+                    .store, "an unscoped dataset has one entry without a scope value", path: path, key: "scopes")
             }
         }
         var seen: Set<String?> = []
         for (i, entry) in scopes.enumerated() {
             let key = "scopes[\(i)]"
-            if scoped && entry.scope == nil { throw FerryError(.store, "a scoped dataset's entry needs its scope value", path: path, key: "\(key).scope") }
-            guard seen.insert(entry.scope).inserted else { throw FerryError(.store, "a scope is listed twice", path: path, key: key) }
-            guard !entry.retained.isEmpty else { throw FerryError(.store, "a scope has at least its current version", path: path, key: "\(key).retained") }
+            if scoped && entry.scope == nil {
+                throw FerryError(
+                    .store, "a scoped dataset's entry needs its scope value", path: path, key: "\(key).scope")
+            }
+            guard seen.insert(entry.scope).inserted else {
+                throw FerryError(.store, "a scope is listed twice", path: path, key: key)
+            }
+            guard !entry.retained.isEmpty else {
+                throw FerryError(.store, "a scope has at least its current version", path: path, key: "\(key).retained")
+            }
             let numbers = entry.retained.map(\.version)
             guard numbers == numbers.sorted(), Set(numbers).count == numbers.count else {
-                throw FerryError(.store, "retained versions must be ascending and distinct", path: path, key: "\(key).retained")
+                throw FerryError(
+                    .store, "retained versions must be ascending and distinct", path: path, key: "\(key).retained")
             }
             for (j, record) in entry.retained.enumerated() {
                 try record.published.validate(path: path, key: "\(key).retained[\(j)]")
                 guard record.version <= lastVersion else {
-                    throw FerryError(.store, "a retained version is above lastVersion \(lastVersion)", path: path, key: "\(key).retained[\(j)].version")
+                    throw FerryError(
+                        .store, "a retained version is above lastVersion \(lastVersion)", path: path,
+                        key: "\(key).retained[\(j)].version")
                 }
             }
         }
@@ -127,7 +140,9 @@ public struct ScopeEntry: Codable, Sendable, Equatable {
     /// The current version's record.
     public var current: VersionRecord { retained[retained.count - 1] }
 
-    public subscript<T>(dynamicMember keyPath: KeyPath<PublishedVersion, T>) -> T { current.published[keyPath: keyPath] }
+    public subscript<T>(dynamicMember keyPath: KeyPath<PublishedVersion, T>) -> T {
+        current.published[keyPath: keyPath]
+    }
 
     /// The record of retained version `version`, if any.
     public func record(version: Int) -> VersionRecord? {

@@ -15,7 +15,9 @@ extension FileSnapshotStore {
 
     /// The stored manifest of a dataset that must exist.
     public func requireManifest(_ dataset: String) throws -> StoredManifest {
-        guard let manifest = try storedManifest(for: dataset) else { throw FerryError(.notFound, "dataset \(dataset) has no manifest") }
+        guard let manifest = try storedManifest(for: dataset) else {
+            throw FerryError(.notFound, "dataset \(dataset) has no manifest")
+        }
         return manifest
     }
 

@@ -1,6 +1,6 @@
 import FerryCore
-import FerryPostgres
 import FerryMerge
+import FerryPostgres
 import Foundation
 import Logging
 
@@ -59,7 +59,9 @@ public struct MergeFixture {
     }
 
     /// Puts a trip on the server as if it had been written at those times.
-    public func seed(id: Int = 1, name: String = "Växjö-Kalmar", seats: Int = 0, stops: Int = 0, created: String, updated: String) throws {
+    public func seed(
+        id: Int = 1, name: String = "Växjö-Kalmar", seats: Int = 0, stops: Int = 0, created: String, updated: String
+    ) throws {
         _ = try pg.query(
             "INSERT INTO trips VALUES ($1::int, $2, $3::int, $4::int, $5::timestamptz, $6::timestamptz)",
             [String(id), name, String(seats), String(stops), created, updated])
@@ -89,15 +91,23 @@ public struct MergeFixture {
 }
 
 /// A trip row as the server answers it.
-public func tripRow(id: Int = 1, name: String = "Växjö-Kalmar", seats: Int64, stops: Int64 = 0, created: String, updated: String) -> [String: JSONValue] {
-    ["id": .int(Int64(id)), "name": .string(name), "seats": .int(seats), "stops": .int(stops), "created_at": .string(created), "updated_at": .string(updated)]
+public func tripRow(
+    id: Int = 1, name: String = "Växjö-Kalmar", seats: Int64, stops: Int64 = 0, created: String, updated: String
+) -> [String: JSONValue] {
+    [
+        "id": .int(Int64(id)), "name": .string(name), "seats": .int(seats), "stops": .int(stops),
+        "created_at": .string(created), "updated_at": .string(updated),
+    ]
 }
 
 public func change(
-    _ op: Change.Operation, id: Int = 1, values: [String: JSONValue] = [:], edited: String, base: String? = nil, changeID: String = UUID().uuidString,
+    _ op: Change.Operation, id: Int = 1, values: [String: JSONValue] = [:], edited: String, base: String? = nil,
+    changeID: String = UUID().uuidString,
     table: String = "trips"
 ) -> Change {
-    Change(id: changeID, table: table, op: op, key: ["id": .int(Int64(id))], values: values, editedAt: edited, baseUpdatedAt: base)
+    Change(
+        id: changeID, table: table, op: op, key: ["id": .int(Int64(id))], values: values, editedAt: edited,
+        baseUpdatedAt: base)
 }
 
 /// A JSON value as the text SQL prints (strings as is, integers in decimal), nil for null or absent.

@@ -27,28 +27,41 @@ public struct SmallDisk: Sendable {
 
     public init(megabytes: Int, fileSystem: FileSystem = .tmpfs) throws {
         guard getuid() == 0 else {
-            throw FerryError(.badInput, "disk-full tests mount a file system and must run as root (scripts/test and CI do)")
+            throw FerryError(
+                .badInput, "disk-full tests mount a file system and must run as root (scripts/test and CI do)")
         }
         url = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("ferry-disk-\(UUID().uuidString)")
         try DurableFile.makeDirectory(url)
         switch fileSystem {
         case .tmpfs:
             image = nil
-            let result = try runProcess(URL(fileURLWithPath: "/bin/mount"), ["-t", "tmpfs", "-o", "size=\(megabytes)m", "tmpfs", url.path])
-            guard result.status == 0 else { throw FerryError(.io, "cannot mount a tmpfs: \(result.stderr)", path: url.path) }
+            let result = try runProcess(
+                URL(fileURLWithPath: "/bin/mount"), ["-t", "tmpfs", "-o", "size=\(megabytes)m", "tmpfs", url.path])
+            guard result.status == 0 else {
+                throw FerryError(.io, "cannot mount a tmpfs: \(result.stderr)", path: url.path)
+            }
         case .ext2:
             let file = URL(fileURLWithPath: url.path + ".img")
             image = file
-            guard FileManager.default.createFile(atPath: file.path, contents: nil), truncate(file.path, off_t(megabytes) << 20) == 0 else {
+            guard FileManager.default.createFile(atPath: file.path, contents: nil),
+                truncate(file.path, off_t(megabytes) << 20) == 0
+            else {
                 throw FerryError(.io, "cannot create the ext2 image", path: file.path)
             }
-            guard let mkfs = ["/sbin/mkfs.ext2", "/usr/sbin/mkfs.ext2"].first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
+            guard
+                let mkfs = ["/sbin/mkfs.ext2", "/usr/sbin/mkfs.ext2"].first(where: {
+                    FileManager.default.isExecutableFile(atPath: $0)
+                })
+            else {
                 throw FerryError(.notFound, "mkfs.ext2 is missing: install e2fsprogs (apt-get install e2fsprogs)")
             }
             let made = try runProcess(URL(fileURLWithPath: mkfs), ["-q", "-F", "-m", "0", file.path])
             guard made.status == 0 else { throw FerryError(.io, "mkfs.ext2 failed: \(made.stderr)", path: file.path) }
             let result = try runProcess(URL(fileURLWithPath: "/bin/mount"), ["-o", "loop", file.path, url.path])
-            guard result.status == 0 else { throw FerryError(.io, "cannot mount the ext2 image through a loop device: \(result.stderr)", path: url.path) }
+            guard result.status == 0 else {
+                throw FerryError(
+                    .io, "cannot mount the ext2 image through a loop device: \(result.stderr)", path: url.path)
+            }
         }
     }
 

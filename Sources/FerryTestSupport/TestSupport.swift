@@ -1,18 +1,20 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import FerryCore
 import FerryPostgres
 import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 
 /// A temporary directory removed when the test ends (call ``remove()`` in a `defer`).
 public struct TemporaryDirectory: Sendable {
     public let url: URL
 
     public init(_ label: String = "ferry-test") throws {
-        url = FileManager.default.temporaryDirectory.appendingPathComponent("\(label)-\(UUID().uuidString)", isDirectory: true)
+        url = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "\(label)-\(UUID().uuidString)", isDirectory: true)
         try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
     }
 
@@ -32,14 +34,18 @@ public struct TestDatabase: Sendable {
     /// The cluster's URL, or a clear failure telling how to run the tests.
     public static func clusterURL() throws -> String {
         guard let url = ProcessInfo.processInfo.environment["FERRY_TEST_DATABASE_URL"], !url.isEmpty else {
-            throw FerryError(.badInput, "FERRY_TEST_DATABASE_URL is not set: run the tests with scripts/test, which starts a private PostgreSQL")
+            throw FerryError(
+                .badInput,
+                "FERRY_TEST_DATABASE_URL is not set: run the tests with scripts/test, which starts a private PostgreSQL"
+            )
         }
         return url
     }
 
     public static func create(_ label: String = "t") throws -> TestDatabase {
         let admin = try clusterURL()
-        let name = "ferry_\(label.lowercased().filter { $0.isLetter || $0.isNumber })_\(UUID().uuidString.prefix(8).lowercased())"
+        let name =
+            "ferry_\(label.lowercased().filter { $0.isLetter || $0.isNumber })_\(UUID().uuidString.prefix(8).lowercased())"
         let pg = try PostgresConnection(url: admin)
         try pg.execute("CREATE DATABASE \(name)")
         return TestDatabase(url: replacingDatabase(in: admin, with: name), name: name, adminURL: admin)
@@ -113,12 +119,21 @@ public func runProcess(
     nonisolated(unsafe) var errData = Data()
     let group = DispatchGroup()
     group.enter()
-    DispatchQueue.global().async { outData = out.fileHandleForReading.readDataToEndOfFile(); group.leave() }
+    DispatchQueue.global().async {
+        outData = out.fileHandleForReading.readDataToEndOfFile()
+        group.leave()
+    }
     group.enter()
-    DispatchQueue.global().async { errData = err.fileHandleForReading.readDataToEndOfFile(); group.leave() }
+    DispatchQueue.global().async {
+        errData = err.fileHandleForReading.readDataToEndOfFile()
+        group.leave()
+    }
     if let timeout {
         let exited = DispatchSemaphore(value: 0)
-        DispatchQueue.global().async { process.waitUntilExit(); exited.signal() }
+        DispatchQueue.global().async {
+            process.waitUntilExit()
+            exited.signal()
+        }
         if exited.wait(timeout: .now() + timeout) == .timedOut {
             let pid = process.processIdentifier
             kill(pid, SIGKILL)
@@ -166,9 +181,9 @@ public func runFerryOffPool(_ arguments: [String], environment: [String: String]
 /// same compiler batch loaded it first, which MemberImportVisibility then refuses.
 public func freeLocalPort() throws -> Int {
     #if canImport(Glibc)
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     #else
-    let fd = socket(AF_INET, SOCK_STREAM, 0)
+        let fd = socket(AF_INET, SOCK_STREAM, 0)
     #endif
     guard fd >= 0 else { throw FerryError(.io, "socket() failed") }
     defer { close(fd) }
@@ -178,7 +193,9 @@ public func freeLocalPort() throws -> Int {
     address.sin_addr.s_addr = inet_addr("127.0.0.1")
     var length = socklen_t(MemoryLayout<sockaddr_in>.size)
     let bound = withUnsafeMutablePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0
+        }
     }
     guard bound else { throw FerryError(.io, "could not find a free port") }
     return Int(UInt16(bigEndian: address.sin_port))

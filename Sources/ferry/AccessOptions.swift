@@ -29,25 +29,34 @@ struct AccessOptions: ParsableArguments {
 
     @Option(
         name: .customLong("connect-timeout"),
-        help: ArgumentHelp("Seconds to wait for a connection to an unreachable host (a refused connection is reported at once).", valueName: "seconds"))
+        help: ArgumentHelp(
+            "Seconds to wait for a connection to an unreachable host (a refused connection is reported at once).",
+            valueName: "seconds"))
     var connectTimeout: Double = 10
 
     @Option(
         name: .customLong("read-timeout"),
-        help: ArgumentHelp("Seconds to wait for a server that accepted the connection but sends nothing.", valueName: "seconds"))
+        help: ArgumentHelp(
+            "Seconds to wait for a server that accepted the connection but sends nothing.", valueName: "seconds"))
     var readTimeout: Double = 60
 
     func validate() throws {
         if let token, token.isEmpty { throw ValidationError("--token must not be empty (omit it to send no token)") }
-        guard (0.1...3600).contains(connectTimeout) else { throw ValidationError("--connect-timeout must be between 0.1 and 3600 seconds") }
-        guard (0.1...86_400).contains(readTimeout) else { throw ValidationError("--read-timeout must be between 0.1 and 86400 seconds") }
+        guard (0.1...3600).contains(connectTimeout) else {
+            throw ValidationError("--connect-timeout must be between 0.1 and 3600 seconds")
+        }
+        guard (0.1...86_400).contains(readTimeout) else {
+            throw ValidationError("--read-timeout must be between 0.1 and 86400 seconds")
+        }
         _ = try trustedCertificates()
     }
 
     /// `--token`, else `FERRY_TOKEN` when set and not empty, else none.
     var resolvedToken: String? {
         if let token { return token }
-        guard let fromEnvironment = ProcessInfo.processInfo.environment["FERRY_TOKEN"], !fromEnvironment.isEmpty else { return nil }
+        guard let fromEnvironment = ProcessInfo.processInfo.environment["FERRY_TOKEN"], !fromEnvironment.isEmpty else {
+            return nil
+        }
         return fromEnvironment
     }
 
@@ -67,7 +76,8 @@ struct AccessOptions: ParsableArguments {
     func makeHTTPClient(readTimeoutAtLeast: Double = 0) throws -> HTTPClient {
         try AsyncHTTPClientTransport.makeHTTPClient(
             connectTimeout: .milliseconds(Int64(connectTimeout * 1000)),
-            readTimeout: .milliseconds(Int64(max(readTimeout, readTimeoutAtLeast) * 1000)), trusting: try trustedCertificates())
+            readTimeout: .milliseconds(Int64(max(readTimeout, readTimeoutAtLeast) * 1000)),
+            trusting: try trustedCertificates())
     }
 
     /// Runs `body` with the command's HTTP stack (see ``ClientHTTP``) and shuts it down afterwards, either way.

@@ -5,9 +5,9 @@ import Foundation
 import Logging
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// Options and output shared by the client subcommands (fetch, apply, status, rollback).
@@ -96,7 +96,8 @@ final class ProgressBar: @unchecked Sendable {
             let width = 30
             let filled = Int(fraction * Double(width))
             line = "[" + String(repeating: "#", count: filled) + String(repeating: " ", count: width - filled) + "] "
-            line += String(format: "%3.0f%% %@ / %@", fraction * 100, Self.bytes(progress.bytesReceived), Self.bytes(total))
+            line += String(
+                format: "%3.0f%% %@ / %@", fraction * 100, Self.bytes(progress.bytesReceived), Self.bytes(total))
         } else {
             line = Self.bytes(progress.bytesReceived)
         }

@@ -37,7 +37,9 @@ struct ClientHTTP {
         case .urlSession:
             let transport: URLSessionTransport
             do {
-                transport = try URLSessionTransport(requestTimeout: .milliseconds(Int64(access.readTimeout * 1000)), trusting: try access.trustedCertificates())
+                transport = try URLSessionTransport(
+                    requestTimeout: .milliseconds(Int64(access.readTimeout * 1000)),
+                    trusting: try access.trustedCertificates())
             } catch let error as FerryError {
                 throw ValidationError("--transport urlsession: \(error.message)")
             }

@@ -32,7 +32,9 @@ struct ExecCommand: AsyncParsableCommand {
             print(result.columns.joined(separator: "\t"))
             for row in result.rows { print(row.map(\.cellText).joined(separator: "\t")) }
         } else {
-            print("\(result.changes) row\(result.changes == 1 ? "" : "s") changed; \(waiting) local edit\(waiting == 1 ? "" : "s") waiting for upload")
+            print(
+                "\(result.changes) row\(result.changes == 1 ? "" : "s") changed; \(waiting) local edit\(waiting == 1 ? "" : "s") waiting for upload"
+            )
         }
     }
 }

@@ -1,7 +1,7 @@
 import ArgumentParser
+import AsyncHTTPClient
 import FerryClient
 import FerryClientNIO
-import AsyncHTTPClient
 import FerryCore
 import Foundation
 
@@ -33,19 +33,22 @@ struct FetchCommand: AsyncParsableCommand {
     @Flag(name: .long, help: "Print the result as one line of JSON.")
     var json = false
 
-    @Option(name: .customLong("accept-schema"), help: "A schema version this client accepts (repeatable; default: any).")
+    @Option(
+        name: .customLong("accept-schema"), help: "A schema version this client accepts (repeatable; default: any).")
     var acceptSchema: [Int] = []
 
     @Option(name: .customLong("limit-rate"), help: "Download at most this many bytes per second (e.g. 500K, 2M).")
     var limitRate: ByteRate?
 
-    @Flag(name: .customLong("no-patch"), help: "Download the full version even when the server offers a row-level patch.")
+    @Flag(
+        name: .customLong("no-patch"), help: "Download the full version even when the server offers a row-level patch.")
     var noPatch = false
 
     func run() async throws {
         let (result, applied) = try await access.withHTTPClient { http in
             // `ferry sync` pushes; fetch only fetches (the configuration neither pushes nor applies on open).
-            var configuration = try server.clientConfiguration(directory: options.directoryURL, http: http, access: access)
+            var configuration = try server.clientConfiguration(
+                directory: options.directoryURL, http: http, access: access)
             configuration.acceptedSchemaVersions = acceptSchema.isEmpty ? nil : Set(acceptSchema)
             configuration.maxBytesPerSecond = limitRate?.bytesPerSecond
             configuration.usePatches = !noPatch
@@ -84,9 +87,15 @@ struct FetchCommand: AsyncParsableCommand {
             // The bytes moved against the published file's size is what a patch is for; the device's own file (outbox,
             // free pages) is another number, named as such.
             let published = result.publishedBytes ?? result.fileBytes ?? 0
-            let share = published > 0 ? String(format: ", %.2f %% of the %@ published file", Double(transfer) / Double(published) * 100, ProgressBar.bytes(published)) : ""
+            let share =
+                published > 0
+                ? String(
+                    format: ", %.2f %% of the %@ published file", Double(transfer) / Double(published) * 100,
+                    ProgressBar.bytes(published)) : ""
             size = "by a \(ProgressBar.bytes(transfer)) patch \(from) → \(to)\(share)"
-            if let device = result.fileBytes, device != published { size += "; the device's file is \(ProgressBar.bytes(device))" }
+            if let device = result.fileBytes, device != published {
+                size += "; the device's file is \(ProgressBar.bytes(device))"
+            }
             if let own = result.ownRowsSettled, own > 0 { size += "; it settled \(own) rows this device had written" }
         }
         if let failure = result.patchFailure { size += "; the patch was not used: \(failure)" }
@@ -94,12 +103,14 @@ struct FetchCommand: AsyncParsableCommand {
         switch result.outcome {
         case .notModified:
             if let applied, applied.applied { return applied.message }
-            return result.status.state == .updatePending ? "no newer version; an update is pending" : "already up to date"
+            return result.status.state == .updatePending
+                ? "no newer version; an update is pending" : "already up to date"
         case .initialSync:
             return "initial sync: \(version) (\(size)\(resumed)) is now database.db"
         case .updateDownloaded:
             if let applied, applied.applied { return "downloaded \(version) (\(size)\(resumed)); \(applied.message)" }
-            return "downloaded \(version) (\(size)\(resumed)); it waits as updated.db: run `ferry apply --dir \(dir)` to use it"
+            return
+                "downloaded \(version) (\(size)\(resumed)); it waits as updated.db: run `ferry apply --dir \(dir)` to use it"
         }
     }
 }

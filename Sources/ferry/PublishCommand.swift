@@ -9,7 +9,8 @@ struct PublishCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "publish",
         abstract: "Publish a template's PostgreSQL tables as the next SQLite snapshot version.",
-        discussion: "Exits 0 with \"unchanged\" when the data equals the latest version. Fails at once if another publish of the same dataset holds the store's lock."
+        discussion:
+            "Exits 0 with \"unchanged\" when the data equals the latest version. Fails at once if another publish of the same dataset holds the store's lock."
     )
 
     @OptionGroup var options: PublishOptions
@@ -29,7 +30,8 @@ struct PublishCommand: AsyncParsableCommand {
         logger.logLevel = .warning
         var configuration = try options.configuration()
         configuration.progress = TerminalProgress.makeIfTerminal()
-        let result = try await Publisher(configuration: configuration, logger: logger).publish(changedTables: changed.isEmpty ? nil : Set(changed))
+        let result = try await Publisher(configuration: configuration, logger: logger).publish(
+            changedTables: changed.isEmpty ? nil : Set(changed))
         if json {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
@@ -54,10 +56,15 @@ struct PublishOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("Versions to retain.", valueName: "n"))
     var keep: Int = 5
 
-    @Flag(name: .customLong("no-patches"), help: "Do not write row-level patches from the retained versions (devices then take full downloads).")
+    @Flag(
+        name: .customLong("no-patches"),
+        help: "Do not write row-level patches from the retained versions (devices then take full downloads).")
     var noPatches = false
 
-    @Flag(name: .customLong("full"), help: "Build every file from scratch instead of from the current version plus the row diff (compacts the file).")
+    @Flag(
+        name: .customLong("full"),
+        help: "Build every file from scratch instead of from the current version plus the row diff (compacts the file)."
+    )
     var full = false
 
     func validate() throws {
@@ -68,7 +75,8 @@ struct PublishOptions: ParsableArguments {
         guard let url = databaseURL ?? ProcessInfo.processInfo.environment["DATABASE_URL"], !url.isEmpty else {
             throw ValidationError("no database: pass --database-url postgres://user@host:5432/db or set DATABASE_URL")
         }
-        var configuration = Publisher.Configuration(templatePath: config, databaseURL: url, store: URL(fileURLWithPath: store), keep: keep)
+        var configuration = Publisher.Configuration(
+            templatePath: config, databaseURL: url, store: URL(fileURLWithPath: store), keep: keep)
         configuration.patches = !noPatches
         configuration.incremental = !full
         return configuration
@@ -88,7 +96,9 @@ enum TerminalProgress {
                 return
             }
             let rate = p.seconds > 0 ? "\(Int(p.rowsPerSecond)) rows/s" : ""
-            let line = "\r\u{1B}[K\(p.table): \(p.rows) rows \(rate)" + (p.finished ? String(format: " in %.2fs\n", p.seconds) : "")
+            let line =
+                "\r\u{1B}[K\(p.table): \(p.rows) rows \(rate)"
+                + (p.finished ? String(format: " in %.2fs\n", p.seconds) : "")
             FileHandle.standardError.write(Data(line.utf8))
         }
     }

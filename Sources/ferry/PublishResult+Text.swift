@@ -16,10 +16,14 @@ extension PublishResult {
             for scope in scopes {
                 let state = scope.unchanged ? "unchanged" : "new"
                 lines.append(
-                    "  scope \(scope.scope): version \(scope.version) (\(state)\(scope.shared ? ", shared file" : "")) sha256 \(scope.sha256.prefix(12))… \(scope.size) bytes, \(Self.rows(scope.tables))")
+                    "  scope \(scope.scope): version \(scope.version) (\(state)\(scope.shared ? ", shared file" : "")) sha256 \(scope.sha256.prefix(12))… \(scope.size) bytes, \(Self.rows(scope.tables))"
+                )
             }
         } else if let manifest {
-            lines.append(unchanged ? "\(dataset): unchanged since version \(version); no new version was made" : "\(dataset): published version \(version)")
+            lines.append(
+                unchanged
+                    ? "\(dataset): unchanged since version \(version); no new version was made"
+                    : "\(dataset): published version \(version)")
             lines.append("  dataset    \(dataset)")
             lines.append("  version    \(manifest.version)")
             lines.append("  sha256     \(manifest.sha256)")
@@ -34,7 +38,9 @@ extension PublishResult {
                     + "\(incremental.inserted) inserted, \(incremental.deleted) deleted")
         }
         if !keptTables.isEmpty {
-            lines.append("  not read   " + keptTables.joined(separator: ", ") + " (no changed table in their queries; rows kept from the current version)")
+            lines.append(
+                "  not read   " + keptTables.joined(separator: ", ")
+                    + " (no changed table in their queries; rows kept from the current version)")
         }
         lines.append("  seconds    " + String(format: "%.2f", seconds))
         return lines.joined(separator: "\n")

@@ -28,13 +28,17 @@ struct PushCommand: AsyncParsableCommand {
     var json = false
 
     func validate() throws {
-        guard (1...10_000).contains(batchSize) else { throw ValidationError("--batch-size must be between 1 and 10000") }
+        guard (1...10_000).contains(batchSize) else {
+            throw ValidationError("--batch-size must be between 1 and 10000")
+        }
     }
 
     func run() async throws {
         let batchSize = self.batchSize
         let result = try await access.withHTTPClient { http in
-            try await options.withClient(try server.clientConfiguration(directory: options.directoryURL, http: http, access: access)) {
+            try await options.withClient(
+                try server.clientConfiguration(directory: options.directoryURL, http: http, access: access)
+            ) {
                 try await $0.push(batchSize: batchSize)
             }
         }
@@ -62,7 +66,8 @@ struct SyncCommand: AsyncParsableCommand {
     func run() async throws {
         let result = try await access.withHTTPClient { http in
             let client = try await FerryClient.open(
-                configuration: try server.clientConfiguration(directory: options.directoryURL, http: http, access: access), logger: options.logger(),
+                configuration: try server.clientConfiguration(
+                    directory: options.directoryURL, http: http, access: access), logger: options.logger(),
                 transport: http.snapshot)
             do {
                 let result = try await client.sync()

@@ -19,7 +19,9 @@ struct RollbackCommand: AsyncParsableCommand {
         if json {
             print(try JSONLine.render(RollbackJSON(status: result.status, rolledBackVersion: result.rolledBackVersion)))
         } else {
-            print("rolled back version \(result.rolledBackVersion.map(String.init) ?? "?") to version \(result.version.map(String.init) ?? "?")")
+            print(
+                "rolled back version \(result.rolledBackVersion.map(String.init) ?? "?") to version \(result.version.map(String.init) ?? "?")"
+            )
             print(result.status.text)
         }
     }

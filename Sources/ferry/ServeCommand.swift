@@ -1,7 +1,4 @@
 import ArgumentParser
-#if canImport(Glibc)
-import Glibc
-#endif
 import FerryCore
 import FerryMerge
 import FerryPostgres
@@ -13,6 +10,10 @@ import Metrics
 import Prometheus
 import ServiceLifecycle
 import UnixSignals
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// `ferry serve`: serves a snapshot store over HTTP until SIGTERM/SIGINT, then drains in-flight downloads.
 struct ServeCommand: AsyncParsableCommand {
@@ -42,7 +43,11 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .long, help: "Port to listen on (0 picks a free port).")
     var port: Int = 8080
 
-    @Option(name: .long, help: "Template files for the outbox endpoint and the token check of scoped datasets (repeatable); needs --database-url.")
+    @Option(
+        name: .long,
+        help:
+            "Template files for the outbox endpoint and the token check of scoped datasets (repeatable); needs --database-url."
+    )
     var config: [String] = []
 
     @Option(name: .customLong("database-url"), help: "PostgreSQL URL for the outbox endpoint; needs --config.")
@@ -50,74 +55,107 @@ struct ServeCommand: AsyncParsableCommand {
 
     @Option(
         name: .customLong("publish-every"),
-        help: ArgumentHelp("Also publish each --config template at this interval (e.g. 30s, 15m).", valueName: "duration"),
+        help: ArgumentHelp(
+            "Also publish each --config template at this interval (e.g. 30s, 15m).", valueName: "duration"),
         transform: PublishInterval.argument)
     var publishEvery: PublishInterval?
 
-    @Flag(name: .customLong("publish-on-change"), help: "Also publish each --config template when its source tables change (needs `ferry triggers install`).")
+    @Flag(
+        name: .customLong("publish-on-change"),
+        help: "Also publish each --config template when its source tables change (needs `ferry triggers install`).")
     var publishOnChange = false
 
-    @Option(name: .long, help: ArgumentHelp("With --publish-on-change: wait this long after the last notification (default 500ms).", valueName: "duration"), transform: ShortDuration.argument)
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "With --publish-on-change: wait this long after the last notification (default 500ms).",
+            valueName: "duration"), transform: ShortDuration.argument)
     var debounce: Duration = .milliseconds(500)
 
-    @Option(name: .customLong("max-delay"), help: ArgumentHelp("With --publish-on-change: publish at most this long after the first notification (default 5s).", valueName: "duration"), transform: ShortDuration.argument)
+    @Option(
+        name: .customLong("max-delay"),
+        help: ArgumentHelp(
+            "With --publish-on-change: publish at most this long after the first notification (default 5s).",
+            valueName: "duration"), transform: ShortDuration.argument)
     var maxDelay: Duration = .seconds(5)
 
-    @Option(name: .long, help: "Versions to keep per dataset when publishing with --publish-every or --publish-on-change.")
+    @Option(
+        name: .long, help: "Versions to keep per dataset when publishing with --publish-every or --publish-on-change.")
     var keep: Int = 5
 
     @Option(
         name: .customLong("change-retention"),
-        help: ArgumentHelp("How long the server keeps its answer to each uploaded change (a device resending the change within this gets the same answer, exactly once), e.g. 30d (the default) or 12h.", valueName: "duration"),
+        help: ArgumentHelp(
+            "How long the server keeps its answer to each uploaded change (a device resending the change within this gets the same answer, exactly once), e.g. 30d (the default) or 12h.",
+            valueName: "duration"),
         transform: PublishInterval.argument)
     var changeRetention: PublishInterval = PublishInterval(seconds: 30 * 86_400)
 
     @Option(
         name: .customLong("retention-sweep-interval"),
-        help: ArgumentHelp("How often answers older than --change-retention are deleted, e.g. 1h (the default) or 10m.", valueName: "duration"),
+        help: ArgumentHelp(
+            "How often answers older than --change-retention are deleted, e.g. 1h (the default) or 10m.",
+            valueName: "duration"),
         transform: PublishInterval.argument)
     var retentionSweepInterval: PublishInterval = PublishInterval(seconds: 3_600)
 
     @Option(
         name: .customLong("merger-connections"),
-        help: ArgumentHelp("PostgreSQL connections each dataset's change merger keeps open (1 to 64).", valueName: "count"))
+        help: ArgumentHelp(
+            "PostgreSQL connections each dataset's change merger keeps open (1 to 64).", valueName: "count"))
     var mergerConnections: Int = 2
 
     @Option(
         name: .customLong("token-cache-ttl"),
-        help: ArgumentHelp("Seconds a token's scope (or its refusal) is cached: a revoke or a grant takes effect within this (0 to 3600).", valueName: "seconds"))
+        help: ArgumentHelp(
+            "Seconds a token's scope (or its refusal) is cached: a revoke or a grant takes effect within this (0 to 3600).",
+            valueName: "seconds"))
     var tokenCacheTTL: Double = 5
 
     @Option(name: .customLong("drain-timeout"), help: "Seconds SIGTERM waits for in-flight downloads.")
     var drainTimeout: Double = 30
 
-    @Option(name: .customLong("idle-timeout"), help: ArgumentHelp("Seconds a keep-alive connection with no request in flight stays open (0: forever).", valueName: "seconds"))
+    @Option(
+        name: .customLong("idle-timeout"),
+        help: ArgumentHelp(
+            "Seconds a keep-alive connection with no request in flight stays open (0: forever).", valueName: "seconds"))
     var idleTimeout: Double = 60
 
     @Option(
         name: .customLong("header-timeout"),
-        help: ArgumentHelp("Seconds a client may take to send a request's line and headers from their first byte (0: no limit).", valueName: "seconds"))
+        help: ArgumentHelp(
+            "Seconds a client may take to send a request's line and headers from their first byte (0: no limit).",
+            valueName: "seconds"))
     var headerTimeout: Double = 10
 
-    @Option(name: .customLong("max-header-bytes"), help: ArgumentHelp("Largest request line plus headers; larger is answered 400.", valueName: "bytes"))
+    @Option(
+        name: .customLong("max-header-bytes"),
+        help: ArgumentHelp("Largest request line plus headers; larger is answered 400.", valueName: "bytes"))
     var maxHeaderBytes: Int = 80 * 1024
 
     @Option(
         name: .customLong("max-body-bytes"),
-        help: ArgumentHelp("Largest change batch body; larger is answered 413 and the connection closed.", valueName: "bytes"))
+        help: ArgumentHelp(
+            "Largest change batch body; larger is answered 413 and the connection closed.", valueName: "bytes"))
     var maxBodyBytes: Int = ChangeRequest.Limits().maxBodyBytes
 
-    @Option(name: .customLong("max-changes"), help: ArgumentHelp("Most changes in one uploaded batch; more is answered 400.", valueName: "count"))
+    @Option(
+        name: .customLong("max-changes"),
+        help: ArgumentHelp("Most changes in one uploaded batch; more is answered 400.", valueName: "count"))
     var maxChanges: Int = ChangeRequest.Limits().maxChanges
 
     @Option(
         name: .customLong("download-buffer-bytes"),
-        help: ArgumentHelp("Most memory all downloads together hold in file chunks (at least 2 MiB); beyond it, downloads take turns.", valueName: "bytes"))
+        help: ArgumentHelp(
+            "Most memory all downloads together hold in file chunks (at least 2 MiB); beyond it, downloads take turns.",
+            valueName: "bytes"))
     var downloadBufferBytes: Int = 64 << 20
 
     @Option(
         name: .customLong("tls-cert"),
-        help: ArgumentHelp("Serve HTTPS with this certificate chain (PEM, server certificate first); needs --tls-key.", valueName: "pem"))
+        help: ArgumentHelp(
+            "Serve HTTPS with this certificate chain (PEM, server certificate first); needs --tls-key.",
+            valueName: "pem"))
     var tlsCert: String?
 
     @Option(
@@ -127,27 +165,40 @@ struct ServeCommand: AsyncParsableCommand {
 
     @Option(
         name: .customLong("status-token"),
-        help: ArgumentHelp("Serve the operator's status page at /status and /status.json to holders of this token (or set FERRY_STATUS_TOKEN).", valueName: "token"))
+        help: ArgumentHelp(
+            "Serve the operator's status page at /status and /status.json to holders of this token (or set FERRY_STATUS_TOKEN).",
+            valueName: "token"))
     var statusToken: String?
 
     @Flag(name: .long, help: "Log one line per request (debug level).")
     var verbose = false
 
     func validate() throws {
-        guard (0...65535).contains(port) else { throw ValidationError("--port must be between 0 and 65535, got \(port)") }
+        guard (0...65535).contains(port) else {
+            throw ValidationError("--port must be between 0 and 65535, got \(port)")
+        }
         // Seconds become milliseconds in an Int64: a day is far beyond any sane value and far below overflow.
-        guard (0...86_400).contains(drainTimeout) else { throw ValidationError("--drain-timeout must be 0 to 86400 seconds") }
-        guard (0...86_400).contains(idleTimeout) else { throw ValidationError("--idle-timeout must be 0 (forever) to 86400 seconds") }
-        guard (0...86_400).contains(headerTimeout) else { throw ValidationError("--header-timeout must be 0 (no limit) to 86400 seconds") }
+        guard (0...86_400).contains(drainTimeout) else {
+            throw ValidationError("--drain-timeout must be 0 to 86400 seconds")
+        }
+        guard (0...86_400).contains(idleTimeout) else {
+            throw ValidationError("--idle-timeout must be 0 (forever) to 86400 seconds")
+        }
+        guard (0...86_400).contains(headerTimeout) else {
+            throw ValidationError("--header-timeout must be 0 (no limit) to 86400 seconds")
+        }
         guard maxHeaderBytes >= 1024 else { throw ValidationError("--max-header-bytes must be at least 1024") }
         guard maxBodyBytes >= 1024 else { throw ValidationError("--max-body-bytes must be at least 1024") }
         guard maxChanges >= 1 else { throw ValidationError("--max-changes must be at least 1") }
         // Two chunks of 1 MiB at the least: one download must always be able to stream.
         guard downloadBufferBytes >= 2 << 20 else {
-            throw ValidationError("--download-buffer-bytes must be at least 2097152 (2 MiB, two 1 MiB chunks), got \(downloadBufferBytes)")
+            throw ValidationError(
+                "--download-buffer-bytes must be at least 2097152 (2 MiB, two 1 MiB chunks), got \(downloadBufferBytes)"
+            )
         }
         guard (0...3600).contains(tokenCacheTTL) else {
-            throw ValidationError("--token-cache-ttl must be 0 (ask PostgreSQL every time) to 3600 seconds, got \(tokenCacheTTL)")
+            throw ValidationError(
+                "--token-cache-ttl must be 0 (ask PostgreSQL every time) to 3600 seconds, got \(tokenCacheTTL)")
         }
         guard (1...64).contains(mergerConnections) else {
             throw ValidationError("--merger-connections must be between 1 and 64, got \(mergerConnections)")
@@ -169,7 +220,8 @@ struct ServeCommand: AsyncParsableCommand {
         }
         guard keep >= 1 else { throw ValidationError("--keep must be at least 1") }
         if let token = effectiveStatusToken, token.count < 16 || token.contains(where: \.isWhitespace) {
-            throw ValidationError("--status-token (or FERRY_STATUS_TOKEN) must be at least 16 characters without spaces")
+            throw ValidationError(
+                "--status-token (or FERRY_STATUS_TOKEN) must be at least 16 characters without spaces")
         }
         for path in config where !FileManager.default.fileExists(atPath: path) {
             throw ValidationError("--config file '\(path)' does not exist")
@@ -204,12 +256,12 @@ struct ServeCommand: AsyncParsableCommand {
     /// more descriptors than the usual soft limit of 1024: raise the soft limit to the hard one.
     static func raiseOpenFileLimit() {
         #if canImport(Glibc)
-        var limit = rlimit()
-        let resource = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
-        if getrlimit(resource, &limit) == 0, limit.rlim_cur < limit.rlim_max {
-            limit.rlim_cur = limit.rlim_max
-            _ = setrlimit(resource, &limit)
-        }
+            var limit = rlimit()
+            let resource = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
+            if getrlimit(resource, &limit) == 0, limit.rlim_cur < limit.rlim_max {
+                limit.rlim_cur = limit.rlim_max
+                _ = setrlimit(resource, &limit)
+            }
         #endif
     }
 
@@ -220,13 +272,13 @@ struct ServeCommand: AsyncParsableCommand {
     /// threshold keeps such buffers in their own mappings, returned to the system when freed.
     static func fixMallocThreshold() {
         #if canImport(Glibc)
-        // mallopt is declared in <malloc.h>, which the Glibc module does not import: look it up. Only a tuning: if
-        // it is missing or fails, glibc keeps its default behaviour, which is correct, just heavier.
-        typealias Mallopt = @convention(c) (Int32, Int32) -> Int32
-        let mmapThreshold: Int32 = -3  // M_MMAP_THRESHOLD in <malloc.h>
-        if let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "mallopt") {
-            _ = unsafeBitCast(symbol, to: Mallopt.self)(mmapThreshold, 128 * 1024)
-        }
+            // mallopt is declared in <malloc.h>, which the Glibc module does not import: look it up. Only a tuning: if
+            // it is missing or fails, glibc keeps its default behaviour, which is correct, just heavier.
+            typealias Mallopt = @convention(c) (Int32, Int32) -> Int32
+            let mmapThreshold: Int32 = -3  // M_MMAP_THRESHOLD in <malloc.h>
+            if let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "mallopt") {
+                _ = unsafeBitCast(symbol, to: Mallopt.self)(mmapThreshold, 128 * 1024)
+            }
         #endif
     }
 
@@ -285,7 +337,8 @@ struct ServeCommand: AsyncParsableCommand {
         configuration.statusToken = effectiveStatusToken
         let statusBoard = configuration.statusBoard
         if let databaseURL {
-            var database = ServerConfiguration.DatabaseSettings(templatePaths: config.map { URL(fileURLWithPath: $0) }, databaseURL: databaseURL)
+            var database = ServerConfiguration.DatabaseSettings(
+                templatePaths: config.map { URL(fileURLWithPath: $0) }, databaseURL: databaseURL)
             database.changeRetention = changeRetention.duration
             database.retentionSweepInterval = retentionSweepInterval.duration
             database.mergerConnections = mergerConnections
@@ -301,13 +354,16 @@ struct ServeCommand: AsyncParsableCommand {
             for path in config {
                 let dataset = try Template.load(path: path).dataset
                 let publisher = Publisher(
-                    configuration: .init(templatePath: path, databaseURL: databaseURL, store: snapshots, keep: keep), logger: logger)
+                    configuration: .init(templatePath: path, databaseURL: databaseURL, store: snapshots, keep: keep),
+                    logger: logger)
                 // The status page shows each dataset's last in-process publish.
                 let onRun: @Sendable (Result<PublishResult, any Error>) -> Void = { outcome in
                     switch outcome {
                     case .success(let result):
                         statusBoard.recordPublish(
-                            dataset: result.dataset, outcome: result.unchanged ? .unchanged(version: result.version) : .published(version: result.version))
+                            dataset: result.dataset,
+                            outcome: result.unchanged
+                                ? .unchanged(version: result.version) : .published(version: result.version))
                     case .failure(let error):
                         statusBoard.recordPublish(dataset: dataset, outcome: .failed(message: "\(error)"))
                     }
@@ -316,10 +372,12 @@ struct ServeCommand: AsyncParsableCommand {
                     // --publish-every is then the safety net for changes no trigger saw.
                     schedules.append(
                         OnChangeSchedule(
-                            publisher: publisher, channel: ChangeTriggers.channel(for: dataset), debounce: debounce, maxDelay: maxDelay,
+                            publisher: publisher, channel: ChangeTriggers.channel(for: dataset), debounce: debounce,
+                            maxDelay: maxDelay,
                             every: publishEvery?.duration, logger: logger, onRun: { _, outcome in onRun(outcome) }))
                 } else if let publishEvery {
-                    schedules.append(PublishSchedule(publisher: publisher, every: publishEvery, logger: logger, onRun: onRun))
+                    schedules.append(
+                        PublishSchedule(publisher: publisher, every: publishEvery, logger: logger, onRun: onRun))
                 }
             }
         }

@@ -22,7 +22,8 @@ struct ServerOptions: ParsableArguments {
 
     /// `--server` as a URL; anything but an http:// or https:// URL with a host is a usage error.
     func serverURL() throws -> URL {
-        guard let url = URL(string: server), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme), url.host != nil
+        guard let url = URL(string: server), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme),
+            url.host != nil
         else { throw ValidationError("--server must be an http:// or https:// URL, e.g. http://127.0.0.1:8080") }
         return url
     }
@@ -30,7 +31,9 @@ struct ServerOptions: ParsableArguments {
     /// A client configuration for `directory` that talks to `--server` about `--dataset` through `http` (its uploader,
     /// on the connection setup of ``AccessOptions/withHTTPClient(_:)``), with the access token of
     /// `access`. It neither applies a pending update nor pushes when it opens: each command does what it says.
-    func clientConfiguration(directory: URL, http: ClientHTTP, access: AccessOptions) throws -> FerryClient.Configuration {
+    func clientConfiguration(directory: URL, http: ClientHTTP, access: AccessOptions) throws
+        -> FerryClient.Configuration
+    {
         let url = try serverURL()
         var configuration = FerryClient.Configuration(directory: directory, serverURL: url, dataset: dataset)
         configuration.applyPendingOnOpen = false

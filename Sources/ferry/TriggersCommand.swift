@@ -20,12 +20,15 @@ struct TriggersCommand: ParsableCommand {
 
         @Option(
             name: .long,
-            help: ArgumentHelp("Also cover this table (schema.table), e.g. one a query: or filter: reads (repeatable).", valueName: "table"))
+            help: ArgumentHelp(
+                "Also cover this table (schema.table), e.g. one a query: or filter: reads (repeatable).",
+                valueName: "table"))
         var also: [String] = []
 
         func connect() throws -> (Template, PostgresConnection) {
             guard let url = databaseURL ?? ProcessInfo.processInfo.environment["DATABASE_URL"], !url.isEmpty else {
-                throw ValidationError("no database: pass --database-url postgres://user@host:5432/db or set DATABASE_URL")
+                throw ValidationError(
+                    "no database: pass --database-url postgres://user@host:5432/db or set DATABASE_URL")
             }
             for table in also where !(SQLIdentifier.isPlain(table) || SQLIdentifier.isQualified(table)) {
                 throw ValidationError("--also '\(table)' is not a table name: write table or schema.table")
@@ -36,14 +39,18 @@ struct TriggersCommand: ParsableCommand {
 
     struct Install: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Add one function (ferry_notify) and one statement-level trigger per source table; running it again changes nothing.")
+            abstract:
+                "Add one function (ferry_notify) and one statement-level trigger per source table; running it again changes nothing."
+        )
 
         @OptionGroup var options: Options
 
         func run() throws {
             let (template, pg) = try options.connect()
             let tables = try ChangeTriggers.install(template, also: options.also, on: pg)
-            print("installed trigger \(ChangeTriggers.triggerName(for: template.dataset)) on \(tables.count) table\(tables.count == 1 ? "" : "s"), notifying channel \(ChangeTriggers.channel(for: template.dataset)):")
+            print(
+                "installed trigger \(ChangeTriggers.triggerName(for: template.dataset)) on \(tables.count) table\(tables.count == 1 ? "" : "s"), notifying channel \(ChangeTriggers.channel(for: template.dataset)):"
+            )
             for table in tables { print("  covered: \(table)") }
             for note in ChangeTriggers.uncovered(in: template) { print("  not covered: \(note)") }
         }
@@ -51,14 +58,18 @@ struct TriggersCommand: ParsableCommand {
 
     struct Remove: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Drop the dataset's triggers, and the function once no dataset uses it; the database is left as before the install.")
+            abstract:
+                "Drop the dataset's triggers, and the function once no dataset uses it; the database is left as before the install."
+        )
 
         @OptionGroup var options: Options
 
         func run() throws {
             let (template, pg) = try options.connect()
             let tables = try ChangeTriggers.remove(template, also: options.also, on: pg)
-            print("removed trigger \(ChangeTriggers.triggerName(for: template.dataset)) from \(tables.count) table\(tables.count == 1 ? "" : "s")")
+            print(
+                "removed trigger \(ChangeTriggers.triggerName(for: template.dataset)) from \(tables.count) table\(tables.count == 1 ? "" : "s")"
+            )
         }
     }
 }
@@ -69,6 +80,7 @@ enum ShortDuration {
         let trimmed = text.trimmingCharacters(in: .whitespaces)
         if trimmed.hasSuffix("ms"), let n = Int(trimmed.dropLast(2)), n >= 0, n <= 3_600_000 { return .milliseconds(n) }
         if trimmed.hasSuffix("s"), let n = Int(trimmed.dropLast()), n >= 0, n <= 3600 { return .seconds(n) }
-        throw ValidationError("'\(text)' is not a short duration: write a whole number followed by ms or s, e.g. 500ms or 5s")
+        throw ValidationError(
+            "'\(text)' is not a short duration: write a whole number followed by ms or s, e.g. 500ms or 5s")
     }
 }

@@ -35,10 +35,15 @@ struct WatchCommand: AsyncParsableCommand {
 
     @OptionGroup var options: ClientDirectoryOptions
 
-    @Option(name: .customLong("apply-mode"), help: "When a new version is applied: automatic (at once), on-launch or on-request (left pending).")
+    @Option(
+        name: .customLong("apply-mode"),
+        help: "When a new version is applied: automatic (at once), on-launch or on-request (left pending).")
     var applyMode: ApplyMode = .automatic
 
-    @Option(name: .long, help: ArgumentHelp("How long the server may hold each check until a new version exists (1-60).", valueName: "seconds"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "How long the server may hold each check until a new version exists (1-60).", valueName: "seconds"))
     var wait: Int = 30
 
     @Flag(name: .long, help: "Print one line of JSON per version.")
@@ -51,11 +56,14 @@ struct WatchCommand: AsyncParsableCommand {
     func run() async throws {
         // The server sends nothing while it waits: the read timeout must outlast the wait.
         try await access.withHTTPClient(readTimeoutAtLeast: Double(wait + 30)) { http in
-            var configuration = try server.clientConfiguration(directory: options.directoryURL, http: http, access: access)
+            var configuration = try server.clientConfiguration(
+                directory: options.directoryURL, http: http, access: access)
             configuration.waitForChanges = .seconds(wait)
-            let client = try await FerryClient.open(configuration: configuration, logger: options.logger(), transport: http.snapshot)
+            let client = try await FerryClient.open(
+                configuration: configuration, logger: options.logger(), transport: http.snapshot)
             let watch = Watch(client: client, apply: applyMode == .automatic, json: json, dir: options.dir)
-            let group = ServiceGroup(services: [watch], gracefulShutdownSignals: [.sigterm, .sigint], logger: options.logger())
+            let group = ServiceGroup(
+                services: [watch], gracefulShutdownSignals: [.sigterm, .sigint], logger: options.logger())
             do {
                 try await group.run()
             } catch {
@@ -78,9 +86,16 @@ struct WatchCommand: AsyncParsableCommand {
             try await cancelWhenGracefulShutdown {
                 try await client.watch { result in
                     var applied: ApplyResult?
-                    if apply && result.status.state == .updatePending { applied = try await client.applyPendingUpdate() }
-                    try Self.printLine(json ? try JSONLine.render(FetchJSON(status: applied?.status ?? result.status, result: result, applied: applied?.applied ?? false))
-                        : FetchCommand.summary(result, applied: applied, dir: dir))
+                    if apply && result.status.state == .updatePending {
+                        applied = try await client.applyPendingUpdate()
+                    }
+                    try Self.printLine(
+                        json
+                            ? try JSONLine.render(
+                                FetchJSON(
+                                    status: applied?.status ?? result.status, result: result,
+                                    applied: applied?.applied ?? false))
+                            : FetchCommand.summary(result, applied: applied, dir: dir))
                 }
             }
         }

@@ -1,5 +1,7 @@
 import FerryClient
 import FerryCore
+import FerryMerge
+import FerryPostgres
 import FerryPublisher
 import FerryServer
 import FerryStore
@@ -8,8 +10,6 @@ import Hummingbird
 import HummingbirdTesting
 import Logging
 import Testing
-import FerryPostgres
-import FerryMerge
 
 /// The book's access-rights scenarios as executable tests: the sample campgrounds in a real PostgreSQL, published
 /// per access tier by the real publisher, served by the real server with the template's token query, fetched by
@@ -29,13 +29,16 @@ import FerryMerge
         var store: URL { directory.appending("store") }
 
         func publish() async throws -> PublishResult {
-            try await Publisher(configuration: .init(templatePath: templatePath, databaseURL: database.url, store: store), logger: .test).publish()
+            try await Publisher(
+                configuration: .init(templatePath: templatePath, databaseURL: database.url, store: store), logger: .test
+            ).publish()
         }
 
         func execute(_ sql: String) throws { try database.connect().execute(sql) }
 
         func client(_ name: String, token: String?) async throws -> FerryClient {
-            var configuration = FerryClient.Configuration(directory: directory.appending(name), serverURL: server, dataset: AccessRightsTests.dataset)
+            var configuration = FerryClient.Configuration(
+                directory: directory.appending(name), serverURL: server, dataset: AccessRightsTests.dataset)
             configuration.setAccessToken(token)
             configuration.pushBackoff = .milliseconds(10)
             configuration.pushOnOpen = false
@@ -59,11 +62,14 @@ import FerryMerge
             directory.remove()
         }
         let root = TestPaths.packageRoot
-        try database.connect().execute(try String(contentsOf: root.appendingPathComponent("templates/campgrounds.pg.sql"), encoding: .utf8))
+        try database.connect().execute(
+            try String(contentsOf: root.appendingPathComponent("templates/campgrounds.pg.sql"), encoding: .utf8))
         let templatePath = root.appendingPathComponent("templates/campgrounds-tiered.yml").path
         let template = try Template.load(path: templatePath)
         let store = directory.appending("store")
-        _ = try await Publisher(configuration: .init(templatePath: templatePath, databaseURL: database.url, store: store), logger: .test).publish()
+        _ = try await Publisher(
+            configuration: .init(templatePath: templatePath, databaseURL: database.url, store: store), logger: .test
+        ).publish()
 
         var configuration = ServerConfiguration(storePath: store, port: 0)
         configuration.pollInterval = .milliseconds(50)
@@ -76,17 +82,26 @@ import FerryMerge
                 let manifest = FileSnapshotStore(root: store).manifestURL(dataset: Self.dataset)
                 for _ in 0..<100 {
                     // The catalog polls every 50 ms; the token cache forgets after `ttl`.
-                    if let data = FileManager.default.contents(atPath: manifest.path), String(decoding: data, as: UTF8.self).contains(createdAt) { break }
+                    if let data = FileManager.default.contents(atPath: manifest.path),
+                        String(decoding: data, as: UTF8.self).contains(createdAt)
+                    {
+                        break
+                    }
                     try await Task.sleep(for: .milliseconds(20))
                 }
                 try await Task.sleep(for: Self.ttl + .milliseconds(250))
             }
-            try await body(World(database: database, directory: directory, templatePath: templatePath, server: url, waitForPublish: wait))
+            try await body(
+                World(
+                    database: database, directory: directory, templatePath: templatePath, server: url,
+                    waitForPublish: wait))
         }
     }
 
     static func campgrounds(_ client: FerryClient) async throws -> [String] {
-        try await client.withDatabase { db in try db.query("SELECT id FROM campgrounds ORDER BY id").map { $0[0].text ?? "" } }
+        try await client.withDatabase { db in
+            try db.query("SELECT id FROM campgrounds ORDER BY id").map { $0[0].text ?? "" }
+        }
     }
 
     static func count(_ client: FerryClient, _ sql: String) async throws -> Int64 {
@@ -102,8 +117,14 @@ import FerryMerge
             #expect(try await bob.checkForUpdates().outcome == .initialSync)
             let aliceSees = try await Self.campgrounds(alice)
             #expect(aliceSees.count == 3 && !aliceSees.contains(Self.premium) && !aliceSees.contains(Self.fjall))
-            #expect(try await Self.count(alice, "SELECT count(*) FROM reviews WHERE campground_id IN ('\(Self.premium)', '\(Self.fjall)')") == 0)
-            #expect(try await Self.count(alice, "SELECT count(*) FROM photos WHERE campground_id IN ('\(Self.premium)', '\(Self.fjall)')") == 0)
+            #expect(
+                try await Self.count(
+                    alice, "SELECT count(*) FROM reviews WHERE campground_id IN ('\(Self.premium)', '\(Self.fjall)')")
+                    == 0)
+            #expect(
+                try await Self.count(
+                    alice, "SELECT count(*) FROM photos WHERE campground_id IN ('\(Self.premium)', '\(Self.fjall)')")
+                    == 0)
             #expect(try await Self.count(alice, "SELECT count(*) FROM reviews") == 4)
             #expect(try await Self.campgrounds(bob).count == 5)
             #expect(try await Self.count(bob, "SELECT count(*) FROM reviews") == 6)
@@ -112,7 +133,9 @@ import FerryMerge
         }
     }
 
-    @Test("Alice upgrades: the next fetch brings the premium campgrounds, reviews and photos included; a downgrade removes them")
+    @Test(
+        "Alice upgrades: the next fetch brings the premium campgrounds, reviews and photos included; a downgrade removes them"
+    )
     func upgradeThenDowngrade() async throws {
         try await withWorld { world in
             let alice = try await world.client("alice", token: "alice-token")
@@ -125,8 +148,11 @@ import FerryMerge
             #expect(try await alice.checkForUpdates().outcome == .updateDownloaded)
             #expect(try await alice.applyPendingUpdate().applied)
             #expect(try await Self.campgrounds(alice).count == 5)
-            #expect(try await Self.count(alice, "SELECT count(*) FROM reviews WHERE campground_id = '\(Self.premium)'") == 1)
-            #expect(try await Self.count(alice, "SELECT count(*) FROM photos WHERE campground_id = '\(Self.premium)'") == 1)
+            #expect(
+                try await Self.count(alice, "SELECT count(*) FROM reviews WHERE campground_id = '\(Self.premium)'") == 1
+            )
+            #expect(
+                try await Self.count(alice, "SELECT count(*) FROM photos WHERE campground_id = '\(Self.premium)'") == 1)
             #expect(try await Self.count(alice, "SELECT count(*) FROM reviews") == 6)
 
             // The downgrade: the next fetch and apply remove them from her device.
@@ -141,7 +167,9 @@ import FerryMerge
         }
     }
 
-    @Test("a grant to a scope whose data changed too: the new scope's patch from version 1 is not for Alice's version 1, so she downloads it in full")
+    @Test(
+        "a grant to a scope whose data changed too: the new scope's patch from version 1 is not for Alice's version 1, so she downloads it in full"
+    )
     func grantTakesTheFullDownload() async throws {
         try await withWorld { world in
             let alice = try await world.client("alice", token: "alice-token")
@@ -152,7 +180,8 @@ import FerryMerge
             try world.execute("UPDATE campgrounds SET name = name || ' (renovated)' WHERE id = '\(Self.fjall)'")
             try world.execute("UPDATE users SET access_tier = 2 WHERE id = 'alice'")
             try await world.publishAndWait()
-            let tier2 = try #require(try FileSnapshotStore(root: world.store).storedManifest(for: Self.dataset)?.entry(for: "2")?.current)
+            let tier2 = try #require(
+                try FileSnapshotStore(root: world.store).storedManifest(for: Self.dataset)?.entry(for: "2")?.current)
             let patch = try #require(tier2.published.patch(from: 1))
             #expect(tier2.version == 2 && patch.base != nil)
 
@@ -161,7 +190,9 @@ import FerryMerge
             #expect(result.sha256 == tier2.sha256)
             #expect(try await alice.applyPendingUpdate().applied)
             #expect(try await Self.campgrounds(alice).count == 5)
-            let renamed = try await alice.withDatabase { db in try db.scalar("SELECT name FROM campgrounds WHERE id = ?", [.text(Self.fjall)])?.text }
+            let renamed = try await alice.withDatabase { db in
+                try db.scalar("SELECT name FROM campgrounds WHERE id = ?", [.text(Self.fjall)])?.text
+            }
             #expect(renamed?.hasSuffix(" (renovated)") == true)
             await alice.close()
         }
@@ -175,13 +206,16 @@ import FerryMerge
             _ = try await alice.checkForUpdates()
             _ = try await bob.checkForUpdates()
             try world.execute(
-                "DELETE FROM reviews WHERE campground_id = '\(Self.pine)'; DELETE FROM photos WHERE campground_id = '\(Self.pine)'; DELETE FROM campgrounds WHERE id = '\(Self.pine)'")
+                "DELETE FROM reviews WHERE campground_id = '\(Self.pine)'; DELETE FROM photos WHERE campground_id = '\(Self.pine)'; DELETE FROM campgrounds WHERE id = '\(Self.pine)'"
+            )
             try await world.publishAndWait()
             for client in [alice, bob] {
                 #expect(try await client.checkForUpdates().outcome == .updateDownloaded)
                 #expect(try await client.applyPendingUpdate().applied)
                 #expect(try await !Self.campgrounds(client).contains(Self.pine))
-                #expect(try await Self.count(client, "SELECT count(*) FROM reviews WHERE campground_id = '\(Self.pine)'") == 0)
+                #expect(
+                    try await Self.count(client, "SELECT count(*) FROM reviews WHERE campground_id = '\(Self.pine)'")
+                        == 0)
             }
             let aliceCount = try await Self.campgrounds(alice).count
             let bobCount = try await Self.campgrounds(bob).count
@@ -191,7 +225,8 @@ import FerryMerge
         }
     }
 
-    @Test("after a revoke, a pending edit of a row the user can no longer see comes back forbidden and leaves the outbox")
+    @Test(
+        "after a revoke, a pending edit of a row the user can no longer see comes back forbidden and leaves the outbox")
     func forbiddenAfterDowngrade() async throws {
         try await withWorld { world in
             let bob = try await world.client("bob", token: "bob-token")
@@ -207,7 +242,10 @@ import FerryMerge
             let pushed = try await bob.push()
             #expect(pushed.summary.forbidden == 1 && pushed.summary.applied == 1 && pushed.remaining == 0)
             let pg = try world.database.connect()
-            #expect(try pg.query("SELECT description FROM campgrounds WHERE id = $1", [Self.fjall]) == [["Mountain hut above the tree line — åäö welcome."]])
+            #expect(
+                try pg.query("SELECT description FROM campgrounds WHERE id = $1", [Self.fjall]) == [
+                    ["Mountain hut above the tree line — åäö welcome."]
+                ])
             #expect(try pg.query("SELECT description FROM campgrounds WHERE id = $1", [Self.pine]) == [["Nice"]])
             // The next swap removes the rows he can no longer see.
             #expect(try await bob.checkForUpdates().outcome == .updateDownloaded)
@@ -241,11 +279,14 @@ import FerryMerge
             await revoked.close()
 
             // Signed in again (a new token): the same edit goes through.
-            try world.execute("UPDATE users SET api_token_sha256 = encode(sha256('alice-new'::bytea), 'hex') WHERE id = 'alice'")
+            try world.execute(
+                "UPDATE users SET api_token_sha256 = encode(sha256('alice-new'::bytea), 'hex') WHERE id = 'alice'")
             let again = try await world.client("alice", token: "alice-new")
             let pushed = try await again.push()
             #expect(pushed.summary.applied == 1 && pushed.remaining == 0, "\(pushed)")
-            #expect(try world.database.connect().query("SELECT description FROM campgrounds WHERE id = $1", [Self.pine]) == [["offline edit"]])
+            #expect(
+                try world.database.connect().query("SELECT description FROM campgrounds WHERE id = $1", [Self.pine])
+                    == [["offline edit"]])
             await again.close()
         }
     }

@@ -1,4 +1,7 @@
+import FerryClientNIO
 import FerryCore
+import FerryMerge
+import FerryPostgres
 import FerryPublisher
 import FerryServer
 import FerryStore
@@ -6,16 +9,14 @@ import Foundation
 import Testing
 
 @testable import FerryClient
-import FerryClientNIO
-import FerryPostgres
-import FerryMerge
 
 /// The client half of access rights: the bearer token on every snapshot request and change upload, and a refused
 /// token (401/403) that is a typed error, destroys nothing and is not retried. The server is the real Ferry server
 /// behind a ``TokenGate``.
 @Suite struct AccessTokenTests {
     static let token = "s3cret-Token_0123456789.abc~xyz"
-    static let refusedMessage = "the server refused the access token (401): re-authenticate and retry; local data and queued edits are kept"
+    static let refusedMessage =
+        "the server refused the access token (401): re-authenticate and retry; local data and queued edits are kept"
 
     /// SHA-256 of every file that must survive a refused token, by name (nil when absent).
     static func fingerprint(_ dir: ClientDirectory) -> [String: String?] {
@@ -39,14 +40,19 @@ import FerryMerge
         }
     }
 
-    @Test(arguments: TransportKind.allCases) func snapshotRequestsCarryTheTokenAndARefusalKeepsDatabaseUpdateAndPartialDownload(_ kind: TransportKind) async throws {
+    @Test(arguments: TransportKind.allCases)
+    func snapshotRequestsCarryTheTokenAndARefusalKeepsDatabaseUpdateAndPartialDownload(_ kind: TransportKind)
+        async throws
+    {
         let temp = try TemporaryDirectory("ferry-token")
         defer { temp.remove() }
         let fixtures = SnapshotFixtures(root: temp.appending("store"))
         let v1 = try fixtures.publish(rows: 5)
-        try await withGatedFerryServer(store: fixtures.store.root, token: Self.token, forbiddenToken: "other-user") { url, gate, refresh in
+        try await withGatedFerryServer(store: fixtures.store.root, token: Self.token, forbiddenToken: "other-user") {
+            url, gate, refresh in
             let box = TokenBox(Self.token)
-            var configuration = FerryClient.Configuration(directory: temp.appending("client"), serverURL: url, dataset: fixtures.dataset)
+            var configuration = FerryClient.Configuration(
+                directory: temp.appending("client"), serverURL: url, dataset: fixtures.dataset)
             configuration.tokenProvider = { await box.token }
             let client = try await FerryClient.open(configuration: configuration, logger: .test, transport: kind.shared)
             let dir = client.directory
@@ -79,7 +85,9 @@ import FerryMerge
                 #expect(error?.code == .unauthorized)
                 if status == 401 { #expect(error?.message == Self.refusedMessage) }
                 #expect(error?.message.contains("(\(status))") == true)
-                #expect(!(error?.description.contains("expired-token") ?? true) && !(error?.description.contains("other-user") ?? true))
+                #expect(
+                    !(error?.description.contains("expired-token") ?? true)
+                        && !(error?.description.contains("other-user") ?? true))
                 let seen = await gate.log.requests.last
                 #expect(seen?.status == status)
                 #expect(seen?.authorization == token.map { "Bearer \($0)" })
@@ -106,13 +114,16 @@ import FerryMerge
         }
     }
 
-    @Test(arguments: TransportKind.allCases) func aTokenThatCannotBeAHeaderIsRefusedWithoutSendingOrShowingIt(_ kind: TransportKind) async throws {
+    @Test(arguments: TransportKind.allCases) func aTokenThatCannotBeAHeaderIsRefusedWithoutSendingOrShowingIt(
+        _ kind: TransportKind
+    ) async throws {
         let temp = try TemporaryDirectory("ferry-token")
         defer { temp.remove() }
         let fixtures = SnapshotFixtures(root: temp.appending("store"))
         try fixtures.publish()
         try await withGatedFerryServer(store: fixtures.store.root, token: Self.token) { url, gate, _ in
-            var configuration = FerryClient.Configuration(directory: temp.appending("client"), serverURL: url, dataset: fixtures.dataset)
+            var configuration = FerryClient.Configuration(
+                directory: temp.appending("client"), serverURL: url, dataset: fixtures.dataset)
             configuration.setAccessToken("line\r\nX-Injected: yes")
             let client = try await FerryClient.open(configuration: configuration, logger: .test, transport: kind.shared)
             let error = await Self.refusal { _ = try await client.checkForUpdates() }
@@ -130,11 +141,17 @@ import FerryMerge
         let v1 = try fixtures.publish(rows: 5)
         try await withGatedFerryServer(store: fixtures.store.root, token: Self.token) { url, gate, _ in
             let dir = ClientDirectory(temp.appending("client"))
-            let fetch = ["fetch", "--server", url.absoluteString, "--dataset", fixtures.dataset, "--dir", dir.url.path, "--verbose"]
+            let fetch = [
+                "fetch", "--server", url.absoluteString, "--dataset", fixtures.dataset, "--dir", dir.url.path,
+                "--verbose",
+            ]
             let noToken = ["FERRY_TOKEN": ""]
 
             // Without a token, and with a wrong one: exit 1, the fix named, nothing installed, no token shown
-            for (arguments, environment) in [(fetch, noToken), (fetch + ["--token", "wrong-token-1"], noToken), (fetch, ["FERRY_TOKEN": "wrong-token-2"])] {
+            for (arguments, environment) in [
+                (fetch, noToken), (fetch + ["--token", "wrong-token-1"], noToken),
+                (fetch, ["FERRY_TOKEN": "wrong-token-2"]),
+            ] {
                 let refused = try await runFerryOffPool(arguments + ["--json"], environment: environment)
                 #expect(refused.status == 1)
                 #expect(refused.stdout.isEmpty)
@@ -143,14 +160,17 @@ import FerryMerge
                 #expect(!refused.stderr.contains("wrong-token"))
                 #expect(!dir.exists(dir.database) && !dir.exists(dir.updated))
             }
-            #expect(await gate.log.requests.map(\.authorization) == [nil, "Bearer wrong-token-1", "Bearer wrong-token-2"])
+            #expect(
+                await gate.log.requests.map(\.authorization) == [nil, "Bearer wrong-token-1", "Bearer wrong-token-2"])
 
             // FERRY_TOKEN works, and --token wins over it
-            let fromEnvironment = try await runFerryOffPool(fetch + ["--json"], environment: ["FERRY_TOKEN": Self.token])
+            let fromEnvironment = try await runFerryOffPool(
+                fetch + ["--json"], environment: ["FERRY_TOKEN": Self.token])
             #expect(fromEnvironment.status == 0, "\(fromEnvironment.stderr)")
             #expect(fromEnvironment.stdout.contains(#""result":"initialSync""#))
             #expect(fromEnvironment.stdout.contains(#""sha256":"\#(v1.sha256)""#))
-            let overridden = try await runFerryOffPool(fetch + ["--token", Self.token, "--json"], environment: ["FERRY_TOKEN": "wrong-token-3"])
+            let overridden = try await runFerryOffPool(
+                fetch + ["--token", Self.token, "--json"], environment: ["FERRY_TOKEN": "wrong-token-3"])
             #expect(overridden.status == 0, "\(overridden.stderr)")
             #expect(overridden.stdout.contains(#""result":"notModified""#))
             #expect(await gate.log.requests.last?.authorization == "Bearer \(Self.token)")
@@ -177,10 +197,14 @@ import FerryMerge
     static let token = AccessTokenTests.token
 
     static func outboxIDs(_ client: FerryClient) async throws -> [String] {
-        try await client.withDatabase { db in try db.query("SELECT id FROM ferry_outbox ORDER BY seq").compactMap { $0[0].text } }
+        try await client.withDatabase { db in
+            try db.query("SELECT id FROM ferry_outbox ORDER BY seq").compactMap { $0[0].text }
+        }
     }
 
-    @Test(arguments: TransportKind.allCases) func aRefusedPushKeepsTheEditsAndTheNextPushSendsTheSameChangeIDs(_ kind: TransportKind) async throws {
+    @Test(arguments: TransportKind.allCases) func aRefusedPushKeepsTheEditsAndTheNextPushSendsTheSameChangeIDs(
+        _ kind: TransportKind
+    ) async throws {
         let database = try TestDatabase.create("token")
         let temp = try TemporaryDirectory("ferry-token-push")
         defer {
@@ -188,19 +212,26 @@ import FerryMerge
             temp.remove()
         }
         let root = TestPaths.packageRoot
-        try database.connect().execute(try String(contentsOf: root.appendingPathComponent("templates/trips.pg.sql"), encoding: .utf8))
+        try database.connect().execute(
+            try String(contentsOf: root.appendingPathComponent("templates/trips.pg.sql"), encoding: .utf8))
         let templatePath = root.appendingPathComponent("templates/trips.yml").path
         let store = temp.appending("store")
-        _ = try await Publisher(configuration: .init(templatePath: templatePath, databaseURL: database.url, store: store), logger: .test).publish()
-        let merger = try await ChangeMerger.start(template: try Template.load(path: templatePath), databaseURL: database.url, logger: .test)
+        _ = try await Publisher(
+            configuration: .init(templatePath: templatePath, databaseURL: database.url, store: store), logger: .test
+        ).publish()
+        let merger = try await ChangeMerger.start(
+            template: try Template.load(path: templatePath), databaseURL: database.url, logger: .test)
         defer { merger.shutdown() }
         @Sendable func serverScalar(_ sql: String, _ parameters: [String?] = []) throws -> String? {
             try database.connect().query(sql, parameters).first?.first ?? nil
         }
 
-        try await withGatedFerryServer(store: store, token: Self.token, extraRoutes: [ChangesRoute(mergers: ["trips": merger])]) { url, gate, _ in
+        try await withGatedFerryServer(
+            store: store, token: Self.token, extraRoutes: [ChangesRoute(mergers: ["trips": merger])]
+        ) { url, gate, _ in
             let box = TokenBox(Self.token)
-            var configuration = FerryClient.Configuration(directory: temp.appending("device"), serverURL: url, dataset: "trips")
+            var configuration = FerryClient.Configuration(
+                directory: temp.appending("device"), serverURL: url, dataset: "trips")
             configuration.pushOnOpen = false
             configuration.pushAttempts = 3
             configuration.pushBackoff = .milliseconds(10)
@@ -228,7 +259,10 @@ import FerryMerge
             #expect(try serverScalar("SELECT count(*) FROM ferry_changes") == "0")
             // And the edit is still queued, with its id, and still visible locally
             #expect(try await Self.outboxIDs(device) == queued)
-            #expect(try await device.withDatabase { try $0.scalar("SELECT passengers FROM trips WHERE name = 'Växjö-Kalmar'")?.integer } == 5)
+            #expect(
+                try await device.withDatabase {
+                    try $0.scalar("SELECT passengers FROM trips WHERE name = 'Växjö-Kalmar'")?.integer
+                } == 5)
 
             // When the app signs in again and pushes: the same change id is sent and applied once
             await box.set(Self.token)
@@ -245,8 +279,12 @@ import FerryMerge
             // The same through the CLI: an edit, a refused `ferry push`, then FERRY_TOKEN
             let dir = temp.appending("device").path
             let common = ["--server", url.absoluteString, "--dataset", "trips", "--dir", dir]
-            #expect(try await runFerryOffPool(["exec", "--dir", dir, "UPDATE trips SET passengers = 6 WHERE name = 'Växjö-Kalmar'"]).status == 0)
-            let refused = try await runFerryOffPool(["push"] + common + ["--token", "expired-token", "--json"], environment: ["FERRY_TOKEN": ""])
+            #expect(
+                try await runFerryOffPool([
+                    "exec", "--dir", dir, "UPDATE trips SET passengers = 6 WHERE name = 'Växjö-Kalmar'",
+                ]).status == 0)
+            let refused = try await runFerryOffPool(
+                ["push"] + common + ["--token", "expired-token", "--json"], environment: ["FERRY_TOKEN": ""])
             #expect(refused.status == 1)
             #expect(refused.stdout.isEmpty)
             #expect(refused.stderr.contains("the server refused the access token (401)"))
@@ -257,17 +295,23 @@ import FerryMerge
             #expect(await gate.log.changeUploads.count == 3)  // one attempt, not three
             #expect(try await runFerryOffPool(["status", "--dir", dir, "--json"]).stdout.contains(#""outbox":1"#))
 
-            let accepted = try await runFerryOffPool(["push"] + common + ["--json", "--verbose"], environment: ["FERRY_TOKEN": Self.token])
+            let accepted = try await runFerryOffPool(
+                ["push"] + common + ["--json", "--verbose"], environment: ["FERRY_TOKEN": Self.token])
             #expect(accepted.status == 0, "\(accepted.stderr)")
-            #expect(accepted.stdout == #"{"sent":1,"applied":1,"rejected":0,"gone":0,"invalid":0,"forbidden":0,"unanswered":0,"remaining":0}"# + "\n")
+            #expect(
+                accepted.stdout
+                    == #"{"sent":1,"applied":1,"rejected":0,"gone":0,"invalid":0,"forbidden":0,"unanswered":0,"remaining":0}"#
+                    + "\n")
             #expect(await gate.log.changeUploads.last?.changeIDs == refusedIDs)
             #expect(try serverScalar("SELECT passengers FROM trips WHERE name = 'Växjö-Kalmar'") == "6")
 
             // `ferry sync` takes the token the same way; a refused one keeps everything
-            let syncRefused = try await runFerryOffPool(["sync"] + common + ["--json"], environment: ["FERRY_TOKEN": "expired-token"])
+            let syncRefused = try await runFerryOffPool(
+                ["sync"] + common + ["--json"], environment: ["FERRY_TOKEN": "expired-token"])
             #expect(syncRefused.status == 1)
             #expect(syncRefused.stderr.contains("FERRY_TOKEN") && !syncRefused.stderr.contains("expired-token"))
-            let synced = try await runFerryOffPool(["sync"] + common + ["--token", Self.token, "--json"], environment: ["FERRY_TOKEN": ""])
+            let synced = try await runFerryOffPool(
+                ["sync"] + common + ["--token", Self.token, "--json"], environment: ["FERRY_TOKEN": ""])
             #expect(synced.status == 0, "\(synced.stderr)")
             #expect(synced.stdout.contains(#""state":"upToDate""#))
             for result in [refused, accepted, syncRefused, synced] {

@@ -59,7 +59,8 @@ import Testing
         // Then version 2 is live, version 1 is previous.db, nothing is pending, and connections see version 2
         #expect(applied.applied && applied.version == 2 && applied.previousVersion == 1)
         status = try await client.status()
-        #expect(status == ClientStatus(state: .upToDate, version: 2, sha256: setup.published[1].sha256, previousVersion: 1))
+        #expect(
+            status == ClientStatus(state: .upToDate, version: 2, sha256: setup.published[1].sha256, previousVersion: 1))
         #expect(try await client.withDatabase { try $0.scalar("SELECT version FROM ferry_snapshot")?.integer } == 2)
         #expect(try publishedVersion(of: setup.dir.previous, among: setup.published) == 1)
 
@@ -151,7 +152,9 @@ import Testing
         try setup.plant(2, at: setup.dir.updated)
         let client = try await setup.open(applyOnLaunch: false) { updated, live in
             let liveVersion = try live?.scalar("SELECT version FROM ferry_snapshot")?.integer ?? 0
-            try updated.run("INSERT OR REPLACE INTO trips(id, name, seats) VALUES ('local', 'kept from v' || ?, 1)", [.integer(liveVersion)])
+            try updated.run(
+                "INSERT OR REPLACE INTO trips(id, name, seats) VALUES ('local', 'kept from v' || ?, 1)",
+                [.integer(liveVersion)])
         }
         try await client.applyPendingUpdate()
         let name = try await client.withDatabase { try $0.scalar("SELECT name FROM trips WHERE id = 'local'")?.text }

@@ -5,11 +5,11 @@ import Foundation
 import GRDB
 import Testing
 
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
-
 @testable import FerryClient
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
 
 /// The hand-off of a download the app ran itself (a background `URLSession` on Apple platforms): Ferry names the
 /// version and the request, a URLSession download task writes the file, and Ferry verifies it as any download before
@@ -103,7 +103,8 @@ import FoundationNetworking
             var second = try #require(try await client.prepareBackgroundDownload())
             #expect(second.manifest == v2)
             let digest = try ContentDigest.compute(
-                try SQLiteConnection(path: try setup.fixtures.snapshotFile(2).path, mode: .readOnly), tables: ["blobs", "trips"])
+                try SQLiteConnection(path: try setup.fixtures.snapshotFile(2).path, mode: .readOnly),
+                tables: ["blobs", "trips"])
             second.manifest.current.contentDigest = digest.description
 
             // When it is downloaded and handed over
@@ -118,14 +119,16 @@ import FoundationNetworking
             #expect(state.arrival(of: v2.sha256)?.contentDigest == digest.description)
             #expect(try await client.prepareBackgroundDownload() == nil)
             // Adopting the same version again changes nothing
-            let (again, _) = try await setup.download(try await client.backgroundRequest(for: second), to: "v2-again.sqlite")
+            let (again, _) = try await setup.download(
+                try await client.backgroundRequest(for: second), to: "v2-again.sqlite")
             #expect(try await client.adoptBackgroundDownload(second, file: again).outcome == .notModified)
 
             let applied = try await client.applyPendingUpdate()
             #expect(applied.applied && applied.version == 2 && applied.previousVersion == 1)
 
             // A download of version 1 that finishes only now is verified but not installed: never back to older data
-            let (late, _) = try await setup.download(try await client.backgroundRequest(for: first), to: "v1-late.sqlite")
+            let (late, _) = try await setup.download(
+                try await client.backgroundRequest(for: first), to: "v1-late.sqlite")
             let stale = try await client.adoptBackgroundDownload(first, file: late)
             #expect(stale.outcome == .notModified && stale.status.version == 2 && stale.status.pendingVersion == nil)
             #expect(!FileManager.default.fileExists(atPath: setup.dir.updated.path))
@@ -140,13 +143,17 @@ import FoundationNetworking
         defer { setup.temp.remove() }
         try setup.fixtures.publish(rows: 4)
         try await withFerryServer(store: setup.fixtures.store.root) { url, waitForVersion in
-            let configuration = FerryClient.Configuration(directory: setup.dir.url, serverURL: url, dataset: setup.fixtures.dataset)
+            let configuration = FerryClient.Configuration(
+                directory: setup.dir.url, serverURL: url, dataset: setup.fixtures.dataset)
             let ferry = try await FerryDatabase.open(configuration: configuration, applyMode: .automatic, logger: .test)
-            let count = { @Sendable in try await ferry.pool.read { try Int.fetchOne($0, sql: "SELECT count(*) FROM trips") } }
+            let count = { @Sendable in
+                try await ferry.pool.read { try Int.fetchOne($0, sql: "SELECT count(*) FROM trips") }
+            }
 
             // The initial sync arrives by a background download, into the app's pool
             let first = try #require(try await ferry.client.prepareBackgroundDownload())
-            let (file, _) = try await setup.download(try await ferry.client.backgroundRequest(for: first), to: "v1.sqlite")
+            let (file, _) = try await setup.download(
+                try await ferry.client.backgroundRequest(for: first), to: "v1.sqlite")
             #expect(try await ferry.adoptBackgroundDownload(first, file: file).outcome == .initialSync)
             #expect(try await count() == 4)
             #expect(ferry.currentStatus.version == 1)
@@ -155,7 +162,8 @@ import FoundationNetworking
             try setup.fixtures.publish(rows: 6)
             try await waitForVersion(2)
             let second = try #require(try await ferry.client.prepareBackgroundDownload())
-            let (file2, _) = try await setup.download(try await ferry.client.backgroundRequest(for: second), to: "v2.sqlite")
+            let (file2, _) = try await setup.download(
+                try await ferry.client.backgroundRequest(for: second), to: "v2.sqlite")
             #expect(try await ferry.adoptBackgroundDownload(second, file: file2).outcome == .updateDownloaded)
             #expect(try await count() == 6)
             #expect(ferry.currentStatus.version == 2 && ferry.currentStatus.pendingVersion == nil)
@@ -187,9 +195,13 @@ import FoundationNetworking
             try bytes.write(to: file)
 
             // When the app hands it over, then it is refused, saying what was wrong, and deleted
-            let error = await #expect(throws: FerryError.self) { try await client.adoptBackgroundDownload(download, file: file) }
+            let error = await #expect(throws: FerryError.self) {
+                try await client.adoptBackgroundDownload(download, file: file)
+            }
             #expect(error?.code == .checksumMismatch)
-            #expect(error?.message.contains("the background download of version 2 was not adopted") == true, "\(String(describing: error))")
+            #expect(
+                error?.message.contains("the background download of version 2 was not adopted") == true,
+                "\(String(describing: error))")
             #expect(error?.message.contains("server promised \(v2.sha256)") == true, "\(String(describing: error))")
             #expect(!FileManager.default.fileExists(atPath: file.path))
 
@@ -203,7 +215,9 @@ import FoundationNetworking
             let (intact, _) = try await setup.download(request, to: "v2-intact.sqlite")
             var foreign = download
             foreign.manifest.dataset = "other"
-            let mismatch = await #expect(throws: FerryError.self) { try await client.adoptBackgroundDownload(foreign, file: intact) }
+            let mismatch = await #expect(throws: FerryError.self) {
+                try await client.adoptBackgroundDownload(foreign, file: intact)
+            }
             #expect(mismatch?.code == .badInput)
             #expect(FileManager.default.fileExists(atPath: intact.path))
 

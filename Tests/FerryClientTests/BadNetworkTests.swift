@@ -10,9 +10,9 @@ import NIOCore
 import Testing
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// Bad networks as a device meets them, tried as a new user would, through the real `ferry fetch`: each answers
@@ -22,10 +22,20 @@ import Darwin
     /// The real Ferry routes behind a front that misbehaves as told: busy with `Retry-After`, a captive portal's
     /// page, or a proxy that strips `ETag`.
     struct Front<Inner: HTTPResponder>: HTTPResponder where Inner.Context == BasicRequestContext {
-        enum Mode: Sendable { case pass, busy(retryAfter: Int, times: Int), failing(retryAfter: Int?), captivePortal, stripETag }
+        enum Mode: Sendable {
+            case pass
+            case busy(retryAfter: Int, times: Int)
+            case failing(retryAfter: Int?)
+            case captivePortal, stripETag
+        }
         /// One answer the front gave: the path asked for, the request's `Accept-Encoding`, the status and the body
         /// bytes it announced.
-        struct Answer: Sendable { var path: String; var acceptEncoding: String?; var status: Int; var bodyBytes: Int }
+        struct Answer: Sendable {
+            var path: String
+            var acceptEncoding: String?
+            var status: Int
+            var bodyBytes: Int
+        }
         actor State {
             var mode: Mode = .pass
             var busyAnswers = 0
@@ -36,8 +46,7 @@ import Darwin
             func clearAnswers() { answers = [] }
             func next() -> Mode {
                 if case .busy(let seconds, let times) = mode {
-                    if times <= 1 { mode = .pass }
-                    else { mode = .busy(retryAfter: seconds, times: times - 1) }
+                    if times <= 1 { mode = .pass } else { mode = .busy(retryAfter: seconds, times: times - 1) }
                     busyAnswers += 1
                     return .busy(retryAfter: seconds, times: times)
                 }
@@ -51,7 +60,9 @@ import Darwin
             let response = try await answer(request, context: context)
             let bytes = response.headers[.contentLength].flatMap { Int($0) } ?? 0
             await state.record(
-                Answer(path: request.uri.path, acceptEncoding: request.headers[.acceptEncoding], status: Int(response.status.code), bodyBytes: bytes))
+                Answer(
+                    path: request.uri.path, acceptEncoding: request.headers[.acceptEncoding],
+                    status: Int(response.status.code), bodyBytes: bytes))
             return response
         }
 
@@ -61,16 +72,24 @@ import Darwin
                 var headers = HTTPFields()
                 if let seconds { headers[.retryAfter] = String(seconds) }
                 headers[.contentType] = "text/plain"
-                return Response(status: .internalServerError, headers: headers, body: .init(byteBuffer: ByteBuffer(string: "Internal Server Error")))
+                return Response(
+                    status: .internalServerError, headers: headers,
+                    body: .init(byteBuffer: ByteBuffer(string: "Internal Server Error")))
             case .busy(let seconds, _):
                 var headers = HTTPFields()
                 headers[.retryAfter] = String(seconds)
                 headers[.contentType] = "application/json"
-                return Response(status: .serviceUnavailable, headers: headers, body: .init(byteBuffer: ByteBuffer(string: #"{"error":{"code":"unavailable","message":"busy"}}"#)))
+                return Response(
+                    status: .serviceUnavailable, headers: headers,
+                    body: .init(byteBuffer: ByteBuffer(string: #"{"error":{"code":"unavailable","message":"busy"}}"#)))
             case .captivePortal:
                 var headers = HTTPFields()
                 headers[.contentType] = "text/html"
-                return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: "<!doctype html><html><body>Sign in to Airport Wi-Fi</body></html>")))
+                return Response(
+                    status: .ok, headers: headers,
+                    body: .init(
+                        byteBuffer: ByteBuffer(
+                            string: "<!doctype html><html><body>Sign in to Airport Wi-Fi</body></html>")))
             case .stripETag:
                 var response = try await inner.respond(to: request, context: context)
                 response.headers[.eTag] = nil
@@ -84,7 +103,11 @@ import Darwin
     /// A device at version 1 and a store with version 2 waiting, behind a `Front`.
     static func withDevice(
         _ kind: TransportKind,
-        _ body: @Sendable (_ url: URL, _ front: Front<RouterResponder<BasicRequestContext>>.State, _ dir: String, _ published: [Manifest]) async throws -> Void
+        _ body:
+            @Sendable (
+                _ url: URL, _ front: Front<RouterResponder<BasicRequestContext>>.State, _ dir: String,
+                _ published: [Manifest]
+            ) async throws -> Void
     ) async throws {
         let temp = try TemporaryDirectory("bad-network")
         defer { temp.remove() }
@@ -94,16 +117,20 @@ import Darwin
         let catalog = SnapshotCatalog(store: fixtures.store, pollInterval: .seconds(1), logger: .test)
         let router = try buildRouter(configuration, catalog: catalog, logger: .test)
         let front = Front(inner: router.buildResponder())
-        let app = Application(responder: front, configuration: .init(address: .hostname("127.0.0.1", port: 0)), logger: .test)
+        let app = Application(
+            responder: front, configuration: .init(address: .hostname("127.0.0.1", port: 0)), logger: .test)
         try await app.test(.live) { client in
             let url = URL(string: "http://127.0.0.1:\(client.port!)")!
             let dir = temp.appending("device").path
             try await catalog.refresh()
-            let first = try await runFerryOffPool(["fetch", "--server", url.absoluteString, "--dataset", "trips", "--dir", dir] + kind.cliArguments)
+            let first = try await runFerryOffPool(
+                ["fetch", "--server", url.absoluteString, "--dataset", "trips", "--dir", dir] + kind.cliArguments)
             #expect(first.status == 0, "\(first.stderr)")
             // The CLI used the transport asked for: URLSession asks for the SQLite file itself, AsyncHTTPClient for gzip.
             let download = await front.state.answers.first { !$0.path.hasSuffix("/manifest") }
-            #expect(download?.acceptEncoding?.contains(kind.carriesGzip ? "gzip" : "identity") == true, "\(String(describing: download))")
+            #expect(
+                download?.acceptEncoding?.contains(kind.carriesGzip ? "gzip" : "identity") == true,
+                "\(String(describing: download))")
             await front.state.clearAnswers()
             let v2 = try fixtures.publish(rows: 6)
             try await catalog.refresh()
@@ -111,10 +138,13 @@ import Darwin
         }
     }
 
-    static func fetch(_ kind: TransportKind, _ url: URL, _ dir: String, _ extra: [String] = []) async throws -> (ProcessResult, Duration) {
+    static func fetch(_ kind: TransportKind, _ url: URL, _ dir: String, _ extra: [String] = []) async throws -> (
+        ProcessResult, Duration
+    ) {
         let start = ContinuousClock.now
         let result = try await runFerryOffPool(
-            ["fetch", "--server", url.absoluteString, "--dataset", "trips", "--dir", dir, "--apply"] + kind.cliArguments + extra)
+            ["fetch", "--server", url.absoluteString, "--dataset", "trips", "--dir", dir, "--apply"] + kind.cliArguments
+                + extra)
         return (result, ContinuousClock.now - start)
     }
 
@@ -130,7 +160,9 @@ import Darwin
         var description: String { "sha256 \(sha256.prefix(12)) inode \(inode) mtime \(modified.timeIntervalSince1970)" }
     }
 
-    static func expectUnchanged(_ dir: String, _ held: Fingerprint, sourceLocation: SourceLocation = #_sourceLocation) throws {
+    static func expectUnchanged(_ dir: String, _ held: Fingerprint, sourceLocation: SourceLocation = #_sourceLocation)
+        throws
+    {
         let now = try fingerprint(dir)
         #expect(now == held, "database.db changed: \(now), was \(held)", sourceLocation: sourceLocation)
     }
@@ -144,7 +176,9 @@ import Darwin
             modified: try #require(attributes[.modificationDate] as? Date))
     }
 
-    @Test("a refused connection is offline at once; a server that never answers times out as configured; neither changes database.db", arguments: TransportKind.allCases)
+    @Test(
+        "a refused connection is offline at once; a server that never answers times out as configured; neither changes database.db",
+        arguments: TransportKind.allCases)
     func refusedAndSilent(_ kind: TransportKind) async throws {
         try await Self.withDevice(kind) { _, _, dir, published in
             // Given a device that holds version 1 (fetched from a good server)
@@ -161,9 +195,12 @@ import Darwin
             // A listener that accepts (the kernel completes the handshake) and never answers
             let (socket, port) = try Self.silentListener()
             defer { close(socket) }
-            let (silent, silentTime) = try await Self.fetch(kind, URL(string: "http://127.0.0.1:\(port)")!, dir, ["--read-timeout", "1"])
+            let (silent, silentTime) = try await Self.fetch(
+                kind, URL(string: "http://127.0.0.1:\(port)")!, dir, ["--read-timeout", "1"])
             #expect(silent.status == 1, "\(silent.stderr)")
-            #expect(silent.stderr.contains("offline") || silent.stderr.contains("timed out") || silent.stderr.contains("timeout"), "\(silent.stderr)")
+            #expect(
+                silent.stderr.contains("offline") || silent.stderr.contains("timed out")
+                    || silent.stderr.contains("timeout"), "\(silent.stderr)")
             #expect(silentTime < .seconds(6), "took \(silentTime)")
             try Self.expectUnchanged(dir, held)
             #expect(try Self.version(dir, published) == 1)
@@ -183,17 +220,23 @@ import Darwin
     /// connect as it bounds every wait for bytes, and `--connect-timeout` does not reach it (docs/client.md,
     /// Transport). So URLSession gets `--read-timeout 1` here, AsyncHTTPClient `--connect-timeout 1`, and both must
     /// end at that one second.
-    @Test("an unreachable host is offline after the connect timeout (URLSession: its request timeout), not at once and not much later; database.db unchanged",
-          arguments: TransportKind.allCases)
+    @Test(
+        "an unreachable host is offline after the connect timeout (URLSession: its request timeout), not at once and not much later; database.db unchanged",
+        arguments: TransportKind.allCases)
     func unreachableHost(_ kind: TransportKind) async throws {
         try await Self.withDevice(kind) { _, _, dir, published in
             let held = try Self.fingerprint(dir)
             let (listener, port, filler) = try Self.blackHole()
-            defer { close(listener); close(filler) }
+            defer {
+                close(listener)
+                close(filler)
+            }
             let timeout = kind == .urlSession ? ["--read-timeout", "1"] : ["--connect-timeout", "1"]
             let (unreachable, time) = try await Self.fetch(kind, URL(string: "http://127.0.0.1:\(port)")!, dir, timeout)
             #expect(unreachable.status == 1, "\(unreachable.stderr)")
-            #expect(unreachable.stderr.contains("cannot reach") && unreachable.stderr.contains("offline"), "\(unreachable.stderr)")
+            #expect(
+                unreachable.stderr.contains("cannot reach") && unreachable.stderr.contains("offline"),
+                "\(unreachable.stderr)")
             // The timeout is what ended it: at least 1 s, and within it plus the process' own start and stop.
             #expect(time >= .milliseconds(950), "took \(time): failed before the timeout")
             #expect(time < .seconds(4), "took \(time)")
@@ -202,7 +245,9 @@ import Darwin
         }
     }
 
-    @Test("500 with and without Retry-After: a clear message, exit 1, database.db unchanged", arguments: TransportKind.allCases)
+    @Test(
+        "500 with and without Retry-After: a clear message, exit 1, database.db unchanged",
+        arguments: TransportKind.allCases)
     func failingServer(_ kind: TransportKind) async throws {
         try await Self.withDevice(kind) { url, front, dir, published in
             let held = try Self.fingerprint(dir)
@@ -211,7 +256,9 @@ import Darwin
             await front.set(.failing(retryAfter: nil))
             let (plain, plainTime) = try await Self.fetch(kind, url, dir)
             #expect(plain.status == 1, "\(plain.stderr)")
-            #expect(plain.stderr.contains("HTTP 500") && plain.stderr.contains("keeps using database.db"), "\(plain.stderr)")
+            #expect(
+                plain.stderr.contains("HTTP 500") && plain.stderr.contains("keeps using database.db"), "\(plain.stderr)"
+            )
             #expect(plainTime < .seconds(3), "took \(plainTime)")
             try Self.expectUnchanged(dir, held)
 
@@ -221,7 +268,8 @@ import Darwin
             await front.set(.failing(retryAfter: 6))
             let (retried, retriedTime) = try await Self.fetch(kind, url, dir)
             #expect(retried.status == 1, "\(retried.stderr)")
-            #expect(retried.stderr.contains("HTTP 500") && retried.stderr.contains("retry after 6 s"), "\(retried.stderr)")
+            #expect(
+                retried.stderr.contains("HTTP 500") && retried.stderr.contains("retry after 6 s"), "\(retried.stderr)")
             #expect(retriedTime >= .milliseconds(5900), "took \(retriedTime): Retry-After was not honoured")
             #expect(retriedTime < .seconds(9), "took \(retriedTime)")
             let answers = await front.answers
@@ -231,7 +279,9 @@ import Darwin
             // With a Retry-After beyond the cap: reported at once, saying how long the server asked to wait
             await front.set(.failing(retryAfter: 3600))
             let (tooLong, tooLongTime) = try await Self.fetch(kind, url, dir)
-            #expect(tooLong.status == 1 && tooLong.stderr.contains("500") && tooLong.stderr.contains("3600"), "\(tooLong.stderr)")
+            #expect(
+                tooLong.status == 1 && tooLong.stderr.contains("500") && tooLong.stderr.contains("3600"),
+                "\(tooLong.stderr)")
             #expect(tooLongTime < .seconds(3), "took \(tooLongTime)")
             try Self.expectUnchanged(dir, held)
             #expect(try Self.version(dir, published) == 1)
@@ -244,7 +294,9 @@ import Darwin
         }
     }
 
-    @Test("503 with Retry-After is honoured within the cap; a longer wait is reported, not slept through", arguments: TransportKind.allCases)
+    @Test(
+        "503 with Retry-After is honoured within the cap; a longer wait is reported, not slept through",
+        arguments: TransportKind.allCases)
     func busyServer(_ kind: TransportKind) async throws {
         try await Self.withDevice(kind) { url, front, dir, published in
             // A short Retry-After: the client waits and then gets version 2
@@ -281,7 +333,9 @@ import Darwin
     /// A proxy that strips `ETag` from every answer (manifest, 304s and snapshot): the client does not need it. The
     /// manifest's body names the checksum and the snapshot's `Repr-Digest` carries it, so the download is verified
     /// all the same; the next fetch compares the manifest's checksum with database.db's and downloads nothing.
-    @Test("a proxy that strips ETag still ends in a verified database, downloaded once", arguments: TransportKind.allCases)
+    @Test(
+        "a proxy that strips ETag still ends in a verified database, downloaded once", arguments: TransportKind.allCases
+    )
     func strippedETag(_ kind: TransportKind) async throws {
         try await Self.withDevice(kind) { url, front, dir, published in
             await front.set(.stripETag)
@@ -303,7 +357,8 @@ import Darwin
             }
             // Each asks for the manifest once, with If-None-Match naming database.db's checksum, and gets a 304
             let later = await front.answers
-            #expect(later.count == 2 && later.allSatisfy { $0.path.hasSuffix("/manifest") && $0.status == 304 }, "\(later)")
+            #expect(
+                later.count == 2 && later.allSatisfy { $0.path.hasSuffix("/manifest") && $0.status == 304 }, "\(later)")
             try Self.expectUnchanged(dir, updated)
         }
     }
@@ -319,16 +374,18 @@ import Darwin
     static func blackHole() throws -> (listener: Int32, port: Int, filler: Int32) {
         let (fd, port) = try Self.listener(backlog: 0)
         #if canImport(Glibc)
-        let filler = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            let filler = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         #else
-        let filler = socket(AF_INET, SOCK_STREAM, 0)
+            let filler = socket(AF_INET, SOCK_STREAM, 0)
         #endif
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = UInt16(port).bigEndian
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(filler, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(filler, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
         }
         guard filler >= 0, connected == 0 else {
             close(fd)
@@ -342,19 +399,28 @@ import Darwin
 
     static func listener(backlog: Int32) throws -> (Int32, Int) {
         #if canImport(Glibc)
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         #else
-        let fd = socket(AF_INET, SOCK_STREAM, 0)
+            let fd = socket(AF_INET, SOCK_STREAM, 0)
         #endif
         guard fd >= 0 else { throw FerryError(.io, "socket() failed") }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = 0
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-        guard bound == 0, listen(fd, backlog) == 0 else { close(fd); throw FerryError(.io, "bind/listen failed") }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard bound == 0, listen(fd, backlog) == 0 else {
+            close(fd)
+            throw FerryError(.io, "bind/listen failed")
+        }
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
         return (fd, Int(UInt16(bigEndian: address.sin_port)))
     }
 }

@@ -1,12 +1,12 @@
+import AsyncHTTPClient
+import FerryClientNIO
 import FerryCore
 import Foundation
 import Logging
+import NIOCore
 import Testing
 
 @testable import FerryClient
-import NIOCore
-import AsyncHTTPClient
-import FerryClientNIO
 
 /// Corrupted transfers from a wrong or hostile server are detected and never become updated.db or database.db.
 @Suite struct BadServerTests {
@@ -25,7 +25,8 @@ import FerryClientNIO
 
         func open(_ server: URL, _ kind: TransportKind) async throws -> FerryClient {
             try await FerryClient.open(
-                configuration: .init(directory: clientDir, serverURL: server, dataset: fixtures.dataset), logger: .test, transport: kind.shared)
+                configuration: .init(directory: clientDir, serverURL: server, dataset: fixtures.dataset), logger: .test,
+                transport: kind.shared)
         }
 
         func expectNothingInstalled() {
@@ -35,8 +36,11 @@ import FerryClientNIO
         }
     }
 
-    func fetchError(_ setup: Setup, _ behavior: HostileServer.Behavior, _ kind: TransportKind) async throws -> FerryError? {
-        let server = try HostileServer(snapshot: setup.fixtures.snapshotFile(setup.manifest.version), behavior: behavior)
+    func fetchError(_ setup: Setup, _ behavior: HostileServer.Behavior, _ kind: TransportKind) async throws
+        -> FerryError?
+    {
+        let server = try HostileServer(
+            snapshot: setup.fixtures.snapshotFile(setup.manifest.version), behavior: behavior)
         return try await server.run { url in
             let client = try await setup.open(url, kind)
             defer { Task { await client.close() } }
@@ -66,10 +70,13 @@ import FerryClientNIO
         let setup = try Setup()
         defer { setup.temp.remove() }
         let error = try await fetchError(setup, .gzipOfWrongBytes, kind)
-        #expect(error?.code == (kind.carriesGzip ? .checksumMismatch : .corruptTransfer), "\(String(describing: error))")
+        #expect(
+            error?.code == (kind.carriesGzip ? .checksumMismatch : .corruptTransfer), "\(String(describing: error))")
         setup.expectNothingInstalled()
         let dir = ClientDirectory(setup.clientDir)
-        for file in [dir.partial, dir.partialGzip, dir.partialRecord] { #expect(!dir.exists(file), "\(file.lastPathComponent)") }
+        for file in [dir.partial, dir.partialGzip, dir.partialRecord] {
+            #expect(!dir.exists(file), "\(file.lastPathComponent)")
+        }
     }
 
     @Test(arguments: TransportKind.allCases) func truncatedBodyIsDetected(_ kind: TransportKind) async throws {
@@ -102,7 +109,9 @@ import FerryClientNIO
         // A port nothing listens on; a short connect timeout (AsyncHTTPClient retries until it).
         let transport = try kind.make(connectTimeout: .seconds(1))
         let client = try await FerryClient.open(
-            configuration: .init(directory: setup.clientDir, serverURL: URL(string: "http://127.0.0.1:9")!, dataset: setup.fixtures.dataset),
+            configuration: .init(
+                directory: setup.clientDir, serverURL: URL(string: "http://127.0.0.1:9")!,
+                dataset: setup.fixtures.dataset),
             logger: .test, transport: transport.snapshot)
         let error = await #expect(throws: FerryError.self) { try await client.checkForUpdates() }
         await client.close()
@@ -112,7 +121,9 @@ import FerryClientNIO
     }
 
     /// A server that dies mid-body leaves a partial file; nothing is installed; the partial is resumable.
-    @Test(arguments: TransportKind.allCases) func droppedConnectionKeepsThePartialForResume(_ kind: TransportKind) async throws {
+    @Test(arguments: TransportKind.allCases) func droppedConnectionKeepsThePartialForResume(_ kind: TransportKind)
+        async throws
+    {
         let setup = try Setup(blobMiB: 4)
         defer { setup.temp.remove() }
         let error = try await fetchError(setup, .dropsMidway, kind)
@@ -124,7 +135,9 @@ import FerryClientNIO
     }
 
     /// A server that ignores Range sends the whole file again: the client restarts from byte 0 and verifies.
-    @Test(arguments: TransportKind.allCases) func serverIgnoringRangeRestartsFromZero(_ kind: TransportKind) async throws {
+    @Test(arguments: TransportKind.allCases) func serverIgnoringRangeRestartsFromZero(_ kind: TransportKind)
+        async throws
+    {
         let setup = try Setup(blobMiB: 2)
         defer { setup.temp.remove() }
         try plantPartial(setup, bytes: Int(setup.manifest.size / 3))
@@ -143,7 +156,9 @@ import FerryClientNIO
     }
 
     /// A 206 whose Content-Range does not start where the client asked: discarded, then one clean full request.
-    @Test(arguments: TransportKind.allCases) func partialContentAtTheWrongOffsetIsRejected(_ kind: TransportKind) async throws {
+    @Test(arguments: TransportKind.allCases) func partialContentAtTheWrongOffsetIsRejected(_ kind: TransportKind)
+        async throws
+    {
         let setup = try Setup(blobMiB: 2)
         defer { setup.temp.remove() }
         try plantPartial(setup, bytes: Int(setup.manifest.size / 2))
@@ -171,7 +186,8 @@ import FerryClientNIO
         try data.write(to: dir.partial)
         let record = PartialRecord(
             dataset: setup.fixtures.dataset,
-            expected: ExpectedSnapshot(sha256: setup.manifest.sha256, size: setup.manifest.size, version: setup.manifest.version))
+            expected: ExpectedSnapshot(
+                sha256: setup.manifest.sha256, size: setup.manifest.size, version: setup.manifest.version))
         try JSONEncoder().encode(record).write(to: dir.partialRecord)
     }
 }

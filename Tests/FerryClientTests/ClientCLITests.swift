@@ -2,13 +2,13 @@ import FerryCore
 import Foundation
 import Testing
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
 @testable import FerryClient
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 
 /// The `ferry` client subcommands as a user runs them: output, exit codes, and kill -9 during apply.
 @Suite struct ClientCLITests {
@@ -25,19 +25,23 @@ import Darwin
         #expect(result.status == 0)
         #expect(
             result.stdout
-                == #"{"state":"initialSyncRequired","version":null,"sha256":null,"pendingVersion":null,"pendingSha256":null,"outbox":0,"path":null,"patchFrom":null,"patchTo":null,"ownRowsSettled":null}"# + "\n")
+                == #"{"state":"initialSyncRequired","version":null,"sha256":null,"pendingVersion":null,"pendingSha256":null,"outbox":0,"path":null,"patchFrom":null,"patchTo":null,"ownRowsSettled":null}"#
+                + "\n")
 
         try dir.create()
         try FileManager.default.copyItem(at: fixtures.snapshotFile(1), to: dir.database)
         result = try runFerry(["status", "--dir", dir.url.path, "--json"])
         #expect(
-            result.stdout == #"{"state":"upToDate","version":1,"sha256":"\#(v1.sha256)","pendingVersion":null,"pendingSha256":null,"outbox":0,"path":null,"patchFrom":null,"patchTo":null,"ownRowsSettled":null}"# + "\n")
+            result.stdout
+                == #"{"state":"upToDate","version":1,"sha256":"\#(v1.sha256)","pendingVersion":null,"pendingSha256":null,"outbox":0,"path":null,"patchFrom":null,"patchTo":null,"ownRowsSettled":null}"#
+                + "\n")
 
         try FileManager.default.copyItem(at: fixtures.snapshotFile(2), to: dir.updated)
         result = try runFerry(["status", "--dir", dir.url.path, "--json"])
         #expect(
             result.stdout
-                == #"{"state":"updatePending","version":1,"sha256":"\#(v1.sha256)","pendingVersion":2,"pendingSha256":"\#(v2.sha256)","outbox":0,"path":null,"patchFrom":null,"patchTo":null,"ownRowsSettled":null}"# + "\n")
+                == #"{"state":"updatePending","version":1,"sha256":"\#(v1.sha256)","pendingVersion":2,"pendingSha256":"\#(v2.sha256)","outbox":0,"path":null,"patchFrom":null,"patchTo":null,"ownRowsSettled":null}"#
+                + "\n")
         // status never applies anything
         #expect(dir.exists(dir.updated))
 
@@ -49,7 +53,8 @@ import Darwin
         #expect(result.status == 0)
         #expect(
             result.stdout
-                == #"{"state":"upToDate","version":2,"sha256":"\#(v2.sha256)","pendingVersion":null,"pendingSha256":null,"outbox":0,"applied":true}"# + "\n")
+                == #"{"state":"upToDate","version":2,"sha256":"\#(v2.sha256)","pendingVersion":null,"pendingSha256":null,"outbox":0,"applied":true}"#
+                + "\n")
         result = try runFerry(["apply", "--dir", dir.url.path])
         #expect(result.status == 0)
         #expect(result.stdout.hasPrefix("nothing to apply"))
@@ -63,8 +68,11 @@ import Darwin
         defer { temp.remove() }
         // Usage errors: 2
         #expect(try runFerry(["status"]).status == 2)
-        #expect(try runFerry(["fetch", "--server", "ftp://x", "--dataset", "trips", "--dir", temp.url.path]).status == 2)
-        #expect(try runFerry(["fetch", "--server", "http://127.0.0.1:1", "--dataset", "../x", "--dir", temp.url.path]).status == 2)
+        #expect(
+            try runFerry(["fetch", "--server", "ftp://x", "--dataset", "trips", "--dir", temp.url.path]).status == 2)
+        #expect(
+            try runFerry(["fetch", "--server", "http://127.0.0.1:1", "--dataset", "../x", "--dir", temp.url.path])
+                .status == 2)
         // Failures: 1 with one line on stderr
         try FileManager.default.createDirectory(at: temp.appending("c"), withIntermediateDirectories: true)
         let rollback = try runFerry(["rollback", "--dir", temp.appending("c").path])
@@ -72,7 +80,9 @@ import Darwin
         #expect(rollback.stderr.contains("nothing to roll back"))
         #expect(rollback.stderr.trimmingCharacters(in: .newlines).split(separator: "\n").count == 1)
         // Takes the 10 s connect timeout: off the cooperative pool.
-        let offline = try await runFerryOffPool(["fetch", "--server", "http://127.0.0.1:9", "--dataset", "trips", "--dir", temp.url.path])
+        let offline = try await runFerryOffPool([
+            "fetch", "--server", "http://127.0.0.1:9", "--dataset", "trips", "--dir", temp.url.path,
+        ])
         #expect(offline.status == 1)
         #expect(offline.stderr.contains("offline is normal"))
         #expect(offline.stderr.trimmingCharacters(in: .newlines).split(separator: "\n").count == 1)

@@ -3,13 +3,13 @@ import FerryStore
 import Foundation
 import Testing
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
 @testable import FerryClient
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 
 /// kill -9 of `ferry fetch` and of `ferry serve` mid-download, with the built binaries.
 @Suite struct ClientProcessTests {
@@ -20,11 +20,15 @@ import Darwin
     /// Starts `ferry` with `arguments`, kills it with SIGKILL after `delay` seconds (if still running).
     /// With `until`, waits (up to 60 s) for that condition instead of the delay.
     /// Runs off the cooperative pool (see `offCooperativePool`).
-    func runAndKill(_ arguments: [String], after delay: Double, until: (@Sendable () -> Bool)? = nil) async throws -> Bool {
+    func runAndKill(_ arguments: [String], after delay: Double, until: (@Sendable () -> Bool)? = nil) async throws
+        -> Bool
+    {
         try await offCooperativePool { try Self.runAndKillBlocking(arguments, after: delay, until: until) }
     }
 
-    static func runAndKillBlocking(_ arguments: [String], after delay: Double, until: (@Sendable () -> Bool)?) throws -> Bool {
+    static func runAndKillBlocking(_ arguments: [String], after delay: Double, until: (@Sendable () -> Bool)?) throws
+        -> Bool
+    {
         let process = Process()
         process.executableURL = TestPaths.ferryBinary
         process.arguments = arguments
@@ -50,7 +54,9 @@ import Darwin
         let server = try ServeProcess(store: fixtures.store.root)
         defer { server.kill9() }
         let dir = ClientDirectory(temp.appending("client"))
-        let fetch = ["fetch", "--server", server.url.absoluteString, "--dataset", fixtures.dataset, "--dir", dir.url.path]
+        let fetch = [
+            "fetch", "--server", server.url.absoluteString, "--dataset", fixtures.dataset, "--dir", dir.url.path,
+        ]
 
         // Given version 1 live
         #expect(try await runFerryOffPool(fetch).status == 0)
@@ -60,7 +66,10 @@ import Darwin
         try await Task.sleep(for: .seconds(1.5))  // the server picks up new versions within 1 s
 
         // When a rate-limited fetch is killed mid-download
-        #expect(try await runAndKill(fetch + ["--limit-rate", "16M"], after: 0) { (FileIdentity.size(of: dir.partial) ?? 0) > 4 << 20 })
+        #expect(
+            try await runAndKill(fetch + ["--limit-rate", "16M"], after: 0) {
+                (FileIdentity.size(of: dir.partial) ?? 0) > 4 << 20
+            })
 
         // Then database.db is still exactly version 1, and part of version 2's gzip copy is kept
         #expect(try publishedVersion(of: dir.database, among: published) == 1)
@@ -97,7 +106,9 @@ import Darwin
     /// `ferry serve` killed mid-download: the next fetch, from a restarted server, resumes from the byte it had.
     /// (URLSession on Linux cannot pause the transfer, so the body is all in memory before the kill: see
     /// ``TransportKind/pausingTransfers``.)
-    @Test(arguments: TransportKind.pausingTransfers) func serverStopsMidDownloadThenResumes(_ kind: TransportKind) async throws {
+    @Test(arguments: TransportKind.pausingTransfers) func serverStopsMidDownloadThenResumes(_ kind: TransportKind)
+        async throws
+    {
         let temp = try TemporaryDirectory("ferry-kill")
         defer { temp.remove() }
         let fixtures = SnapshotFixtures(root: temp.appending("store"))
@@ -111,7 +122,8 @@ import Darwin
 
         // Given a download under way
         let server = try ServeProcess(store: fixtures.store.root)
-        let client = try await FerryClient.open(configuration: configuration(server.url), logger: .test, transport: kind.shared)
+        let client = try await FerryClient.open(
+            configuration: configuration(server.url), logger: .test, transport: kind.shared)
         let progress = ProgressLog()
         let download = Task { try await client.checkForUpdates { progress.append($0) } }
         for _ in 0..<600 where (progress.values.last?.bytesReceived ?? 0) < 2 << 20 {

@@ -17,7 +17,9 @@ import Testing
             fixtures = SnapshotFixtures(root: temp.appending("store"))
         }
 
-        func open(_ url: URL, _ kind: TransportKind, accept: Set<Int>? = nil, applyOnLaunch: Bool = false) async throws -> FerryClient {
+        func open(_ url: URL, _ kind: TransportKind, accept: Set<Int>? = nil, applyOnLaunch: Bool = false) async throws
+            -> FerryClient
+        {
             var configuration = FerryClient.Configuration(
                 directory: dir.url, serverURL: url, dataset: fixtures.dataset, acceptedSchemaVersions: accept)
             configuration.applyPendingOnOpen = applyOnLaunch
@@ -33,12 +35,15 @@ import Testing
             if let corruptAt { data[corruptAt] ^= 0x5A }
             try data.write(to: dir.partial)
             let record = PartialRecord(
-                dataset: fixtures.dataset, expected: ExpectedSnapshot(sha256: manifest.sha256, size: manifest.size, version: manifest.version))
+                dataset: fixtures.dataset,
+                expected: ExpectedSnapshot(sha256: manifest.sha256, size: manifest.size, version: manifest.version))
             try JSONEncoder().encode(record).write(to: dir.partialRecord)
         }
     }
 
-    @Test(arguments: TransportKind.allCases) func initialSyncThen304ThenPendingReplacedByNewerThenApplyAndRollback(_ kind: TransportKind) async throws {
+    @Test(arguments: TransportKind.allCases) func initialSyncThen304ThenPendingReplacedByNewerThenApplyAndRollback(
+        _ kind: TransportKind
+    ) async throws {
         let setup = try Setup()
         defer { setup.temp.remove() }
         let first = try setup.fixtures.publish()
@@ -59,7 +64,8 @@ import Testing
                 #expect(result.bytesReceived == published[0].size && result.encoding == .identity)
             }
             #expect(result.fileBytes == published[0].size)
-            #expect(result.status == ClientStatus(state: .upToDate, version: 1, sha256: published[0].sha256, path: .full))
+            #expect(
+                result.status == ClientStatus(state: .upToDate, version: 1, sha256: published[0].sha256, path: .full))
             #expect(try publishedVersion(of: setup.dir.database, among: published) == 1)
             #expect(!setup.dir.exists(setup.dir.partial) && !setup.dir.exists(setup.dir.partialRecord))
 
@@ -72,7 +78,9 @@ import Testing
             try await waitForVersion(2)
             result = try await client.checkForUpdates()
             #expect(result.outcome == .updateDownloaded && result.version == 2)
-            #expect(result.status.state == .updatePending && result.status.version == 1 && result.status.pendingVersion == 2)
+            #expect(
+                result.status.state == .updatePending && result.status.version == 1 && result.status.pendingVersion == 2
+            )
             #expect(try publishedVersion(of: setup.dir.database, among: published) == 1)
 
             // A newer one replaces the pending one
@@ -99,7 +107,9 @@ import Testing
         }
     }
 
-    @Test(arguments: TransportKind.allCases) func schemaVersionNotAcceptedIsRefusedAndNotDownloadedAgain(_ kind: TransportKind) async throws {
+    @Test(arguments: TransportKind.allCases) func schemaVersionNotAcceptedIsRefusedAndNotDownloadedAgain(
+        _ kind: TransportKind
+    ) async throws {
         let setup = try Setup()
         defer { setup.temp.remove() }
         try setup.fixtures.publish(schemaVersion: 1)
@@ -121,7 +131,9 @@ import Testing
         }
     }
 
-    @Test(arguments: TransportKind.allCases) func interruptedDownloadResumesFromTheByteItHad(_ kind: TransportKind) async throws {
+    @Test(arguments: TransportKind.allCases) func interruptedDownloadResumesFromTheByteItHad(_ kind: TransportKind)
+        async throws
+    {
         let setup = try Setup()
         defer { setup.temp.remove() }
         let manifest = try setup.fixtures.publish(blobMiB: 4)
@@ -139,7 +151,9 @@ import Testing
         }
         let seen = progress.values
         #expect(seen.first?.bytesReceived == Int64(kept) && seen.first?.resumedFrom == Int64(kept))
-        #expect(seen.last == FetchProgress(bytesReceived: manifest.size, totalBytes: manifest.size, resumedFrom: Int64(kept)))
+        #expect(
+            seen.last
+                == FetchProgress(bytesReceived: manifest.size, totalBytes: manifest.size, resumedFrom: Int64(kept)))
     }
 
     /// A server that dies mid-body (hostile stand-in), then the real server: the download resumes where it broke off.
@@ -165,7 +179,9 @@ import Testing
         }
     }
 
-    @Test(arguments: TransportKind.allCases) func wrongBytesInThePartialAreDetectedThenRefetched(_ kind: TransportKind) async throws {
+    @Test(arguments: TransportKind.allCases) func wrongBytesInThePartialAreDetectedThenRefetched(_ kind: TransportKind)
+        async throws
+    {
         let setup = try Setup()
         defer { setup.temp.remove() }
         let manifest = try setup.fixtures.publish(blobMiB: 2)
@@ -177,11 +193,15 @@ import Testing
             #expect(error?.code == .checksumMismatch)
             #expect(!setup.dir.exists(setup.dir.database) && !setup.dir.exists(setup.dir.partial))
             let result = try await client.checkForUpdates()
-            #expect(result.outcome == .initialSync && result.resumedFrom == 0 && result.bytesReceived == kind.wireSize(manifest))
+            #expect(
+                result.outcome == .initialSync && result.resumedFrom == 0
+                    && result.bytesReceived == kind.wireSize(manifest))
         }
     }
 
-    @Test(arguments: TransportKind.allCases) func partialLongerThanTheSnapshotIsDiscarded(_ kind: TransportKind) async throws {
+    @Test(arguments: TransportKind.allCases) func partialLongerThanTheSnapshotIsDiscarded(_ kind: TransportKind)
+        async throws
+    {
         let setup = try Setup()
         defer { setup.temp.remove() }
         let manifest = try setup.fixtures.publish()
@@ -196,7 +216,9 @@ import Testing
     }
 
     /// A crash after the download finished but before the rename: the next fetch installs it without downloading.
-    @Test(arguments: TransportKind.allCases) func completeDownloadLeftByACrashIsInstalled(_ kind: TransportKind) async throws {
+    @Test(arguments: TransportKind.allCases) func completeDownloadLeftByACrashIsInstalled(_ kind: TransportKind)
+        async throws
+    {
         let setup = try Setup()
         defer { setup.temp.remove() }
         let v1 = try setup.fixtures.publish()
@@ -227,11 +249,16 @@ import Testing
             #expect(results.allSatisfy { $0.status.state == .upToDate && $0.status.version == 1 })
             // One shared check: both callers get its result (a second, separate check would have been a 304).
             #expect(results[0] == results[1])
-            #expect(results.allSatisfy { $0.outcome == .initialSync && $0.bytesReceived == kind.wireSize(manifest) && $0.fileBytes == manifest.size })
+            #expect(
+                results.allSatisfy {
+                    $0.outcome == .initialSync && $0.bytesReceived == kind.wireSize(manifest)
+                        && $0.fileBytes == manifest.size
+                })
         }
     }
 
-    @Test(arguments: TransportKind.allCases) func openAppliesAPendingUpdateAtLaunch(_ kind: TransportKind) async throws {
+    @Test(arguments: TransportKind.allCases) func openAppliesAPendingUpdateAtLaunch(_ kind: TransportKind) async throws
+    {
         let setup = try Setup()
         defer { setup.temp.remove() }
         let v1 = try setup.fixtures.publish()

@@ -30,7 +30,9 @@ import Testing
     }
 
     @Test func notModified() throws {
-        #expect(try ResponsePlan.decide(head: head(304, ["ETag": "\"\(sha)\""]), resumeFrom: nil, partial: nil, url: url) == .notModified)
+        #expect(
+            try ResponsePlan.decide(head: head(304, ["ETag": "\"\(sha)\""]), resumeFrom: nil, partial: nil, url: url)
+                == .notModified)
     }
 
     @Test func refusedTokenIsUnauthorizedAndNeverARestart() {
@@ -39,7 +41,8 @@ import Testing
             for resumeFrom in [nil, 100] as [Int64?] {
                 let error = #expect(throws: FerryError.self) {
                     try ResponsePlan.decide(
-                        head: head(status, ["WWW-Authenticate": #"Bearer realm="ferry", error="invalid_token""#]), resumeFrom: resumeFrom,
+                        head: head(status, ["WWW-Authenticate": #"Bearer realm="ferry", error="invalid_token""#]),
+                        resumeFrom: resumeFrom,
                         partial: resumeFrom == nil ? nil : partial, url: url)
                 }
                 #expect(error?.code == .unauthorized)
@@ -48,12 +51,20 @@ import Testing
             }
         }
         // Any other 4xx stays a plain network error
-        #expect((#expect(throws: FerryError.self) { try ResponsePlan.decide(head: head(429), resumeFrom: nil, partial: nil, url: url) })?.code == .network)
+        #expect(
+            (#expect(throws: FerryError.self) {
+                try ResponsePlan.decide(head: head(429), resumeFrom: nil, partial: nil, url: url)
+            })?.code == .network)
     }
 
     @Test func fullResponseTakesChecksumSizeAndVersion() throws {
         let plan = try ResponsePlan.decide(
-            head: head(200, ["ETag": "\"\(sha)\"", "Repr-Digest": "sha-256=:\(base64(sha)):", "Content-Length": "1234", "Ferry-Version": "7"]),
+            head: head(
+                200,
+                [
+                    "ETag": "\"\(sha)\"", "Repr-Digest": "sha-256=:\(base64(sha)):", "Content-Length": "1234",
+                    "Ferry-Version": "7",
+                ]),
             resumeFrom: nil, partial: nil, url: url)
         #expect(plan == .full(ExpectedSnapshot(sha256: sha, size: 1234, version: 7), identity(1234)))
         // A server that ignores Range answers 200 to a range request: the plan is a fresh, full download.
@@ -72,27 +83,34 @@ import Testing
         }
         #expect(throws: FerryError.self) {  // ETag and Repr-Digest disagree
             try ResponsePlan.decide(
-                head: head(200, ["ETag": "\"\(sha)\"", "Repr-Digest": "sha-256=:\(base64(other)):"]), resumeFrom: nil, partial: nil, url: url)
+                head: head(200, ["ETag": "\"\(sha)\"", "Repr-Digest": "sha-256=:\(base64(other)):"]), resumeFrom: nil,
+                partial: nil, url: url)
         }
         #expect(throws: FerryError.self) {  // compressed although identity was asked for
-            try ResponsePlan.decide(head: head(200, ["ETag": "\"\(sha)\"", "Content-Encoding": "gzip"]), resumeFrom: nil, partial: nil, url: url)
+            try ResponsePlan.decide(
+                head: head(200, ["ETag": "\"\(sha)\"", "Content-Encoding": "gzip"]), resumeFrom: nil, partial: nil,
+                url: url)
         }
         // Repr-Digest alone is enough.
         #expect(
-            (try? ResponsePlan.decide(head: head(200, ["Repr-Digest": "sha-256=:\(base64(sha)):"]), resumeFrom: nil, partial: nil, url: url))
+            (try? ResponsePlan.decide(
+                head: head(200, ["Repr-Digest": "sha-256=:\(base64(sha)):"]), resumeFrom: nil, partial: nil, url: url))
                 == .full(ExpectedSnapshot(sha256: sha, size: nil, version: nil), identity(nil)))
     }
 
     @Test func partialContentMustContinueExactly() throws {
         let partial = ExpectedSnapshot(sha256: sha, size: 1000, version: 3)
         func decide(_ headers: [String: String], from: Int64? = 400) throws -> ResponsePlan {
-            try ResponsePlan.decide(head: head(206, headers), resumeFrom: from, partial: from == nil ? nil : partial, url: url)
+            try ResponsePlan.decide(
+                head: head(206, headers), resumeFrom: from, partial: from == nil ? nil : partial, url: url)
         }
         #expect(
-            try decide(["Content-Range": "bytes 400-999/1000", "ETag": "\"\(sha)\"", "Content-Length": "600"]) == .resume(from: 400, partial, identity(1000)))
+            try decide(["Content-Range": "bytes 400-999/1000", "ETag": "\"\(sha)\"", "Content-Length": "600"])
+                == .resume(from: 400, partial, identity(1000)))
         // Starts elsewhere, stops early, other total, other ETag, bad length, no Content-Range, unrequested.
         for headers in [
-            ["Content-Range": "bytes 0-999/1000"], ["Content-Range": "bytes 400-899/1000"], ["Content-Range": "bytes 400-1199/1200"],
+            ["Content-Range": "bytes 0-999/1000"], ["Content-Range": "bytes 400-899/1000"],
+            ["Content-Range": "bytes 400-1199/1200"],
             ["Content-Range": "bytes 400-999/1000", "ETag": "\"\(other)\""],
             ["Content-Range": "bytes 400-999/1000", "Content-Length": "10"], [:],
         ] {
@@ -114,7 +132,12 @@ import Testing
         let gzipSource = TransferSource(url: url, encoding: .gzip, size: 1200, etag: "\"\(sha)-gzip\"")
         let gzipDigest = "sha-256=:\(base64(other)):"
         let full = try ResponsePlan.decide(
-            head: head(200, ["ETag": "\"\(sha)-gzip\"", "Content-Encoding": "gzip", "Content-Length": "1200", "Repr-Digest": gzipDigest, "Ferry-Version": "4"]),
+            head: head(
+                200,
+                [
+                    "ETag": "\"\(sha)-gzip\"", "Content-Encoding": "gzip", "Content-Length": "1200",
+                    "Repr-Digest": gzipDigest, "Ferry-Version": "4",
+                ]),
             resumeFrom: nil, partial: nil, promised: promised, url: url)
         #expect(full == .full(promised, gzipSource))
 
@@ -125,31 +148,40 @@ import Testing
             resumeFrom: nil, partial: nil, promised: promised, url: url)
         #expect(stripped == .full(ExpectedSnapshot(sha256: sha, size: 5000, version: 4), gzipSource))
         #expect(throws: FerryError.self) {
-            try ResponsePlan.decide(head: head(200, ["Content-Encoding": "gzip"]), resumeFrom: nil, partial: nil, promised: nil, url: url)
+            try ResponsePlan.decide(
+                head: head(200, ["Content-Encoding": "gzip"]), resumeFrom: nil, partial: nil, promised: nil, url: url)
         }
 
         // Gzip with another ETag than the gzip one, the gzip ETag without gzip, another coding, or another checksum
         // than promised
         for headers in [
             ["Content-Encoding": "gzip", "ETag": "\"\(sha)\""], ["ETag": "\"\(sha)-gzip\""],
-            ["Content-Encoding": "br", "ETag": "\"\(sha)-gzip\""], ["Content-Encoding": "gzip", "ETag": "\"\(other)-gzip\""],
+            ["Content-Encoding": "br", "ETag": "\"\(sha)-gzip\""],
+            ["Content-Encoding": "gzip", "ETag": "\"\(other)-gzip\""],
             ["ETag": "\"\(sha)\"", "Ferry-Version": "5"],
         ] {
             #expect(throws: FerryError.self, "\(headers)") {
-                try ResponsePlan.decide(head: head(200, headers), resumeFrom: nil, partial: nil, promised: promised, url: url)
+                try ResponsePlan.decide(
+                    head: head(200, headers), resumeFrom: nil, partial: nil, promised: promised, url: url)
             }
         }
 
         // A server without a gzip copy answers with the file itself: just as good
         let identity = try ResponsePlan.decide(
-            head: head(200, ["ETag": "\"\(sha)\"", "Content-Length": "5000"]), resumeFrom: nil, partial: nil, promised: promised, url: url)
+            head: head(200, ["ETag": "\"\(sha)\"", "Content-Length": "5000"]), resumeFrom: nil, partial: nil,
+            promised: promised, url: url)
         #expect(identity == .full(promised, self.identity(5000)))
 
         // 206 of the gzip copy continues exactly; the identity ETag or encoding is another representation: restart
         func decide(_ headers: [String: String]) throws -> ResponsePlan {
-            try ResponsePlan.decide(head: head(206, headers), resumeFrom: 400, partial: promised, source: gzipSource, promised: promised, url: url)
+            try ResponsePlan.decide(
+                head: head(206, headers), resumeFrom: 400, partial: promised, source: gzipSource, promised: promised,
+                url: url)
         }
-        let resumed = try decide(["Content-Range": "bytes 400-1199/1200", "ETag": "\"\(sha)-gzip\"", "Content-Encoding": "gzip", "Repr-Digest": gzipDigest])
+        let resumed = try decide([
+            "Content-Range": "bytes 400-1199/1200", "ETag": "\"\(sha)-gzip\"", "Content-Encoding": "gzip",
+            "Repr-Digest": gzipDigest,
+        ])
         #expect(resumed == .resume(from: 400, promised, gzipSource))
         for headers in [
             ["Content-Range": "bytes 400-1199/1200", "ETag": "\"\(sha)\"", "Content-Encoding": "gzip"],
@@ -169,15 +201,21 @@ import Testing
     }
 
     @Test func otherStatuses() throws {
-        guard case .restartFromZero = try ResponsePlan.decide(
-            head: head(416, ["Content-Range": "bytes */900"]), resumeFrom: 950, partial: ExpectedSnapshot(sha256: sha, size: 1000), url: url)
+        guard
+            case .restartFromZero = try ResponsePlan.decide(
+                head: head(416, ["Content-Range": "bytes */900"]), resumeFrom: 950,
+                partial: ExpectedSnapshot(sha256: sha, size: 1000), url: url)
         else {
             Issue.record("416 to a range request must restart")
             return
         }
-        let notFound = #expect(throws: FerryError.self) { try ResponsePlan.decide(head: head(404), resumeFrom: nil, partial: nil, url: url) }
+        let notFound = #expect(throws: FerryError.self) {
+            try ResponsePlan.decide(head: head(404), resumeFrom: nil, partial: nil, url: url)
+        }
         #expect(notFound?.code == .notFound)
-        let broken = #expect(throws: FerryError.self) { try ResponsePlan.decide(head: head(503), resumeFrom: nil, partial: nil, url: url) }
+        let broken = #expect(throws: FerryError.self) {
+            try ResponsePlan.decide(head: head(503), resumeFrom: nil, partial: nil, url: url)
+        }
         #expect(broken?.code == .network)
     }
 

@@ -1,10 +1,10 @@
+import FerryClientNIO
 import FerryCore
 import FerryStore
 import Foundation
 import Testing
 
 @testable import FerryClient
-import FerryClientNIO
 
 /// The download flow against the real server, watched on the wire (``WireRecorder``): the manifest is revalidated,
 /// the new version comes from its immutable URL as gzip, is inflated and verified by the SQLite file's SHA-256, and a
@@ -25,14 +25,18 @@ import FerryClientNIO
 
         func open(_ url: URL, _ kind: TransportKind = .asyncHTTPClient) async throws -> FerryClient {
             try await FerryClient.open(
-                configuration: .init(directory: dir.url, serverURL: url, dataset: fixtures.dataset), logger: .test, transport: kind.shared)
+                configuration: .init(directory: dir.url, serverURL: url, dataset: fixtures.dataset), logger: .test,
+                transport: kind.shared)
         }
 
         /// Checks `file` is byte for byte the published object of `manifest`.
-        func expectPublished(_ file: URL, _ manifest: Manifest, sourceLocation: SourceLocation = #_sourceLocation) throws {
+        func expectPublished(_ file: URL, _ manifest: Manifest, sourceLocation: SourceLocation = #_sourceLocation)
+            throws
+        {
             #expect(try FileDigest.sha256Hex(of: file) == manifest.sha256, sourceLocation: sourceLocation)
             #expect(
-                try Data(contentsOf: file) == Data(contentsOf: fixtures.snapshotFile(manifest.version)), sourceLocation: sourceLocation)
+                try Data(contentsOf: file) == Data(contentsOf: fixtures.snapshotFile(manifest.version)),
+                sourceLocation: sourceLocation)
         }
 
         func expectNoPartial(sourceLocation: SourceLocation = #_sourceLocation) {
@@ -100,7 +104,9 @@ import FerryClientNIO
             #expect(second.first?.path == "/v1/datasets/trips/manifest")
             #expect(second.first?.ifNoneMatch == "\"\(v2.sha256)\"")
             #expect(second.first?.status == 304 && second.first?.bodyBytes == 0)
-            #expect(again.outcome == .notModified && again.bytesReceived == 0 && again.fileBytes == nil && again.encoding == nil)
+            #expect(
+                again.outcome == .notModified && again.bytesReceived == 0 && again.fileBytes == nil
+                    && again.encoding == nil)
             await client.close()
         }
     }
@@ -128,7 +134,11 @@ import FerryClientNIO
             #expect(kept > 0 && kept <= Int64(cut.bodyBytes) && kept < v2.gzipSize)
             let record = try JSONDecoder().decode(PartialRecord.self, from: Data(contentsOf: setup.dir.partialRecord))
             #expect(record.expected == ExpectedSnapshot(sha256: v2.sha256, size: v2.size, version: 2))
-            #expect(record.source == TransferSource(url: "\(url.absoluteString)/v1/datasets/trips/versions/2", encoding: .gzip, size: v2.gzipSize, etag: "\"\(v2.sha256)-gzip\""))
+            #expect(
+                record.source
+                    == TransferSource(
+                        url: "\(url.absoluteString)/v1/datasets/trips/versions/2", encoding: .gzip, size: v2.gzipSize,
+                        etag: "\"\(v2.sha256)-gzip\""))
             #expect(!setup.dir.exists(setup.dir.updated))
 
             // When the client checks again
@@ -173,7 +183,10 @@ import FerryClientNIO
             return v2
         }
         let kept = try #require(FileIdentity.size(of: setup.dir.partialGzip))
-        for version in [v1, v2] { try FileManager.default.removeItem(at: setup.fixtures.store.gzipURL(dataset: "trips", version: version.version)) }
+        for version in [v1, v2] {
+            try FileManager.default.removeItem(
+                at: setup.fixtures.store.gzipURL(dataset: "trips", version: version.version))
+        }
 
         try await withRecordedFerryServer(store: setup.fixtures.store.root) { url, recorder, _ in
             let client = try await setup.open(url)

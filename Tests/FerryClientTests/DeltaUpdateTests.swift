@@ -1,3 +1,4 @@
+import FerryClientNIO
 import FerryCore
 import FerryPostgres
 import FerryPublisher
@@ -8,7 +9,6 @@ import Logging
 import Testing
 
 @testable import FerryClient
-import FerryClientNIO
 
 /// Delta updates end to end: real PostgreSQL with the trips template grown to 400 rows, the real publisher writing
 /// patches, the real server, and real client directories. Every test ends with the published rows, or with the old
@@ -25,7 +25,9 @@ import FerryClientNIO
         @discardableResult
         func publish(template: String? = nil) async throws -> PublishResult {
             try await Publisher(
-                configuration: .init(templatePath: template ?? templatePath, databaseURL: database.url, store: store, keep: keep), logger: .test
+                configuration: .init(
+                    templatePath: template ?? templatePath, databaseURL: database.url, store: store, keep: keep),
+                logger: .test
             ).publish()
         }
 
@@ -37,11 +39,15 @@ import FerryClientNIO
             try #require(try snapshots.manifest(for: "trips"))
         }
 
-        func client(_ name: String, server: URL, transport: (any SnapshotTransport)? = nil, usePatches: Bool = true) async throws -> FerryClient {
-            var configuration = FerryClient.Configuration(directory: directory.appending(name), serverURL: server, dataset: "trips")
+        func client(_ name: String, server: URL, transport: (any SnapshotTransport)? = nil, usePatches: Bool = true)
+            async throws -> FerryClient
+        {
+            var configuration = FerryClient.Configuration(
+                directory: directory.appending(name), serverURL: server, dataset: "trips")
             configuration.usePatches = usePatches
             configuration.pushOnOpen = false
-            return try await FerryClient.open(configuration: configuration, logger: .test, transport: transport ?? AsyncHTTPClientTransport())
+            return try await FerryClient.open(
+                configuration: configuration, logger: .test, transport: transport ?? AsyncHTTPClientTransport())
         }
 
         /// The published file of `manifest`'s version.
@@ -50,7 +56,10 @@ import FerryClientNIO
         }
     }
 
-    func withWorld(keep: Int = 5, _ body: @Sendable @escaping (World, URL, @Sendable (Int) async throws -> Void) async throws -> Void) async throws {
+    func withWorld(
+        keep: Int = 5,
+        _ body: @Sendable @escaping (World, URL, @Sendable (Int) async throws -> Void) async throws -> Void
+    ) async throws {
         let database = try TestDatabase.create("delta")
         let directory = try TemporaryDirectory("delta-e2e")
         defer {
@@ -58,14 +67,17 @@ import FerryClientNIO
             directory.remove()
         }
         let root = TestPaths.packageRoot
-        try database.connect().execute(try String(contentsOf: root.appendingPathComponent("templates/trips.pg.sql"), encoding: .utf8))
-        try database.connect().execute("""
+        try database.connect().execute(
+            try String(contentsOf: root.appendingPathComponent("templates/trips.pg.sql"), encoding: .utf8))
+        try database.connect().execute(
+            """
             INSERT INTO trips (id, name, passengers, bags, "createdAt", "updatedAt")
             SELECT 'row-' || lpad(i::text, 4, '0'), 'Trip number ' || i, i % 7, i % 3, '2026-01-01', '2026-01-01'
             FROM generate_series(1, 400) AS i
             """)
         let world = World(
-            database: database, directory: directory, templatePath: root.appendingPathComponent("templates/trips.yml").path, keep: keep)
+            database: database, directory: directory,
+            templatePath: root.appendingPathComponent("templates/trips.yml").path, keep: keep)
         #expect(try await world.publish().version == 1)
         try await withFerryServer(store: world.store) { url, wait in try await body(world, url, wait) }
     }
@@ -73,17 +85,22 @@ import FerryClientNIO
     /// The rows of every table of `file`, with `ferry_tables`' counts: what a device's database must equal.
     static func rows(_ file: URL) throws -> [[SQLiteValue]] {
         let db = try SQLiteConnection(path: file.path, mode: .readOnly)
-        return try db.query("SELECT * FROM trips ORDER BY id") + db.query("SELECT name, rows FROM ferry_tables ORDER BY name")
+        return try db.query("SELECT * FROM trips ORDER BY id")
+            + db.query("SELECT name, rows FROM ferry_tables ORDER BY name")
     }
 
     /// Checks `client`'s live database holds exactly the published version `manifest`: rows, version and digest.
-    static func expectHolds(_ client: FerryClient, _ manifest: Manifest, _ world: World, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+    static func expectHolds(
+        _ client: FerryClient, _ manifest: Manifest, _ world: World, sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws {
         let status = try await client.status()
         #expect(status.version == manifest.version, sourceLocation: sourceLocation)
         #expect(status.sha256 == manifest.sha256, sourceLocation: sourceLocation)
         #expect(try rows(client.directory.database) == rows(world.published(manifest)), sourceLocation: sourceLocation)
         let db = try SQLiteConnection(path: client.directory.database.path, mode: .readOnly)
-        #expect(try ContentDigest.compute(db, tables: ["trips"]).description == manifest.contentDigest, sourceLocation: sourceLocation)
+        #expect(
+            try ContentDigest.compute(db, tables: ["trips"]).description == manifest.contentDigest,
+            sourceLocation: sourceLocation)
         try db.checkIntegrity()
     }
 
@@ -108,7 +125,8 @@ import FerryClientNIO
                 let manifest = try world.manifest()
                 let result = try await client.checkForUpdates()
                 #expect(result.outcome == .updateDownloaded)
-                #expect(result.path == .patch(from: version - 1, to: version), "\(String(describing: result.patchFailure))")
+                #expect(
+                    result.path == .patch(from: version - 1, to: version), "\(String(describing: result.patchFailure))")
                 #expect(result.patchFailure == nil)
                 #expect(result.bytesReceived == manifest.current.patch(from: version - 1)?.size)
                 #expect(result.bytesReceived < manifest.gzipSize)
@@ -154,7 +172,9 @@ import FerryClientNIO
             // Given two queued edits: row-0010, which the next version changes, and row-0020, which it does not
             _ = try await client.execute("UPDATE trips SET passengers = 99 WHERE id = 'row-0010'")
             _ = try await client.execute("UPDATE trips SET passengers = 77 WHERE id = 'row-0020'")
-            try world.sql(#"UPDATE trips SET passengers = 5, name = 'Server name', "updatedAt" = now() WHERE id IN ('row-0010', 'row-0011')"#)
+            try world.sql(
+                #"UPDATE trips SET passengers = 5, name = 'Server name', "updatedAt" = now() WHERE id IN ('row-0010', 'row-0011')"#
+            )
             try await wait(try await world.publish().version)
             let v2 = try world.manifest()
 
@@ -167,12 +187,16 @@ import FerryClientNIO
             let status = try await client.status()
             #expect(status.version == 2 && status.outbox == 2)
             let rows = try await client.withDatabase { db in
-                try db.query("SELECT id, name, passengers FROM trips WHERE id IN ('row-0010', 'row-0011', 'row-0020') ORDER BY id")
+                try db.query(
+                    "SELECT id, name, passengers FROM trips WHERE id IN ('row-0010', 'row-0011', 'row-0020') ORDER BY id"
+                )
             }
-            #expect(rows == [
-                [.text("row-0010"), .text("Server name"), .integer(99)], [.text("row-0011"), .text("Server name"), .integer(5)],
-                [.text("row-0020"), .text("Trip number 20"), .integer(77)],
-            ])
+            #expect(
+                rows == [
+                    [.text("row-0010"), .text("Server name"), .integer(99)],
+                    [.text("row-0011"), .text("Server name"), .integer(5)],
+                    [.text("row-0020"), .text("Trip number 20"), .integer(77)],
+                ])
             // And every other row is the published one
             let others = "SELECT * FROM trips WHERE id NOT IN ('row-0010', 'row-0020') ORDER BY id"
             let published = try SQLiteConnection(path: world.published(v2).path, mode: .readOnly).query(others)
@@ -230,7 +254,8 @@ import FerryClientNIO
             _ = try await client.checkForUpdates()
             let bumped = world.directory.appending("trips-v2.yml")
             let template = try String(contentsOfFile: world.templatePath, encoding: .utf8)
-            try template.replacingOccurrences(of: "schemaVersion: 1", with: "schemaVersion: 2").write(to: bumped, atomically: true, encoding: .utf8)
+            try template.replacingOccurrences(of: "schemaVersion: 1", with: "schemaVersion: 2").write(
+                to: bumped, atomically: true, encoding: .utf8)
             try world.sql(#"UPDATE trips SET bags = 1, "updatedAt" = now() WHERE id = 'row-0001'"#)
             try await wait(try await world.publish(template: bumped.path).version)
             let v2 = try world.manifest()
@@ -249,32 +274,56 @@ import FerryClientNIO
             let patched = world.directory.appending("patched").path
             let full = world.directory.appending("full").path
             for dir in [patched, full] {
-                let first = try await runFerryOffPool(["fetch", "--server", url.absoluteString, "--dataset", "trips", "--dir", dir, "--json"])
+                let first = try await runFerryOffPool([
+                    "fetch", "--server", url.absoluteString, "--dataset", "trips", "--dir", dir, "--json",
+                ])
                 #expect(first.status == 0, "\(first.stderr)")
-                #expect(first.stdout.contains(#""path":"full","patchFrom":null,"patchTo":null,"patchError":null,"#), "\(first.stdout)")
+                #expect(
+                    first.stdout.contains(#""path":"full","patchFrom":null,"patchTo":null,"patchError":null,"#),
+                    "\(first.stdout)")
             }
             try world.sql(#"UPDATE trips SET bags = 2, "updatedAt" = now() WHERE id = 'row-0002'"#)
             try await wait(try await world.publish().version)
             let v2 = try world.manifest()
             let patch = try #require(v2.current.patch(from: 1))
 
-            let byPatch = try await runFerryOffPool(["fetch", "--server", url.absoluteString, "--dataset", "trips", "--dir", patched, "--json", "--apply"])
+            let byPatch = try await runFerryOffPool([
+                "fetch", "--server", url.absoluteString, "--dataset", "trips", "--dir", patched, "--json", "--apply",
+            ])
             #expect(byPatch.status == 0, "\(byPatch.stderr)")
             #expect(byPatch.stdout.contains(#""bytesReceived":\#(patch.size),"#), "\(byPatch.stdout)")
             // The patch is measured against the published file (publishedBytes), not the device's copy of it.
-            #expect(byPatch.stdout.hasSuffix(#""path":"patch","patchFrom":1,"patchTo":2,"patchError":null,"publishedBytes":\#(v2.current.size),"ownRowsSettled":0}"# + "\n"), "\(byPatch.stdout)")
+            #expect(
+                byPatch.stdout.hasSuffix(
+                    #""path":"patch","patchFrom":1,"patchTo":2,"patchError":null,"publishedBytes":\#(v2.current.size),"ownRowsSettled":0}"#
+                        + "\n"), "\(byPatch.stdout)")
             let byFull = try await runFerryOffPool(
-                ["fetch", "--server", url.absoluteString, "--dataset", "trips", "--dir", full, "--json", "--apply", "--no-patch"])
+                [
+                    "fetch", "--server", url.absoluteString, "--dataset", "trips", "--dir", full, "--json", "--apply",
+                    "--no-patch",
+                ])
             #expect(byFull.status == 0, "\(byFull.stderr)")
             #expect(byFull.stdout.contains(#""bytesReceived":\#(v2.gzipSize),"#), "\(byFull.stdout)")
-            #expect(byFull.stdout.hasSuffix(#""path":"full","patchFrom":null,"patchTo":null,"patchError":null,"publishedBytes":\#(v2.current.size),"ownRowsSettled":null}"# + "\n"), "\(byFull.stdout)")
+            #expect(
+                byFull.stdout.hasSuffix(
+                    #""path":"full","patchFrom":null,"patchTo":null,"patchError":null,"publishedBytes":\#(v2.current.size),"ownRowsSettled":null}"#
+                        + "\n"), "\(byFull.stdout)")
 
             let status = try runFerry(["status", "--dir", patched, "--json"])
-            #expect(status.stdout.hasPrefix(#"{"state":"upToDate","version":2,"sha256":"\#(v2.sha256)""#), "\(status.stdout)")
-            #expect(status.stdout.hasSuffix(#""outbox":0,"path":"patch","patchFrom":1,"patchTo":2,"ownRowsSettled":0}"# + "\n"), "\(status.stdout)")
-            let text = try await runFerryOffPool(["fetch", "--server", url.absoluteString, "--dataset", "trips", "--dir", patched])
+            #expect(
+                status.stdout.hasPrefix(#"{"state":"upToDate","version":2,"sha256":"\#(v2.sha256)""#),
+                "\(status.stdout)")
+            #expect(
+                status.stdout.hasSuffix(
+                    #""outbox":0,"path":"patch","patchFrom":1,"patchTo":2,"ownRowsSettled":0}"# + "\n"),
+                "\(status.stdout)")
+            let text = try await runFerryOffPool([
+                "fetch", "--server", url.absoluteString, "--dataset", "trips", "--dir", patched,
+            ])
             #expect(text.stdout.contains("already up to date"), "\(text.stdout)")
-            #expect(try Self.rows(URL(fileURLWithPath: patched).appendingPathComponent("database.db")) == Self.rows(world.published(v2)))
+            #expect(
+                try Self.rows(URL(fileURLWithPath: patched).appendingPathComponent("database.db"))
+                    == Self.rows(world.published(v2)))
         }
     }
 
@@ -308,13 +357,16 @@ import FerryClientNIO
     func choosingAPatch() throws {
         let base = SnapshotDownloader.PatchBase(
             file: URL(fileURLWithPath: "/x/database.db"),
-            info: SnapshotInfo(sha256: String(repeating: "a", count: 64), version: 3, schemaVersion: 1, dataset: "trips"))
-        let patch = PatchRef(from: 3, to: 5, size: 100, sha256: String(repeating: "c", count: 64), base: base.info.sha256)
+            info: SnapshotInfo(
+                sha256: String(repeating: "a", count: 64), version: 3, schemaVersion: 1, dataset: "trips"))
+        let patch = PatchRef(
+            from: 3, to: 5, size: 100, sha256: String(repeating: "c", count: 64), base: base.info.sha256)
         func manifest(_ patches: [PatchRef]?, schemaVersion: Int = 1, gzipSize: Int64 = 1000) -> Manifest {
             Manifest(
                 dataset: "trips",
                 current: PublishedVersion(
-                    version: 5, sha256: String(repeating: "e", count: 64), size: 5000, gzipSize: gzipSize, createdAt: "2026-11-23T00:00:00.000Z",
+                    version: 5, sha256: String(repeating: "e", count: 64), size: 5000, gzipSize: gzipSize,
+                    createdAt: "2026-11-23T00:00:00.000Z",
                     schemaVersion: schemaVersion, tables: ["trips": 1], patches: patches),
                 versions: [3, 4, 5])
         }
@@ -355,7 +407,9 @@ final class TamperingTransport: SnapshotTransport {
     func get<Result: Sendable>(
         _ request: SnapshotRequest, _ handle: (SnapshotResponseHead, SnapshotResponseBody) async throws -> Result
     ) async throws -> Result {
-        guard request.url.path.contains("/patches/"), tampered.withLock({ $0 }) == 0 else { return try await inner.get(request, handle) }
+        guard request.url.path.contains("/patches/"), tampered.withLock({ $0 }) == 0 else {
+            return try await inner.get(request, handle)
+        }
         return try await inner.get(request) { head, body in
             var data = Data()
             for try await chunk in body { data.append(chunk) }
@@ -365,10 +419,12 @@ final class TamperingTransport: SnapshotTransport {
             case .truncate: data = data.prefix(data.count / 2)
             }
             var sent = false
-            return try await handle(head, SnapshotResponseBody { () -> Data? in
-                defer { sent = true }
-                return sent ? nil : data
-            })
+            return try await handle(
+                head,
+                SnapshotResponseBody { () -> Data? in
+                    defer { sent = true }
+                    return sent ? nil : data
+                })
         }
     }
 }

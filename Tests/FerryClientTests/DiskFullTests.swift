@@ -1,9 +1,3 @@
-#if canImport(Glibc)
-import FerryStore
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import FerryCore
 import FerryPostgres
 import FerryPublisher
@@ -11,6 +5,13 @@ import Foundation
 import Testing
 
 @testable import FerryClient
+
+#if canImport(Glibc)
+    import FerryStore
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 
 /// A client directory on a full disk: a download, the swap's copy of database.db, the copy a patch is applied to and
 /// an offline edit each exit 1 saying the disk is full and where, database.db, previous.db and the queue stay as they
@@ -41,7 +42,9 @@ import Testing
             #expect(failed.stderr.contains("disk is full") && failed.stderr.contains(dir), "\(failed.stderr)")
             let database = URL(fileURLWithPath: dir).appendingPathComponent("database.db")
             #expect(try publishedVersion(of: database, among: [v1, v2]) == 1)
-            #expect(!FileManager.default.fileExists(atPath: URL(fileURLWithPath: dir).appendingPathComponent("updated.db").path))
+            #expect(
+                !FileManager.default.fileExists(
+                    atPath: URL(fileURLWithPath: dir).appendingPathComponent("updated.db").path))
 
             // And once space is freed, the download completes and applies
             try disk.free()
@@ -60,7 +63,9 @@ import Testing
             let table = SnapshotMetadata.TableInfo(
                 name: "trips", primaryKey: ["id"], columns: ["id", "name", "seats"], writable: true, merge: .newestWins,
                 createdColumn: nil, updatedColumn: nil, rows: 1)
-            try SnapshotMetadata(dataset: "trips", version: 1, schemaVersion: 1, createdAt: Timestamp.format(Date()), tables: [table]).write(to: db)
+            try SnapshotMetadata(
+                dataset: "trips", version: 1, schemaVersion: 1, createdAt: Timestamp.format(Date()), tables: [table]
+            ).write(to: db)
         }
     }
 
@@ -70,9 +75,12 @@ import Testing
         let dir = disk.url.appendingPathComponent("device")
         try DurableFile.makeDirectory(dir)
         try Self.writableSnapshot(at: dir.appendingPathComponent("database.db"))
-        let edit = { (seats: Int) in ["exec", "--dir", dir.path, "UPDATE trips SET seats = \(seats) WHERE name = 'Växjö-Kalmar'"] }
+        let edit = { (seats: Int) in
+            ["exec", "--dir", dir.path, "UPDATE trips SET seats = \(seats) WHERE name = 'Växjö-Kalmar'"]
+        }
         let seats = { () throws -> Int64? in
-            try SQLiteConnection(path: dir.appendingPathComponent("database.db").path, mode: .readOnly).scalar("SELECT seats FROM trips")?.integer
+            try SQLiteConnection(path: dir.appendingPathComponent("database.db").path, mode: .readOnly).scalar(
+                "SELECT seats FROM trips")?.integer
         }
         let first = try await runFerryOffPool(edit(1))
         #expect(first.status == 0, "\(first.stderr)")
@@ -101,7 +109,9 @@ import Testing
 
     static func fingerprint(_ file: URL) throws -> Fingerprint {
         let attributes = try FileManager.default.attributesOfItem(atPath: file.path)
-        return Fingerprint(sha256: sha256Hex(Array(try Data(contentsOf: file))), modified: try #require(attributes[.modificationDate] as? Date))
+        return Fingerprint(
+            sha256: sha256Hex(Array(try Data(contentsOf: file))),
+            modified: try #require(attributes[.modificationDate] as? Date))
     }
 
     /// Hard links to `file` in `directory` until the file system refuses one more (`EMLINK`); returns how many.
@@ -111,12 +121,15 @@ import Testing
         while made < 200_000 {
             if link(file.path, directory.appendingPathComponent("\(made)").path) != 0 {
                 let code = errno
-                guard code == EMLINK else { throw FerryError(.io, "link failed with errno \(code) after \(made) links", path: file.path) }
+                guard code == EMLINK else {
+                    throw FerryError(.io, "link failed with errno \(code) after \(made) links", path: file.path)
+                }
                 return made
             }
             made += 1
         }
-        throw FerryError(.io, "this file system allows more than \(made) links: it cannot make the swap copy", path: file.path)
+        throw FerryError(
+            .io, "this file system allows more than \(made) links: it cannot make the swap copy", path: file.path)
     }
 
     /// The swap keeps database.db as previous.db through a hard link; only where `link(2)` fails does it copy
@@ -161,7 +174,9 @@ import Testing
             // When the device applies, the copy runs out of space: exit 1, saying so and naming the copy
             let failed = try await runFerryOffPool(["apply", "--dir", dir.url.path])
             #expect(failed.status == 1, "\(failed.stderr)")
-            #expect(failed.stderr.contains("disk is full") && failed.stderr.contains(dir.previousLink.path), "\(failed.stderr)")
+            #expect(
+                failed.stderr.contains("disk is full") && failed.stderr.contains(dir.previousLink.path),
+                "\(failed.stderr)")
 
             // Then database.db and previous.db are as they were, the update is still pending, and no half copy is left
             #expect(try Self.fingerprint(dir.database) == live)
@@ -176,7 +191,9 @@ import Testing
             #expect(next.status == 0, "\(next.stderr)")
             #expect(try publishedVersion(of: dir.database, among: published) == 3)
             #expect(try Self.fingerprint(dir.previous).sha256 == live.sha256)
-            #expect(FileIdentity.of(dir.previous)?.inode != FileIdentity.of(disk.url.appendingPathComponent("links/0"))?.inode)
+            #expect(
+                FileIdentity.of(dir.previous)?.inode
+                    != FileIdentity.of(disk.url.appendingPathComponent("links/0"))?.inode)
         }
     }
 
@@ -191,9 +208,11 @@ import Testing
             temp.remove()
         }
         let root = TestPaths.packageRoot
-        try database.connect().execute(try String(contentsOf: root.appendingPathComponent("templates/trips.pg.sql"), encoding: .utf8))
+        try database.connect().execute(
+            try String(contentsOf: root.appendingPathComponent("templates/trips.pg.sql"), encoding: .utf8))
         // About 4 MB of rows, so that a copy of database.db is far larger than a patch
-        try database.connect().execute("""
+        try database.connect().execute(
+            """
             INSERT INTO trips (id, name, passengers, bags, "createdAt", "updatedAt")
             SELECT 'row-' || lpad(i::text, 5, '0'), 'Trip ' || i || ' ' || repeat(md5(i::text), 6), i % 7, i % 3, '2026-01-01', '2026-01-01'
             FROM generate_series(1, 16000) AS i
@@ -201,8 +220,11 @@ import Testing
         let store = temp.appending("store")
         let template = root.appendingPathComponent("templates/trips.yml").path
         let publish = { @Sendable () async throws -> Int in
-            try await Publisher(configuration: .init(templatePath: template, databaseURL: database.url, store: store, keep: 5), logger: .test)
-                .publish().version
+            try await Publisher(
+                configuration: .init(templatePath: template, databaseURL: database.url, store: store, keep: 5),
+                logger: .test
+            )
+            .publish().version
         }
         #expect(try await publish() == 1)
         let disk = try SmallDisk(megabytes: 24)
@@ -210,17 +232,23 @@ import Testing
         let dir = ClientDirectory(disk.url.appendingPathComponent("device"))
 
         try await withFerryServer(store: store) { url, waitForVersion in
-            let fetch = ["fetch", "--server", url.absoluteString, "--dataset", "trips", "--dir", dir.url.path, "--apply", "--json"]
+            let fetch = [
+                "fetch", "--server", url.absoluteString, "--dataset", "trips", "--dir", dir.url.path, "--apply",
+                "--json",
+            ]
             #expect(try await runFerryOffPool(fetch).status == 0)
             func change(_ version: Int) async throws {
-                try database.connect().execute("UPDATE trips SET bags = bags + 1, \"updatedAt\" = now() WHERE id <= 'row-00\(version)00'")
+                try database.connect().execute(
+                    "UPDATE trips SET bags = bags + 1, \"updatedAt\" = now() WHERE id <= 'row-00\(version)00'")
                 #expect(try await publish() == version)
                 try await waitForVersion(version)
             }
             // Given version 2 live (taken as a patch) and version 1 as previous.db, and version 3 published
             try await change(2)
             let second = try await runFerryOffPool(fetch)
-            #expect(second.status == 0 && second.stdout.contains(#""path":"patch","patchFrom":1,"patchTo":2"#), "\(second.stdout)\(second.stderr)")
+            #expect(
+                second.status == 0 && second.stdout.contains(#""path":"patch","patchFrom":1,"patchTo":2"#),
+                "\(second.stdout)\(second.stderr)")
             try await change(3)
             let live = try Self.fingerprint(dir.database)
             let previous = try Self.fingerprint(dir.previous)
@@ -233,7 +261,8 @@ import Testing
 
             // Then fetch exits 1 saying the disk is full and naming the copy
             #expect(failed.status == 1, "\(failed.stdout)\(failed.stderr)")
-            #expect(failed.stderr.contains("disk is full") && failed.stderr.contains(dir.patched.path), "\(failed.stderr)")
+            #expect(
+                failed.stderr.contains("disk is full") && failed.stderr.contains(dir.patched.path), "\(failed.stderr)")
             // And database.db and previous.db are as they were, nothing is pending and no half copy is left
             #expect(try Self.fingerprint(dir.database) == live)
             #expect(try Self.fingerprint(dir.previous) == previous)
@@ -242,7 +271,9 @@ import Testing
             // And once space is freed, the next fetch takes the patch to version 3
             try disk.free()
             let next = try await runFerryOffPool(fetch)
-            #expect(next.status == 0 && next.stdout.contains(#""path":"patch","patchFrom":2,"patchTo":3"#), "\(next.stdout)\(next.stderr)")
+            #expect(
+                next.status == 0 && next.stdout.contains(#""path":"patch","patchFrom":2,"patchTo":3"#),
+                "\(next.stdout)\(next.stderr)")
             let status = try await runFerryOffPool(["status", "--dir", dir.url.path, "--json"])
             #expect(status.stdout.contains(#""version":3"#), "\(status.stdout)")
         }

@@ -1,3 +1,4 @@
+import FerryClientNIO
 import FerryCore
 import FerryPostgres
 import FerryPublisher
@@ -8,7 +9,6 @@ import Logging
 import Testing
 
 @testable import FerryClient
-import FerryClientNIO
 
 /// Devices that edit still update by patch (docs/delta.md): real PostgreSQL with the trips template grown to 400
 /// rows, the real publisher, the real server with the changes endpoint, and real client directories. Each case
@@ -43,15 +43,18 @@ import FerryClientNIO
         }
 
         func client(_ name: String) async throws -> FerryClient {
-            var configuration = FerryClient.Configuration(directory: directory.appending(name), serverURL: server, dataset: "trips")
+            var configuration = FerryClient.Configuration(
+                directory: directory.appending(name), serverURL: server, dataset: "trips")
             configuration.pushOnOpen = false
             configuration.pushBackoff = .milliseconds(10)
-            return try await FerryClient.open(configuration: configuration, logger: .test, transport: AsyncHTTPClientTransport())
+            return try await FerryClient.open(
+                configuration: configuration, logger: .test, transport: AsyncHTTPClientTransport())
         }
 
         /// The office changes 10 rows the device did not touch.
         func officeChangesOtherRows() throws {
-            try sql(#"UPDATE trips SET bags = bags + 1, "updatedAt" = now() WHERE id BETWEEN 'row-0300' AND 'row-0309'"#)
+            try sql(
+                #"UPDATE trips SET bags = bags + 1, "updatedAt" = now() WHERE id BETWEEN 'row-0300' AND 'row-0309'"#)
         }
     }
 
@@ -64,17 +67,24 @@ import FerryClientNIO
         }
         let root = TestPaths.packageRoot
         let template = root.appendingPathComponent("templates/trips.yml")
-        try database.connect().execute(try String(contentsOf: root.appendingPathComponent("templates/trips.pg.sql"), encoding: .utf8))
-        try database.connect().execute("""
+        try database.connect().execute(
+            try String(contentsOf: root.appendingPathComponent("templates/trips.pg.sql"), encoding: .utf8))
+        try database.connect().execute(
+            """
             INSERT INTO trips (id, name, passengers, bags, "createdAt", "updatedAt")
             SELECT 'row-' || lpad(i::text, 4, '0'), 'Trip number ' || i, i % 7, i % 3, '2026-01-01', '2026-01-01'
             FROM generate_series(1, 400) AS i
             """)
         let store = directory.appending("store")
-        _ = try await Publisher(configuration: .init(templatePath: template.path, databaseURL: database.url, store: store), logger: .test).publish()
-        try await withFerryServer(store: store, database: .init(templatePaths: [template], databaseURL: database.url)) { url, wait in
+        _ = try await Publisher(
+            configuration: .init(templatePath: template.path, databaseURL: database.url, store: store), logger: .test
+        ).publish()
+        try await withFerryServer(store: store, database: .init(templatePaths: [template], databaseURL: database.url)) {
+            url, wait in
             try await withoutActuallyEscaping(wait) { wait in
-                try await body(World(database: database, directory: directory, templatePath: template.path, server: url, wait: wait))
+                try await body(
+                    World(
+                        database: database, directory: directory, templatePath: template.path, server: url, wait: wait))
             }
         }
     }
@@ -87,7 +97,8 @@ import FerryClientNIO
     /// Fetches, checks that the update came as the 1 → 2 patch settling `settled` of the device's own rows, applies it,
     /// and checks the device holds `manifest`'s rows, except `queued` rows which hold `expected` values.
     static func expectPatched(
-        _ client: FerryClient, to manifest: Manifest, settled: Int, world: World, queued: [String: [SQLiteValue]?] = [:],
+        _ client: FerryClient, to manifest: Manifest, settled: Int, world: World,
+        queued: [String: [SQLiteValue]?] = [:],
         sourceLocation: SourceLocation = #_sourceLocation
     ) async throws {
         let patch = try #require(manifest.current.patch(from: manifest.version - 1), sourceLocation: sourceLocation)
@@ -100,7 +111,7 @@ import FerryClientNIO
         #expect(try await client.applyPendingUpdate().applied, sourceLocation: sourceLocation)
         let published = try rows(world.snapshots.objectURL(dataset: "trips", sha256: manifest.sha256))
         var expected = published.filter { row in queued[row[0].text ?? ""] == nil }
-        for case let (_, row?) in queued { expected.append(row) }
+        for case (_, let row?) in queued { expected.append(row) }
         expected.sort { ($0[0].text ?? "") < ($1[0].text ?? "") }
         let device = try rows(client.directory.database)
         // Queued rows are compared on id, name, passengers and bags (their stamps are the device's clock).
@@ -109,7 +120,9 @@ import FerryClientNIO
         if queued.isEmpty {
             #expect(device == published, sourceLocation: sourceLocation)
             let db = try SQLiteConnection(path: client.directory.database.path, mode: .readOnly)
-            #expect(try ContentDigest.compute(db, tables: ["trips"]).description == manifest.contentDigest, sourceLocation: sourceLocation)
+            #expect(
+                try ContentDigest.compute(db, tables: ["trips"]).description == manifest.contentDigest,
+                sourceLocation: sourceLocation)
         }
         #expect(try await client.status().version == manifest.version, sourceLocation: sourceLocation)
     }
@@ -126,12 +139,17 @@ import FerryClientNIO
             try world.officeChangesOtherRows()
             let v2 = try await world.publish()
             try await Self.expectPatched(device, to: v2, settled: 1, world: world)
-            #expect(try await device.withDatabase { try $0.scalar("SELECT passengers FROM trips WHERE id = 'row-0001'")?.integer } == 50)
+            #expect(
+                try await device.withDatabase {
+                    try $0.scalar("SELECT passengers FROM trips WHERE id = 'row-0001'")?.integer
+                } == 50)
             await device.close()
         }
     }
 
-    @Test("an answer the new version does not carry yet (published before the merge) stays on the device until the version that does")
+    @Test(
+        "an answer the new version does not carry yet (published before the merge) stays on the device until the version that does"
+    )
     func answerNotYetPublished() async throws {
         try await withWorld { world in
             let device = try await world.client("device")
@@ -147,12 +165,18 @@ import FerryClientNIO
             #expect(result.path == .patch(from: 1, to: 2), "\(result.patchFailure ?? "")")
             #expect(try await device.applyPendingUpdate().applied)
             #expect(try await device.status().version == v2.version)
-            #expect(try await device.withDatabase { try $0.scalar("SELECT passengers FROM trips WHERE id = 'row-0001'")?.integer } == 50)
+            #expect(
+                try await device.withDatabase {
+                    try $0.scalar("SELECT passengers FROM trips WHERE id = 'row-0001'")?.integer
+                } == 50)
             // Version 3 carries the answer: by patch again, and then the device holds exactly the published rows
             try world.sql(#"UPDATE trips SET bags = bags + 1, "updatedAt" = now() WHERE id = 'row-0350'"#)
             let v3 = try await world.publish()
             try await Self.expectPatched(device, to: v3, settled: 1, world: world)
-            #expect(try await device.withDatabase { try $0.scalar("SELECT passengers FROM trips WHERE id = 'row-0001'")?.integer } == 50)
+            #expect(
+                try await device.withDatabase {
+                    try $0.scalar("SELECT passengers FROM trips WHERE id = 'row-0001'")?.integer
+                } == 50)
             await device.close()
         }
     }
@@ -170,7 +194,10 @@ import FerryClientNIO
             try world.officeChangesOtherRows()
             let v2 = try await world.publish()
             try await Self.expectPatched(device, to: v2, settled: 1, world: world)
-            #expect(try await device.withDatabase { try $0.scalar("SELECT passengers FROM trips WHERE id = 'row-0001'")?.integer } == 60)
+            #expect(
+                try await device.withDatabase {
+                    try $0.scalar("SELECT passengers FROM trips WHERE id = 'row-0001'")?.integer
+                } == 60)
             await device.close()
         }
     }
@@ -187,18 +214,24 @@ import FerryClientNIO
             try world.officeChangesOtherRows()
             let v2 = try await world.publish()
             try await Self.expectPatched(device, to: v2, settled: 1, world: world)
-            #expect(try await device.withDatabase { try $0.scalar("SELECT count(*) FROM trips WHERE id = 'row-0001'")?.integer } == 0)
+            #expect(
+                try await device.withDatabase {
+                    try $0.scalar("SELECT count(*) FROM trips WHERE id = 'row-0001'")?.integer
+                } == 0)
             await device.close()
         }
     }
 
-    @Test("an insert and a delete the device pushed arrive by patch, and a queued edit on top of an acknowledged one is replayed")
+    @Test(
+        "an insert and a delete the device pushed arrive by patch, and a queued edit on top of an acknowledged one is replayed"
+    )
     func insertDeleteAndQueuedOnTopOfAcknowledged() async throws {
         try await withWorld { world in
             let device = try await world.client("device")
             _ = try await device.checkForUpdates()
             let id = "0b5e0b5e-0000-4000-8000-000000000001"
-            _ = try await device.execute("INSERT INTO trips(id, name, passengers, bags) VALUES ('\(id)', 'Visby-Nynäshamn', 3, 1)")
+            _ = try await device.execute(
+                "INSERT INTO trips(id, name, passengers, bags) VALUES ('\(id)', 'Visby-Nynäshamn', 3, 1)")
             _ = try await device.execute("DELETE FROM trips WHERE id = 'row-0002'")
             _ = try await device.execute("UPDATE trips SET passengers = 50 WHERE id = 'row-0001'")
             #expect(try await device.push().summary.applied == 3)
@@ -209,21 +242,31 @@ import FerryClientNIO
             let v2 = try await world.publish()
             let queuedRow: [SQLiteValue] = [.text("row-0001"), .text("Trip number 1"), .integer(51), .integer(1)]
             try await Self.expectPatched(device, to: v2, settled: 3, world: world, queued: ["row-0001": queuedRow])
-            #expect(try await device.withDatabase { try $0.scalar("SELECT name FROM trips WHERE id = '\(id)'")?.text } == "Visby-Nynäshamn")
-            #expect(try await device.withDatabase { try $0.scalar("SELECT count(*) FROM trips WHERE id = 'row-0002'")?.integer } == 0)
+            #expect(
+                try await device.withDatabase { try $0.scalar("SELECT name FROM trips WHERE id = '\(id)'")?.text }
+                    == "Visby-Nynäshamn")
+            #expect(
+                try await device.withDatabase {
+                    try $0.scalar("SELECT count(*) FROM trips WHERE id = 'row-0002'")?.integer
+                } == 0)
             // The queued edit still goes up, and the version after it carries it; that update is a patch too
             #expect(try await device.push().summary.applied == 1)
             try world.officeChangesOtherRows()
             let v3 = try await world.publish()
             try await Self.expectPatched(device, to: v3, settled: 1, world: world)
-            #expect(try await device.withDatabase { try $0.scalar("SELECT passengers FROM trips WHERE id = 'row-0001'")?.integer } == 51)
+            #expect(
+                try await device.withDatabase {
+                    try $0.scalar("SELECT passengers FROM trips WHERE id = 'row-0001'")?.integer
+                } == 51)
             await device.close()
         }
     }
 
     @Test("a row changed behind Ferry's back with the sqlite3 shell still takes the full download")
     func changedBehindFerrysBack() async throws {
-        let sqlite3 = ["/usr/bin/sqlite3", "/usr/local/bin/sqlite3"].first { FileManager.default.isExecutableFile(atPath: $0) }
+        let sqlite3 = ["/usr/bin/sqlite3", "/usr/local/bin/sqlite3"].first {
+            FileManager.default.isExecutableFile(atPath: $0)
+        }
         try await withWorld { world in
             let device = try await world.client("device")
             _ = try await device.checkForUpdates()
@@ -249,7 +292,9 @@ import FerryClientNIO
             #expect(result.patchFailure != nil)
             #expect(result.ownRowsSettled == nil)
             #expect(try await reopened.applyPendingUpdate().applied)
-            #expect(try Self.rows(reopened.directory.database) == Self.rows(world.snapshots.objectURL(dataset: "trips", sha256: v2.sha256)))
+            #expect(
+                try Self.rows(reopened.directory.database)
+                    == Self.rows(world.snapshots.objectURL(dataset: "trips", sha256: v2.sha256)))
             await reopened.close()
         }
     }

@@ -24,7 +24,8 @@ import Testing
 
         // And a 404 names the settings too
         let notFound = #expect(throws: FerryError.self) {
-            try ResponsePlan.decide(head: SnapshotResponseHead(status: 404, headers: [:]), resumeFrom: nil, partial: nil, url: "http://x/")
+            try ResponsePlan.decide(
+                head: SnapshotResponseHead(status: 404, headers: [:]), resumeFrom: nil, partial: nil, url: "http://x/")
         }
         #expect(notFound?.key == "dataset" && notFound?.message.contains("Configuration.dataset") == true)
         #expect(notFound?.message.contains("--") == false)
@@ -33,7 +34,9 @@ import Testing
     /// No string literal in FerryClient names a command-line flag (doc comments may mention the CLI).
     @Test func noFlagInLibraryStrings() throws {
         let sources = TestPaths.packageRoot.appendingPathComponent("Sources/FerryClient")
-        let files = FileManager.default.enumerator(at: sources, includingPropertiesForKeys: nil)?.compactMap { $0 as? URL } ?? []
+        let files =
+            FileManager.default.enumerator(at: sources, includingPropertiesForKeys: nil)?.compactMap { $0 as? URL }
+            ?? []
         let flag = try Regex(#""([^"]*[^\w"-])?--[a-z][^"]*""#)
         var offenders: [String] = []
         for file in files where file.pathExtension == "swift" {
@@ -56,9 +59,13 @@ import Testing
 
         // A dataset the server does not have: the library's 404, then the flags to check
         try await withFerryServer(store: fixtures.store.root) { url, _ in
-            let result = try await runFerryOffPool(["fetch", "--server", url.absoluteString, "--dataset", "nosuch", "--dir", dir])
+            let result = try await runFerryOffPool([
+                "fetch", "--server", url.absoluteString, "--dataset", "nosuch", "--dir", dir,
+            ])
             #expect(result.status == 1)
-            #expect(result.stderr.contains("(HTTP 404)") && result.stderr.contains("Configuration.dataset"), "\(result.stderr)")
+            #expect(
+                result.stderr.contains("(HTTP 404)") && result.stderr.contains("Configuration.dataset"),
+                "\(result.stderr)")
             #expect(result.stderr.contains("; check --server and --dataset"), "\(result.stderr)")
             #expect(result.stderr.trimmingCharacters(in: .newlines).split(separator: "\n").count == 1)
         }
@@ -67,17 +74,24 @@ import Testing
         let exec = try runFerry(["exec", "--dir", dir, "SELECT 1"])
         #expect(exec.status == 1)
         #expect(exec.stderr.contains("there is no database.db yet"), "\(exec.stderr)")
-        #expect(exec.stderr.contains("run `ferry fetch --server URL --dataset NAME --dir DIR` once online"), "\(exec.stderr)")
+        #expect(
+            exec.stderr.contains("run `ferry fetch --server URL --dataset NAME --dir DIR` once online"),
+            "\(exec.stderr)")
 
         // A server that is not running: plain words, not the socket library's text
         let port = try BadNetworkTests.freePort()
-        let refused = try await runFerryOffPool(["fetch", "--server", "http://127.0.0.1:\(port)", "--dataset", "trips", "--dir", dir])
+        let refused = try await runFerryOffPool([
+            "fetch", "--server", "http://127.0.0.1:\(port)", "--dataset", "trips", "--dir", dir,
+        ])
         #expect(refused.status == 1)
         #expect(refused.stderr.contains("connection refused: nothing listens there"), "\(refused.stderr)")
         #expect(!refused.stderr.contains("errno"), "\(refused.stderr)")
 
         // A template that is not there: the file, then the flag
-        let missing = try runFerry(["publish", "--config", temp.appending("nope.yml").path, "--database-url", "postgres://x@127.0.0.1:1/x", "--store", dir])
+        let missing = try runFerry([
+            "publish", "--config", temp.appending("nope.yml").path, "--database-url", "postgres://x@127.0.0.1:1/x",
+            "--store", dir,
+        ])
         #expect(missing.status == 1)
         #expect(missing.stderr.contains("nope.yml: cannot read the template file"), "\(missing.stderr)")
         #expect(missing.stderr.contains("pass the template with --config FILE"), "\(missing.stderr)")

@@ -7,9 +7,9 @@ import Logging
 import NIOFoundationEssentialsCompat
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// The real Ferry server, in process on 127.0.0.1 port 0, for the duration of `body`.
@@ -27,7 +27,9 @@ func withFerryServer<T: Sendable>(
         let wait: @Sendable (Int) async throws -> Void = { version in
             for _ in 0..<100 {
                 let response = try await client.execute(uri: "/v1/datasets/\(dataset)/manifest", method: .get)
-                if response.status == .ok, let manifest = try? Manifest.decode(Data(buffer: response.body)), manifest.version >= version {
+                if response.status == .ok, let manifest = try? Manifest.decode(Data(buffer: response.body)),
+                    manifest.version >= version
+                {
                     return
                 }
                 try await Task.sleep(for: .milliseconds(50))

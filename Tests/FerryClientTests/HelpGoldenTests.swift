@@ -7,7 +7,8 @@ import Testing
 /// and review the diff.
 @Suite struct HelpGoldenTests {
     static let commands = [
-        "ferry", "publish", "schedule", "triggers", "serve", "fetch", "watch", "apply", "status", "rollback", "exec", "push", "sync",
+        "ferry", "publish", "schedule", "triggers", "serve", "fetch", "watch", "apply", "status", "rollback", "exec",
+        "push", "sync",
     ]
     static let goldens = TestPaths.packageRoot.appendingPathComponent("Tests/Fixtures/help", isDirectory: true)
 
@@ -24,6 +25,8 @@ import Testing
             return
         }
         let expected = try String(contentsOf: golden, encoding: .utf8)
-        #expect(result.stdout == expected, "ferry \(command) --help differs from \(golden.path); FERRY_UPDATE_GOLDEN=1 rewrites it")
+        #expect(
+            result.stdout == expected,
+            "ferry \(command) --help differs from \(golden.path); FERRY_UPDATE_GOLDEN=1 rewrites it")
     }
 }

@@ -79,7 +79,9 @@ struct HostileServer {
         let manifestBody = try manifest.jsonData()
         let gzipped = behavior == .gzipOfWrongBytes ? try Self.gzipOfWrongBytes(bytes) : []
         router.get("/v1/datasets/:dataset/manifest") { request, _ -> Response in
-            var headers: HTTPFields = [.contentType: "application/json", .eTag: "\"\(manifest.sha256)\"", .cacheControl: "no-cache"]
+            var headers: HTTPFields = [
+                .contentType: "application/json", .eTag: "\"\(manifest.sha256)\"", .cacheControl: "no-cache",
+            ]
             if let inm = request.headers[.ifNoneMatch], inm.contains(manifest.sha256) {
                 return Response(status: .notModified, headers: headers)
             }
@@ -104,7 +106,8 @@ struct HostileServer {
             }
             if behavior == .gzipOfWrongBytes {
                 let headers: HTTPFields = [
-                    .contentType: "application/vnd.sqlite3", .contentEncoding: "gzip", .eTag: "\"\(sha)-gzip\"", .vary: "Accept-Encoding",
+                    .contentType: "application/vnd.sqlite3", .contentEncoding: "gzip", .eTag: "\"\(sha)-gzip\"",
+                    .vary: "Accept-Encoding",
                 ]
                 return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: gzipped)))
             }
@@ -118,7 +121,8 @@ struct HostileServer {
             }
             if behavior == .wrongRangeStart, range != nil {
                 headers[.contentRange] = "bytes 0-\(served.count - 1)/\(served.count)"
-                return Response(status: .partialContent, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: served)))
+                return Response(
+                    status: .partialContent, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: served)))
             }
             if behavior == .dropsMidway {
                 let half = ByteBuffer(bytes: served[0..<(served.count / 2)])

@@ -39,7 +39,9 @@ import Testing
         let v1 = try fixtures.publish(rows: 5, textMiB: 1)
         let dir = ClientDirectory(temp.appending("client"))
         try await withFerryServer(store: fixtures.store.root) { url, _ in
-            let fetch = ["fetch", "--server", url.absoluteString, "--dataset", fixtures.dataset, "--dir", dir.url.path, "--json"]
+            let fetch = [
+                "fetch", "--server", url.absoluteString, "--dataset", fixtures.dataset, "--dir", dir.url.path, "--json",
+            ]
             let first = try await runFerryOffPool(fetch)
             #expect(first.status == 0, "\(first.stderr)")
             #expect(
@@ -65,9 +67,14 @@ import Testing
         try FileManager.default.copyItem(at: fixtures.snapshotFile(1), to: dir.database)
 
         // Nothing is queued, so nothing goes over the network (the server is never asked).
-        let result = try runFerry(["push", "--server", "http://127.0.0.1:9", "--dataset", "trips", "--dir", dir.url.path, "--json"])
+        let result = try runFerry([
+            "push", "--server", "http://127.0.0.1:9", "--dataset", "trips", "--dir", dir.url.path, "--json",
+        ])
         #expect(result.status == 0, "\(result.stderr)")
-        #expect(result.stdout == #"{"sent":0,"applied":0,"rejected":0,"gone":0,"invalid":0,"forbidden":0,"unanswered":0,"remaining":0}"# + "\n")
+        #expect(
+            result.stdout
+                == #"{"sent":0,"applied":0,"rejected":0,"gone":0,"invalid":0,"forbidden":0,"unanswered":0,"remaining":0}"#
+                + "\n")
     }
 
     @Test func rollbackJSONAddsTheRolledBackVersion() throws {

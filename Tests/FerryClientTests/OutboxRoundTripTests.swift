@@ -1,17 +1,18 @@
-@testable import FerryClient
+import AsyncHTTPClient
+import FerryClientNIO
 import FerryCore
+import FerryMerge
+import FerryPostgres
 import FerryPublisher
 import FerryServer
 import Foundation
-import NIOFoundationEssentialsCompat
 import Hummingbird
 import HummingbirdTesting
 import Logging
+import NIOFoundationEssentialsCompat
 import Testing
-import FerryPostgres
-import FerryMerge
-import AsyncHTTPClient
-import FerryClientNIO
+
+@testable import FerryClient
 
 /// Offline edits end to end: real PostgreSQL with the thesis' trips, the real publisher, the real server with the
 /// changes endpoint, and real client directories.
@@ -33,7 +34,8 @@ import FerryClientNIO
         }
 
         func client(_ name: String, server: URL, pushOnOpen: Bool = false) async throws -> FerryClient {
-            var configuration = FerryClient.Configuration(directory: directory.appending(name), serverURL: server, dataset: "trips")
+            var configuration = FerryClient.Configuration(
+                directory: directory.appending(name), serverURL: server, dataset: "trips")
             configuration.pushOnOpen = pushOnOpen
             configuration.pushBackoff = .milliseconds(10)
             return try await FerryClient.open(configuration: configuration, logger: .test)
@@ -42,7 +44,9 @@ import FerryClientNIO
 
     /// Loads templates/trips.pg.sql into a fresh database, publishes version 1, and runs `body` against the real
     /// server with the changes endpoint for the trips template.
-    func withWorld(_ body: @Sendable @escaping (World, URL, @Sendable (Int) async throws -> Void) async throws -> Void) async throws {
+    func withWorld(_ body: @Sendable @escaping (World, URL, @Sendable (Int) async throws -> Void) async throws -> Void)
+        async throws
+    {
         let database = try TestDatabase.create("outbox")
         let directory = try TemporaryDirectory("outbox-e2e")
         defer {
@@ -52,19 +56,24 @@ import FerryClientNIO
         let root = TestPaths.packageRoot
         let sql = try String(contentsOf: root.appendingPathComponent("templates/trips.pg.sql"), encoding: .utf8)
         try database.connect().execute(sql)
-        let world = World(database: database, directory: directory, templatePath: root.appendingPathComponent("templates/trips.yml").path)
+        let world = World(
+            database: database, directory: directory,
+            templatePath: root.appendingPathComponent("templates/trips.yml").path)
         #expect(try await world.publish().version == 1)
 
         var configuration = ServerConfiguration(storePath: world.store, port: 0)
         configuration.pollInterval = .milliseconds(100)
-        configuration.database = .init(templatePaths: [URL(fileURLWithPath: world.templatePath)], databaseURL: database.url)
+        configuration.database = .init(
+            templatePaths: [URL(fileURLWithPath: world.templatePath)], databaseURL: database.url)
         let app = try await buildApplication(configuration, logger: .test)
         try await app.test(.live) { client in
             let url = URL(string: "http://127.0.0.1:\(client.port!)")!
             let waitForVersion: @Sendable (Int) async throws -> Void = { version in
                 for _ in 0..<100 {
                     let response = try await client.execute(uri: "/v1/datasets/trips/manifest", method: .get)
-                    if let manifest = try? Manifest.decode(Data(buffer: response.body)), manifest.version >= version { return }
+                    if let manifest = try? Manifest.decode(Data(buffer: response.body)), manifest.version >= version {
+                        return
+                    }
                     try await Task.sleep(for: .milliseconds(50))
                 }
                 throw FerryError(.network, "the server did not pick up version \(version)")
@@ -91,7 +100,8 @@ import FerryClientNIO
 
             // And a server-side change published as version 2 meanwhile
             try world.database.connect().execute(
-                #"UPDATE trips SET bags = 9, "updatedAt" = date_trunc('milliseconds', now()) WHERE name = 'Kalmar-Öland'"#)
+                #"UPDATE trips SET bags = 9, "updatedAt" = date_trunc('milliseconds', now()) WHERE name = 'Kalmar-Öland'"#
+            )
             #expect(try await world.publish().version == 2)
             try await waitForVersion(2)
 
@@ -101,7 +111,10 @@ import FerryClientNIO
 
             // Then the new server data and the local edit are both visible, and the edit is still queued
             #expect(try await Self.passengers(device, "Växjö-Kalmar") == 5)
-            #expect(try await device.withDatabase { try $0.scalar("SELECT bags FROM trips WHERE name = 'Kalmar-Öland'")?.integer } == 9)
+            #expect(
+                try await device.withDatabase {
+                    try $0.scalar("SELECT bags FROM trips WHERE name = 'Kalmar-Öland'")?.integer
+                } == 9)
             #expect(try await device.status().version == 2)
             #expect(try await device.pendingEdits() == 1)
 
@@ -122,7 +135,9 @@ import FerryClientNIO
         }
     }
 
-    @Test(arguments: TransportKind.allCases) func aCrashBetweenUploadAndAcknowledgementAppliesOnce(_ kind: TransportKind) async throws {
+    @Test(arguments: TransportKind.allCases) func aCrashBetweenUploadAndAcknowledgementAppliesOnce(
+        _ kind: TransportKind
+    ) async throws {
         try await withWorld { world, server, _ in
             let device = try await world.client("device", server: server)
             _ = try await device.checkForUpdates()
@@ -131,7 +146,8 @@ import FerryClientNIO
             // Given an upload the server applied but whose answer never reached the device (the process died)
             let batch = try await device.withDatabase { try Outbox.takeBatch(from: $0, limit: 500) }
             // The device's own id: the server answers a retried change only to the device that sent it.
-            let deviceID = try FerryClient.deviceID(in: ClientDirectory(world.directory.appending("device")).privateDirectory)
+            let deviceID = try FerryClient.deviceID(
+                in: ClientDirectory(world.directory.appending("device")).privateDirectory)
             let request = ChangeBatch(clientId: deviceID, sentAt: Timestamp.format(Date()), changes: batch)
             let uploader = try kind.make()
             let first = try await uploader.uploader(server: server).upload(request, dataset: "trips")
@@ -145,7 +161,9 @@ import FerryClientNIO
 
             // Then the change was answered from the server's record: one effect, and the outbox is empty
             #expect(try await restarted.pendingEdits() == 0)
-            #expect(try world.scalar("SELECT result->>'status' FROM ferry_changes WHERE id = $1", [batch[0].id]) == "applied")
+            #expect(
+                try world.scalar("SELECT result->>'status' FROM ferry_changes WHERE id = $1", [batch[0].id])
+                    == "applied")
             #expect(try world.scalar("SELECT count(*) FROM ferry_changes WHERE id = $1", [batch[0].id]) == "1")
             #expect(try world.scalar(#"SELECT "updatedAt"::text FROM trips WHERE name = 'Göteborg-Malmö'"#) == stamped)
             #expect(try world.scalar("SELECT passengers FROM trips WHERE name = 'Göteborg-Malmö'") == "7")
@@ -179,7 +197,9 @@ import FerryClientNIO
         }
     }
 
-    @Test(arguments: TransportKind.allCases) func offlinePushKeepsEditsAndReadOnlyTablesRefuseWrites(_ kind: TransportKind) async throws {
+    @Test(arguments: TransportKind.allCases) func offlinePushKeepsEditsAndReadOnlyTablesRefuseWrites(
+        _ kind: TransportKind
+    ) async throws {
         try await withWorld { world, server, _ in
             let device = try await world.client("device", server: server)
             _ = try await device.checkForUpdates()
@@ -188,13 +208,15 @@ import FerryClientNIO
 
             // A server that is not there: the push fails as offline and nothing leaves the outbox
             var configuration = FerryClient.Configuration(
-                directory: world.directory.appending("device"), serverURL: URL(string: "http://127.0.0.1:9")!, dataset: "trips")
+                directory: world.directory.appending("device"), serverURL: URL(string: "http://127.0.0.1:9")!,
+                dataset: "trips")
             configuration.pushOnOpen = false
             configuration.pushAttempts = 2
             configuration.pushBackoff = .milliseconds(10)
             let transport = try kind.make(connectTimeout: .seconds(1))
             configuration.uploader = transport.uploader(server: configuration.serverURL!)
-            let offline = try await FerryClient.open(configuration: configuration, logger: .test, transport: transport.snapshot)
+            let offline = try await FerryClient.open(
+                configuration: configuration, logger: .test, transport: transport.snapshot)
             let error = await #expect(throws: FerryError.self) { try await offline.push() }
             #expect(error?.code == .offline)
             try await transport.shutdown()

@@ -6,7 +6,8 @@ import Testing
 /// The outbox machinery on real SQLite files, without a server: capture, coalescing, refusal, answers, carry-over.
 @Suite struct OutboxTests {
     static let trips = SnapshotMetadata.TableInfo(
-        name: "trips", primaryKey: ["id"], columns: ["id", "name", "seats", "luggage", "created_at", "updated_at"], writable: true,
+        name: "trips", primaryKey: ["id"], columns: ["id", "name", "seats", "luggage", "created_at", "updated_at"],
+        writable: true,
         merge: .newestWins, createdColumn: "created_at", updatedColumn: "updated_at", rows: 1)
     static let regions = SnapshotMetadata.TableInfo(
         name: "regions", primaryKey: ["code"], columns: ["code", "label"], writable: false, merge: .newestWins,
@@ -15,15 +16,23 @@ import Testing
     static let serverTime = "2018-04-29T11:21:02.000Z"
 
     /// A snapshot-shaped database: the thesis' trips row plus a read-only table.
-    func makeDatabase(_ dir: TemporaryDirectory, _ name: String = "database.db", seats: Int64 = 0) throws -> SQLiteConnection {
+    func makeDatabase(_ dir: TemporaryDirectory, _ name: String = "database.db", seats: Int64 = 0) throws
+        -> SQLiteConnection
+    {
         let db = try SQLiteConnection(path: dir.appending(name).path)
-        try db.execute("""
+        try db.execute(
+            """
             CREATE TABLE trips(id TEXT PRIMARY KEY, name TEXT, seats INTEGER, luggage INTEGER, created_at TEXT, updated_at TEXT);
             CREATE TABLE regions(code TEXT PRIMARY KEY, label TEXT);
             INSERT INTO regions VALUES ('se', 'Sweden');
             """)
-        try db.run("INSERT INTO trips VALUES (?, 'Växjö-Kalmar', ?, 0, ?, ?)", [.text(Self.rowID), .integer(seats), .text(Self.serverTime), .text(Self.serverTime)])
-        try SnapshotMetadata(dataset: "trips", version: 1, schemaVersion: 1, createdAt: Self.serverTime, tables: [Self.trips, Self.regions]).write(to: db)
+        try db.run(
+            "INSERT INTO trips VALUES (?, 'Växjö-Kalmar', ?, 0, ?, ?)",
+            [.text(Self.rowID), .integer(seats), .text(Self.serverTime), .text(Self.serverTime)])
+        try SnapshotMetadata(
+            dataset: "trips", version: 1, schemaVersion: 1, createdAt: Self.serverTime,
+            tables: [Self.trips, Self.regions]
+        ).write(to: db)
         try OutboxSchema.install(on: db, tables: [Self.trips, Self.regions])
         return db
     }
@@ -52,7 +61,9 @@ import Testing
         #expect(OutboxSchema.origin(of: db) == next)
         try db.execute("DROP TRIGGER ferry_trips_upd")
         try OutboxSchema.install(on: db, tables: [Self.trips, Self.regions], origin: next)
-        #expect(try db.scalar("SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND name = 'ferry_trips_upd'")?.integer == 1)
+        #expect(
+            try db.scalar("SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND name = 'ferry_trips_upd'")?
+                .integer == 1)
     }
 
     @Test func updatesAreCapturedWithTheServerBaseAndCoalesced() throws {
@@ -103,7 +114,9 @@ import Testing
         let inserted = try entries(db)
         #expect(inserted.count == 1 && inserted[0][0] == "insert" && inserted[0][3] == .null)
         // created_at/updated_at were stamped locally
-        #expect(try db.scalar("SELECT created_at IS NOT NULL AND created_at = updated_at FROM trips WHERE id = ?", [.text(id)]) == 1)
+        #expect(
+            try db.scalar(
+                "SELECT created_at IS NOT NULL AND created_at = updated_at FROM trips WHERE id = ?", [.text(id)]) == 1)
         try db.run("UPDATE trips SET seats = 4 WHERE id = ?", [.text(id)])
         #expect(try entries(db).count == 1)
         try db.run("DELETE FROM trips WHERE id = ?", [.text(id)])
@@ -127,7 +140,9 @@ import Testing
         let db = try makeDatabase(dir)
         #expect(throws: FerryError.self) { try db.run("UPDATE regions SET label = 'x'") }
         #expect(throws: FerryError.self) { try db.run("INSERT INTO trips(id, name) VALUES ('1', 'x')") }
-        #expect(throws: FerryError.self) { try db.run("UPDATE trips SET id = ? WHERE id = ?", [.text(UUID().uuidString), .text(Self.rowID)]) }
+        #expect(throws: FerryError.self) {
+            try db.run("UPDATE trips SET id = ? WHERE id = ?", [.text(UUID().uuidString), .text(Self.rowID)])
+        }
         // Nothing was half-recorded
         #expect(try entries(db).isEmpty)
         #expect(try db.scalar("SELECT label FROM regions") == "Sweden")
@@ -168,7 +183,8 @@ import Testing
         let batch = try Outbox.takeBatch(from: db, limit: 500)
         #expect(batch.count == 2)
         let summary = try Outbox.record(
-            [ChangeResult(id: batch[0].id, status: .gone, row: nil, message: "deleted on the server")], for: batch, in: db,
+            [ChangeResult(id: batch[0].id, status: .gone, row: nil, message: "deleted on the server")], for: batch,
+            in: db,
             tables: [Self.trips, Self.regions])
         #expect(summary.gone == 1 && summary.unanswered == 1)
         #expect(try db.scalar("SELECT count(*) FROM trips WHERE id = ?", [.text(Self.rowID)]) == 0)
@@ -182,16 +198,20 @@ import Testing
         try live.run("UPDATE trips SET seats = 1 WHERE id = ?", [.text(Self.rowID)])
         let id = UUID().uuidString.lowercased()
         try live.run("INSERT INTO trips(id, name, seats, luggage) VALUES (?, 'Kalmar-Växjö', 3, 1)", [.text(id)])
-        try live.run("DELETE FROM trips WHERE id = ?", [.text(Self.rowID)]) // replaces the queued update
+        try live.run("DELETE FROM trips WHERE id = ?", [.text(Self.rowID)])  // replaces the queued update
         // Given a fresh snapshot where the server changed the row meanwhile (seats = 9)
         let fresh = try SQLiteConnection(path: dir.appending("updated.db").path)
-        try fresh.execute("""
+        try fresh.execute(
+            """
             CREATE TABLE trips(id TEXT PRIMARY KEY, name TEXT, seats INTEGER, luggage INTEGER, created_at TEXT, updated_at TEXT);
             CREATE TABLE regions(code TEXT PRIMARY KEY, label TEXT);
             """)
-        try fresh.run("INSERT INTO trips VALUES (?, 'Växjö-Kalmar', 9, 0, ?, ?)", [.text(Self.rowID), .text(Self.serverTime), .text("2018-04-29T11:45:05.000Z")])
+        try fresh.run(
+            "INSERT INTO trips VALUES (?, 'Växjö-Kalmar', 9, 0, ?, ?)",
+            [.text(Self.rowID), .text(Self.serverTime), .text("2018-04-29T11:45:05.000Z")])
         // When the queue is carried over
-        try Outbox.carryOver(fromLiveDatabaseAt: dir.appending("database.db").path, into: fresh, tables: [Self.trips, Self.regions])
+        try Outbox.carryOver(
+            fromLiveDatabaseAt: dir.appending("database.db").path, into: fresh, tables: [Self.trips, Self.regions])
         // Then the local insert and delete are visible on top of the new data, and still queued
         #expect(try fresh.scalar("SELECT count(*) FROM trips WHERE id = ?", [.text(Self.rowID)]) == 0)
         #expect(try fresh.scalar("SELECT seats FROM trips WHERE id = ?", [.text(id)]) == 3)
@@ -228,12 +248,14 @@ import Testing
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
         let db = try OutboxTests().makeDatabase(dir)
-        try OutboxSchema.install(on: db, tables: [OutboxTests.trips, OutboxTests.regions], origin: String(repeating: "a", count: 64))
+        try OutboxSchema.install(
+            on: db, tables: [OutboxTests.trips, OutboxTests.regions], origin: String(repeating: "a", count: 64))
         #expect(throws: FerryError.self) { try LocalStatement.run("DELETE FROM ferry_snapshot", on: db) }
         #expect(throws: FerryError.self) { try LocalStatement.run("UPDATE ferry_tables SET writable = 1", on: db) }
         #expect(throws: FerryError.self) { try LocalStatement.run("DELETE FROM ferry_origin", on: db) }
         // Re-installing (each open does) may rewrite the origin
-        try OutboxSchema.install(on: db, tables: [OutboxTests.trips, OutboxTests.regions], origin: String(repeating: "b", count: 64))
+        try OutboxSchema.install(
+            on: db, tables: [OutboxTests.trips, OutboxTests.regions], origin: String(repeating: "b", count: 64))
         #expect(OutboxSchema.origin(of: db) == String(repeating: "b", count: 64))
         #expect(try SnapshotMetadata.read(from: db).version == 1)
     }

@@ -25,12 +25,15 @@ import Testing
             try FileManager.default.copyItem(at: try fixtures.snapshotFile(1), to: device)
             let db = try SQLiteConnection(path: device.path, mode: .readWrite)
             try OutboxSchema.install(on: db, tables: try SnapshotMetadata.read(from: db).tables, origin: v1.sha256)
-            patch = try Changeset.diff(from: try fixtures.snapshotFile(1), to: try fixtures.snapshotFile(2), tables: ["trips", "blobs", "ferry_tables"])
+            patch = try Changeset.diff(
+                from: try fixtures.snapshotFile(1), to: try fixtures.snapshotFile(2),
+                tables: ["trips", "blobs", "ferry_tables"])
         }
 
         func rows(_ url: URL) throws -> [[SQLiteValue]] {
             let db = try SQLiteConnection(path: url.path, mode: .readOnly)
-            return try db.query("SELECT * FROM trips ORDER BY id") + db.query("SELECT name, rows FROM ferry_tables ORDER BY name")
+            return try db.query("SELECT * FROM trips ORDER BY id")
+                + db.query("SELECT name, rows FROM ferry_tables ORDER BY name")
         }
     }
 
@@ -38,7 +41,8 @@ import Testing
     func cleanDevice() throws {
         let world = try World()
         defer { world.temp.remove() }
-        let outcome = try PatchApplier.build(live: world.device, into: world.target, patch: world.patch, expected: world.v2.current)
+        let outcome = try PatchApplier.build(
+            live: world.device, into: world.target, patch: world.patch, expected: world.v2.current)
         #expect(outcome.ownRowsSettled == 0)
         #expect(try world.rows(world.target) == world.rows(try world.fixtures.snapshotFile(2)))
         let db = try SQLiteConnection(path: world.target.path, mode: .readOnly)
@@ -61,7 +65,8 @@ import Testing
         try db.execute("UPDATE trips SET name = 'tampered' WHERE id = 't1'")
         try Outbox.setCapture(true, db)
         #expect(throws: FerryError.self) {
-            try PatchApplier.build(live: world.device, into: world.target, patch: world.patch, expected: world.v2.current)
+            try PatchApplier.build(
+                live: world.device, into: world.target, patch: world.patch, expected: world.v2.current)
         }
         #expect(!FileManager.default.fileExists(atPath: world.target.path))
     }
@@ -77,7 +82,9 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: world.target.path))
         // A patch 2 → 3 applied to version 1: its rows are not what it expects
         let v3 = try world.fixtures.publish(rows: 12)
-        let wrong = try Changeset.diff(from: try world.fixtures.snapshotFile(2), to: try world.fixtures.snapshotFile(3), tables: ["trips", "blobs", "ferry_tables"])
+        let wrong = try Changeset.diff(
+            from: try world.fixtures.snapshotFile(2), to: try world.fixtures.snapshotFile(3),
+            tables: ["trips", "blobs", "ferry_tables"])
         #expect(throws: FerryError.self) {
             try PatchApplier.build(live: world.device, into: world.target, patch: wrong, expected: v3.current)
         }
@@ -88,7 +95,9 @@ import Testing
     func contentDigestMismatch() throws {
         let world = try World()
         defer { world.temp.remove() }
-        let published = try ContentDigest.compute(SQLiteConnection(path: try world.fixtures.snapshotFile(2).path, mode: .readOnly), tables: ["trips", "blobs"])
+        let published = try ContentDigest.compute(
+            SQLiteConnection(path: try world.fixtures.snapshotFile(2).path, mode: .readOnly),
+            tables: ["trips", "blobs"])
         var expected = world.v2.current
         expected.contentDigest = published.description
         // The right digest passes
@@ -107,17 +116,24 @@ import Testing
 }
 
 extension PatchApplierTests {
-    @Test("moved row by row from the base's digest, the check agrees with a full read, and still sees a column the patch did not change")
+    @Test(
+        "moved row by row from the base's digest, the check agrees with a full read, and still sees a column the patch did not change"
+    )
     func digestMovedFromTheBase() throws {
         let world = try World()
         defer { world.temp.remove() }
         let tables = ["trips", "blobs"]
-        let base = try ContentDigest.compute(SQLiteConnection(path: try world.fixtures.snapshotFile(1).path, mode: .readOnly), tables: tables)
+        let base = try ContentDigest.compute(
+            SQLiteConnection(path: try world.fixtures.snapshotFile(1).path, mode: .readOnly), tables: tables)
         var expected = world.v2.current
-        expected.contentDigest = try ContentDigest.compute(SQLiteConnection(path: try world.fixtures.snapshotFile(2).path, mode: .readOnly), tables: tables)
-            .description
+        expected.contentDigest = try ContentDigest.compute(
+            SQLiteConnection(path: try world.fixtures.snapshotFile(2).path, mode: .readOnly), tables: tables
+        )
+        .description
         #expect(try world.patch.touchedRows()["trips"]?.keys.count == 10)
-        _ = try PatchApplier.build(live: world.device, into: world.target, patch: world.patch, expected: expected, baseDigest: base.description)
+        _ = try PatchApplier.build(
+            live: world.device, into: world.target, patch: world.patch, expected: expected, baseDigest: base.description
+        )
         try FileManager.default.removeItem(at: world.target)
 
         // Given a row the patch updates, diverged in a column the patch does not change (no conflict can see that)
@@ -127,7 +143,9 @@ extension PatchApplierTests {
         try Outbox.setCapture(true, db)
         for baseDigest in [base.description, nil] {
             let error = #expect(throws: FerryError.self) {
-                try PatchApplier.build(live: world.device, into: world.target, patch: world.patch, expected: expected, baseDigest: baseDigest)
+                try PatchApplier.build(
+                    live: world.device, into: world.target, patch: world.patch, expected: expected,
+                    baseDigest: baseDigest)
             }
             #expect(error?.message.contains("content digest") == true, "\(String(describing: error))")
             #expect(!FileManager.default.fileExists(atPath: world.target.path))
@@ -142,9 +160,12 @@ extension PatchApplierTests {
         defer { temp.remove() }
         let a = try SQLiteConnection(path: temp.appending("a.db").path)
         let b = try SQLiteConnection(path: temp.appending("b.db").path)
-        for db in [a, b] { try db.execute("CREATE TABLE t(id INTEGER PRIMARY KEY, name TEXT, score REAL, data BLOB, note TEXT)") }
+        for db in [a, b] {
+            try db.execute("CREATE TABLE t(id INTEGER PRIMARY KEY, name TEXT, score REAL, data BLOB, note TEXT)")
+        }
         let rows: [[SQLiteValue]] = [
-            [.integer(1), .text("Växjö"), .real(1.5), .blob([0, 1]), .null], [.integer(2), .text(""), .real(-0.25), .null, .text("x")],
+            [.integer(1), .text("Växjö"), .real(1.5), .blob([0, 1]), .null],
+            [.integer(2), .text(""), .real(-0.25), .null, .text("x")],
             [.integer(3), .text("1"), .integer(1), .blob([]), .text("")],
         ]
         for row in rows { try a.run("INSERT INTO t VALUES (?, ?, ?, ?, ?)", row) }
@@ -168,4 +189,3 @@ extension PatchApplierTests {
         #expect(try ContentDigest.compute(a, tables: ["t"]) != digest)
     }
 }
-

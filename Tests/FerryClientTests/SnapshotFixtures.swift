@@ -18,7 +18,9 @@ struct SnapshotFixtures {
     /// Publishes the next version with `rows` small rows, `blobMiB` MiB of random blobs (for big downloads) and
     /// `textMiB` MiB of hex text (compresses to about half, as real data does: for gzip downloads).
     @discardableResult
-    func publish(rows: Int = 3, blobMiB: Int = 0, textMiB: Int = 0, schemaVersion: Int = 1, label: String = "") throws -> Manifest {
+    func publish(rows: Int = 3, blobMiB: Int = 0, textMiB: Int = 0, schemaVersion: Int = 1, label: String = "") throws
+        -> Manifest
+    {
         let lock = try store.lock(dataset: dataset, wait: true)
         defer { lock.unlock() }
         try DurableFile.makeDirectory(store.temporaryDirectory(dataset: dataset))
@@ -31,7 +33,9 @@ struct SnapshotFixtures {
                 try db.execute("CREATE TABLE trips(id TEXT PRIMARY KEY, name TEXT NOT NULL, seats INTEGER)")
                 try db.execute("CREATE TABLE blobs(id INTEGER PRIMARY KEY, data BLOB NOT NULL)")
                 for i in 0..<rows {
-                    try db.run("INSERT INTO trips(id, name, seats) VALUES (?, ?, ?)", [.text("t\(i)"), .text("Växjö-Kalmar \(label) v\(version)"), .integer(Int64(i))])
+                    try db.run(
+                        "INSERT INTO trips(id, name, seats) VALUES (?, ?, ?)",
+                        [.text("t\(i)"), .text("Växjö-Kalmar \(label) v\(version)"), .integer(Int64(i))])
                 }
                 if blobMiB > 0 {
                     try db.run(
@@ -45,18 +49,23 @@ struct SnapshotFixtures {
                 }
                 let tables = [
                     SnapshotMetadata.TableInfo(
-                        name: "trips", primaryKey: ["id"], columns: ["id", "name", "seats"], writable: false, merge: .newestWins,
+                        name: "trips", primaryKey: ["id"], columns: ["id", "name", "seats"], writable: false,
+                        merge: .newestWins,
                         createdColumn: nil, updatedColumn: nil, rows: rows),
                     SnapshotMetadata.TableInfo(
                         name: "blobs", primaryKey: ["id"], columns: ["id", "data"], writable: false, merge: .newestWins,
                         createdColumn: nil, updatedColumn: nil, rows: (blobMiB + textMiB) * 16),
                 ]
-                try SnapshotMetadata(dataset: dataset, version: version, schemaVersion: schemaVersion, createdAt: createdAt, tables: tables)
-                    .write(to: db)
+                try SnapshotMetadata(
+                    dataset: dataset, version: version, schemaVersion: schemaVersion, createdAt: createdAt,
+                    tables: tables
+                )
+                .write(to: db)
             }
         }
         return try store.commit(
-            dataset: dataset, version: version, snapshot: file, schemaVersion: schemaVersion, tables: ["trips": rows, "blobs": (blobMiB + textMiB) * 16],
+            dataset: dataset, version: version, snapshot: file, schemaVersion: schemaVersion,
+            tables: ["trips": rows, "blobs": (blobMiB + textMiB) * 16],
             dataDigest: String(repeating: "0", count: 64), createdAt: createdAt, keep: 10)
     }
 

@@ -19,8 +19,12 @@ import Testing
         do {
             let db = try SQLiteConnection(path: dir.database.path, mode: .readWrite)
             try OutboxSchema.install(on: db, tables: try SnapshotMetadata.read(from: db).tables)
-            try db.execute("INSERT INTO ferry_outbox(id, tbl, op, key, editedAt) VALUES ('e1', 'trips', 'update', '{}', '2024-01-01T00:00:00.000Z')")
-            rootPages = try db.query("SELECT rootpage FROM sqlite_master WHERE tbl_name = 'ferry_outbox' AND rootpage > 1").compactMap { $0[0].integer }
+            try db.execute(
+                "INSERT INTO ferry_outbox(id, tbl, op, key, editedAt) VALUES ('e1', 'trips', 'update', '{}', '2024-01-01T00:00:00.000Z')"
+            )
+            rootPages = try db.query(
+                "SELECT rootpage FROM sqlite_master WHERE tbl_name = 'ferry_outbox' AND rootpage > 1"
+            ).compactMap { $0[0].integer }
             pageSize = try db.scalar("PRAGMA page_size")?.integer ?? 0
         }
         #expect(rootPages.count >= 2 && pageSize > 0)
@@ -40,7 +44,9 @@ import Testing
 
         // The library throws instead of reporting 0 queued edits
         let error = await #expect(throws: FerryError.self) { try await FerryClient.status(directory: dir.url) }
-        #expect(error?.message.contains("cannot count the local edits waiting in database.db's outbox") == true, "\(String(describing: error))")
+        #expect(
+            error?.message.contains("cannot count the local edits waiting in database.db's outbox") == true,
+            "\(String(describing: error))")
         #expect(error?.path == dir.database.path)
 
         // And `ferry status` fails with that reason on one line, printing no status at all
@@ -50,7 +56,8 @@ import Testing
             #expect(result.stdout.isEmpty, "\(result.stdout)")
             #expect(!result.stdout.contains("outbox"))
             #expect(result.stderr.contains("cannot count the local edits"), "\(result.stderr)")
-            #expect(result.stderr.trimmingCharacters(in: .newlines).split(separator: "\n").count == 1, "\(result.stderr)")
+            #expect(
+                result.stderr.trimmingCharacters(in: .newlines).split(separator: "\n").count == 1, "\(result.stderr)")
         }
     }
 
@@ -86,7 +93,9 @@ import Testing
         try FileManager.default.copyItem(at: fixtures.snapshotFile(1), to: work)
         let writer = try SQLiteConnection(path: work.path, mode: .readWrite)
         try OutboxSchema.install(on: writer, tables: try SnapshotMetadata.read(from: writer).tables)
-        try writer.execute("INSERT INTO ferry_outbox(id, tbl, op, key, editedAt) VALUES ('e1', 'trips', 'update', '{}', '2024-01-01T00:00:00.000Z')")
+        try writer.execute(
+            "INSERT INTO ferry_outbox(id, tbl, op, key, editedAt) VALUES ('e1', 'trips', 'update', '{}', '2024-01-01T00:00:00.000Z')"
+        )
         try writer.execute("PRAGMA cache_size = 2; BEGIN")
         try writer.execute("CREATE TABLE filler(b BLOB)")
         for _ in 0..<64 { try writer.run("INSERT INTO filler VALUES (?)", [.blob([UInt8](repeating: 7, count: 8192))]) }

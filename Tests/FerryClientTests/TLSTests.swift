@@ -1,3 +1,5 @@
+import AsyncHTTPClient
+import FerryClientNIO
 import FerryCore
 import FerryServer
 import FerryStore
@@ -7,8 +9,6 @@ import HummingbirdTesting
 import Testing
 
 @testable import FerryClient
-import AsyncHTTPClient
-import FerryClientNIO
 
 /// HTTPS end to end: `ferry serve --tls-cert --tls-key` with the committed test certificates (Tests/Fixtures/tls),
 /// and clients that trust the private CA (`--ca`, ``TrustedCertificates``), none, or an unrelated one.
@@ -26,14 +26,16 @@ import FerryClientNIO
         let snapshots = SnapshotFixtures(root: temp.appending("store"))
         try snapshots.publish()
         let server = try ServeProcess(
-            store: snapshots.store.root, arguments: ["--tls-cert", Self.serverCertificate.path, "--tls-key", Self.serverKey.path])
+            store: snapshots.store.root,
+            arguments: ["--tls-cert", Self.serverCertificate.path, "--tls-key", Self.serverKey.path])
         defer { server.kill9() }
         #expect(server.url.scheme == "https")
 
         let garbage = temp.appending("garbage.pem")
         try Data("-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n".utf8).write(to: garbage)
         let missing = temp.appending("missing.pem")
-        let swapped = ServerConfiguration.TLSSettings(certificateChain: Self.serverKey, privateKey: Self.serverCertificate)
+        let swapped = ServerConfiguration.TLSSettings(
+            certificateChain: Self.serverKey, privateKey: Self.serverCertificate)
         #expect((#expect(throws: FerryError.self) { try swapped.makeTLSConfiguration() })?.path == Self.serverKey.path)
         let wrongKey = ServerConfiguration.TLSSettings(certificateChain: Self.ca, privateKey: Self.serverKey)
         #expect((#expect(throws: FerryError.self) { try wrongKey.makeTLSConfiguration() })?.path == Self.serverKey.path)
@@ -44,7 +46,8 @@ import FerryClientNIO
         #expect(onlyCert.status == 2 && onlyCert.stderr.contains("--tls-cert needs --tls-key"))
         let onlyKey = try await runFerryOffPool(serve + ["--tls-key", Self.serverKey.path])
         #expect(onlyKey.status == 2 && onlyKey.stderr.contains("--tls-key needs --tls-cert"))
-        let missingKey = try await runFerryOffPool(serve + ["--tls-cert", Self.serverCertificate.path, "--tls-key", missing.path])
+        let missingKey = try await runFerryOffPool(
+            serve + ["--tls-cert", Self.serverCertificate.path, "--tls-key", missing.path])
         #expect(missingKey.status == 2 && missingKey.stderr.contains(missing.path))
         let badCert = try await runFerryOffPool(serve + ["--tls-cert", garbage.path, "--tls-key", Self.serverKey.path])
         #expect(badCert.status == 2 && badCert.stderr.contains("--tls-cert") && badCert.stderr.contains(garbage.path))
@@ -56,11 +59,14 @@ import FerryClientNIO
         let snapshots = SnapshotFixtures(root: temp.appending("store"))
         let v1 = try snapshots.publish(rows: 5)
         let server = try ServeProcess(
-            store: snapshots.store.root, arguments: ["--tls-cert", Self.serverCertificate.path, "--tls-key", Self.serverKey.path])
+            store: snapshots.store.root,
+            arguments: ["--tls-cert", Self.serverCertificate.path, "--tls-key", Self.serverKey.path])
         defer { server.kill9() }
         #expect(server.url.scheme == "https")
         let dir = ClientDirectory(temp.appending("client"))
-        let fetch = ["fetch", "--server", server.url.absoluteString, "--dataset", snapshots.dataset, "--dir", dir.url.path]
+        let fetch = [
+            "fetch", "--server", server.url.absoluteString, "--dataset", snapshots.dataset, "--dir", dir.url.path,
+        ]
 
         // Without --ca (the system's trust store) and with an unrelated CA: exit 1, the TLS reason, nothing installed
         for extra in [[], ["--ca", Self.otherCA.path]] {
@@ -95,7 +101,9 @@ import FerryClientNIO
         #expect(try publishedVersion(of: dir.database, among: [v1, v2]) == 2)
     }
 
-    @Test(arguments: TransportKind.allCases) func clientLibraryOverHTTPSWithAPrivateCA(_ kind: TransportKind) async throws {
+    @Test(arguments: TransportKind.allCases) func clientLibraryOverHTTPSWithAPrivateCA(_ kind: TransportKind)
+        async throws
+    {
         let temp = try TemporaryDirectory("ferry-tls")
         defer { temp.remove() }
         let snapshots = SnapshotFixtures(root: temp.appending("store"))
@@ -115,13 +123,16 @@ import FerryClientNIO
             for ca in kind.trustsPrivateCA ? [nil, Self.otherCA] : [nil] {
                 let other = try kind.make(trusting: try ca.map { try TrustedCertificates(pemFile: $0) })
                 let refusing = try await FerryClient.open(
-                    configuration: .init(directory: temp.appending("refused"), serverURL: url, dataset: snapshots.dataset), logger: .test,
+                    configuration: .init(
+                        directory: temp.appending("refused"), serverURL: url, dataset: snapshots.dataset),
+                    logger: .test,
                     transport: other.snapshot)
                 let checkStarted = ContinuousClock.now
                 let error = await #expect(throws: FerryError.self) { try await refusing.checkForUpdates() }
                 let checkTime = ContinuousClock.now - checkStarted
                 #expect(checkTime < .seconds(1), "the TLS error took \(checkTime)")
-                #expect(error?.code == .network, "\(String(describing: error)) \(String(describing: error?.underlying))")
+                #expect(
+                    error?.code == .network, "\(String(describing: error)) \(String(describing: error?.underlying))")
                 #expect(error?.message.hasPrefix(Self.untrusted) == true, "\(String(describing: error))")
                 #expect(error?.tlsProblem == .untrustedCertificate)
                 #expect(try await refusing.status().state == .initialSyncRequired)
@@ -141,13 +152,16 @@ import FerryClientNIO
             let ca = try TrustedCertificates(pemFile: Self.ca)
             guard kind.trustsPrivateCA else {
                 // URLSession on Linux: FoundationNetworking cannot trust a private CA, and says so up front
-                let refused = #expect(throws: FerryError.self) { try kind.make(connectTimeout: .seconds(1), trusting: ca) }
+                let refused = #expect(throws: FerryError.self) {
+                    try kind.make(connectTimeout: .seconds(1), trusting: ca)
+                }
                 #expect(refused?.code == .badInput && refused?.message.contains("FerryClientNIO") == true)
                 return
             }
             let http = try kind.make(connectTimeout: .seconds(1), trusting: ca)
             let trusting = try await FerryClient.open(
-                configuration: .init(directory: temp.appending("trusted"), serverURL: url, dataset: snapshots.dataset), logger: .test,
+                configuration: .init(directory: temp.appending("trusted"), serverURL: url, dataset: snapshots.dataset),
+                logger: .test,
                 transport: http.snapshot)
             let result = try await trusting.checkForUpdates()
             #expect(result.outcome == .initialSync)
@@ -182,12 +196,18 @@ import FerryClientNIO
         }
 
         // The CLI: usage errors (exit 2) naming the option and the file
-        let fetch = ["fetch", "--server", "https://127.0.0.1:9", "--dataset", "trips", "--dir", temp.appending("client").path]
+        let fetch = [
+            "fetch", "--server", "https://127.0.0.1:9", "--dataset", "trips", "--dir", temp.appending("client").path,
+        ]
         for file in [missing, garbage] {
             let result = try await runFerryOffPool(fetch + ["--ca", file.path])
             #expect(result.status == 2)
             #expect(result.stderr.contains("--ca") && result.stderr.contains(file.path))
         }
-        #expect(try await runFerryOffPool(["push", "--server", "https://127.0.0.1:9", "--dataset", "trips", "--dir", temp.url.path, "--ca", missing.path]).status == 2)
+        #expect(
+            try await runFerryOffPool([
+                "push", "--server", "https://127.0.0.1:9", "--dataset", "trips", "--dir", temp.url.path, "--ca",
+                missing.path,
+            ]).status == 2)
     }
 }

@@ -48,7 +48,9 @@ struct TokenGate<Inner: HTTPResponder>: HTTPResponder where Inner.Context == Bas
             let body = try await request.collectBody(upTo: 16 << 20)
             ids = (try? JSONDecoder().decode(ChangeBatch.self, from: Data(buffer: body)))?.changes.map(\.id) ?? []
         }
-        var seen = Seen(method: request.method, path: path, authorization: authorization, range: request.headers[.range], changeIDs: ids, status: 0)
+        var seen = Seen(
+            method: request.method, path: path, authorization: authorization, range: request.headers[.range],
+            changeIDs: ids, status: 0)
         let response: Response
         if !path.hasPrefix("/v1/datasets/") || authorization == "Bearer \(token)" {
             response = try await inner.respond(to: request, context: context)
@@ -56,15 +58,18 @@ struct TokenGate<Inner: HTTPResponder>: HTTPResponder where Inner.Context == Bas
             response = Self.error(.forbidden, "forbidden", "this token does not grant the dataset", challenge: nil)
         } else {
             response = Self.error(
-                .unauthorized, "unauthorized", authorization == nil ? "this dataset needs an access token" : "unknown access token",
-                challenge: authorization == nil ? #"Bearer realm="ferry""# : #"Bearer realm="ferry", error="invalid_token""#)
+                .unauthorized, "unauthorized",
+                authorization == nil ? "this dataset needs an access token" : "unknown access token",
+                challenge: authorization == nil
+                    ? #"Bearer realm="ferry""# : #"Bearer realm="ferry", error="invalid_token""#)
         }
         seen.status = Int(response.status.code)
         await log.record(seen)
         return response
     }
 
-    static func error(_ status: HTTPResponse.Status, _ code: String, _ message: String, challenge: String?) -> Response {
+    static func error(_ status: HTTPResponse.Status, _ code: String, _ message: String, challenge: String?) -> Response
+    {
         var headers = HTTPFields()
         headers[.contentType] = "application/json"
         headers[.cacheControl] = "no-store"
@@ -78,7 +83,11 @@ struct TokenGate<Inner: HTTPResponder>: HTTPResponder where Inner.Context == Bas
 /// `body` gets the base URL, the gate (for its log) and a function that makes the server see new versions now.
 func withGatedFerryServer<T: Sendable>(
     store: URL, token: String, forbiddenToken: String? = nil, extraRoutes: [any ServerRouteGroup] = [],
-    _ body: @Sendable @escaping (_ url: URL, _ gate: TokenGate<RouterResponder<BasicRequestContext>>, _ refresh: @Sendable () async throws -> Void)
+    _ body:
+        @Sendable @escaping (
+            _ url: URL, _ gate: TokenGate<RouterResponder<BasicRequestContext>>,
+            _ refresh: @Sendable () async throws -> Void
+        )
         async throws -> T
 ) async throws -> T {
     let configuration = ServerConfiguration(storePath: store, port: 0)
@@ -86,7 +95,8 @@ func withGatedFerryServer<T: Sendable>(
     try await catalog.refresh()
     let router = try buildRouter(configuration, catalog: catalog, logger: .test, extraRoutes: extraRoutes)
     let gate = TokenGate(token: token, forbiddenToken: forbiddenToken, inner: router.buildResponder())
-    let app = Application(responder: gate, configuration: .init(address: .hostname("127.0.0.1", port: 0)), logger: .test)
+    let app = Application(
+        responder: gate, configuration: .init(address: .hostname("127.0.0.1", port: 0)), logger: .test)
     return try await app.test(.live) { client in
         try await body(URL(string: "http://127.0.0.1:\(client.port!)")!, gate, { try await catalog.refresh() })
     }

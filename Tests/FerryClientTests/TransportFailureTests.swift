@@ -1,11 +1,12 @@
 import FerryCore
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 import Testing
 
 @testable import FerryClient
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
 
 /// How URLSession's failures become FerryErrors: the `URLError` codes Apple's URLSession uses, and the curl messages
 /// FoundationNetworking puts in `URLError(.unknown)` (the TLS test meets the untrusted one against a real server;
@@ -28,7 +29,10 @@ import Testing
             (URLError(.serverCertificateHasBadDate), .untrustedCertificate),
             (URLError(.secureConnectionFailed), .handshake),
             (Self.curl("SSL certificate problem: unable to get local issuer certificate"), .untrustedCertificate),
-            (Self.curl("SSL: no alternative certificate subject name matches target host name 'localhost'"), .wrongHost),
+            (
+                Self.curl("SSL: no alternative certificate subject name matches target host name 'localhost'"),
+                .wrongHost
+            ),
             (Self.curl("OpenSSL SSL_connect: SSL_ERROR_SYSCALL in connection to 127.0.0.1:8443"), .handshake),
             (URLError(.cannotConnectToHost), nil),
             (URLError(.timedOut), nil),
@@ -58,10 +62,16 @@ import Testing
 
     @Test func pemBlocksAreReadAndBadOnesNamed() throws {
         let der = Data([0x30, 0x82, 0x01, 0x0A] + Array(repeating: 0x01, count: 32))
-        let pem = "junk\n-----BEGIN CERTIFICATE-----\n\(der.base64EncodedString(options: .lineLength64Characters))\n-----END CERTIFICATE-----\n"
+        let pem =
+            "junk\n-----BEGIN CERTIFICATE-----\n\(der.base64EncodedString(options: .lineLength64Characters))\n-----END CERTIFICATE-----\n"
         #expect(try TrustedCertificates.parsePEM(pem + pem, path: "ca.pem") == [der, der])
-        #expect(try TrustedCertificates.parsePEM("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n", path: "k.pem").isEmpty)
-        let cut = #expect(throws: FerryError.self) { try TrustedCertificates.parsePEM("-----BEGIN CERTIFICATE-----\nMIIB", path: "ca.pem") }
+        #expect(
+            try TrustedCertificates.parsePEM(
+                "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n", path: "k.pem"
+            ).isEmpty)
+        let cut = #expect(throws: FerryError.self) {
+            try TrustedCertificates.parsePEM("-----BEGIN CERTIFICATE-----\nMIIB", path: "ca.pem")
+        }
         #expect(cut?.code == .badInput && cut?.path == "ca.pem")
     }
 }

@@ -1,11 +1,11 @@
 import AsyncHTTPClient
+import FerryClientNIO
 import FerryCore
 import Foundation
 import NIOCore
 import Testing
 
 @testable import FerryClient
-import FerryClientNIO
 
 /// The transports the same test bodies run against: FerryClient's default (URLSession) and FerryClientNIO's
 /// (AsyncHTTPClient). `@Test(arguments: TransportKind.allCases)`.
@@ -20,14 +20,16 @@ enum TransportKind: String, CaseIterable, Sendable, CustomTestStringConvertible 
     var carriesGzip: Bool { self == .asyncHTTPClient }
 
     /// The bytes a whole download of `manifest`'s version moves on the wire with this transport.
-    func wireSize(_ manifest: Manifest) -> Int64 { carriesGzip && manifest.gzipSize > 0 ? manifest.gzipSize : manifest.size }
+    func wireSize(_ manifest: Manifest) -> Int64 {
+        carriesGzip && manifest.gzipSize > 0 ? manifest.gzipSize : manifest.size
+    }
 
     /// True when the transport can trust a private CA on this platform (URLSession only through Apple's Security).
     var trustsPrivateCA: Bool {
         #if canImport(Security)
-        return true
+            return true
         #else
-        return self == .asyncHTTPClient
+            return self == .asyncHTTPClient
         #endif
     }
 
@@ -36,9 +38,9 @@ enum TransportKind: String, CaseIterable, Sendable, CustomTestStringConvertible 
     /// cannot (docs/client.md, Transport), so on Linux only AsyncHTTPClient.
     static var pausingTransfers: [TransportKind] {
         #if canImport(FoundationNetworking)
-        return [.asyncHTTPClient]
+            return [.asyncHTTPClient]
         #else
-        return allCases
+            return allCases
         #endif
     }
 
@@ -55,15 +57,20 @@ enum TransportKind: String, CaseIterable, Sendable, CustomTestStringConvertible 
 
     /// A transport of its own with these settings, and an uploader on the same connection settings; `shutdown()` when
     /// done.
-    func make(connectTimeout: Duration = .seconds(10), trusting ca: TrustedCertificates? = nil) throws -> TestTransport {
+    func make(connectTimeout: Duration = .seconds(10), trusting ca: TrustedCertificates? = nil) throws -> TestTransport
+    {
         switch self {
         case .urlSession:
             let transport = try URLSessionTransport(requestTimeout: connectTimeout, trusting: ca)
-            return TestTransport(snapshot: transport, http: nil) { URLSessionChangeUploader(server: $0, transport: transport) }
+            return TestTransport(snapshot: transport, http: nil) {
+                URLSessionChangeUploader(server: $0, transport: transport)
+            }
         case .asyncHTTPClient:
             let http = try AsyncHTTPClientTransport.makeHTTPClient(
                 connectTimeout: .milliseconds(Int64(connectTimeout.components.seconds * 1000)), trusting: ca)
-            return TestTransport(snapshot: AsyncHTTPClientTransport(client: http), http: http) { HTTPChangeUploader(server: $0, httpClient: http) }
+            return TestTransport(snapshot: AsyncHTTPClientTransport(client: http), http: http) {
+                HTTPChangeUploader(server: $0, httpClient: http)
+            }
         }
     }
 }
@@ -74,7 +81,8 @@ struct TestTransport: Sendable {
     let http: HTTPClient?
     let makeUploader: @Sendable (URL) -> any ChangeUploader
 
-    init(snapshot: any SnapshotTransport, http: HTTPClient?, uploader: @escaping @Sendable (URL) -> any ChangeUploader) {
+    init(snapshot: any SnapshotTransport, http: HTTPClient?, uploader: @escaping @Sendable (URL) -> any ChangeUploader)
+    {
         self.snapshot = snapshot
         self.http = http
         self.makeUploader = uploader

@@ -1,17 +1,17 @@
+import FerryClientNIO
 import FerryCore
-import FerryStore
 import FerryPublisher
 import FerryServer
+import FerryStore
 import Foundation
 import Testing
 
 @testable import FerryClient
-import FerryClientNIO
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// `ferry watch` against the real server and publisher: each version arrives through the manifest long-poll, by
@@ -91,13 +91,17 @@ import Darwin
         try await DeltaUpdateTests().withWorld { world, url, _ in
             let dir = world.directory.appending("watched")
             // Given `ferry watch` waiting up to 60 s per check (so only the long-poll can bring a version in time)
-            let watch = try WatchProcess(["--server", url.absoluteString, "--dataset", "trips", "--dir", dir.path, "--wait", "60", "--json"])
+            let watch = try WatchProcess([
+                "--server", url.absoluteString, "--dataset", "trips", "--dir", dir.path, "--wait", "60", "--json",
+            ])
             // Then the first line is the initial sync of version 1
             let first = try Self.json(try await watch.line(0))
             #expect(first["result"] as? String == "initialSync" && first["version"] as? Int == 1, "\(first)")
             for version in 2...6 {
                 // When a row changes and a version is published
-                try world.sql(#"UPDATE trips SET passengers = passengers + 1, "updatedAt" = now() WHERE id = 'row-000\#(version)'"#)
+                try world.sql(
+                    #"UPDATE trips SET passengers = passengers + 1, "updatedAt" = now() WHERE id = 'row-000\#(version)'"#
+                )
                 let published = ContinuousClock.now
                 #expect(try await world.publish().version == version)
                 // Then ferry watch prints it, applied, arrived by patch, long before its 60 s wait would end
@@ -105,7 +109,9 @@ import Darwin
                 #expect(ContinuousClock.now - published < .seconds(15))
                 #expect(line["result"] as? String == "updateDownloaded" && line["applied"] as? Bool == true, "\(line)")
                 #expect(line["version"] as? Int == version && line["state"] as? String == "upToDate", "\(line)")
-                #expect(line["path"] as? String == "patch" && line["patchFrom"] as? Int == version - 1 && line["patchTo"] as? Int == version, "\(line)")
+                #expect(
+                    line["path"] as? String == "patch" && line["patchFrom"] as? Int == version - 1
+                        && line["patchTo"] as? Int == version, "\(line)")
             }
             // When it is interrupted, it exits 0 at once, though it was waiting on the server
             let stopped = ContinuousClock.now
@@ -118,7 +124,9 @@ import Darwin
         }
     }
 
-    @Test("ferry watch --apply-mode on-request leaves each version pending, one text line per version; SIGTERM ends it with 0")
+    @Test(
+        "ferry watch --apply-mode on-request leaves each version pending, one text line per version; SIGTERM ends it with 0"
+    )
     func watchOnRequestLeavesPending() async throws {
         let temp = try TemporaryDirectory("ferry-watch")
         defer { temp.remove() }
@@ -126,14 +134,19 @@ import Darwin
         try fixtures.publish(rows: 5)
         try await withFerryServer(store: fixtures.store.root) { url, _ in
             let dir = temp.appending("device")
-            let watch = try WatchProcess(["--server", url.absoluteString, "--dataset", fixtures.dataset, "--dir", dir.path, "--apply-mode", "on-request", "--wait", "60"])
+            let watch = try WatchProcess([
+                "--server", url.absoluteString, "--dataset", fixtures.dataset, "--dir", dir.path, "--apply-mode",
+                "on-request", "--wait", "60",
+            ])
             #expect(try await watch.line(0).hasPrefix("initial sync: version 1"))
             try fixtures.publish(rows: 6)
             let second = try await watch.line(1, timeout: .seconds(20))
             #expect(second.hasPrefix("downloaded version 2") && second.contains("waits as updated.db"), "\(second)")
             #expect(try await watch.stop(SIGTERM) == 0, "\(watch.stderr)")
             let status = try await runFerryOffPool(["status", "--dir", dir.path, "--json"])
-            #expect(status.stdout.contains(#""version":1"#) && status.stdout.contains(#""pendingVersion":2"#), "\(status.stdout)")
+            #expect(
+                status.stdout.contains(#""version":1"#) && status.stdout.contains(#""pendingVersion":2"#),
+                "\(status.stdout)")
         }
     }
 }

@@ -1,8 +1,9 @@
 import AsyncHTTPClient
+import FerryClientNIO
 import FerryCore
-import FerryStore
 import FerryPublisher
 import FerryServer
+import FerryStore
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -11,18 +12,19 @@ import NIOCore
 import Testing
 
 @testable import FerryClient
-import FerryClientNIO
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// `FerryClient.watch` and `Configuration.waitForChanges` against the real server (and a server that ignores
 /// `Prefer`): each version arrives through the manifest long-poll, moments after it is published.
 @Suite(.serialized) struct WatchTests {
-    @Test("the watch loop's pacing: at once after a long-poll, bounded against a server that ignores the wait, Retry-After honoured")
+    @Test(
+        "the watch loop's pacing: at once after a long-poll, bounded against a server that ignores the wait, Retry-After honoured"
+    )
     func pacing() {
         let status = ClientStatus(state: .upToDate)
         var notModified = FetchResult(outcome: .notModified, bytesReceived: 0, resumedFrom: 0, status: status)
@@ -30,15 +32,20 @@ import Darwin
         notModified.waitApplied = 30
         #expect(WatchPacing.pause(after: notModified, elapsed: .seconds(30), pollInterval: .seconds(30)) == .zero)
         // A 304 at once although a wait was applied (a restarting server): still at most one check a second
-        #expect(WatchPacing.pause(after: notModified, elapsed: .milliseconds(100), pollInterval: .seconds(30)) == .milliseconds(900))
+        #expect(
+            WatchPacing.pause(after: notModified, elapsed: .milliseconds(100), pollInterval: .seconds(30))
+                == .milliseconds(900))
         // A server that ignores Prefer: once per poll interval
         notModified.waitApplied = nil
-        #expect(WatchPacing.pause(after: notModified, elapsed: .milliseconds(10), pollInterval: .seconds(30)) == .seconds(30) - .milliseconds(10))
+        #expect(
+            WatchPacing.pause(after: notModified, elapsed: .milliseconds(10), pollInterval: .seconds(30)) == .seconds(
+                30) - .milliseconds(10))
         // Retry-After longer than the interval wins
         notModified.retryAfter = 120
         #expect(WatchPacing.pause(after: notModified, elapsed: .zero, pollInterval: .seconds(30)) == .seconds(120))
         // A new version: the next check at once (the download took longer than a second)
-        let downloaded = FetchResult(outcome: .updateDownloaded, version: 2, bytesReceived: 10, resumedFrom: 0, status: status)
+        let downloaded = FetchResult(
+            outcome: .updateDownloaded, version: 2, bytesReceived: 10, resumedFrom: 0, status: status)
         #expect(WatchPacing.pause(after: downloaded, elapsed: .seconds(2), pollInterval: .seconds(30)) == .zero)
 
         // Backoff: doubling to the cap, each between half and all of its ceiling
@@ -50,21 +57,27 @@ import Darwin
         #expect(high.next() == .seconds(1))
         #expect(ManifestPacing.waitSeconds(.milliseconds(1500)) == 2 && ManifestPacing.waitSeconds(.seconds(600)) == 60)
         #expect(ManifestPacing.waitSeconds(nil) == nil && ManifestPacing.waitSeconds(.zero) == nil)
-        #expect(ManifestPacing.appliedWait("respond-async, wait=12") == 12 && ManifestPacing.appliedWait("handling=lenient") == nil)
+        #expect(
+            ManifestPacing.appliedWait("respond-async, wait=12") == 12
+                && ManifestPacing.appliedWait("handling=lenient") == nil)
     }
 }
-
 
 extension WatchTests {
     /// The `/metrics` gauge of waiting long-polls of the server at `url`.
     static func waiting(_ url: URL) async throws -> Int {
-        let response = try await HTTPClient.shared.execute(HTTPClientRequest(url: url.appendingPathComponent("metrics").absoluteString), timeout: .seconds(10))
+        let response = try await HTTPClient.shared.execute(
+            HTTPClientRequest(url: url.appendingPathComponent("metrics").absoluteString), timeout: .seconds(10))
         let body = try await response.body.collect(upTo: 1 << 20)
-        let line = String(buffer: body).split(separator: "\n").first { $0.hasPrefix("ferry_manifest_waiting_requests ") }
+        let line = String(buffer: body).split(separator: "\n").first {
+            $0.hasPrefix("ferry_manifest_waiting_requests ")
+        }
         return line.flatMap { Double($0.split(separator: " ")[1]) }.map { Int($0) } ?? 0
     }
 
-    @Test("checkForUpdates with waitForChanges long-polls through the transport: 304 at the deadline, the new version as it lands", arguments: TransportKind.allCases)
+    @Test(
+        "checkForUpdates with waitForChanges long-polls through the transport: 304 at the deadline, the new version as it lands",
+        arguments: TransportKind.allCases)
     func longPollThroughTransport(_ kind: TransportKind) async throws {
         let temp = try TemporaryDirectory("ferry-longpoll")
         defer { temp.remove() }
@@ -72,7 +85,8 @@ extension WatchTests {
         try fixtures.publish(rows: 5)
         try await withFerryServer(store: fixtures.store.root) { url, _ in
             func open(wait: Duration) async throws -> FerryClient {
-                var configuration = FerryClient.Configuration(directory: temp.appending("device"), serverURL: url, dataset: fixtures.dataset)
+                var configuration = FerryClient.Configuration(
+                    directory: temp.appending("device"), serverURL: url, dataset: fixtures.dataset)
                 configuration.pushOnOpen = false
                 configuration.waitForChanges = wait
                 return try await FerryClient.open(configuration: configuration, logger: .test, transport: kind.shared)
@@ -92,7 +106,9 @@ extension WatchTests {
             let device = client
             let check = Task { try await device.checkForUpdates() }
             let deadline = ContinuousClock.now + .seconds(20)
-            while try await Self.waiting(url) != 1, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+            while try await Self.waiting(url) != 1, ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(20))
+            }
             let published = ContinuousClock.now
             try fixtures.publish(rows: 6)
             // Then the check brings version 2 within moments, not 50 s
@@ -119,16 +135,22 @@ extension WatchTests {
                 prefers.withLock { $0.append(request.headers[HTTPField.Name("Prefer")!]) }
                 return Response(status: .notModified, headers: headers)
             }
-            try await Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0))).test(.live) { server in
+            try await Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0))).test(
+                .live
+            ) { server in
                 var configuration = FerryClient.Configuration(
-                    directory: temp.appending("device"), serverURL: URL(string: "http://127.0.0.1:\(server.port!)")!, dataset: "trips")
+                    directory: temp.appending("device"), serverURL: URL(string: "http://127.0.0.1:\(server.port!)")!,
+                    dataset: "trips")
                 configuration.pushOnOpen = false
                 configuration.waitForChanges = .seconds(2)
-                let client = try await FerryClient.open(configuration: configuration, logger: .test, transport: AsyncHTTPClientTransport())
+                let client = try await FerryClient.open(
+                    configuration: configuration, logger: .test, transport: AsyncHTTPClientTransport())
                 let watching = Task { try await client.watch { _ in } }
                 // Wait for the third request (the event), then stop the loop
                 let deadline = ContinuousClock.now + .seconds(30)
-                while times.current.count < 3, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+                while times.current.count < 3, ContinuousClock.now < deadline {
+                    try await Task.sleep(for: .milliseconds(20))
+                }
                 watching.cancel()
                 try await watching.value
                 await client.close()
@@ -138,7 +160,8 @@ extension WatchTests {
             #expect(prefers.current.allSatisfy { $0 == "wait=2" }, "\(prefers.current)")
             let expected: Duration = .seconds(retryAfter ?? 2) - .milliseconds(50)
             for (a, b) in zip(seen, seen.dropFirst()) {
-                #expect(b - a >= expected, "requests \(b - a) apart; Retry-After \(retryAfter.map(String.init) ?? "none")")
+                #expect(
+                    b - a >= expected, "requests \(b - a) apart; Retry-After \(retryAfter.map(String.init) ?? "none")")
             }
         }
     }

@@ -79,7 +79,8 @@ struct WireRecorder<Inner: HTTPResponder>: HTTPResponder where Inner.Context == 
     func respond(to request: Request, context: BasicRequestContext) async throws -> Response {
         let headers = request.headers
         var exchange = Exchange(
-            path: request.uri.path, acceptEncoding: headers[.acceptEncoding], ifNoneMatch: headers[.ifNoneMatch], range: headers[.range],
+            path: request.uri.path, acceptEncoding: headers[.acceptEncoding], ifNoneMatch: headers[.ifNoneMatch],
+            range: headers[.range],
             ifRange: headers[.ifRange])
         var response: Response
         do {
@@ -93,7 +94,9 @@ struct WireRecorder<Inner: HTTPResponder>: HTTPResponder where Inner.Context == 
         exchange.etag = response.headers[.eTag]
         let log = self.log
         let index = await log.start(exchange)
-        let cut = exchange.isSnapshot && (response.status == .ok || response.status == .partialContent) ? await log.takeCut() : nil
+        let cut =
+            exchange.isSnapshot && (response.status == .ok || response.status == .partialContent)
+            ? await log.takeCut() : nil
         // The same length as the server announced: the wire format stays the server's own.
         let original = response.body
         response.body = ResponseBody(contentLength: original.contentLength) { writer in
@@ -112,7 +115,11 @@ struct WireRecorder<Inner: HTTPResponder>: HTTPResponder where Inner.Context == 
 /// versions now.
 func withRecordedFerryServer<T: Sendable>(
     store: URL,
-    _ body: @Sendable @escaping (_ url: URL, _ recorder: WireRecorder<RouterResponder<BasicRequestContext>>, _ refresh: @Sendable () async throws -> Void)
+    _ body:
+        @Sendable @escaping (
+            _ url: URL, _ recorder: WireRecorder<RouterResponder<BasicRequestContext>>,
+            _ refresh: @Sendable () async throws -> Void
+        )
         async throws -> T
 ) async throws -> T {
     var configuration = ServerConfiguration(storePath: store, port: 0)
@@ -121,7 +128,8 @@ func withRecordedFerryServer<T: Sendable>(
     try await catalog.refresh()
     let router = try buildRouter(configuration, catalog: catalog, logger: .test)
     let recorder = WireRecorder(inner: router.buildResponder())
-    let app = Application(responder: recorder, configuration: .init(address: .hostname("127.0.0.1", port: 0)), logger: .test)
+    let app = Application(
+        responder: recorder, configuration: .init(address: .hostname("127.0.0.1", port: 0)), logger: .test)
     return try await app.test(.live) { client in
         try await body(URL(string: "http://127.0.0.1:\(client.port!)")!, recorder, { try await catalog.refresh() })
     }

@@ -15,7 +15,9 @@ import Testing
         let db = try SQLiteConnection(path: url.path)
         try db.execute("CREATE TABLE trips(id TEXT PRIMARY KEY, name TEXT NOT NULL, seats INTEGER NOT NULL)")
         try db.transaction {
-            for row in rows { try db.run("INSERT INTO trips VALUES (?, ?, ?)", [.text(row.0), .text(row.1), .integer(Int64(row.2))]) }
+            for row in rows {
+                try db.run("INSERT INTO trips VALUES (?, ?, ?)", [.text(row.0), .text(row.1), .integer(Int64(row.2))])
+            }
         }
         return url
     }
@@ -56,7 +58,9 @@ import Testing
         #expect(try rows(behind) == rows(v3))
     }
 
-    @Test("a row that differs from what the patch expects is a conflict: abort leaves the file as it was, replace takes the patch's row")
+    @Test(
+        "a row that differs from what the patch expects is a conflict: abort leaves the file as it was, replace takes the patch's row"
+    )
     func conflicts() throws {
         defer { dir.remove() }
         let v1 = try snapshot("v1", [("a", "Växjö", 1), ("b", "Kalmar", 2)])
@@ -72,7 +76,12 @@ import Testing
         // When the patch is applied with abort, it throws and nothing changed
         var seen: [Changeset.Conflict] = []
         #expect(throws: FerryError.self) {
-            try db.transaction { try patch.apply(to: db) { seen.append($0); return .abort } }
+            try db.transaction {
+                try patch.apply(to: db) {
+                    seen.append($0)
+                    return .abort
+                }
+            }
         }
         #expect(seen == [Changeset.Conflict(table: "trips", kind: .data)])
         #expect(try rows(device) == before)
@@ -90,7 +99,9 @@ import Testing
         var bytes = try Changeset.diff(from: v1, to: v2, tables: ["trips"]).data
         bytes = bytes.prefix(bytes.count / 2)
         let db = try SQLiteConnection(path: try copy(v1, "device").path)
-        #expect(throws: FerryError.self) { try db.transaction { try Changeset(data: bytes).apply(to: db) { _ in .abort } } }
+        #expect(throws: FerryError.self) {
+            try db.transaction { try Changeset(data: bytes).apply(to: db) { _ in .abort } }
+        }
         #expect(throws: FerryError.self) { _ = try Changeset.combine([Changeset(data: bytes)]) }
     }
 }

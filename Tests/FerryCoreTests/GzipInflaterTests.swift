@@ -12,7 +12,9 @@ import Testing
         var data = Data()
         while data.count < 3 << 20 {
             data.append(Data("row \(data.count): Växjö-Kalmar, seats 42; ".utf8))
-            if generator.next() % 4 == 0 { data.append(Data((0..<97).map { _ in UInt8.random(in: 0...255, using: &generator) })) }
+            if generator.next() % 4 == 0 {
+                data.append(Data((0..<97).map { _ in UInt8.random(in: 0...255, using: &generator) }))
+            }
         }
         return data
     }
@@ -68,7 +70,9 @@ import Testing
         #expect(throws: FerryError.self) { try inflater.finish() }
 
         // Bytes after the end of the stream.
-        let trailing = #expect(throws: FerryError.self) { _ = try inflate(compressed + Data([0x1f, 0x8b, 0]), chunk: 1 << 30) }
+        let trailing = #expect(throws: FerryError.self) {
+            _ = try inflate(compressed + Data([0x1f, 0x8b, 0]), chunk: 1 << 30)
+        }
         #expect(trailing?.message.contains("follow the end") == true)
 
         // Not gzip at all.
@@ -86,7 +90,9 @@ import Testing
 
         compressed.removeLast(4)
         try compressed.write(to: temp.appending("b.gz"))
-        let error = #expect(throws: FerryError.self) { try Gzip.decompressFile(from: temp.appending("b.gz"), to: temp.appending("b")) }
+        let error = #expect(throws: FerryError.self) {
+            try Gzip.decompressFile(from: temp.appending("b.gz"), to: temp.appending("b"))
+        }
         #expect(error?.code == .verification)
         #expect(error?.path == temp.appending("b.gz").path)
     }

@@ -24,7 +24,8 @@ import Testing
     @Test func hidesPasswords() {
         #expect(redactURL("postgres://ferry:secret@db:5432/app") == "postgres://ferry:***@db:5432/app")
         #expect(redactURL("postgres://ferry@db/app") == "postgres://ferry@db/app")
-        #expect(redactURL("postgres://db/app?password=secret&sslmode=off") == "postgres://db/app?password=***&sslmode=off")
+        #expect(
+            redactURL("postgres://db/app?password=secret&sslmode=off") == "postgres://db/app?password=***&sslmode=off")
         #expect(!redactURL("host=db password=secret user=x").contains("secret"))
     }
 }

@@ -1,7 +1,8 @@
 import FerryCore
-@testable import FerryMerge
 import Foundation
 import Testing
+
+@testable import FerryMerge
 
 /// The hand-written JSON of change answers decodes to the very answers, and is strict JSON (no I/O).
 @Suite struct AnswerJSONTests {
@@ -9,12 +10,16 @@ import Testing
         ChangeResult(
             id: "7a1f6c1e-2d7b-4c55-9a7e-0c5d7e1b0001", status: .applied,
             row: [
-                "id": .string("7a1f6c1e"), "name": .string("Växjö-Kalmar \"express\" \\ / 🚌"), "passengers": .int(-9_223_372_036_854_775_808),
-                "bags": .int(9_223_372_036_854_775_807), "price": .double(1.5), "tiny": .double(1e-7), "huge": .double(1.7976931348623157e308),
+                "id": .string("7a1f6c1e"), "name": .string("Växjö-Kalmar \"express\" \\ / 🚌"),
+                "passengers": .int(-9_223_372_036_854_775_808),
+                "bags": .int(9_223_372_036_854_775_807), "price": .double(1.5), "tiny": .double(1e-7),
+                "huge": .double(1.7976931348623157e308),
                 "flag": .bool(true), "off": .bool(false), "notes": .null,
-                "control": .string("tab\tnewline\nreturn\rbell\u{07}nul-free\u{1F}end"), "updatedAt": .string("2026-11-21T10:00:00.000Z"),
+                "control": .string("tab\tnewline\nreturn\rbell\u{07}nul-free\u{1F}end"),
+                "updatedAt": .string("2026-11-21T10:00:00.000Z"),
             ], message: nil),
-        ChangeResult(id: "r", status: .rejected, row: ["id": .int(1)], message: "the server's row is newer (edited \"later\")"),
+        ChangeResult(
+            id: "r", status: .rejected, row: ["id": .int(1)], message: "the server's row is newer (edited \"later\")"),
         ChangeResult(id: "g", status: .gone, row: nil, message: "deleted"),
         ChangeResult(id: "i\u{1}d", status: .invalid, row: nil, message: nil),
         ChangeResult(id: "f", status: .forbidden, row: [:], message: "out of scope"),

@@ -1,10 +1,11 @@
 import FerryCore
-import FerryTestSupport
-@testable import FerryMerge
 import FerryPostgres
+import FerryTestSupport
 import Foundation
 import Logging
 import Testing
+
+@testable import FerryMerge
 
 /// The merge engine against PostgreSQL: devices, clocks, retries, bad changes, type conversion.
 @Suite struct ChangeMergerTests {
@@ -23,7 +24,11 @@ import Testing
         #expect(a.map(\.status) == [.applied])
         f.clock.set("2026-11-21T10:05:00.000Z")
         let b = try await f.push(
-            [change(.update, values: ["seats": .int(2), "stops": .int(7)], edited: "2026-11-21T09:45:00.000Z", base: Self.base)],
+            [
+                change(
+                    .update, values: ["seats": .int(2), "stops": .int(7)], edited: "2026-11-21T09:45:00.000Z",
+                    base: Self.base)
+            ],
             sentAt: "2026-11-21T10:05:00.000Z", client: "device-b")
         switch rule {
         case .newestWins, .serverWins:
@@ -37,7 +42,11 @@ import Testing
         // B's next edit, based on the row it got back, is no conflict.
         f.clock.set("2026-11-21T10:10:00.000Z")
         let next = try await f.push(
-            [change(.update, values: ["stops": .int(3)], edited: "2026-11-21T10:09:00.000Z", base: text(b[0].row?["updated_at"]))],
+            [
+                change(
+                    .update, values: ["stops": .int(3)], edited: "2026-11-21T10:09:00.000Z",
+                    base: text(b[0].row?["updated_at"]))
+            ],
             sentAt: "2026-11-21T10:10:00.000Z", client: "device-b")
         #expect(next.map(\.status) == [.applied])
     }
@@ -51,15 +60,27 @@ import Testing
         try f.seed(id: 1, created: Self.base, updated: Self.base)
         try f.seed(id: 2, created: Self.base, updated: Self.base)
         let a = try await f.push(
-            [change(.update, id: 1, values: ["seats": .int(4)], edited: "2026-11-21T09:30:00.000Z", base: Self.base, changeID: "shared-id")],
+            [
+                change(
+                    .update, id: 1, values: ["seats": .int(4)], edited: "2026-11-21T09:30:00.000Z", base: Self.base,
+                    changeID: "shared-id")
+            ],
             sentAt: "2026-11-21T10:00:00.000Z", client: "device-a")
         #expect(a.map(\.status) == [.applied] && a[0].row != nil)
         // When device B sends a change with the same id (in a batch, and alone in the slow path after a refusal)
         for batch in [
-            [change(.update, id: 2, values: ["seats": .int(9)], edited: "2026-11-21T09:40:00.000Z", base: Self.base, changeID: "shared-id")],
             [
-                change(.update, id: 2, values: ["seats": .int(9)], edited: "2026-11-21T09:40:00.000Z", base: Self.base, changeID: "shared-id"),
-                change(.update, id: 2, values: ["seats": .string("not a number")], edited: "2026-11-21T09:41:00.000Z", base: Self.base),
+                change(
+                    .update, id: 2, values: ["seats": .int(9)], edited: "2026-11-21T09:40:00.000Z", base: Self.base,
+                    changeID: "shared-id")
+            ],
+            [
+                change(
+                    .update, id: 2, values: ["seats": .int(9)], edited: "2026-11-21T09:40:00.000Z", base: Self.base,
+                    changeID: "shared-id"),
+                change(
+                    .update, id: 2, values: ["seats": .string("not a number")], edited: "2026-11-21T09:41:00.000Z",
+                    base: Self.base),
             ],
         ] {
             let b = try await f.push(batch, sentAt: "2026-11-21T10:01:00.000Z", client: "device-b")
@@ -69,7 +90,11 @@ import Testing
         }
         // And device A still gets its own answer for its id
         let again = try await f.push(
-            [change(.update, id: 1, values: ["seats": .int(4)], edited: "2026-11-21T09:30:00.000Z", base: Self.base, changeID: "shared-id")],
+            [
+                change(
+                    .update, id: 1, values: ["seats": .int(4)], edited: "2026-11-21T09:30:00.000Z", base: Self.base,
+                    changeID: "shared-id")
+            ],
             sentAt: "2026-11-21T10:02:00.000Z", client: "device-a")
         #expect(again == a)
     }
@@ -87,7 +112,11 @@ import Testing
                         try await merger.apply(
                             ChangeBatch(
                                 clientId: "device-\(device)", sentAt: "2026-11-21T10:00:00.000Z",
-                                changes: [change(.update, values: ["seats": .int(Int64(device + 1))], edited: "2026-11-21T09:59:00.000Z", base: Self.base)])
+                                changes: [
+                                    change(
+                                        .update, values: ["seats": .int(Int64(device + 1))],
+                                        edited: "2026-11-21T09:59:00.000Z", base: Self.base)
+                                ])
                         ).results[0]
                     }
                 }
@@ -116,8 +145,12 @@ import Testing
         // all read off a clock one year ahead.
         let results = try await f.push(
             [
-                change(.update, id: 1, values: ["seats": .int(1)], edited: deviceTime("2026-11-21T10:00:00.000Z"), base: Self.base),
-                change(.update, id: 2, values: ["seats": .int(2)], edited: deviceTime("2026-11-21T10:00:08.000Z"), base: Self.base),
+                change(
+                    .update, id: 1, values: ["seats": .int(1)], edited: deviceTime("2026-11-21T10:00:00.000Z"),
+                    base: Self.base),
+                change(
+                    .update, id: 2, values: ["seats": .int(2)], edited: deviceTime("2026-11-21T10:00:08.000Z"),
+                    base: Self.base),
             ],
             sentAt: deviceTime("2026-11-21T10:00:10.000Z"))
         #expect(results.map(\.status) == [.rejected, .applied])
@@ -126,7 +159,11 @@ import Testing
         try f.seed(id: 3, created: Self.base, updated: "2026-11-21T10:00:15.000Z")
         func behind(_ iso: String) -> String { Timestamp.format(Timestamp.parse(iso)!.addingTimeInterval(-year)) }
         let late = try await f.push(
-            [change(.update, id: 3, values: ["seats": .int(3)], edited: behind("2026-11-21T10:00:18.000Z"), base: Self.base)],
+            [
+                change(
+                    .update, id: 3, values: ["seats": .int(3)], edited: behind("2026-11-21T10:00:18.000Z"),
+                    base: Self.base)
+            ],
             sentAt: behind("2026-11-21T10:00:20.000Z"))
         #expect(late.map(\.status) == [.applied])
     }
@@ -137,7 +174,9 @@ import Testing
         defer { f.close() }
         try f.seed(id: 2, created: Self.base, updated: Self.base)
         let batch = [
-            change(.insert, id: 1, values: ["name": .string("Växjö-Kalmar"), "seats": .int(0), "stops": .int(0)], edited: "2026-11-21T09:59:00.000Z"),
+            change(
+                .insert, id: 1, values: ["name": .string("Växjö-Kalmar"), "seats": .int(0), "stops": .int(0)],
+                edited: "2026-11-21T09:59:00.000Z"),
             change(.update, id: 2, values: ["seats": .int(5)], edited: "2026-11-21T09:59:30.000Z", base: Self.base),
             change(.delete, id: 2, edited: "2026-11-21T09:59:40.000Z", base: "2026-11-21T10:00:00.000Z"),
         ]
@@ -150,7 +189,8 @@ import Testing
         #expect(try f.trip(2) == nil)
         #expect(try f.count("SELECT count(*) FROM ferry_changes") == 3)
         #expect(try f.count("SELECT count(*) FROM ferry_tombstones") == 1)
-        #expect(try f.count("SELECT count(*) FROM ferry_changes WHERE client_id = 'device-1' AND dataset = 'trips'") == 3)
+        #expect(
+            try f.count("SELECT count(*) FROM ferry_changes WHERE client_id = 'device-1' AND dataset = 'trips'") == 3)
     }
 
     /// A change id repeated inside one batch is applied once; the repeat gets the first answer.
@@ -158,7 +198,8 @@ import Testing
         let f = try await MergeFixture.make(rule: .clientWins, clock: "2026-11-21T10:00:00.000Z")
         defer { f.close() }
         try f.seed(created: Self.base, updated: Self.base)
-        let one = change(.update, values: ["seats": .int(1)], edited: "2026-11-21T09:59:00.000Z", base: Self.base, changeID: "c-1")
+        let one = change(
+            .update, values: ["seats": .int(1)], edited: "2026-11-21T09:59:00.000Z", base: Self.base, changeID: "c-1")
         var other = one
         other.values = ["seats": .int(99)]  // same id, different content: still the first answer
         let results = try await f.push([one, other], sentAt: "2026-11-21T10:00:00.000Z")
@@ -173,9 +214,15 @@ import Testing
         defer { f.close() }
         let results = try await f.push(
             [
-                change(.insert, values: ["name": .string("Växjö-Kalmar"), "seats": .int(0), "stops": .int(0)], edited: "2026-11-21T09:58:00.000Z"),
-                change(.update, values: ["seats": .int(2)], edited: "2026-11-21T09:59:00.000Z", base: "2026-11-21T10:00:00.000Z"),
-                change(.update, values: ["seats": .int(3)], edited: "2026-11-21T09:59:30.000Z", base: "2026-11-21T09:00:00.000Z"),
+                change(
+                    .insert, values: ["name": .string("Växjö-Kalmar"), "seats": .int(0), "stops": .int(0)],
+                    edited: "2026-11-21T09:58:00.000Z"),
+                change(
+                    .update, values: ["seats": .int(2)], edited: "2026-11-21T09:59:00.000Z",
+                    base: "2026-11-21T10:00:00.000Z"),
+                change(
+                    .update, values: ["seats": .int(3)], edited: "2026-11-21T09:59:30.000Z",
+                    base: "2026-11-21T09:00:00.000Z"),
             ], sentAt: "2026-11-21T10:00:00.000Z")
         #expect(results.map(\.status) == [.applied, .applied, .rejected])
         #expect(try f.trip()?[1] == "2")
@@ -206,7 +253,9 @@ import Testing
             // Passes every check here, but PostgreSQL refuses it (NOT NULL): the batch falls back to a
             // transaction per change and only this one fails.
             change(.insert, id: 7, values: ["name": .null, "seats": .int(0), "stops": .int(0)], edited: edited),
-            change(.insert, id: 8, values: ["name": .string("Kalmar-Växjö"), "seats": .int(2), "stops": .int(1)], edited: edited),  // valid
+            change(
+                .insert, id: 8, values: ["name": .string("Kalmar-Växjö"), "seats": .int(2), "stops": .int(1)],
+                edited: edited),  // valid
         ]
         let results = try await f.push(batch, sentAt: "2026-11-21T10:00:00.000Z")
         #expect(results.map(\.id) == batch.map(\.id))
@@ -238,9 +287,14 @@ import Testing
         try f.seed(created: Self.base, updated: Self.base)
         let results = try await f.push(
             [
-                change(.update, values: ["seats\" = 0; DROP TABLE trips; --": .int(1)], edited: Self.base, base: Self.base),
-                change(.update, values: ["seats": .int(1)], edited: Self.base, base: Self.base, table: "trips; DROP TABLE trips"),
-                change(.update, values: ["name": .string("'); DROP TABLE trips; --")], edited: "2026-11-21T09:59:00.000Z", base: Self.base),
+                change(
+                    .update, values: ["seats\" = 0; DROP TABLE trips; --": .int(1)], edited: Self.base, base: Self.base),
+                change(
+                    .update, values: ["seats": .int(1)], edited: Self.base, base: Self.base,
+                    table: "trips; DROP TABLE trips"),
+                change(
+                    .update, values: ["name": .string("'); DROP TABLE trips; --")], edited: "2026-11-21T09:59:00.000Z",
+                    base: Self.base),
             ], sentAt: "2026-11-21T10:00:00.000Z")
         #expect(results.map(\.status) == [.invalid, .invalid, .applied])
         #expect(try f.trip()?[0] == "'); DROP TABLE trips; --")
@@ -256,16 +310,24 @@ import Testing
               created_at timestamptz, updated_at timestamptz);
             """
         let f = try await MergeFixture.make(
-            ddl: ddl, tables: [MergeTable(name: "kinds", source: "kinds", writable: true, merge: .newestWins)], clock: "2026-11-21T10:00:00.000Z")
+            ddl: ddl, tables: [MergeTable(name: "kinds", source: "kinds", writable: true, merge: .newestWins)],
+            clock: "2026-11-21T10:00:00.000Z")
         defer { f.close() }
         let id = "0E5B1D92-6A7B-4C1E-9F00-8A1B2C3D4E5F"
         let values: [String: JSONValue] = [
-            "i": .int(9_007_199_254_740_993), "s": .double(7), "b": .int(1), "r": .double(1.5), "n": .string("12.5"), "t": .string("Växjö"),
-            "m": .string("busy"), "ts": .string("2018-04-29T13:21:02.123+02:00"), "tl": .string("2018-04-29T11:21:02.456Z"),
-            "d": .string("2018-04-29"), "j": .string("{\"a\":[1,2]}"), "bin": .string("AQID"), "arr": .string("[1,2,3]"),
+            "i": .int(9_007_199_254_740_993), "s": .double(7), "b": .int(1), "r": .double(1.5), "n": .string("12.5"),
+            "t": .string("Växjö"),
+            "m": .string("busy"), "ts": .string("2018-04-29T13:21:02.123+02:00"),
+            "tl": .string("2018-04-29T11:21:02.456Z"),
+            "d": .string("2018-04-29"), "j": .string("{\"a\":[1,2]}"), "bin": .string("AQID"),
+            "arr": .string("[1,2,3]"),
         ]
         let results = try await f.push(
-            [Change(id: "k1", table: "kinds", op: .insert, key: ["id": .string(id)], values: values, editedAt: Self.base, baseUpdatedAt: nil)],
+            [
+                Change(
+                    id: "k1", table: "kinds", op: .insert, key: ["id": .string(id)], values: values,
+                    editedAt: Self.base, baseUpdatedAt: nil)
+            ],
             sentAt: "2026-11-21T10:00:00.000Z")
         #expect(results.map(\.status) == [.applied], "\(results)")
         let row = try #require(results.first?.row)
@@ -284,16 +346,21 @@ import Testing
         #expect(row["bin"] == .string("AQID"))
         #expect(row["arr"] == .string("[1,2,3]"))
         #expect(row["created_at"] == .string("2026-11-21T10:00:00.000Z"))
-        #expect(try f.pg.query("SELECT encode(bin, 'hex'), b::text, arr[2]::text FROM kinds") == [["010203", "true", "2"]])
+        #expect(
+            try f.pg.query("SELECT encode(bin, 'hex'), b::text, arr[2]::text FROM kinds") == [["010203", "true", "2"]])
 
         // Values that do not convert are invalid, naming the column; an upper-case key finds the lower-case row.
         let bad: [(String, JSONValue)] = [
-            ("i", .string("x")), ("s", .double(1.5)), ("b", .int(2)), ("r", .string("1.5")), ("n", .string("lots")), ("t", .bool(true)),
-            ("ts", .string("29/04/2018")), ("d", .string("2018-4-29")), ("j", .string("{nope")), ("bin", .string("***")), ("arr", .string("1,2")),
+            ("i", .string("x")), ("s", .double(1.5)), ("b", .int(2)), ("r", .string("1.5")), ("n", .string("lots")),
+            ("t", .bool(true)),
+            ("ts", .string("29/04/2018")), ("d", .string("2018-4-29")), ("j", .string("{nope")),
+            ("bin", .string("***")), ("arr", .string("1,2")),
         ]
         let changes = bad.enumerated().map { i, pair in
-            Change(id: "bad\(i)", table: "kinds", op: .update, key: ["id": .string(id)], values: [pair.0: pair.1], editedAt: Self.base,
-                   baseUpdatedAt: "2026-11-21T10:00:00.000Z")
+            Change(
+                id: "bad\(i)", table: "kinds", op: .update, key: ["id": .string(id)], values: [pair.0: pair.1],
+                editedAt: Self.base,
+                baseUpdatedAt: "2026-11-21T10:00:00.000Z")
         }
         let answers = try await f.push(changes, sentAt: "2026-11-21T10:00:00.000Z")
         for (answer, pair) in zip(answers, bad) {
@@ -302,8 +369,12 @@ import Testing
         }
         // An enum value PostgreSQL refuses is caught by the per-change fallback.
         let enumAnswer = try await f.push(
-            [Change(id: "bad-enum", table: "kinds", op: .update, key: ["id": .string(id)], values: ["m": .string("angry")], editedAt: Self.base,
-                    baseUpdatedAt: "2026-11-21T10:00:00.000Z")], sentAt: "2026-11-21T10:00:00.000Z")
+            [
+                Change(
+                    id: "bad-enum", table: "kinds", op: .update, key: ["id": .string(id)],
+                    values: ["m": .string("angry")], editedAt: Self.base,
+                    baseUpdatedAt: "2026-11-21T10:00:00.000Z")
+            ], sentAt: "2026-11-21T10:00:00.000Z")
         #expect(enumAnswer.map(\.status) == [.invalid])
         #expect(enumAnswer[0].message?.contains("mood") == true)
         // The row was never touched by any of them.
@@ -316,9 +387,11 @@ import Testing
         defer { f.close() }
         try f.seed(id: 1, created: Self.base, updated: Self.base)
         try f.seed(id: 2, created: Self.base, updated: Self.base)
-        _ = try await f.push([change(.delete, id: 1, edited: Self.base, base: Self.base)], sentAt: "2026-11-21T10:00:00.000Z")
+        _ = try await f.push(
+            [change(.delete, id: 1, edited: Self.base, base: Self.base)], sentAt: "2026-11-21T10:00:00.000Z")
         f.clock.set("2026-11-22T10:00:00.000Z")
-        _ = try await f.push([change(.delete, id: 2, edited: Self.base, base: Self.base)], sentAt: "2026-11-22T10:00:00.000Z")
+        _ = try await f.push(
+            [change(.delete, id: 2, edited: Self.base, base: Self.base)], sentAt: "2026-11-22T10:00:00.000Z")
         #expect(try await f.merger.pruneTombstones(before: Timestamp.parse("2026-11-21T10:00:00.000Z")!) == 0)
         #expect(try await f.merger.pruneTombstones(before: Timestamp.parse("2026-11-22T00:00:00.000Z")!) == 1)
         #expect(try f.pg.query("SELECT key::text FROM ferry_tombstones") == [["{\"id\": 2}"]])
@@ -338,7 +411,9 @@ import Testing
         ]
         for (table, expected) in cases {
             do {
-                _ = try await ChangeMerger.start(dataset: "trips", tables: [table], configuration: .init(databaseURL: database.url), logger: .init(label: "t"))
+                _ = try await ChangeMerger.start(
+                    dataset: "trips", tables: [table], configuration: .init(databaseURL: database.url),
+                    logger: .init(label: "t"))
                 Issue.record("start-up accepted \(table)")
             } catch let error as FerryError {
                 #expect(error.code == .badTemplate)

@@ -1,16 +1,20 @@
 import FerryCore
-import FerryTestSupport
-@testable import FerryMerge
 import FerryPostgres
+import FerryTestSupport
 import Foundation
 import Testing
+
+@testable import FerryMerge
 
 /// The merge decision and the clock normalisation as pure functions (no I/O).
 @Suite struct MergeDecisionTests {
     typealias D = MergeDecision
     static let row = D.ServerRow(updatedMillis: 1_000)
 
-    static func decide(_ op: Change.Operation, _ rule: MergeRule, row: D.ServerRow? = MergeDecisionTests.row, tombstoned: Bool = false, base: Int64?, edited: Int64) -> String {
+    static func decide(
+        _ op: Change.Operation, _ rule: MergeRule, row: D.ServerRow? = MergeDecisionTests.row, tombstoned: Bool = false,
+        base: Int64?, edited: Int64
+    ) -> String {
         switch D.decide(op: op, rule: rule, row: row, tombstoned: tombstoned, baseMillis: base, editedMillis: edited) {
         case .insert: return "insert"
         case .update: return "update"
@@ -55,7 +59,9 @@ import Testing
 
     @Test func normalisationShiftsByTheOffsetAndClampsToNow() {
         // Device one hour ahead: edited 11:00 device = 10:00 server.
-        #expect(D.normalise(editedMillis: 11 * 3_600_000, sentMillis: 12 * 3_600_000, serverNowMillis: 11 * 3_600_000) == 10 * 3_600_000)
+        #expect(
+            D.normalise(editedMillis: 11 * 3_600_000, sentMillis: 12 * 3_600_000, serverNowMillis: 11 * 3_600_000) == 10
+                * 3_600_000)
         // Device behind by a year: shifted forward.
         #expect(D.normalise(editedMillis: 0, sentMillis: 10, serverNowMillis: 31_536_000_010) == 31_536_000_000)
         // editedAt after sentAt (a clock that jumped): clamped to server now.
@@ -67,7 +73,8 @@ import Testing
 
 /// The request body checks: a malformed body is a 400 and nothing is applied.
 @Suite struct ChangeRequestTests {
-    static let good = #"{"clientId":"d1","sentAt":"2026-11-21T10:00:00.000Z","changes":[{"id":"c1","table":"trips","op":"update","key":{"id":1},"values":{"seats":1},"editedAt":"2026-11-21T09:59:00.000Z","baseUpdatedAt":null}]}"#
+    static let good =
+        #"{"clientId":"d1","sentAt":"2026-11-21T10:00:00.000Z","changes":[{"id":"c1","table":"trips","op":"update","key":{"id":1},"values":{"seats":1},"editedAt":"2026-11-21T09:59:00.000Z","baseUpdatedAt":null}]}"#
 
     func message(_ body: String, limits: ChangeRequest.Limits = .init()) -> String {
         do {
@@ -93,20 +100,33 @@ import Testing
         #expect(message("").contains("not valid JSON"))
         #expect(message("[]").contains("wrong type"))
         #expect(message(#"{"sentAt":"2026-11-21T10:00:00.000Z","changes":[]}"#).contains("missing field 'clientId'"))
-        #expect(message(Self.good.replacingOccurrences(of: #""editedAt":"2026-11-21T09:59:00.000Z","#, with: "")).contains("missing field 'changes[0].editedAt'"))
-        #expect(message(Self.good.replacingOccurrences(of: #""op":"update""#, with: #""op":"upsert""#)).contains("changes[0].op"))
-        #expect(message(Self.good.replacingOccurrences(of: #""values":{"seats":1}"#, with: #""values":{"seats":[1]}"#)).contains("changes[0].values"))
+        #expect(
+            message(Self.good.replacingOccurrences(of: #""editedAt":"2026-11-21T09:59:00.000Z","#, with: "")).contains(
+                "missing field 'changes[0].editedAt'"))
+        #expect(
+            message(Self.good.replacingOccurrences(of: #""op":"update""#, with: #""op":"upsert""#)).contains(
+                "changes[0].op"))
+        #expect(
+            message(Self.good.replacingOccurrences(of: #""values":{"seats":1}"#, with: #""values":{"seats":[1]}"#))
+                .contains("changes[0].values"))
         #expect(message(Self.good.replacingOccurrences(of: "2026-11-21T10:00:00.000Z", with: "now")).contains("sentAt"))
-        #expect(message(Self.good.replacingOccurrences(of: #""clientId":"d1""#, with: #""clientId":"""#)).contains("clientId"))
+        #expect(
+            message(Self.good.replacingOccurrences(of: #""clientId":"d1""#, with: #""clientId":"""#)).contains(
+                "clientId"))
         #expect(message(Self.good.replacingOccurrences(of: #""id":"c1""#, with: #""id":"""#)).contains("changes[0].id"))
     }
 
     @Test func enforcesSizeAndCountLimits() {
         let body = Self.good
         #expect(message(body, limits: .init(maxBodyBytes: body.utf8.count)) == "accepted")
-        #expect(message(body, limits: .init(maxBodyBytes: body.utf8.count - 1)).contains("over the limit of \(body.utf8.count - 1) bytes"))
-        let one = #"{"id":"c","table":"t","op":"delete","key":{"id":1},"values":{},"editedAt":"2026-11-21T09:59:00.000Z"}"#
-        let many = #"{"clientId":"d1","sentAt":"2026-11-21T10:00:00.000Z","changes":["# + Array(repeating: one, count: 10_001).joined(separator: ",") + "]}"
+        #expect(
+            message(body, limits: .init(maxBodyBytes: body.utf8.count - 1)).contains(
+                "over the limit of \(body.utf8.count - 1) bytes"))
+        let one =
+            #"{"id":"c","table":"t","op":"delete","key":{"id":1},"values":{},"editedAt":"2026-11-21T09:59:00.000Z"}"#
+        let many =
+            #"{"clientId":"d1","sentAt":"2026-11-21T10:00:00.000Z","changes":["#
+            + Array(repeating: one, count: 10_001).joined(separator: ",") + "]}"
         #expect(message(many).contains("10001 changes, over the limit of 10000"))
         #expect(ChangeRequest.Limits().maxBodyBytes == 8 * 1024 * 1024)
     }

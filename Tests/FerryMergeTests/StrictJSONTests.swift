@@ -1,7 +1,8 @@
 import FerryCore
-@testable import FerryMerge
 import Foundation
 import Testing
+
+@testable import FerryMerge
 
 /// The strict pass that runs before a change batch is decoded: RFC 8259 grammar plus duplicate keys, depth,
 /// UTF-8, NUL and number ranges. Pure: no server, no database.
@@ -27,10 +28,14 @@ import Testing
         ]
         for text in good { #expect(check(text) == nil, "\(text)") }
         let batch = try! JSONEncoder().encode(
-            ChangeBatch(clientId: "d", sentAt: "2026-11-21T10:00:00.000Z", changes: [
-                Change(id: "a", table: "trips", op: .update, key: ["id": .int(1)], values: ["name": .string("x"), "n": .double(1.5)],
-                       editedAt: "2026-11-21T10:00:00.000Z", baseUpdatedAt: nil)
-            ]))
+            ChangeBatch(
+                clientId: "d", sentAt: "2026-11-21T10:00:00.000Z",
+                changes: [
+                    Change(
+                        id: "a", table: "trips", op: .update, key: ["id": .int(1)],
+                        values: ["name": .string("x"), "n": .double(1.5)],
+                        editedAt: "2026-11-21T10:00:00.000Z", baseUpdatedAt: nil)
+                ]))
         #expect(check(batch, depth: 4) == nil)
     }
 
@@ -43,8 +48,12 @@ import Testing
     }
 
     @Test func refusesDeepNestingWithoutRecursion() {
-        #expect(check(String(repeating: "[", count: 10_000) + String(repeating: "]", count: 10_000))?.reason.contains("deeper than 16") == true)
-        #expect(check(String(repeating: #"{"a":"#, count: 10_000) + "1" + String(repeating: "}", count: 10_000))?.reason.contains("deeper") == true)
+        #expect(
+            check(String(repeating: "[", count: 10_000) + String(repeating: "]", count: 10_000))?.reason.contains(
+                "deeper than 16") == true)
+        #expect(
+            check(String(repeating: #"{"a":"#, count: 10_000) + "1" + String(repeating: "}", count: 10_000))?.reason
+                .contains("deeper") == true)
         #expect(check("[[[1]]]", depth: 3) == nil)
         #expect(check("[[[[1]]]]", depth: 3) != nil)
     }
@@ -79,14 +88,18 @@ import Testing
     }
 
     @Test func refusesOtherBadGrammar() {
-        for bad in ["", " ", "{", "[1,]", #"{"a":1,}"#, #"{"a"}"#, #"{a:1}"#, "[1 2]", #"{"a":1}x"#, "{} {}", "tru", "nul", "[}", "{]", "'a'"] {
+        for bad in [
+            "", " ", "{", "[1,]", #"{"a":1,}"#, #"{"a"}"#, #"{a:1}"#, "[1 2]", #"{"a":1}x"#, "{} {}", "tru", "nul",
+            "[}", "{]", "'a'",
+        ] {
             #expect(check(bad) != nil, "\(bad)")
         }
         #expect(check(#"{"a":1} x"#)?.offset == 8)
     }
 
     @Test func scansEightMebibytesQuickly() {
-        let row = #"{"id":"00000000-0000-0000-0000-000000000000","table":"trips","op":"update","key":{"id":1},"values":{"name":"Växjö","n":1.5}},"#
+        let row =
+            #"{"id":"00000000-0000-0000-0000-000000000000","table":"trips","op":"update","key":{"id":1},"values":{"name":"Växjö","n":1.5}},"#
         var text = #"{"clientId":"d","sentAt":"x","changes":["#
         while text.utf8.count < 8 << 20 { text += row }
         text.removeLast()

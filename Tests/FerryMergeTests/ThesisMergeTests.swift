@@ -1,9 +1,10 @@
 import FerryCore
-import FerryTestSupport
-@testable import FerryMerge
 import FerryPostgres
+import FerryTestSupport
 import Foundation
 import Testing
+
+@testable import FerryMerge
 
 /// The thesis' result tables (4.3.1–4.3.4) as executable tests, under each merge rule, against PostgreSQL.
 @Suite struct ThesisMergeTests {
@@ -15,11 +16,16 @@ import Testing
         let f = try await MergeFixture.make(rule: rule, clock: "2018-04-29T11:21:02.000Z")
         defer { f.close() }
         let results = try await f.push(
-            [change(.insert, values: ["name": .string("Växjö-Kalmar"), "seats": .int(0), "stops": .int(0)], edited: "2018-04-29T11:21:01.000Z")],
+            [
+                change(
+                    .insert, values: ["name": .string("Växjö-Kalmar"), "seats": .int(0), "stops": .int(0)],
+                    edited: "2018-04-29T11:21:01.000Z")
+            ],
             sentAt: "2018-04-29T11:21:01.000Z")
         #expect(results.map(\.status) == [.applied])
         #expect(results[0].row == tripRow(seats: 0, created: Self.created, updated: Self.created))
-        #expect(try f.trip() == ["Växjö-Kalmar", "0", "0", "2018-04-29T11:21:02.000000Z", "2018-04-29T11:21:02.000000Z"])
+        #expect(
+            try f.trip() == ["Växjö-Kalmar", "0", "0", "2018-04-29T11:21:02.000000Z", "2018-04-29T11:21:02.000000Z"])
     }
 
     /// Table 4.3.2: an edit at 11:30:00 of a row unchanged since the device saw it (11:21:02). No conflict, so it
@@ -78,7 +84,8 @@ import Testing
         defer { f.close() }
         try f.seed(seats: 2, created: Self.created, updated: "2018-04-29T11:45:05.000Z")
         let results = try await f.push(
-            [change(.delete, edited: "2018-04-29T11:49:00.000Z", base: Self.created)], sentAt: "2018-04-29T11:50:00.000Z")
+            [change(.delete, edited: "2018-04-29T11:49:00.000Z", base: Self.created)],
+            sentAt: "2018-04-29T11:50:00.000Z")
         switch rule {
         case .newestWins, .serverWins:
             // Returns the updated object; the device puts it back.
@@ -90,7 +97,8 @@ import Testing
             #expect(results.map(\.status) == [.applied])
             #expect(results[0].row == nil)
             #expect(try f.trip() == nil)
-            #expect(try f.count("SELECT count(*) FROM ferry_tombstones WHERE tbl = 'trips' AND key = '{\"id\":1}'") == 1)
+            #expect(
+                try f.count("SELECT count(*) FROM ferry_tombstones WHERE tbl = 'trips' AND key = '{\"id\":1}'") == 1)
         }
     }
 
@@ -100,11 +108,15 @@ import Testing
         let f = try await MergeFixture.make(rule: rule, clock: "2018-04-29T11:50:00.000Z")
         defer { f.close() }
         try f.seed(created: Self.created, updated: Self.created)
-        let results = try await f.push([change(.delete, edited: "2018-04-29T11:49:00.000Z", base: Self.created)], sentAt: "2018-04-29T11:50:00.000Z")
+        let results = try await f.push(
+            [change(.delete, edited: "2018-04-29T11:49:00.000Z", base: Self.created)],
+            sentAt: "2018-04-29T11:50:00.000Z")
         #expect(results.map(\.status) == [.applied])
         #expect(try f.trip() == nil)
         #expect(
-            try f.pg.query("SELECT dataset, tbl, key::text, to_char(deleted_at AT TIME ZONE 'UTC', 'HH24:MI:SS') FROM ferry_tombstones")
+            try f.pg.query(
+                "SELECT dataset, tbl, key::text, to_char(deleted_at AT TIME ZONE 'UTC', 'HH24:MI:SS') FROM ferry_tombstones"
+            )
                 == [["trips", "trips", "{\"id\": 1}", "11:50:00"]])
     }
 
@@ -115,18 +127,25 @@ import Testing
         defer { f.close() }
         try f.seed(created: Self.created, updated: Self.created)
         // Device 2 deletes it…
-        let deleted = try await f.push([change(.delete, edited: "2018-04-29T11:49:00.000Z", base: Self.created)], sentAt: "2018-04-29T11:50:00.000Z", client: "device-2")
+        let deleted = try await f.push(
+            [change(.delete, edited: "2018-04-29T11:49:00.000Z", base: Self.created)],
+            sentAt: "2018-04-29T11:50:00.000Z", client: "device-2")
         #expect(deleted.map(\.status) == [.applied])
         // …then device 1, offline since, updates it (newer edit, which would win a conflict).
         f.clock.set("2018-04-29T12:00:00.000Z")
         let results = try await f.push(
-            [change(.update, values: ["seats": .int(5)], edited: "2018-04-29T11:59:00.000Z", base: Self.created)], sentAt: "2018-04-29T12:00:00.000Z")
+            [change(.update, values: ["seats": .int(5)], edited: "2018-04-29T11:59:00.000Z", base: Self.created)],
+            sentAt: "2018-04-29T12:00:00.000Z")
         #expect(results.map(\.status) == [.gone])
         #expect(results[0].row == nil)
         #expect(try f.trip() == nil)
         // And inserting the deleted key again is gone too (the tombstone answers it).
         let reinsert = try await f.push(
-            [change(.insert, values: ["name": .string("Växjö-Kalmar"), "seats": .int(0), "stops": .int(0)], edited: "2018-04-29T11:59:30.000Z")],
+            [
+                change(
+                    .insert, values: ["name": .string("Växjö-Kalmar"), "seats": .int(0), "stops": .int(0)],
+                    edited: "2018-04-29T11:59:30.000Z")
+            ],
             sentAt: "2018-04-29T12:00:00.000Z")
         #expect(reinsert.map(\.status) == [.gone])
         #expect(try f.trip() == nil)
@@ -139,7 +158,11 @@ import Testing
         defer { f.close() }
         try f.seed(seats: 4, created: Self.created, updated: "2018-04-29T11:45:05.000Z")
         let results = try await f.push(
-            [change(.insert, values: ["name": .string("Kalmar-Växjö"), "seats": .int(9), "stops": .int(1)], edited: "2018-04-29T11:50:00.000Z")],
+            [
+                change(
+                    .insert, values: ["name": .string("Kalmar-Växjö"), "seats": .int(9), "stops": .int(1)],
+                    edited: "2018-04-29T11:50:00.000Z")
+            ],
             sentAt: "2018-04-29T12:00:00.000Z")
         switch rule {
         case .serverWins:
@@ -148,7 +171,11 @@ import Testing
         case .newestWins, .clientWins:
             // 11:50 (device) is later than 11:45:05 (server): newest-wins applies as well.
             #expect(results.map(\.status) == [.applied])
-            #expect(results[0].row == tripRow(name: "Kalmar-Växjö", seats: 9, stops: 1, created: Self.created, updated: "2018-04-29T12:00:00.000Z"))
+            #expect(
+                results[0].row
+                    == tripRow(
+                        name: "Kalmar-Växjö", seats: 9, stops: 1, created: Self.created,
+                        updated: "2018-04-29T12:00:00.000Z"))
         }
     }
 
@@ -159,7 +186,11 @@ import Testing
         defer { f.close() }
         try f.seed(created: Self.created, updated: "2018-04-29 11:21:02.123456+00")
         let results = try await f.push(
-            [change(.update, values: ["seats": .int(1)], edited: "2018-04-29T11:59:00.000Z", base: "2018-04-29T11:21:02.123Z")],
+            [
+                change(
+                    .update, values: ["seats": .int(1)], edited: "2018-04-29T11:59:00.000Z",
+                    base: "2018-04-29T11:21:02.123Z")
+            ],
             sentAt: "2018-04-29T12:00:00.000Z")
         #expect(results.map(\.status) == [.applied])
         // What the server stamps is whole milliseconds, so the next base compares exactly.

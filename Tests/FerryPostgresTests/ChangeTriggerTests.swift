@@ -1,13 +1,15 @@
 import FerryCore
-@testable import FerryPostgres
 import FerryTestSupport
 import Foundation
 import Testing
 
+@testable import FerryPostgres
+
 /// `ferry triggers install|remove` and the LISTEN connection, on real PostgreSQL (docs/freshness.md).
 @Suite("Change triggers and LISTEN", .serialized)
 struct ChangeTriggerTests {
-    static let sql = "CREATE TABLE t (id integer PRIMARY KEY, v text); INSERT INTO t VALUES (1, 'a'); CREATE TABLE other (id integer PRIMARY KEY);"
+    static let sql =
+        "CREATE TABLE t (id integer PRIMARY KEY, v text); INSERT INTO t VALUES (1, 'a'); CREATE TABLE other (id integer PRIMARY KEY);"
 
     /// A fresh database with `sql`, a directory for templates, and `body`; both removed afterwards.
     func withDatabase(_ label: String, _ body: (TestDatabase, TemporaryDirectory) async throws -> Void) async throws {
@@ -53,7 +55,9 @@ struct ChangeTriggerTests {
             let installed = try schemaDump(database)
             #expect(installed != before)
             #expect(installed.contains("CREATE FUNCTION public.ferry_notify()"))
-            #expect(installed.contains("CREATE TRIGGER ferry_notify_onchange AFTER INSERT OR DELETE OR UPDATE OR TRUNCATE ON public.t"))
+            #expect(
+                installed.contains(
+                    "CREATE TRIGGER ferry_notify_onchange AFTER INSERT OR DELETE OR UPDATE OR TRUNCATE ON public.t"))
             try ChangeTriggers.install(template, on: pg)
             #expect(try schemaDump(database) == installed)
             #expect(try ChangeTriggers.installed(template, on: pg) == ["public.t"])
@@ -86,18 +90,23 @@ struct ChangeTriggerTests {
         try await withDatabase("triggers3") { database, directory in
             let long = String(repeating: "d", count: 60)
             let template = try template("dataset: \(long)\ntables: [{name: t}]\n", in: directory)
-            let error = #expect(throws: FerryError.self) { try ChangeTriggers.install(template, on: try database.connect()) }
+            let error = #expect(throws: FerryError.self) {
+                try ChangeTriggers.install(template, on: try database.connect())
+            }
             #expect(error?.code == .badTemplate && error?.key == "dataset")
         }
     }
 
-    @Test("the listener yields each committed statement's table, nothing for a rollback, and comes back after its connection is killed")
+    @Test(
+        "the listener yields each committed statement's table, nothing for a rollback, and comes back after its connection is killed"
+    )
     func listener() async throws {
         try await withDatabase("listen") { database, directory in
             let template = try template("dataset: onchange\ntables: [{name: t}]\n", in: directory)
             let pg = try database.connect()
             try ChangeTriggers.install(template, on: pg)
-            var events = PostgresListener.events(url: database.url, channel: ChangeTriggers.channel(for: "onchange")).makeAsyncIterator()
+            var events = PostgresListener.events(url: database.url, channel: ChangeTriggers.channel(for: "onchange"))
+                .makeAsyncIterator()
             #expect(await events.next() == .listening(reconnected: false))
             try pg.execute("BEGIN; UPDATE t SET v = 'rolled back'; ROLLBACK;")
             try pg.execute("UPDATE t SET v = 'b'")

@@ -1,8 +1,9 @@
 import FerryCore
-@testable import FerryPostgres
 import FerryTestSupport
 import Foundation
 import Testing
+
+@testable import FerryPostgres
 
 /// The template parser: the shipped templates, defaults, and every bad template naming its file, key and fix.
 @Suite("Templates")
@@ -15,7 +16,9 @@ struct TemplateParserTests {
         #expect(campgrounds.schemaVersion == 1)
         #expect(campgrounds.tables.map(\.name) == ["campgrounds", "reviews", "photos"])
         let table = try #require(campgrounds.table(named: "campgrounds"))
-        #expect(table.writable && table.merge == .newestWins && table.exclude == ["internal_notes"] && table.primaryKey == nil)
+        #expect(
+            table.writable && table.merge == .newestWins && table.exclude == ["internal_notes"]
+                && table.primaryKey == nil)
         #expect(campgrounds.table(named: "reviews")?.writable == false)
         #expect(campgrounds.table(named: "photos")?.primaryKey == ["id"])
 
@@ -36,22 +39,55 @@ struct TemplateParserTests {
     /// (YAML, the key path the error must name, a fragment of the message)
     static let badCases: [(String, String, String)] = [
         ("dataset: d\ntabels: []\n", "tabels", "did you mean `tables`"),
-        ("dataset: d\ntables:\n  - name: t\n    primarykey: [id]\n", "tables[0].primarykey", "did you mean `primaryKey`"),
+        (
+            "dataset: d\ntables:\n  - name: t\n    primarykey: [id]\n", "tables[0].primarykey",
+            "did you mean `primaryKey`"
+        ),
         ("dataset: d\ntables:\n  - name: t\n    scope: user\n", "tables[0].scope", "unknown key `scope`"),
         ("dataset: d\ntables:\n  - name: t\n    filtre: x\n", "tables[0].filtre", "did you mean `filter`"),
         ("dataset: d\ntables:\n  - name: t\n  - name: u\n    parent: t\n", "tables[1].parent", "must be a mapping"),
         // Access rights (issue 6): the scope section, :scope, parents.
-        ("dataset: d\ntables:\n  - name: t\n    filter: \"tier <= :scope\"\n", "tables[0].filter", "no `scope:` section"),
-        ("dataset: d\ntables:\n  - name: t\n    query: \"SELECT * FROM t WHERE x = :scope\"\n", "tables[0].query", "no `scope:` section"),
-        ("dataset: d\ntables:\n  - name: t\n  - name: u\n    parent: {table: nope, column: t_id}\n", "tables[1].parent.table", "'nope' is not a table of this template"),
-        ("dataset: d\ntables:\n  - name: t\n    parent: {table: t, column: t_id}\n", "tables[0].parent.table", "cannot be its own parent"),
-        ("dataset: d\ntables:\n  - name: a\n    parent: {table: b, column: b_id}\n  - name: b\n    parent: {table: a, column: a_id}\n", "tables[0].parent.table", "parent cycle: a → b → a"),
-        ("dataset: d\ntables:\n  - name: t\n  - name: u\n    parent: {table: t}\n", "tables[1].parent", "needs both keys"),
-        ("dataset: d\nscope: {token: \"SELECT 1 WHERE $1 = ''\"}\ntables: [{name: t}]\n", "scope.values", "missing required key `values`"),
+        (
+            "dataset: d\ntables:\n  - name: t\n    filter: \"tier <= :scope\"\n", "tables[0].filter",
+            "no `scope:` section"
+        ),
+        (
+            "dataset: d\ntables:\n  - name: t\n    query: \"SELECT * FROM t WHERE x = :scope\"\n", "tables[0].query",
+            "no `scope:` section"
+        ),
+        (
+            "dataset: d\ntables:\n  - name: t\n  - name: u\n    parent: {table: nope, column: t_id}\n",
+            "tables[1].parent.table", "'nope' is not a table of this template"
+        ),
+        (
+            "dataset: d\ntables:\n  - name: t\n    parent: {table: t, column: t_id}\n", "tables[0].parent.table",
+            "cannot be its own parent"
+        ),
+        (
+            "dataset: d\ntables:\n  - name: a\n    parent: {table: b, column: b_id}\n  - name: b\n    parent: {table: a, column: a_id}\n",
+            "tables[0].parent.table", "parent cycle: a → b → a"
+        ),
+        (
+            "dataset: d\ntables:\n  - name: t\n  - name: u\n    parent: {table: t}\n", "tables[1].parent",
+            "needs both keys"
+        ),
+        (
+            "dataset: d\nscope: {token: \"SELECT 1 WHERE $1 = ''\"}\ntables: [{name: t}]\n", "scope.values",
+            "missing required key `values`"
+        ),
         ("dataset: d\nscope: {values: [1, 2]}\ntables: [{name: t}]\n", "scope.token", "missing required key `token`"),
-        ("dataset: d\nscope: {values: [], token: \"SELECT 1 WHERE $1 = ''\"}\ntables: [{name: t}]\n", "scope.values", "is empty"),
-        ("dataset: d\nscope: {values: [1, 01], token: \"SELECT 1 WHERE $1 = ''\"}\ntables: [{name: t}]\n", "scope.values[1]", "listed twice"),
-        ("dataset: d\nscope: {values: [1], token: \"SELECT tier FROM users\"}\ntables: [{name: t}]\n", "scope.token", "must use $1"),
+        (
+            "dataset: d\nscope: {values: [], token: \"SELECT 1 WHERE $1 = ''\"}\ntables: [{name: t}]\n", "scope.values",
+            "is empty"
+        ),
+        (
+            "dataset: d\nscope: {values: [1, 01], token: \"SELECT 1 WHERE $1 = ''\"}\ntables: [{name: t}]\n",
+            "scope.values[1]", "listed twice"
+        ),
+        (
+            "dataset: d\nscope: {values: [1], token: \"SELECT tier FROM users\"}\ntables: [{name: t}]\n", "scope.token",
+            "must use $1"
+        ),
         ("dataset: d\nscope: {values: [1], tokens: x}\ntables: [{name: t}]\n", "scope.tokens", "did you mean `token`"),
         ("tables:\n  - name: t\n", "dataset", "missing required key `dataset`"),
         ("dataset: d\n", "tables", "missing required key `tables`"),
@@ -65,12 +101,18 @@ struct TemplateParserTests {
         ("dataset: d\ntables:\n  - name: t\n  - name: T\n", "tables[1].name", "appears twice"),
         ("dataset: d\ntables:\n  - name: t\n    source: \"a.b.c\"\n", "tables[0].source", "schema.table"),
         ("dataset: d\ntables:\n  - name: t\n    writable: maybe\n", "tables[0].writable", "true or false"),
-        ("dataset: d\ntables:\n  - name: t\n    merge: last-wins\n", "tables[0].merge", "newest-wins | server-wins | client-wins"),
+        (
+            "dataset: d\ntables:\n  - name: t\n    merge: last-wins\n", "tables[0].merge",
+            "newest-wins | server-wins | client-wins"
+        ),
         ("dataset: d\ntables:\n  - name: t\n    primaryKey: []\n", "tables[0].primaryKey", "is empty"),
         ("dataset: d\ntables:\n  - name: t\n    primaryKey: {a: b}\n", "tables[0].primaryKey", "list of column names"),
         ("dataset: d\ntables:\n  - name: t\n    indexes: [DROP TABLE t]\n", "tables[0].indexes[0]", "CREATE INDEX"),
         ("dataset: d\ntables:\n  - name: t\n    query: \"\"\n", "tables[0].query", "query is empty"),
-        ("dataset: d\ntimestamps: {created: c, modified: m}\ntables: [{name: t}]\n", "timestamps.modified", "unknown key `modified`"),
+        (
+            "dataset: d\ntimestamps: {created: c, modified: m}\ntables: [{name: t}]\n", "timestamps.modified",
+            "unknown key `modified`"
+        ),
         ("dataset: d\nschema: missing.sql\ntables: [{name: t}]\n", "schema", "not found"),
         ("dataset: d\n  tables: [\n", "", "not valid YAML"),
     ]

@@ -1,9 +1,9 @@
 import FerryCore
-@testable import FerryPostgres
 import FerryStore
 import Foundation
 import Testing
 
+@testable import FerryPostgres
 @testable import FerryPublisher
 
 /// A publish that runs out of disk space: exit 1 naming the disk and the place, the previous version intact, and
@@ -12,7 +12,10 @@ import Testing
 struct PublishDiskFullTests {
     @Test func publishOnAFullDisk() async throws {
         let fixture = try PublisherFixture(
-            "diskfull", sql: "CREATE TABLE big (id integer PRIMARY KEY, pad text NOT NULL); INSERT INTO big SELECT g, md5(g::text) FROM generate_series(1, 100) g;")
+            "diskfull",
+            sql:
+                "CREATE TABLE big (id integer PRIMARY KEY, pad text NOT NULL); INSERT INTO big SELECT g, md5(g::text) FROM generate_series(1, 100) g;"
+        )
         defer { fixture.cleanUp() }
         let disk = try SmallDisk(megabytes: 32)
         defer { disk.unmount() }
@@ -25,7 +28,9 @@ struct PublishDiskFullTests {
         let v1 = try #require(try storeAccess.manifest(for: "full"))
 
         // When the data grows past the space left
-        try await offCooperativePool { try fixture.execute("INSERT INTO big SELECT g, repeat(md5(g::text), 8) FROM generate_series(101, 40000) g") }
+        try await offCooperativePool {
+            try fixture.execute("INSERT INTO big SELECT g, repeat(md5(g::text), 8) FROM generate_series(101, 40000) g")
+        }
         try disk.fill(leaving: 1 << 20)
         let failed = try await runFerryOffPool(args)
 
@@ -40,6 +45,8 @@ struct PublishDiskFullTests {
         let next = try await runFerryOffPool(args)
         #expect(next.status == 0, "\(next.stderr)")
         #expect(try storeAccess.manifest(for: "full")?.version == 2)
-        #expect(try FileManager.default.contentsOfDirectory(atPath: storeAccess.temporaryDirectory(dataset: "full").path).isEmpty)
+        #expect(
+            try FileManager.default.contentsOfDirectory(atPath: storeAccess.temporaryDirectory(dataset: "full").path)
+                .isEmpty)
     }
 }

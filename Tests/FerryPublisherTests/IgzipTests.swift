@@ -1,9 +1,10 @@
 import FerryCore
-@testable import FerryPublisher
 import FerryStore
 import FerryTestSupport
 import Foundation
 import Testing
+
+@testable import FerryPublisher
 
 /// The publisher's gzip copy, deflated by ISA-L's igzip in parallel chunks: one gzip member that zlib (Ferry's
 /// inflater) and the system's `gzip` read back to the exact input, at every level, whatever the size against the
@@ -17,7 +18,8 @@ import Testing
         let test = try runProcess(URL(fileURLWithPath: "/usr/bin/env"), ["gzip", "-t", gzip.path])
         #expect(test.status == 0, "gzip -t: \(test.stderr)")
         let out = temp.appending("system-out")
-        let run = try runProcess(URL(fileURLWithPath: "/bin/sh"), ["-c", "gzip -dc \"$0\" > \"$1\"", gzip.path, out.path])
+        let run = try runProcess(
+            URL(fileURLWithPath: "/bin/sh"), ["-c", "gzip -dc \"$0\" > \"$1\"", gzip.path, out.path])
         #expect(run.status == 0, "gzip -dc: \(run.stderr)")
         #expect(try Data(contentsOf: out) == original)
         let inflater = try GzipInflater(outputChunkSize: 256 << 10)
@@ -36,14 +38,17 @@ import Testing
         let plain = temp.appending("plain")
         try original.write(to: plain)
         let gzip = temp.appending("plain.gz")
-        let result = try Gzip.compressAndHashParallel(from: plain, to: gzip, encoding: .igzip(level: level), threads: 3, chunkSize: Self.chunk)
+        let result = try Gzip.compressAndHashParallel(
+            from: plain, to: gzip, encoding: .igzip(level: level), threads: 3, chunkSize: Self.chunk)
 
         let compressed = try Data(contentsOf: gzip)
         #expect(result.size == Int64(size))
         #expect(result.gzipSize == Int64(compressed.count))
         #expect(result.sha256 == (try FileDigest.sha256Hex(of: plain)))
         #expect(compressed.prefix(10) == Data([0x1F, 0x8B, 8, 0, 0, 0, 0, 0, level <= 1 ? 4 : 0, 3]))
-        if size % 3 != 0 && size > Self.chunk { #expect(compressed.count < size * 3 / 4, "text must shrink: \(compressed.count) of \(size)") }
+        if size % 3 != 0 && size > Self.chunk {
+            #expect(compressed.count < size * 3 / 4, "text must shrink: \(compressed.count) of \(size)")
+        }
         try expectInflates(gzip, to: original, in: temp)
     }
 
@@ -52,12 +57,14 @@ import Testing
     @Test func aChunkThatOutgrowsItsBufferIsWhole() throws {
         let temp = try TemporaryDirectory("ferry-igzip")
         defer { temp.remove() }
-        let original = GzipSamples.text(3 * Self.chunk + 77) + Data((0..<Self.chunk).map { _ in UInt8.random(in: 0...255) })
+        let original =
+            GzipSamples.text(3 * Self.chunk + 77) + Data((0..<Self.chunk).map { _ in UInt8.random(in: 0...255) })
         let plain = temp.appending("plain")
         try original.write(to: plain)
         let gzip = temp.appending("plain.gz")
         let encoding = Gzip.ChunkEncoding(extraFlags: 0) { try IgzipChunkEncoder(level: 2, reserveBound: false) }
-        _ = try Gzip.compressAndHashParallel(from: plain, to: gzip, encoding: encoding, threads: 2, chunkSize: Self.chunk)
+        _ = try Gzip.compressAndHashParallel(
+            from: plain, to: gzip, encoding: encoding, threads: 2, chunkSize: Self.chunk)
         try expectInflates(gzip, to: original, in: temp)
     }
 
@@ -71,7 +78,9 @@ import Testing
         let zlib = try Gzip.compressAndHash(from: file, to: temp.appending("zlib.gz"), level: 1)
         let prepared = try FileSnapshotStore.PreparedObject(file: file, encoding: .igzip(level: 2))
         #expect(prepared.sha256 == zlib.sha256 && prepared.size == zlib.size)
-        #expect(Double(prepared.gzipSize) <= Double(zlib.gzipSize) * 1.05, "igzip \(prepared.gzipSize) vs zlib \(zlib.gzipSize)")
+        #expect(
+            Double(prepared.gzipSize) <= Double(zlib.gzipSize) * 1.05,
+            "igzip \(prepared.gzipSize) vs zlib \(zlib.gzipSize)")
         try expectInflates(prepared.gzipFile, to: try Data(contentsOf: file), in: temp)
     }
 }

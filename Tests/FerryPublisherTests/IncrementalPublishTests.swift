@@ -1,10 +1,10 @@
 import FerryCore
-@testable import FerryPostgres
 import FerryStore
 import Foundation
 import Logging
 import Testing
 
+@testable import FerryPostgres
 @testable import FerryPublisher
 
 /// A version built from the previous one plus the row diff (``IncrementalBuild``) must hold exactly the rows a build
@@ -34,8 +34,11 @@ struct IncrementalPublishTests {
     static let tables = ["items", "pairs", "counters"]
 
     /// Publishes `template` with the given settings into `store`.
-    static func publish(_ fixture: PublisherFixture, _ template: String, store: URL? = nil, incremental: Bool = true) throws -> PublishResult {
-        var configuration = Publisher.Configuration(templatePath: template, databaseURL: fixture.database.url, store: store ?? fixture.store)
+    static func publish(_ fixture: PublisherFixture, _ template: String, store: URL? = nil, incremental: Bool = true)
+        throws -> PublishResult
+    {
+        var configuration = Publisher.Configuration(
+            templatePath: template, databaseURL: fixture.database.url, store: store ?? fixture.store)
         configuration.incremental = incremental
         return try Publisher(configuration: configuration, logger: Logger(label: "test")).publishBlocking()
     }
@@ -44,14 +47,16 @@ struct IncrementalPublishTests {
     static func rows(_ url: URL) throws -> [[SQLiteValue]] {
         let db = try SQLiteConnection(path: url.path, mode: .readOnly)
         return try db.query("SELECT * FROM items ORDER BY id") + db.query("SELECT * FROM pairs ORDER BY a, b")
-            + db.query("SELECT * FROM counters ORDER BY id") + db.query("SELECT name, rows FROM ferry_tables ORDER BY name")
+            + db.query("SELECT * FROM counters ORDER BY id")
+            + db.query("SELECT name, rows FROM ferry_tables ORDER BY name")
     }
 
     /// Checks the current version of `fixture.store` against a build from scratch of the same data in a second store:
     /// equal rows, equal content digest (recorded and recomputed), a clean quick_check, and a patch from the previous
     /// version that turns it into this one.
     static func expectEqualToScratch(
-        _ fixture: PublisherFixture, _ template: String, label: String, checkPatch: Bool = true, sourceLocation: SourceLocation = #_sourceLocation
+        _ fixture: PublisherFixture, _ template: String, label: String, checkPatch: Bool = true,
+        sourceLocation: SourceLocation = #_sourceLocation
     ) throws {
         let store = fixture.storeAccess
         let manifest = try store.requireManifest("inc")
@@ -59,13 +64,20 @@ struct IncrementalPublishTests {
         let file = store.objectURL(dataset: "inc", sha256: current.sha256)
         let scratchStore = fixture.directory.appending("scratch-\(label)")
         let scratch = try publish(fixture, template, store: scratchStore, incremental: false)
-        let scratchFile = try FileSnapshotStore(root: scratchStore).snapshotURL(dataset: "inc", version: scratch.version)
+        let scratchFile = try FileSnapshotStore(root: scratchStore).snapshotURL(
+            dataset: "inc", version: scratch.version)
         #expect(try rows(file) == rows(scratchFile), "\(label): rows", sourceLocation: sourceLocation)
-        #expect(current.published.contentDigest == scratch.manifest?.current.contentDigest, "\(label): content digest", sourceLocation: sourceLocation)
+        #expect(
+            current.published.contentDigest == scratch.manifest?.current.contentDigest, "\(label): content digest",
+            sourceLocation: sourceLocation)
         let db = try SQLiteConnection(path: file.path, mode: .readOnly)
         try db.checkIntegrity()
-        #expect(try ContentDigest.compute(db, tables: tables).description == current.published.contentDigest, "\(label): recomputed digest", sourceLocation: sourceLocation)
-        if checkPatch, let previous = manifest.scopes[0].retained.dropLast().last, let ref = current.published.patch(from: previous.version) {
+        #expect(
+            try ContentDigest.compute(db, tables: tables).description == current.published.contentDigest,
+            "\(label): recomputed digest", sourceLocation: sourceLocation)
+        if checkPatch, let previous = manifest.scopes[0].retained.dropLast().last,
+            let ref = current.published.patch(from: previous.version)
+        {
             let copy = fixture.directory.appending("device-\(label).sqlite")
             try? FileManager.default.removeItem(at: copy)  // one copy per label; none may exist yet
             try FileManager.default.copyItem(at: store.objectURL(dataset: "inc", sha256: previous.sha256), to: copy)
@@ -87,7 +99,8 @@ struct IncrementalPublishTests {
         #expect(FileManager.default.fileExists(atPath: store.rowIndexURL(dataset: "inc", sha256: v1.sha256!).path))
 
         // When rows change in every way a row can
-        try fixture.execute("""
+        try fixture.execute(
+            """
             UPDATE items SET note = 'changed ' || id, n = n + 1 WHERE id IN ('item-00010', 'item-00500', 'item-02999');
             UPDATE items SET note = NULL, data = NULL, blob = NULL WHERE id = 'item-00011';
             UPDATE items SET id = 'item-99999' WHERE id = 'item-00012';
@@ -128,7 +141,10 @@ struct IncrementalPublishTests {
         #expect(again.incremental?.unchanged == v1.tables!.values.reduce(0, +) && again.incremental?.changed == 0)
         #expect(again.phases[.clone] == nil && again.phases[.store] == nil && again.phases[.quickCheck] == nil)
         #expect(try fixture.storeAccess.objectFileNames(dataset: "inc") == before)
-        #expect(try FileManager.default.contentsOfDirectory(atPath: fixture.storeAccess.temporaryDirectory(dataset: "inc").path).isEmpty)
+        #expect(
+            try FileManager.default.contentsOfDirectory(
+                atPath: fixture.storeAccess.temporaryDirectory(dataset: "inc").path
+            ).isEmpty)
     }
 
     @Test("a corrupt, truncated or outdated row index, a missing one, or --full: the file is built from scratch")
@@ -142,19 +158,25 @@ struct IncrementalPublishTests {
             store.rowIndexURL(dataset: "inc", sha256: try store.requireManifest("inc").scopes[0].current.sha256)
         }
         let damages: [(String, (URL) throws -> Void)] = [
-            ("a flipped byte", { url in
-                let handle = try FileHandle(forUpdating: url)
-                try handle.seek(toOffset: 100)
-                let byte = try #require(try handle.read(upToCount: 1)).first!
-                try handle.seek(toOffset: 100)
-                try handle.write(contentsOf: [byte ^ 0x01])
-                try handle.close()
-            }),
-            ("a truncated file", { url in
-                let handle = try FileHandle(forUpdating: url)
-                try handle.truncate(atOffset: 1000)
-                try handle.close()
-            }),
+            (
+                "a flipped byte",
+                { url in
+                    let handle = try FileHandle(forUpdating: url)
+                    try handle.seek(toOffset: 100)
+                    let byte = try #require(try handle.read(upToCount: 1)).first!
+                    try handle.seek(toOffset: 100)
+                    try handle.write(contentsOf: [byte ^ 0x01])
+                    try handle.close()
+                }
+            ),
+            (
+                "a truncated file",
+                { url in
+                    let handle = try FileHandle(forUpdating: url)
+                    try handle.truncate(atOffset: 1000)
+                    try handle.close()
+                }
+            ),
             ("no file", { url in try FileManager.default.removeItem(at: url) }),
         ]
         for (round, (label, damage)) in damages.enumerated() {
@@ -177,11 +199,15 @@ struct IncrementalPublishTests {
         try Self.expectEqualToScratch(fixture, template, label: "damaged-object", checkPatch: false)
 
         // When the template changes (an index added), the file is built from scratch too
-        let changed = try fixture.writeTemplate(Self.template.replacingOccurrences(of: "  - name: pairs", with: "  - name: pairs\n    indexes: [\"CREATE INDEX pairs_v ON pairs(v)\"]"), name: "indexed.yml")
+        let changed = try fixture.writeTemplate(
+            Self.template.replacingOccurrences(
+                of: "  - name: pairs", with: "  - name: pairs\n    indexes: [\"CREATE INDEX pairs_v ON pairs(v)\"]"),
+            name: "indexed.yml")
         try fixture.execute("UPDATE items SET n = 7 WHERE id = 'item-00003'")
         let reindexed = try Self.publish(fixture, changed)
         #expect(reindexed.incremental == nil)
-        let db = try SQLiteConnection(path: store.objectURL(dataset: "inc", sha256: reindexed.sha256!).path, mode: .readOnly)
+        let db = try SQLiteConnection(
+            path: store.objectURL(dataset: "inc", sha256: reindexed.sha256!).path, mode: .readOnly)
         #expect(try db.scalar("SELECT count(*) FROM sqlite_master WHERE name = 'pairs_v'") == .integer(1))
 
         // And --full builds from scratch although the index is good
@@ -191,11 +217,16 @@ struct IncrementalPublishTests {
         #expect(try Self.publish(fixture, changed).incremental?.updated == 1)
     }
 
-    @Test("a change the copy cannot take in stream order (rows swapping a UNIQUE value) falls back to a build from scratch")
+    @Test(
+        "a change the copy cannot take in stream order (rows swapping a UNIQUE value) falls back to a build from scratch"
+    )
     func uniqueSwapFallsBack() throws {
         let fixture = try PublisherFixture("inc-unique", sql: Self.schema)
         defer { fixture.cleanUp() }
-        let template = try fixture.writeTemplate(Self.template.replacingOccurrences(of: "  - name: counters", with: "  - name: counters\n    indexes: [\"CREATE UNIQUE INDEX counters_c ON counters(c)\"]"))
+        let template = try fixture.writeTemplate(
+            Self.template.replacingOccurrences(
+                of: "  - name: counters",
+                with: "  - name: counters\n    indexes: [\"CREATE UNIQUE INDEX counters_c ON counters(c)\"]"))
         _ = try Self.publish(fixture, template)
 
         // When two rows swap their unique values
@@ -219,11 +250,15 @@ struct IncrementalPublishTests {
         let thinned = try Self.publish(fixture, template)
         #expect(thinned.incremental != nil)
         try Self.expectEqualToScratch(fixture, template, label: "thinned")
-        #expect(!FileManager.default.fileExists(atPath: fixture.storeAccess.rowIndexURL(dataset: "inc", sha256: thinned.sha256!).path))
+        #expect(
+            !FileManager.default.fileExists(
+                atPath: fixture.storeAccess.rowIndexURL(dataset: "inc", sha256: thinned.sha256!).path))
 
         try fixture.execute("UPDATE items SET note = 'kept' WHERE id = 'item-00060'")
         let rebuilt = try Self.publish(fixture, template)
-        #expect(rebuilt.version == 3 && rebuilt.incremental == nil && rebuilt.size! < thinned.size!, "\(rebuilt.size!) bytes rebuilt, \(thinned.size!) thinned")
+        #expect(
+            rebuilt.version == 3 && rebuilt.incremental == nil && rebuilt.size! < thinned.size!,
+            "\(rebuilt.size!) bytes rebuilt, \(thinned.size!) thinned")
     }
 
     @Test("twelve rounds of random changes: every version built from the previous one equals a build from scratch")
@@ -232,11 +267,12 @@ struct IncrementalPublishTests {
         defer { fixture.cleanUp() }
         let template = try fixture.writeTemplate(Self.template)
         _ = try Self.publish(fixture, template)
-        var generator = SeededGenerator(seed: 20261126)
+        var generator = SeededGenerator(seed: 20_261_126)
         for round in 1...12 {
             let a = Int.random(in: 1...3000, using: &generator)
             let b = Int.random(in: 1...3000, using: &generator)
-            try fixture.execute("""
+            try fixture.execute(
+                """
                 UPDATE items SET n = n + \(round), note = note || '\(round)' WHERE id > 'item-\(String(format: "%05d", min(a, b)))' AND id < 'item-\(String(format: "%05d", min(a, b) + 40))';
                 DELETE FROM items WHERE id = 'item-\(String(format: "%05d", a))';
                 INSERT INTO items (id, n, note) VALUES ('new-\(round)-\(b)', \(b), 'round \(round)') ON CONFLICT DO NOTHING;
@@ -252,9 +288,13 @@ struct IncrementalPublishTests {
 
     @Test("a scoped dataset: the scope that changed is built from its previous version, the others stay unchanged")
     func scopes() throws {
-        let fixture = try PublisherFixture("inc-scoped", sql: Self.schema + "\nALTER TABLE items ADD COLUMN region integer NOT NULL DEFAULT 0; UPDATE items SET region = n % 3;")
+        let fixture = try PublisherFixture(
+            "inc-scoped",
+            sql: Self.schema
+                + "\nALTER TABLE items ADD COLUMN region integer NOT NULL DEFAULT 0; UPDATE items SET region = n % 3;")
         defer { fixture.cleanUp() }
-        let template = try fixture.writeTemplate("""
+        let template = try fixture.writeTemplate(
+            """
             dataset: inc-scoped
             scope:
               values: SELECT DISTINCT region FROM items
@@ -275,7 +315,8 @@ struct IncrementalPublishTests {
         let file = fixture.storeAccess.objectURL(dataset: "inc-scoped", sha256: scopes[1].sha256)
         let db = try SQLiteConnection(path: file.path, mode: .readOnly)
         #expect(try db.scalar("SELECT note FROM items WHERE id = 'item-00001'") == .text("scope one"))
-        #expect(try ContentDigest.compute(db, tables: ["items"]).description == scopes[1].manifest.current.contentDigest)
+        #expect(
+            try ContentDigest.compute(db, tables: ["items"]).description == scopes[1].manifest.current.contentDigest)
     }
 }
 

@@ -1,9 +1,9 @@
 import FerryCore
-@testable import FerryPostgres
 import FerryStore
 import Foundation
 import Testing
 
+@testable import FerryPostgres
 @testable import FerryPublisher
 
 /// Stores written by the code before content addressing (commit 185816f), committed byte for byte under
@@ -22,7 +22,9 @@ struct LegacyStoreFixtureTests {
         }
     }
 
-    static func template(_ name: String) -> String { TestPaths.packageRoot.appendingPathComponent("templates/\(name).yml").path }
+    static func template(_ name: String) -> String {
+        TestPaths.packageRoot.appendingPathComponent("templates/\(name).yml").path
+    }
 
     /// A copy of the committed stores at `fixture.store`, so the test may migrate and publish into it.
     static func copyFixture(to fixture: PublisherFixture) throws {
@@ -40,7 +42,9 @@ struct LegacyStoreFixtureTests {
         #expect(try FileDigest.sha256Hex(of: unzipped) == sha256, "\(files.gzip.path)")
     }
 
-    @Test("the versions/N store is served as the old code served it; the next publish migrates it and keeps versions 1 and 2")
+    @Test(
+        "the versions/N store is served as the old code served it; the next publish migrates it and keeps versions 1 and 2"
+    )
     func unscopedVersionsLayout() throws {
         let fixture = try PublisherFixture("legacy-trips", sql: try Self.sampleSQL)
         defer { fixture.cleanUp() }
@@ -80,7 +84,9 @@ struct LegacyStoreFixtureTests {
         #expect(try store.manifest(for: "trips")?.versions == [1, 2, 3])
     }
 
-    @Test("the old scoped manifest is read as it is, and a publish on top gives every scope version 3 beside its old ones")
+    @Test(
+        "the old scoped manifest is read as it is, and a publish on top gives every scope version 3 beside its old ones"
+    )
     func scopedObjectsLayout() throws {
         let fixture = try PublisherFixture("legacy-tiered", sql: try Self.sampleSQL)
         defer { fixture.cleanUp() }

@@ -1,17 +1,18 @@
 import FerryCore
-@testable import FerryPostgres
 import FerryStore
 import Foundation
 import Logging
 import ServiceLifecycle
 import Testing
 
+@testable import FerryPostgres
 @testable import FerryPublisher
 
 /// Publish on change (docs/freshness.md): real PostgreSQL, the real triggers, LISTEN and publisher.
 @Suite("Publish on change", .serialized)
 struct OnChangeTests {
-    static let sql = "CREATE TABLE t (id integer PRIMARY KEY, v text); INSERT INTO t VALUES (1, 'a'); CREATE TABLE other (id integer PRIMARY KEY);"
+    static let sql =
+        "CREATE TABLE t (id integer PRIMARY KEY, v text); INSERT INTO t VALUES (1, 'a'); CREATE TABLE other (id integer PRIMARY KEY);"
     static let template = "dataset: onchange\ntables: [{name: t}]\n"
 
     @Test("the coalescer is due debounce after the last notification, at most maxDelay after the first")
@@ -25,26 +26,40 @@ struct OnChangeTests {
         #expect(c.due == start + .milliseconds(800))
         #expect(c.take(at: start + .milliseconds(700)) == nil)
         // A steady stream of notifications is published maxDelay after the first
-        for ms in stride(from: 600, through: 6000, by: 300) { c.note(.change, table: "public.t", at: start + .milliseconds(ms)) }
+        for ms in stride(from: 600, through: 6000, by: 300) {
+            c.note(.change, table: "public.t", at: start + .milliseconds(ms))
+        }
         #expect(c.due == start + .seconds(5))
-        #expect(c.take(at: start + .seconds(5)).map { [$0.0.rawValue] + ($0.1.map { Array($0) } ?? ["any"]) } == ["change", "public.t"])
+        #expect(
+            c.take(at: start + .seconds(5)).map { [$0.0.rawValue] + ($0.1.map { Array($0) } ?? ["any"]) } == [
+                "change", "public.t",
+            ])
         #expect(c.due == nil)
         c.note(.reconnect, table: nil, at: start)
         c.note(.change, table: "public.t", at: start)
-        #expect(c.take(at: start + .seconds(1)).map { [$0.0.rawValue] + ($0.1.map { Array($0) } ?? ["any"]) } == ["reconnect", "any"])
+        #expect(
+            c.take(at: start + .seconds(1)).map { [$0.0.rawValue] + ($0.1.map { Array($0) } ?? ["any"]) } == [
+                "reconnect", "any",
+            ])
     }
 
     /// Runs an ``OnChangeSchedule`` over `fixture` until `body` returns, collecting each publish's reason and version.
     func withSchedule(
-        _ fixture: PublisherFixture, template: String, debounce: Duration = .milliseconds(200), maxDelay: Duration = .seconds(2),
+        _ fixture: PublisherFixture, template: String, debounce: Duration = .milliseconds(200),
+        maxDelay: Duration = .seconds(2),
         every: Duration? = nil,
-        _ body: @Sendable (_ runs: @Sendable () -> [(OnChangeSchedule.Reason, Int?)], _ waitFor: @Sendable (Int) async throws -> Void, _ listening: AsyncStream<Bool>) async throws -> Void
+        _ body:
+            @Sendable (
+                _ runs: @Sendable () -> [(OnChangeSchedule.Reason, Int?)],
+                _ waitFor: @Sendable (Int) async throws -> Void, _ listening: AsyncStream<Bool>
+            ) async throws -> Void
     ) async throws {
         let runs = Locked<[(OnChangeSchedule.Reason, Int?)]>([])
         let (counts, countContinuation) = AsyncStream<Int>.makeStream(bufferingPolicy: .bufferingNewest(1))
         let (listening, listeningContinuation) = AsyncStream<Bool>.makeStream()
         let schedule = OnChangeSchedule(
-            publisher: fixture.publisher(template: template), channel: ChangeTriggers.channel(for: "onchange"), debounce: debounce, maxDelay: maxDelay,
+            publisher: fixture.publisher(template: template), channel: ChangeTriggers.channel(for: "onchange"),
+            debounce: debounce, maxDelay: maxDelay,
             every: every, logger: Logger(label: "test"),
             onRun: { reason, outcome in
                 let count = runs.withLock { list in
@@ -58,7 +73,10 @@ struct OnChangeTests {
         let waitFor: @Sendable (Int) async throws -> Void = { wanted in
             let deadline = ContinuousClock.now + .seconds(20)
             while runs.withLock({ $0.count }) < wanted {
-                guard ContinuousClock.now < deadline else { throw FerryError(.network, "only \(runs.withLock { $0.count }) publishes within 20 s, expected \(wanted)") }
+                guard ContinuousClock.now < deadline else {
+                    throw FerryError(
+                        .network, "only \(runs.withLock { $0.count }) publishes within 20 s, expected \(wanted)")
+                }
                 try await Task.sleep(for: .milliseconds(20))
             }
         }
@@ -71,7 +89,9 @@ struct OnChangeTests {
         }
     }
 
-    @Test("a commit publishes within the debounce plus the publish time, and a burst of 100 commits leads to at most 3 publishes")
+    @Test(
+        "a commit publishes within the debounce plus the publish time, and a burst of 100 commits leads to at most 3 publishes"
+    )
     func commitsPublish() async throws {
         let fixture = try PublisherFixture("onchange", sql: Self.sql)
         defer { fixture.cleanUp() }
@@ -169,21 +189,27 @@ struct ChangedTablesTests {
           - {name: c, parent: {table: t, column: t_id}}
         """
 
-    @Test("the tables read come from PostgreSQL's plan of each rows query: sources, joins in a query, views, parent links")
+    @Test(
+        "the tables read come from PostgreSQL's plan of each rows query: sources, joins in a query, views, parent links"
+    )
     func tablesToRead() throws {
-        let fixture = try PublisherFixture("partial-plan", sql: Self.sql + """
-            CREATE VIEW u_view AS SELECT id, v FROM u;
-            """)
+        let fixture = try PublisherFixture(
+            "partial-plan",
+            sql: Self.sql + """
+                CREATE VIEW u_view AS SELECT id, v FROM u;
+                """)
         defer { fixture.cleanUp() }
-        let template = try Template.load(path: try fixture.writeTemplate("""
-            dataset: plan
-            tables:
-              - {name: t}
-              - {name: u}
-              - {name: c, parent: {table: t, column: t_id}}
-              - {name: j, source: c, query: "SELECT c.id, u.v FROM c JOIN u ON u.id = c.id", primaryKey: [id]}
-              - {name: w, source: u_view, primaryKey: [id]}
-            """))
+        let template = try Template.load(
+            path: try fixture.writeTemplate(
+                """
+                dataset: plan
+                tables:
+                  - {name: t}
+                  - {name: u}
+                  - {name: c, parent: {table: t, column: t_id}}
+                  - {name: j, source: c, query: "SELECT c.id, u.v FROM c JOIN u ON u.id = c.id", primaryKey: [id]}
+                  - {name: w, source: u_view, primaryKey: [id]}
+                """))
         let session = try ExportSession(template: template, databaseURL: fixture.database.url)
         let relations = ChangedTables.relations(of: session.plans, pg: session.pg)
         #expect(relations["t"] == ["public.t"])
@@ -199,7 +225,9 @@ struct ChangedTablesTests {
         #expect(try session.pg.query("SELECT count(*) FROM t").first?.first == "50")
     }
 
-    @Test("a change to one table publishes its rows and keeps the others' from the current version; the result equals a full read")
+    @Test(
+        "a change to one table publishes its rows and keeps the others' from the current version; the result equals a full read"
+    )
     func keepsUnchangedTables() async throws {
         let fixture = try PublisherFixture("partial", sql: Self.sql)
         defer { fixture.cleanUp() }
@@ -214,7 +242,9 @@ struct ChangedTablesTests {
         #expect(partial.incremental?.updated == 1)
         let db = try fixture.open(dataset: "partial", version: 2)
         #expect(try db.scalar("SELECT v FROM u WHERE id = 7")?.text == "changed")
-        #expect(try db.scalar("SELECT count(*) FROM t")?.integer == 50 && db.scalar("SELECT count(*) FROM c")?.integer == 50)
+        #expect(
+            try db.scalar("SELECT count(*) FROM t")?.integer == 50 && db.scalar("SELECT count(*) FROM c")?.integer == 50
+        )
         // The stored content digest is the rows' own: the same as computing it from the file
         let manifest = try #require(try fixture.storeAccess.manifest(for: "partial"))
         #expect(try ContentDigest.compute(db, tables: ["t", "u", "c"]).description == manifest.contentDigest)
@@ -230,7 +260,8 @@ struct ChangedTablesTests {
         #expect(onChange.unchanged && onChange.keptTables == ["c", "t"])
         let full = try await publisher.publish()
         #expect(full.version == 3 && full.keptTables.isEmpty)
-        #expect(try fixture.open(dataset: "partial", version: 3).scalar("SELECT v FROM t WHERE id = 1")?.text == "unnamed")
+        #expect(
+            try fixture.open(dataset: "partial", version: 3).scalar("SELECT v FROM t WHERE id = 1")?.text == "unnamed")
     }
 }
 
@@ -243,7 +274,9 @@ struct CancelledPublishTests {
         let path = try fixture.writeTemplate(ChangedTablesTests.template)
         #expect(try await fixture.publisher(template: path).publish().version == 1)
         let before = try #require(try fixture.storeAccess.manifest(for: "partial"))
-        let objects = try FileManager.default.contentsOfDirectory(atPath: fixture.store.appendingPathComponent("partial/objects").path).sorted()
+        let objects = try FileManager.default.contentsOfDirectory(
+            atPath: fixture.store.appendingPathComponent("partial/objects").path
+        ).sorted()
         try fixture.execute("UPDATE u SET v = 'changed' WHERE id = 1")
 
         // The first table's hook waits until the test has cancelled the publish's task
@@ -266,7 +299,10 @@ struct CancelledPublishTests {
 
         // The store is as it was: the same manifest, the same objects, nothing left in tmp/
         #expect(try fixture.storeAccess.manifest(for: "partial") == before)
-        #expect(try FileManager.default.contentsOfDirectory(atPath: fixture.store.appendingPathComponent("partial/objects").path).sorted() == objects)
+        #expect(
+            try FileManager.default.contentsOfDirectory(
+                atPath: fixture.store.appendingPathComponent("partial/objects").path
+            ).sorted() == objects)
         let tmp = fixture.storeAccess.temporaryDirectory(dataset: "partial")
         #expect(((try? FileManager.default.contentsOfDirectory(atPath: tmp.path)) ?? []).isEmpty)
         // And the next publish works

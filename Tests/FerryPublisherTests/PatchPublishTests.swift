@@ -1,10 +1,10 @@
 import FerryCore
-@testable import FerryPostgres
 import FerryStore
 import Foundation
 import Logging
 import Testing
 
+@testable import FerryPostgres
 @testable import FerryPublisher
 
 /// The publisher writes row-level patches (SQLite changesets) from every retained version to the new one.
@@ -25,7 +25,8 @@ struct PatchPublishTests {
 
     static func rows(_ url: URL) throws -> [[SQLiteValue]] {
         let db = try SQLiteConnection(path: url.path, mode: .readOnly)
-        return try db.query("SELECT * FROM trips ORDER BY id") + db.query("SELECT name, rows FROM ferry_tables ORDER BY name")
+        return try db.query("SELECT * FROM trips ORDER BY id")
+            + db.query("SELECT name, rows FROM ferry_tables ORDER BY name")
     }
 
     @Test("inserts, updates and deletes travel as a patch; a device two versions behind gets one combined patch")
@@ -37,7 +38,8 @@ struct PatchPublishTests {
         #expect(v1.manifest?.current.patches == nil)
 
         // When a row is updated, one inserted and one deleted
-        try fixture.execute("""
+        try fixture.execute(
+            """
             UPDATE trips SET bags = 7, "updatedAt" = now() WHERE id = 'a';
             INSERT INTO trips VALUES ('c', 'Göteborg-Malmö', 1, 3, now(), now());
             DELETE FROM trips WHERE id = 'b';
@@ -46,11 +48,17 @@ struct PatchPublishTests {
         // Then version 2 names a patch from 1, smaller than its gzip copy, and it turns v1 into v2's rows
         let patch12 = try #require(v2.manifest?.current.patch(from: 1))
         #expect(patch12.to == 2 && patch12.size < v2.manifest!.gzipSize)
-        #expect(FileManager.default.fileExists(atPath: fixture.storeAccess.patchURL(dataset: "trips", sha256: patch12.sha256).path))
-        #expect(try Self.rows(Self.patched(fixture, from: 1, to: 2)) == Self.rows(fixture.storeAccess.snapshotURL(dataset: "trips", version: 2)))
+        #expect(
+            FileManager.default.fileExists(
+                atPath: fixture.storeAccess.patchURL(dataset: "trips", sha256: patch12.sha256).path))
+        #expect(
+            try Self.rows(Self.patched(fixture, from: 1, to: 2))
+                == Self.rows(fixture.storeAccess.snapshotURL(dataset: "trips", version: 2)))
 
         // When more rows change, version 3 has patches from 1 and from 2
-        try fixture.execute("UPDATE trips SET passengers = 9 WHERE id = 'c'; INSERT INTO trips VALUES ('d', 'Lund-Malmö', 0, 0, now(), now());")
+        try fixture.execute(
+            "UPDATE trips SET passengers = 9 WHERE id = 'c'; INSERT INTO trips VALUES ('d', 'Lund-Malmö', 0, 0, now(), now());"
+        )
         let v3 = try fixture.publish(template: template)
         #expect(v3.manifest?.current.patches?.map(\.from) == [1, 2])
         let v3Rows = try Self.rows(fixture.storeAccess.snapshotURL(dataset: "trips", version: 3))
@@ -76,11 +84,15 @@ struct PatchPublishTests {
         #expect(manifest.scopes[0].retained.map(\.version) == [2, 3])
         #expect(manifest.scopes[0].current.published.patches?.map(\.from) == [2])
         let files = try fixture.storeAccess.objectFileNames(dataset: "trips")
-        #expect(Set(files.filter { $0.hasSuffix(".patch.gz") }.map { String($0.dropLast(9)) }) == manifest.referencedObjects.subtracting(manifest.scopes[0].retained.map(\.sha256)))
+        #expect(
+            Set(files.filter { $0.hasSuffix(".patch.gz") }.map { String($0.dropLast(9)) })
+                == manifest.referencedObjects.subtracting(manifest.scopes[0].retained.map(\.sha256)))
         #expect(files.filter { $0.hasSuffix(".patch.gz") }.count == 2)
 
         // When the template's schemaVersion is bumped, the new version has no patch: devices take it in full
-        let bumped = try fixture.writeTemplate(PublishTests.tripsTemplate.replacingOccurrences(of: "dataset: trips", with: "dataset: trips\nschemaVersion: 2"), name: "v2.yml")
+        let bumped = try fixture.writeTemplate(
+            PublishTests.tripsTemplate.replacingOccurrences(
+                of: "dataset: trips", with: "dataset: trips\nschemaVersion: 2"), name: "v2.yml")
         try fixture.execute("UPDATE trips SET bags = 9 WHERE id = 'a'")
         let next = try fixture.publish(template: bumped, keep: 2)
         #expect(next.manifest?.schemaVersion == 2 && next.manifest?.current.patches == nil)

@@ -1,13 +1,13 @@
 import FerryCore
-@testable import FerryPostgres
 import FerryStore
 import Foundation
 import Testing
 
+@testable import FerryPostgres
 @testable import FerryPublisher
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// `ferry publish` and `ferry schedule` through the built binary.
@@ -20,7 +20,10 @@ struct PublishCLITests {
         let fixture = try PublisherFixture("clijson", sql: Self.sql)
         defer { fixture.cleanUp() }
         let template = try fixture.writeTemplate("dataset: cli\ntables: [{name: t}]\n")
-        let args = ["publish", "--config", template, "--database-url", fixture.database.url, "--store", fixture.store.path, "--json"]
+        let args = [
+            "publish", "--config", template, "--database-url", fixture.database.url, "--store", fixture.store.path,
+            "--json",
+        ]
 
         let run = try runFerry(args)
         #expect(run.status == 0, "\(run.stderr)")
@@ -29,7 +32,8 @@ struct PublishCLITests {
         let object = try #require(try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: Any])
         #expect(
             Set(object.keys) == [
-                "contentDigest", "createdAt", "dataset", "gzipSize", "schemaVersion", "seconds", "sha256", "size", "tables", "unchanged", "version",
+                "contentDigest", "createdAt", "dataset", "gzipSize", "schemaVersion", "seconds", "sha256", "size",
+                "tables", "unchanged", "version",
                 "versions", "phases",
             ])
         // phases: seconds per step, named as PublishPhase spells them; a publish that stores a version ran them all but patches.
@@ -37,7 +41,9 @@ struct PublishCLITests {
         #expect(Set(phases.keys).isSubset(of: Set(PublishPhase.allCases.map(\.rawValue))))
         #expect(["extract", "indexes", "commit", "analyze", "store", "manifest"].allSatisfy { phases[$0] != nil })
         #expect(phases.values.allSatisfy { $0 >= 0 })
-        #expect(object["dataset"] as? String == "cli" && object["version"] as? Int == 1 && object["unchanged"] as? Bool == false)
+        #expect(
+            object["dataset"] as? String == "cli" && object["version"] as? Int == 1
+                && object["unchanged"] as? Bool == false)
         #expect((object["tables"] as? [String: Int]) == ["t": 2])
 
         let again = try runFerry(args)
@@ -48,20 +54,34 @@ struct PublishCLITests {
         let secondPhases = try #require(second["phases"] as? [String: Double])
         #expect(secondPhases["extract"] != nil && secondPhases["store"] == nil)
         // It was compared with version 1 row by row: `incremental` counts the rows.
-        #expect((second["incremental"] as? [String: Int]) == ["unchanged": 2, "updated": 0, "inserted": 0, "deleted": 0])
+        #expect(
+            (second["incremental"] as? [String: Int]) == ["unchanged": 2, "updated": 0, "inserted": 0, "deleted": 0])
 
         // A changed row: version 2 is built from version 1; with --full from scratch, without `incremental`.
         try fixture.execute("UPDATE t SET v = 'changed' WHERE id = 2")
-        let third = try #require(try JSONSerialization.jsonObject(with: Data(try runFerry(args).stdout.utf8)) as? [String: Any])
-        #expect(third["version"] as? Int == 2 && (third["incremental"] as? [String: Int]) == ["unchanged": 1, "updated": 1, "inserted": 0, "deleted": 0])
+        let third = try #require(
+            try JSONSerialization.jsonObject(with: Data(try runFerry(args).stdout.utf8)) as? [String: Any])
+        #expect(
+            third["version"] as? Int == 2
+                && (third["incremental"] as? [String: Int]) == [
+                    "unchanged": 1, "updated": 1, "inserted": 0, "deleted": 0,
+                ])
         let text = try runFerry(Array(args.dropLast()) + ["--full"])
-        #expect(text.status == 0 && text.stdout.contains("unchanged since version 2") && !text.stdout.contains("built "), "\(text.stdout)")
+        #expect(
+            text.status == 0 && text.stdout.contains("unchanged since version 2") && !text.stdout.contains("built "),
+            "\(text.stdout)")
         try fixture.execute("INSERT INTO t VALUES (3, 'new')")
         let built = try runFerry(Array(args.dropLast()))
-        #expect(built.stdout.contains("built      from the current version: 2 rows kept, 0 rewritten, 1 inserted, 0 deleted"), "\(built.stdout)")
+        #expect(
+            built.stdout.contains(
+                "built      from the current version: 2 rows kept, 0 rewritten, 1 inserted, 0 deleted"),
+            "\(built.stdout)")
         try fixture.execute("UPDATE t SET v = 'again' WHERE id = 3")
-        let full = try #require(try JSONSerialization.jsonObject(with: Data(try runFerry(args + ["--full"]).stdout.utf8)) as? [String: Any])
-        #expect(full["version"] as? Int == 4 && full["incremental"] == nil && (full["phases"] as? [String: Double])?["indexes"] != nil)
+        let full = try #require(
+            try JSONSerialization.jsonObject(with: Data(try runFerry(args + ["--full"]).stdout.utf8)) as? [String: Any])
+        #expect(
+            full["version"] as? Int == 4 && full["incremental"] == nil
+                && (full["phases"] as? [String: Double])?["indexes"] != nil)
     }
 
     @Test("human output; DATABASE_URL fallback; --keep; progress stays off when stderr is not a terminal")
@@ -71,13 +91,18 @@ struct PublishCLITests {
         let template = try fixture.writeTemplate("dataset: cli\ntables: [{name: t}]\n")
         for value in ["c", "d"] {
             try fixture.execute("UPDATE t SET v = '\(value)' WHERE id = 1")
-            let run = try runFerry(["publish", "--config", template, "--store", fixture.store.path, "--keep", "1"], environment: ["DATABASE_URL": fixture.database.url])
+            let run = try runFerry(
+                ["publish", "--config", template, "--store", fixture.store.path, "--keep", "1"],
+                environment: ["DATABASE_URL": fixture.database.url])
             #expect(run.status == 0, "\(run.stderr)")
-            #expect(run.stdout.contains("published version") && run.stdout.contains("sha256") && run.stdout.contains("t=2"))
+            #expect(
+                run.stdout.contains("published version") && run.stdout.contains("sha256") && run.stdout.contains("t=2"))
             #expect(!run.stderr.contains("rows/s"))
         }
         #expect(try fixture.storeAccess.manifest(for: "cli")?.versions == [2])
-        let unchanged = try runFerry(["publish", "--config", template, "--store", fixture.store.path], environment: ["DATABASE_URL": fixture.database.url])
+        let unchanged = try runFerry(
+            ["publish", "--config", template, "--store", fixture.store.path],
+            environment: ["DATABASE_URL": fixture.database.url])
         #expect(unchanged.status == 0 && unchanged.stdout.contains("unchanged"))
     }
 
@@ -87,25 +112,38 @@ struct PublishCLITests {
         defer { fixture.cleanUp() }
         let template = try fixture.writeTemplate("dataset: cli\ntables: [{name: t}]\n")
 
-        let badURL = try runFerry(["publish", "--config", template, "--store", fixture.store.path, "--database-url", "postgres://ferry:hunter2-secret@127.0.0.1:1/app"])
+        let badURL = try runFerry([
+            "publish", "--config", template, "--store", fixture.store.path, "--database-url",
+            "postgres://ferry:hunter2-secret@127.0.0.1:1/app",
+        ])
         #expect(badURL.status == 1)
-        #expect(badURL.stderr.contains("cannot connect to PostgreSQL") && badURL.stderr.contains("ferry:***@127.0.0.1:1"))
+        #expect(
+            badURL.stderr.contains("cannot connect to PostgreSQL") && badURL.stderr.contains("ferry:***@127.0.0.1:1"))
         #expect(!badURL.stderr.contains("hunter2-secret") && !badURL.stdout.contains("hunter2-secret"))
 
-        let envURL = try runFerry(["publish", "--config", template, "--store", fixture.store.path], environment: ["DATABASE_URL": "postgres://ferry:hunter2-secret@127.0.0.1:1/app"])
+        let envURL = try runFerry(
+            ["publish", "--config", template, "--store", fixture.store.path],
+            environment: ["DATABASE_URL": "postgres://ferry:hunter2-secret@127.0.0.1:1/app"])
         #expect(envURL.status == 1 && !envURL.stderr.contains("hunter2-secret"))
 
-        let noURL = try runFerry(["publish", "--config", template, "--store", fixture.store.path], environment: ["DATABASE_URL": ""])
+        let noURL = try runFerry(
+            ["publish", "--config", template, "--store", fixture.store.path], environment: ["DATABASE_URL": ""])
         #expect(noURL.status != 0 && noURL.stderr.contains("--database-url"))
 
         let badTemplate = try fixture.writeTemplate("dataset: cli\ntabels: []\n", name: "bad.yml")
-        let bad = try runFerry(["publish", "--config", badTemplate, "--store", fixture.store.path, "--database-url", fixture.database.url])
+        let bad = try runFerry([
+            "publish", "--config", badTemplate, "--store", fixture.store.path, "--database-url", fixture.database.url,
+        ])
         #expect(bad.status == 1 && bad.stderr.contains(badTemplate) && bad.stderr.contains("did you mean `tables`"))
 
-        let keep = try runFerry(["publish", "--config", template, "--keep", "0", "--database-url", fixture.database.url])
+        let keep = try runFerry([
+            "publish", "--config", template, "--keep", "0", "--database-url", fixture.database.url,
+        ])
         #expect(keep.status != 0 && keep.status != 1 && keep.stderr.contains("--keep"))
 
-        let every = try runFerry(["schedule", "--config", template, "--every", "15x", "--database-url", fixture.database.url])
+        let every = try runFerry([
+            "schedule", "--config", template, "--every", "15x", "--database-url", fixture.database.url,
+        ])
         #expect(every.status != 0 && every.stderr.contains("s, m or h"))
     }
 
@@ -116,7 +154,9 @@ struct PublishCLITests {
         let template = try fixture.writeTemplate("dataset: cli\ntables: [{name: t}]\n")
         let held = try fixture.storeAccess.lock(dataset: "cli", wait: false)
         defer { held.unlock() }
-        let run = try runFerry(["publish", "--config", template, "--store", fixture.store.path, "--database-url", fixture.database.url])
+        let run = try runFerry([
+            "publish", "--config", template, "--store", fixture.store.path, "--database-url", fixture.database.url,
+        ])
         #expect(run.status == 1)
         #expect(run.stderr.contains("another ferry process"))
     }
@@ -128,7 +168,10 @@ struct PublishCLITests {
         let template = try fixture.writeTemplate("dataset: cli\ntables: [{name: t}]\n")
         let process = Process()
         process.executableURL = TestPaths.ferryBinary
-        process.arguments = ["schedule", "--config", template, "--store", fixture.store.path, "--database-url", fixture.database.url, "--every", "1h"]
+        process.arguments = [
+            "schedule", "--config", template, "--store", fixture.store.path, "--database-url", fixture.database.url,
+            "--every", "1h",
+        ]
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         try process.run()
@@ -140,7 +183,9 @@ struct PublishCLITests {
         #expect(process.terminationReason == .exit && process.terminationStatus == 0)
     }
 
-    @Test("ferry triggers install (twice) and ferry schedule --on-change: a commit publishes a new version; SIGTERM stops it; remove takes the triggers away")
+    @Test(
+        "ferry triggers install (twice) and ferry schedule --on-change: a commit publishes a new version; SIGTERM stops it; remove takes the triggers away"
+    )
     func scheduleOnChange() throws {
         let fixture = try PublisherFixture("clionchange", sql: Self.sql)
         defer { fixture.cleanUp() }
@@ -149,30 +194,39 @@ struct PublishCLITests {
         for _ in 0..<2 {
             let install = try runFerry(["triggers", "install"] + database)
             #expect(install.status == 0, "\(install.stderr)")
-            #expect(install.stdout.contains("installed trigger ferry_notify_clichange on 1 table, notifying channel ferry_clichange"), "\(install.stdout)")
+            #expect(
+                install.stdout.contains(
+                    "installed trigger ferry_notify_clichange on 1 table, notifying channel ferry_clichange"),
+                "\(install.stdout)")
             #expect(install.stdout.contains("covered: t"), "\(install.stdout)")
         }
-        let badDuration = try runFerry(["schedule", "--on-change", "--debounce", "half a second", "--store", fixture.store.path] + database)
+        let badDuration = try runFerry(
+            ["schedule", "--on-change", "--debounce", "half a second", "--store", fixture.store.path] + database)
         #expect(badDuration.status == 2 && badDuration.stderr.contains("500ms"), "\(badDuration.stderr)")
         let neither = try runFerry(["schedule", "--store", fixture.store.path] + database)
         #expect(neither.status == 2 && neither.stderr.contains("--on-change"), "\(neither.stderr)")
 
         let process = Process()
         process.executableURL = TestPaths.ferryBinary
-        process.arguments = ["schedule", "--on-change", "--debounce", "100ms", "--store", fixture.store.path] + database
+        process.arguments =
+            ["schedule", "--on-change", "--debounce", "100ms", "--store", fixture.store.path] + database
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         try process.run()
         defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
         func waitForVersion(_ version: Int) throws {
             let deadline = Date().addingTimeInterval(30)
-            while (try fixture.storeAccess.manifest(for: "clichange")?.version ?? 0) < version && Date() < deadline { usleep(20_000) }
+            while (try fixture.storeAccess.manifest(for: "clichange")?.version ?? 0) < version && Date() < deadline {
+                usleep(20_000)
+            }
             #expect(try fixture.storeAccess.manifest(for: "clichange")?.version == version)
         }
         try waitForVersion(1)
         // The LISTEN is in place once its connection shows in pg_stat_activity; then a commit publishes
         let deadline = Date().addingTimeInterval(30)
-        while try fixture.database.connect().query("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'ferry-listen' AND datname = current_database()").first?.first != "1",
+        while try fixture.database.connect().query(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'ferry-listen' AND datname = current_database()"
+        ).first?.first != "1",
             Date() < deadline
         {
             usleep(20_000)
@@ -184,20 +238,29 @@ struct PublishCLITests {
         #expect(process.terminationReason == .exit && process.terminationStatus == 0)
 
         let remove = try runFerry(["triggers", "remove"] + database)
-        #expect(remove.status == 0 && remove.stdout.contains("removed trigger ferry_notify_clichange from 1 table"), "\(remove.stdout)\(remove.stderr)")
-        #expect(try fixture.database.connect().query("SELECT count(*) FROM pg_trigger WHERE tgname = 'ferry_notify_clichange'").first?.first == "0")
+        #expect(
+            remove.status == 0 && remove.stdout.contains("removed trigger ferry_notify_clichange from 1 table"),
+            "\(remove.stdout)\(remove.stderr)")
+        #expect(
+            try fixture.database.connect().query(
+                "SELECT count(*) FROM pg_trigger WHERE tgname = 'ferry_notify_clichange'"
+            ).first?.first == "0")
     }
 
     @Test("kill -9 midway through a publish leaves the previous version intact; the next run cleans up and succeeds")
     func crashSafety() async throws {
         // Given version 1 of a small table
-        let fixture = try PublisherFixture("crash", sql: "CREATE TABLE big (id integer PRIMARY KEY, pad text NOT NULL); INSERT INTO big VALUES (1, 'one');")
+        let fixture = try PublisherFixture(
+            "crash",
+            sql: "CREATE TABLE big (id integer PRIMARY KEY, pad text NOT NULL); INSERT INTO big VALUES (1, 'one');")
         defer { fixture.cleanUp() }
         let template = try fixture.writeTemplate("dataset: crash\ntables: [{name: big}]\n")
         let v1 = try await fixture.publishOffPool(template: template)
         let store = fixture.storeAccess
         // And a table large enough that the next publish takes a while
-        try await offCooperativePool { try fixture.execute("INSERT INTO big SELECT g, repeat(md5(g::text), 6) FROM generate_series(2, 600000) g") }
+        try await offCooperativePool {
+            try fixture.execute("INSERT INTO big SELECT g, repeat(md5(g::text), 6) FROM generate_series(2, 600000) g")
+        }
 
         // When a real `ferry publish` is killed with SIGKILL after it started writing the snapshot
         let tmp = store.temporaryDirectory(dataset: "crash")
@@ -207,7 +270,8 @@ struct PublishCLITests {
         let manifest = try #require(try store.manifest(for: "crash"))
         #expect(manifest.version == 1 && manifest.sha256 == v1.sha256 && manifest.versions == [1])
         #expect(try FileDigest.sha256Hex(of: store.snapshotURL(dataset: "crash", version: 1)) == v1.sha256)
-        try SQLiteConnection(path: store.snapshotURL(dataset: "crash", version: 1).path, mode: .readOnly).checkIntegrity()
+        try SQLiteConnection(path: store.snapshotURL(dataset: "crash", version: 1).path, mode: .readOnly)
+            .checkIntegrity()
         #expect(!((try? FileManager.default.contentsOfDirectory(atPath: tmp.path)) ?? []).isEmpty)
 
         // And the next run removes the leftovers and publishes version 2
@@ -219,9 +283,14 @@ struct PublishCLITests {
         #expect(try store.objectFileNames(dataset: "crash") == stored.expectedObjectFileNames)
     }
 
-    @Test("kill -9 midway through a scoped publish leaves every scope's previous snapshot intact; the next run cleans up")
+    @Test(
+        "kill -9 midway through a scoped publish leaves every scope's previous snapshot intact; the next run cleans up")
     func scopedCrashSafety() async throws {
-        let fixture = try PublisherFixture("crash-scoped", sql: "CREATE TABLE big (id integer PRIMARY KEY, pad text NOT NULL); INSERT INTO big VALUES (1, 'one'), (2, 'two');")
+        let fixture = try PublisherFixture(
+            "crash-scoped",
+            sql:
+                "CREATE TABLE big (id integer PRIMARY KEY, pad text NOT NULL); INSERT INTO big VALUES (1, 'one'), (2, 'two');"
+        )
         defer { fixture.cleanUp() }
         let template = try fixture.writeTemplate(
             """
@@ -234,7 +303,9 @@ struct PublishCLITests {
         _ = try await fixture.publishOffPool(template: template)
         let store = fixture.storeAccess
         let before = try store.requireManifest("crash-scoped")
-        try await offCooperativePool { try fixture.execute("INSERT INTO big SELECT g, repeat(md5(g::text), 6) FROM generate_series(3, 600000) g") }
+        try await offCooperativePool {
+            try fixture.execute("INSERT INTO big SELECT g, repeat(md5(g::text), 6) FROM generate_series(3, 600000) g")
+        }
 
         // When a real `ferry publish` is killed with SIGKILL while it writes the scopes' snapshots
         let tmp = store.temporaryDirectory(dataset: "crash-scoped")
@@ -244,7 +315,9 @@ struct PublishCLITests {
         let after = try store.requireManifest("crash-scoped")
         #expect(after == before)
         for entry in after.scopes {
-            #expect(try FileDigest.sha256Hex(of: store.objectURL(dataset: "crash-scoped", sha256: entry.sha256)) == entry.sha256)
+            #expect(
+                try FileDigest.sha256Hex(of: store.objectURL(dataset: "crash-scoped", sha256: entry.sha256))
+                    == entry.sha256)
         }
         // And the next run removes the leftovers and gives every scope version 2
         let next = try await fixture.publishOffPool(template: template)
@@ -257,7 +330,9 @@ struct PublishCLITests {
     /// Runs a real `ferry publish` (off the cooperative pool) and kills it with SIGKILL once a file in `tmp` has
     /// 2 MB, checking that it was still running then (so the kill really was midway).
     static func publishKilledMidway(template: String, fixture: PublisherFixture, tmp: URL) async throws {
-        let arguments = ["publish", "--config", template, "--store", fixture.store.path, "--database-url", fixture.database.url]
+        let arguments = [
+            "publish", "--config", template, "--store", fixture.store.path, "--database-url", fixture.database.url,
+        ]
         let (wasRunning, reason) = try await offCooperativePool { () throws -> (Bool, Process.TerminationReason) in
             let process = Process()
             process.executableURL = TestPaths.ferryBinary
@@ -269,7 +344,11 @@ struct PublishCLITests {
             var writtenBytes = 0
             while process.isRunning && Date() < deadline && writtenBytes < 2_000_000 {
                 let names = (try? FileManager.default.contentsOfDirectory(atPath: tmp.path)) ?? []
-                writtenBytes = names.compactMap { (try? FileManager.default.attributesOfItem(atPath: tmp.appendingPathComponent($0).path)[.size]) as? Int }.max() ?? 0
+                writtenBytes =
+                    names.compactMap {
+                        (try? FileManager.default.attributesOfItem(atPath: tmp.appendingPathComponent($0).path)[.size])
+                            as? Int
+                    }.max() ?? 0
                 usleep(2_000)
             }
             let running = process.isRunning

@@ -1,10 +1,10 @@
 import FerryCore
-@testable import FerryPostgres
 import FerryStore
 import Foundation
 import Logging
 import Testing
 
+@testable import FerryPostgres
 @testable import FerryPublisher
 
 @Suite("Publisher publish job")
@@ -36,7 +36,8 @@ struct PublishTests {
         #expect(result.tables == ["trips": 2] && result.versions == [1])
         let store = fixture.storeAccess
         let manifest = try #require(try store.manifest(for: "trips"))
-        #expect(manifest.sha256 == result.sha256 && manifest.size == result.size && manifest.gzipSize == result.gzipSize)
+        #expect(
+            manifest.sha256 == result.sha256 && manifest.size == result.size && manifest.gzipSize == result.gzipSize)
         #expect(try FileDigest.sha256Hex(of: store.snapshotURL(dataset: "trips", version: 1)) == manifest.sha256)
         let unzipped = fixture.directory.appending("unzipped.sqlite")
         try Gzip.decompressFile(from: store.gzipURL(dataset: "trips", version: 1), to: unzipped)
@@ -45,14 +46,20 @@ struct PublishTests {
         let db = try fixture.open(dataset: "trips", version: 1)
         try db.checkIntegrity()
         let metadata = try SnapshotMetadata.read(from: db)
-        #expect(metadata.dataset == "trips" && metadata.version == 1 && metadata.schemaVersion == 1 && metadata.createdAt == manifest.createdAt)
+        #expect(
+            metadata.dataset == "trips" && metadata.version == 1 && metadata.schemaVersion == 1
+                && metadata.createdAt == manifest.createdAt)
         #expect(
             metadata.tables == [
                 .init(
-                    name: "trips", primaryKey: ["id"], columns: ["id", "name", "passengers", "bags", "createdAt", "updatedAt"], writable: true,
+                    name: "trips", primaryKey: ["id"],
+                    columns: ["id", "name", "passengers", "bags", "createdAt", "updatedAt"], writable: true,
                     merge: .clientWins, createdColumn: "createdAt", updatedColumn: "updatedAt", rows: 2)
             ])
-        #expect(try db.query("SELECT name, \"updatedAt\" FROM trips ORDER BY id") == [["Växjö-Kalmar", "2018-04-29T11:21:02.000Z"], ["Kalmar-Öland", "2018-04-29T11:45:05.000Z"]])
+        #expect(
+            try db.query("SELECT name, \"updatedAt\" FROM trips ORDER BY id") == [
+                ["Växjö-Kalmar", "2018-04-29T11:21:02.000Z"], ["Kalmar-Öland", "2018-04-29T11:45:05.000Z"],
+            ])
         #expect(try db.scalar("SELECT count(*) FROM sqlite_master WHERE name = 'sqlite_stat1'") == .integer(1))
     }
 
@@ -66,14 +73,22 @@ struct PublishTests {
         // When nothing changed
         let second = try fixture.publish(template: template)
         #expect(second.unchanged && second.version == 1 && second.sha256 == first.sha256)
-        #expect(try fixture.storeAccess.objectFileNames(dataset: "trips") == ["\(first.sha256!).rows", "\(first.sha256!).sqlite", "\(first.sha256!).sqlite.gz"])
-        #expect(try FileManager.default.contentsOfDirectory(atPath: fixture.storeAccess.temporaryDirectory(dataset: "trips").path).isEmpty)
+        #expect(
+            try fixture.storeAccess.objectFileNames(dataset: "trips") == [
+                "\(first.sha256!).rows", "\(first.sha256!).sqlite", "\(first.sha256!).sqlite.gz",
+            ])
+        #expect(
+            try FileManager.default.contentsOfDirectory(
+                atPath: fixture.storeAccess.temporaryDirectory(dataset: "trips").path
+            ).isEmpty)
 
         // When one value changes
         try fixture.execute("UPDATE trips SET bags = 3 WHERE id = 'a'")
         let third = try fixture.publish(template: template)
         #expect(!third.unchanged && third.version == 2 && third.versions == [1, 2])
-        #expect(try fixture.open(dataset: "trips", version: 2).scalar("SELECT bags FROM trips WHERE id = 'a'") == .integer(3))
+        #expect(
+            try fixture.open(dataset: "trips", version: 2).scalar("SELECT bags FROM trips WHERE id = 'a'")
+                == .integer(3))
 
         // And back: the data equals version 1's, but version 2 is the latest, so it is a new version 3.
         try fixture.execute("UPDATE trips SET bags = 0 WHERE id = 'a'")
@@ -119,7 +134,8 @@ struct PublishTests {
         publisher.afterTable = { table in
             guard table == "orders" else { return }
             let writer = try PostgresConnection(url: writerURL)
-            try writer.execute("BEGIN; INSERT INTO orders VALUES (1001, 10); INSERT INTO lines VALUES (1001, 1001, 10); COMMIT;")
+            try writer.execute(
+                "BEGIN; INSERT INTO orders VALUES (1001, 10); INSERT INTO lines VALUES (1001, 1001, 10); COMMIT;")
         }
 
         // When it is published
@@ -128,7 +144,8 @@ struct PublishTests {
         // Then the snapshot holds neither half of the concurrent transaction
         #expect(result.tables == ["orders": 1000, "lines": 1000])
         let db = try fixture.open(dataset: "shop", version: 1)
-        #expect(try db.scalar("SELECT count(*) FROM lines WHERE order_id NOT IN (SELECT id FROM orders)") == .integer(0))
+        #expect(
+            try db.scalar("SELECT count(*) FROM lines WHERE order_id NOT IN (SELECT id FROM orders)") == .integer(0))
         // And the next publish sees both halves.
         let next = try fixture.publish(template: template)
         #expect(next.tables == ["orders": 1001, "lines": 1001])
@@ -201,7 +218,8 @@ struct PublishTests {
             "postgres://ferry:s3cr3t%2DPa55@127.0.0.1:1/app?port=notaport",  // percent-encoded, bad option
         ]
         for url in urls {
-            let error = try #require(ferryError { _ = try fixture.publisher(template: template, url: url).publishBlocking() })
+            let error = try #require(
+                ferryError { _ = try fixture.publisher(template: template, url: url).publishBlocking() })
             #expect(error.code == .database, "\(error)")
             #expect(!error.description.contains("s3cr3t-Pa55"), "\(error.description)")
             #expect(!"\(error)".contains("s3cr3t-Pa55"))
@@ -212,8 +230,10 @@ struct PublishTests {
     @Test("every form of the password is scrubbed from libpq messages")
     func scrubbing() {
         let cases = [
-            ("postgres://u:p%40ss@h/db", "p@ss"), ("postgres://u:p@ss@h/db", "p@ss"), ("host=h password=hunter2 user=u", "hunter2"),
-            ("postgres://u@h/db?password=hunter2&sslmode=disable", "hunter2"), ("postgres://u:two words@h/db", "two words"),
+            ("postgres://u:p%40ss@h/db", "p@ss"), ("postgres://u:p@ss@h/db", "p@ss"),
+            ("host=h password=hunter2 user=u", "hunter2"),
+            ("postgres://u@h/db?password=hunter2&sslmode=disable", "hunter2"),
+            ("postgres://u:two words@h/db", "two words"),
         ]
         for (url, secret) in cases {
             let scrubbed = PostgresConnection.scrub("failed for \(secret) in \(url)", url: url)
@@ -223,19 +243,31 @@ struct PublishTests {
 
     @Test("a query that fails midway leaves the previous version intact and no temp file")
     func failureKeepsPrevious() throws {
-        let fixture = try PublisherFixture("midway", sql: Self.trips + "CREATE TABLE nums (id integer PRIMARY KEY, d integer); INSERT INTO nums SELECT g, g FROM generate_series(0, 100) g;")
+        let fixture = try PublisherFixture(
+            "midway",
+            sql: Self.trips
+                + "CREATE TABLE nums (id integer PRIMARY KEY, d integer); INSERT INTO nums SELECT g, g FROM generate_series(0, 100) g;"
+        )
         defer { fixture.cleanUp() }
-        let good = try fixture.writeTemplate("dataset: trips\ntimestamps: {created: createdAt, updated: updatedAt}\ntables: [{name: trips}]\n")
+        let good = try fixture.writeTemplate(
+            "dataset: trips\ntimestamps: {created: createdAt, updated: updatedAt}\ntables: [{name: trips}]\n")
         _ = try fixture.publish(template: good)
         // A division by zero on the row with d = 0 fails the COPY after it started streaming.
         let failing = try fixture.writeTemplate(
             "dataset: trips\ntimestamps: {created: createdAt, updated: updatedAt}\ntables:\n  - name: trips\n  - name: nums\n    primaryKey: [id]\n    query: SELECT id, 100 / d AS q FROM nums\n",
             name: "failing.yml")
         let error = try #require(ferryError { _ = try fixture.publish(template: failing) })
-        #expect(error.code == .database && error.description.contains("division by zero") && error.description.contains("nums"))
+        #expect(
+            error.code == .database && error.description.contains("division by zero")
+                && error.description.contains("nums"))
         let manifest = try #require(try fixture.storeAccess.manifest(for: "trips"))
         #expect(manifest.version == 1)
-        #expect(try FileDigest.sha256Hex(of: fixture.storeAccess.snapshotURL(dataset: "trips", version: 1)) == manifest.sha256)
-        #expect(try FileManager.default.contentsOfDirectory(atPath: fixture.storeAccess.temporaryDirectory(dataset: "trips").path).isEmpty)
+        #expect(
+            try FileDigest.sha256Hex(of: fixture.storeAccess.snapshotURL(dataset: "trips", version: 1))
+                == manifest.sha256)
+        #expect(
+            try FileManager.default.contentsOfDirectory(
+                atPath: fixture.storeAccess.temporaryDirectory(dataset: "trips").path
+            ).isEmpty)
     }
 }

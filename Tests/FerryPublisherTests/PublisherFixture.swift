@@ -1,9 +1,9 @@
 import FerryCore
-@testable import FerryPostgres
 import FerryStore
 import Foundation
 import Logging
 
+@testable import FerryPostgres
 @testable import FerryPublisher
 
 /// A fresh PostgreSQL database, a temp dir with a store, and helpers to write templates and publish.
@@ -34,7 +34,9 @@ struct PublisherFixture {
 
     func publisher(template: String, keep: Int = 5, waitForLock: Bool = false, url: String? = nil) -> Publisher {
         Publisher(
-            configuration: .init(templatePath: template, databaseURL: url ?? database.url, store: store, keep: keep, waitForLock: waitForLock),
+            configuration: .init(
+                templatePath: template, databaseURL: url ?? database.url, store: store, keep: keep,
+                waitForLock: waitForLock),
             logger: Logger(label: "test"))
     }
 

@@ -1,10 +1,10 @@
 import FerryCore
-@testable import FerryPostgres
 import Foundation
 import Logging
 import ServiceLifecycle
 import Testing
 
+@testable import FerryPostgres
 @testable import FerryPublisher
 
 @Suite("Publisher schedule")
@@ -16,7 +16,9 @@ struct ScheduleTests {
         #expect(try PublishInterval(parsing: "2h").seconds == 7200)
         #expect(try PublishInterval(parsing: "90m").description == "90m")
         #expect(try PublishInterval(parsing: "120m").description == "2h")
-        #expect(try PublishInterval(parsing: "30d").seconds == 30 * 86_400 && PublishInterval(parsing: "48h").description == "2d")
+        #expect(
+            try PublishInterval(parsing: "30d").seconds == 30 * 86_400
+                && PublishInterval(parsing: "48h").description == "2d")
         for bad in ["", "15", "m", "15x", "-5m", "0s", "1.5h", "15 m", "9999999h"] {
             let error = ferryError { _ = try PublishInterval(parsing: bad) }
             #expect(error?.code == .badInput, "'\(bad)'")
@@ -29,8 +31,12 @@ struct ScheduleTests {
     func runSchedule(_ publisher: Publisher, runs wanted: Int) async throws -> [Result<PublishResult, any Error>] {
         let outcomes = Locked<[Result<PublishResult, any Error>]>([])
         let (stream, continuation) = AsyncStream<Int>.makeStream()
-        let schedule = PublishSchedule(publisher: publisher, period: .milliseconds(150), logger: Logger(label: "test")) { outcome in
-            let count = outcomes.withLock { $0.append(outcome); return $0.count }
+        let schedule = PublishSchedule(publisher: publisher, period: .milliseconds(150), logger: Logger(label: "test"))
+        { outcome in
+            let count = outcomes.withLock {
+                $0.append(outcome)
+                return $0.count
+            }
             continuation.yield(count)
         }
         let group = ServiceGroup(services: [schedule], logger: Logger(label: "test"))
@@ -45,7 +51,8 @@ struct ScheduleTests {
 
     @Test("a schedule publishes at each tick and stops on graceful shutdown")
     func runsAndStops() async throws {
-        let fixture = try PublisherFixture("schedule", sql: "CREATE TABLE t (id integer PRIMARY KEY, v text); INSERT INTO t VALUES (1, 'a');")
+        let fixture = try PublisherFixture(
+            "schedule", sql: "CREATE TABLE t (id integer PRIMARY KEY, v text); INSERT INTO t VALUES (1, 'a');")
         defer { fixture.cleanUp() }
         let template = try fixture.writeTemplate("dataset: sched\ntables: [{name: t}]\n")
 
@@ -69,12 +76,16 @@ struct ScheduleTests {
         let outcomes = Locked<[Bool]>([])
         let (stream, continuation) = AsyncStream<Int>.makeStream()
         let fixtureURL = fixture.database.url
-        let schedule = PublishSchedule(publisher: fixture.publisher(template: template), period: .milliseconds(100), logger: Logger(label: "test")) { outcome in
+        let schedule = PublishSchedule(
+            publisher: fixture.publisher(template: template), period: .milliseconds(100), logger: Logger(label: "test")
+        ) { outcome in
             let count = outcomes.withLock { list in
                 list.append((try? outcome.get()) != nil)
                 return list.count
             }
-            if count == 2 { try? PostgresConnection(url: fixtureURL).execute("CREATE TABLE t (id integer PRIMARY KEY)") }
+            if count == 2 {
+                try? PostgresConnection(url: fixtureURL).execute("CREATE TABLE t (id integer PRIMARY KEY)")
+            }
             continuation.yield(count)
         }
         let group = ServiceGroup(services: [schedule], logger: Logger(label: "test"))

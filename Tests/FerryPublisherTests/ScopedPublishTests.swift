@@ -1,27 +1,33 @@
 import FerryCore
-@testable import FerryPostgres
 import FerryStore
 import Foundation
 import Logging
 import Testing
 
+@testable import FerryPostgres
 @testable import FerryPublisher
 
 @Suite("Publisher: one snapshot per scope (access rights)")
 struct ScopedPublishTests {
     static var sampleSQL: String {
         get throws {
-            try String(contentsOf: TestPaths.packageRoot.appendingPathComponent("templates/campgrounds.pg.sql"), encoding: .utf8)
+            try String(
+                contentsOf: TestPaths.packageRoot.appendingPathComponent("templates/campgrounds.pg.sql"),
+                encoding: .utf8)
         }
     }
-    static var tieredTemplate: String { TestPaths.packageRoot.appendingPathComponent("templates/campgrounds-tiered.yml").path }
+    static var tieredTemplate: String {
+        TestPaths.packageRoot.appendingPathComponent("templates/campgrounds-tiered.yml").path
+    }
 
     static func ids(_ db: SQLiteConnection, _ table: String) throws -> [String] {
         try db.query("SELECT CAST(id AS TEXT) FROM \(table) ORDER BY 1").map { $0[0].text ?? "" }
     }
 
     static func open(_ fixture: PublisherFixture, _ entry: ScopeEntry) throws -> SQLiteConnection {
-        try SQLiteConnection(path: fixture.storeAccess.objectURL(dataset: "campgrounds-tiered", sha256: entry.sha256).path, mode: .readOnly)
+        try SQLiteConnection(
+            path: fixture.storeAccess.objectURL(dataset: "campgrounds-tiered", sha256: entry.sha256).path,
+            mode: .readOnly)
     }
 
     static func scoped(_ fixture: PublisherFixture, _ dataset: String = "campgrounds-tiered") throws -> StoredManifest {
@@ -30,7 +36,9 @@ struct ScopedPublishTests {
         return manifest
     }
 
-    @Test("free-tier and premium scopes get different snapshots; children follow their parent; scopes share a version number")
+    @Test(
+        "free-tier and premium scopes get different snapshots; children follow their parent; scopes share a version number"
+    )
     func tiers() throws {
         let fixture = try PublisherFixture("scopes-tiers", sql: try Self.sampleSQL)
         defer { fixture.cleanUp() }
@@ -45,7 +53,9 @@ struct ScopedPublishTests {
         let free = try #require(manifest.entry(for: "0"))
         let premium = try #require(manifest.entry(for: "2"))
         #expect(free.sha256 != premium.sha256)
-        #expect(try FileDigest.sha256Hex(of: fixture.storeAccess.objectURL(dataset: "campgrounds-tiered", sha256: free.sha256)) == free.sha256)
+        #expect(
+            try FileDigest.sha256Hex(
+                of: fixture.storeAccess.objectURL(dataset: "campgrounds-tiered", sha256: free.sha256)) == free.sha256)
 
         // Alice's tier 0: the free campgrounds (01, 03, 05), only their reviews and photos.
         let aliceDB = try Self.open(fixture, free)
@@ -56,14 +66,24 @@ struct ScopedPublishTests {
         #expect(try SnapshotMetadata.read(from: aliceDB).version == 1)
         // Bob's tier 2: everything.
         let bobDB = try Self.open(fixture, premium)
-        #expect(try Self.ids(bobDB, "campgrounds").count == 5 && Self.ids(bobDB, "reviews").count == 6 && Self.ids(bobDB, "photos").count == 3)
-        #expect(try bobDB.query("SELECT count(*) FROM pragma_table_info('campgrounds') WHERE name = 'internal_notes'") == [[0]])
+        #expect(
+            try Self.ids(bobDB, "campgrounds").count == 5 && Self.ids(bobDB, "reviews").count == 6
+                && Self.ids(bobDB, "photos").count == 3)
+        #expect(
+            try bobDB.query("SELECT count(*) FROM pragma_table_info('campgrounds') WHERE name = 'internal_notes'") == [
+                [0]
+            ])
 
         // Nothing changed: no new version and no new file.
-        let objects = try FileManager.default.contentsOfDirectory(atPath: fixture.storeAccess.objectsDirectory(dataset: "campgrounds-tiered").path).sorted()
+        let objects = try FileManager.default.contentsOfDirectory(
+            atPath: fixture.storeAccess.objectsDirectory(dataset: "campgrounds-tiered").path
+        ).sorted()
         let again = try fixture.publish(template: Self.tieredTemplate)
         #expect(again.unchanged && again.scopes?.allSatisfy(\.unchanged) == true)
-        #expect(try FileManager.default.contentsOfDirectory(atPath: fixture.storeAccess.objectsDirectory(dataset: "campgrounds-tiered").path).sorted() == objects)
+        #expect(
+            try FileManager.default.contentsOfDirectory(
+                atPath: fixture.storeAccess.objectsDirectory(dataset: "campgrounds-tiered").path
+            ).sorted() == objects)
         #expect(try Self.scoped(fixture) == manifest)
 
         // A premium campground changes: only the premium scope gets version 2; the free scope keeps version 1.
@@ -73,7 +93,9 @@ struct ScopedPublishTests {
         let after = try Self.scoped(fixture)
         #expect(after.entry(for: "0")?.version == 1 && after.entry(for: "0")?.retained.map(\.version) == [1])
         #expect(after.entry(for: "2")?.version == 2 && after.entry(for: "2")?.retained.map(\.version) == [1, 2])
-        #expect(third.scopes?.first { $0.scope == "0" }?.unchanged == true && third.scopes?.first { $0.scope == "2" }?.unchanged == false)
+        #expect(
+            third.scopes?.first { $0.scope == "0" }?.unchanged == true
+                && third.scopes?.first { $0.scope == "2" }?.unchanged == false)
     }
 
     @Test("scopes with identical content share one stored file")
@@ -82,7 +104,8 @@ struct ScopedPublishTests {
         defer { fixture.cleanUp() }
         let template = try fixture.writeTemplate(
             try String(contentsOfFile: Self.tieredTemplate, encoding: .utf8)
-                .replacingOccurrences(of: "values: \"SELECT DISTINCT access_tier FROM users\"", with: "values: [0, 2, 3, 9]"))
+                .replacingOccurrences(
+                    of: "values: \"SELECT DISTINCT access_tier FROM users\"", with: "values: [0, 2, 3, 9]"))
         let result = try fixture.publish(template: template)
         let manifest = try Self.scoped(fixture)
         #expect(manifest.scopes.map(\.scope) == ["0", "2", "3", "9"])
@@ -90,8 +113,11 @@ struct ScopedPublishTests {
         let premium = Set(["2", "3", "9"].compactMap { manifest.entry(for: $0)?.sha256 })
         #expect(premium.count == 1 && manifest.entry(for: "0")?.sha256 != premium.first)
         #expect(result.scopes?.filter(\.shared).map(\.scope) == ["2", "3", "9"])
-        let files = try FileManager.default.contentsOfDirectory(atPath: fixture.storeAccess.objectsDirectory(dataset: "campgrounds-tiered").path)
-        #expect(files.filter { $0.hasSuffix(".sqlite") }.count == 2 && files.filter { $0.hasSuffix(".sqlite.gz") }.count == 2)
+        let files = try FileManager.default.contentsOfDirectory(
+            atPath: fixture.storeAccess.objectsDirectory(dataset: "campgrounds-tiered").path)
+        #expect(
+            files.filter { $0.hasSuffix(".sqlite") }.count == 2
+                && files.filter { $0.hasSuffix(".sqlite.gz") }.count == 2)
     }
 
     @Test("a scope value nobody has any more stops being served, and its file goes")
@@ -106,7 +132,9 @@ struct ScopedPublishTests {
         #expect(!result.unchanged && result.scopes?.map(\.scope) == ["0"])
         let manifest = try Self.scoped(fixture)
         #expect(manifest.scopes.map(\.scope) == ["0"] && manifest.lastVersion == 1)
-        #expect(!FileManager.default.fileExists(atPath: fixture.storeAccess.objectURL(dataset: "campgrounds-tiered", sha256: premium.sha256).path))
+        #expect(
+            !FileManager.default.fileExists(
+                atPath: fixture.storeAccess.objectURL(dataset: "campgrounds-tiered", sha256: premium.sha256).path))
     }
 
     @Test("all scopes come from one PostgreSQL snapshot, even exported in parallel")
@@ -115,7 +143,8 @@ struct ScopedPublishTests {
         defer { fixture.cleanUp() }
         let template = try fixture.writeTemplate(
             try String(contentsOfFile: Self.tieredTemplate, encoding: .utf8)
-                .replacingOccurrences(of: "values: \"SELECT DISTINCT access_tier FROM users\"", with: "values: [0, 1, 2, 3, 4, 5]"))
+                .replacingOccurrences(
+                    of: "values: \"SELECT DISTINCT access_tier FROM users\"", with: "values: [0, 1, 2, 3, 4, 5]"))
         let url = fixture.database.url
         let inserted = Locked(0)
         var configuration = Publisher.Configuration(templatePath: template, databaseURL: url, store: fixture.store)
@@ -135,7 +164,9 @@ struct ScopedPublishTests {
         let manifest = try Self.scoped(fixture)
         for entry in manifest.scopes {
             let db = try Self.open(fixture, entry)
-            #expect(try db.query("SELECT count(*) FROM campgrounds WHERE name LIKE 'Late %'") == [[0]], "scope \(entry.scope)")
+            #expect(
+                try db.query("SELECT count(*) FROM campgrounds WHERE name LIKE 'Late %'") == [[0]],
+                "scope \(entry.scope)")
         }
         // Tiers 2…5 see the same rows, so they share a file; 0 and 1 differ.
         #expect(Set(manifest.scopes.map(\.sha256)).count == 3)
@@ -172,10 +203,16 @@ struct ScopedPublishTests {
         let result = try fixture.publish(template: template)
         #expect(result.scopes?.map(\.scope) == ["1", "2"])
         let manifest = try Self.scoped(fixture, "tenants")
-        let north = try SQLiteConnection(path: fixture.storeAccess.objectURL(dataset: "tenants", sha256: manifest.entry(for: "1")!.sha256).path, mode: .readOnly)
+        let north = try SQLiteConnection(
+            path: fixture.storeAccess.objectURL(dataset: "tenants", sha256: manifest.entry(for: "1")!.sha256).path,
+            mode: .readOnly)
         #expect(try Self.ids(north, "sites") == ["10", "11"] && Self.ids(north, "readings") == ["100", "101"])
-        let south = try SQLiteConnection(path: fixture.storeAccess.objectURL(dataset: "tenants", sha256: manifest.entry(for: "2")!.sha256).path, mode: .readOnly)
-        #expect(try Self.ids(south, "tenants") == ["2"] && Self.ids(south, "sites") == ["20"] && Self.ids(south, "readings") == ["200"])
+        let south = try SQLiteConnection(
+            path: fixture.storeAccess.objectURL(dataset: "tenants", sha256: manifest.entry(for: "2")!.sha256).path,
+            mode: .readOnly)
+        #expect(
+            try Self.ids(south, "tenants") == ["2"] && Self.ids(south, "sites") == ["20"]
+                && Self.ids(south, "readings") == ["200"])
     }
 
     @Test("switching a dataset from public to scoped keeps version numbers increasing and removes the old files")
@@ -185,14 +222,18 @@ struct ScopedPublishTests {
         let plain = try fixture.writeTemplate(
             try String(contentsOfFile: Self.tieredTemplate, encoding: .utf8)
                 .replacingOccurrences(of: "    filter: \"tier <= :scope\"", with: "")
-                .components(separatedBy: "\n").filter { !$0.hasPrefix("scope:") && !$0.hasPrefix("  values:") && !$0.hasPrefix("  token:") }
+                .components(separatedBy: "\n").filter {
+                    !$0.hasPrefix("scope:") && !$0.hasPrefix("  values:") && !$0.hasPrefix("  token:")
+                }
                 .joined(separator: "\n"), name: "plain.yml")
         let first = try fixture.publish(template: plain)
         #expect(first.version == 1 && first.scopes == nil)
         _ = try fixture.publish(template: Self.tieredTemplate)
         let manifest = try Self.scoped(fixture)
         #expect(manifest.lastVersion == 2 && manifest.scopes.allSatisfy { $0.version == 2 })
-        #expect(try fixture.storeAccess.objectFileNames(dataset: "campgrounds-tiered").count == 3 * Set(manifest.scopes.map(\.sha256)).count)  // snapshot, gzip, row index
+        #expect(
+            try fixture.storeAccess.objectFileNames(dataset: "campgrounds-tiered").count == 3
+                * Set(manifest.scopes.map(\.sha256)).count)  // snapshot, gzip, row index
         #expect(try fixture.storeAccess.manifest(for: "campgrounds-tiered") == nil)
     }
 }

@@ -1,8 +1,8 @@
 import FerryCore
-@testable import FerryPostgres
 import Foundation
 import Testing
 
+@testable import FerryPostgres
 @testable import FerryPublisher
 
 /// The PostgreSQL → SQLite type mapping of docs/templates.md, one type at a time, against a real PostgreSQL.
@@ -44,15 +44,19 @@ struct TypeMappingTests {
         // Then each value has the documented SQLite type and text form
         #expect(result.tables == ["everything": 4])
         let db = try fixture.open(dataset: "types", version: 1)
-        let declared = Dictionary(uniqueKeysWithValues: try db.query("PRAGMA table_info(everything)").map { ($0[1].text!, $0[2].text!) })
-        #expect(declared["i2"] == "INTEGER" && declared["i8"] == "INTEGER" && declared["flag"] == "INTEGER" && declared["dom"] == "INTEGER")
+        let declared = Dictionary(
+            uniqueKeysWithValues: try db.query("PRAGMA table_info(everything)").map { ($0[1].text!, $0[2].text!) })
+        #expect(
+            declared["i2"] == "INTEGER" && declared["i8"] == "INTEGER" && declared["flag"] == "INTEGER"
+                && declared["dom"] == "INTEGER")
         #expect(declared["r"] == "REAL" && declared["d"] == "REAL")
         #expect(declared["bin"] == "BLOB")
         for name in ["n", "t", "vc", "ch", "u", "j", "jb", "day", "ts", "tstz", "ints", "texts", "m", "iv"] {
             #expect(declared[name] == "TEXT", "column \(name)")
         }
 
-        let columns = "i2, i4, i8, flag, r, d, n, money_amount, t, vc, ch, u, j, jb, bin, day, ts, tstz, ints, texts, m, iv, dom"
+        let columns =
+            "i2, i4, i8, flag, r, d, n, money_amount, t, vc, ch, u, j, jb, bin, day, ts, tstz, ints, texts, m, iv, dom"
         let rows = try db.query("SELECT \(columns) FROM everything ORDER BY id")
         #expect(rows.count == 4)
         let one = rows[0]

@@ -1,10 +1,11 @@
 import FerryCore
-@testable import FerryServer
 import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import Testing
+
+@testable import FerryServer
 
 /// All downloads together hold at most the buffer budget in chunks; with the smallest budget many downloads still
 /// all finish, byte for byte (they take turns and cannot deadlock on each other).
@@ -34,7 +35,10 @@ import Testing
         await budget.acquire()
         #expect(budget.tryAcquire())
         #expect(!budget.tryAcquire())
-        let waiter = Task { await budget.acquire(); return true }
+        let waiter = Task {
+            await budget.acquire()
+            return true
+        }
         budget.release()
         #expect(await waiter.value)
         budget.release()

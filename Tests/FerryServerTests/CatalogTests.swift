@@ -1,11 +1,12 @@
 import FerryCore
-@testable import FerryServer
 import FerryStore
 import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import Testing
+
+@testable import FerryServer
 
 @Suite struct CatalogTests {
     @Test func aVersionPublishedWhileServingIsPickedUpWithinASecond() async throws {
@@ -74,7 +75,9 @@ import Testing
 
             // When retention deletes version 1 (keep = 1) while the body is still being sent
             try store.publish(keep: 1)
-            #expect(!FileManager.default.fileExists(atPath: store.store.objectURL(dataset: "trips", sha256: v1.sha256).path))
+            #expect(
+                !FileManager.default.fileExists(atPath: store.store.objectURL(dataset: "trips", sha256: v1.sha256).path)
+            )
             try await Task.sleep(for: .milliseconds(400))  // let the catalog drop version 1
 
             // Then the download finishes with exactly the bytes of version 1
@@ -105,7 +108,8 @@ import Testing
         let source = try store.publish("source", rows: 7)  // a real SQLite file to copy into the legacy layout
         let file = store.directory.appending("legacy.sqlite")
         try FileManager.default.copyItem(at: try store.store.snapshotURL(dataset: "source", version: 1), to: file)
-        let legacy = try LegacyStore.commit(root: store.store.root, dataset: "old", version: 4, snapshot: file, tables: ["trips": 7], retained: [4])
+        let legacy = try LegacyStore.commit(
+            root: store.store.root, dataset: "old", version: 4, snapshot: file, tables: ["trips": 7], retained: [4])
         #expect(legacy.sha256 == source.sha256)
 
         let legacyBody = try legacy.jsonData()
@@ -114,7 +118,9 @@ import Testing
             let manifest = try await client.execute(uri: "/v1/datasets/old/manifest", method: .get)
             #expect(manifest.status == .ok && manifest.bodyData == legacyBody)
             let snapshot = try await client.execute(uri: "/v1/datasets/old/versions/4", method: .get)
-            #expect(snapshot.status == .ok && sha256Hex(snapshot.body) == legacy.sha256 && snapshot.header("ETag") == "\"\(legacy.sha256)\"")
+            #expect(
+                snapshot.status == .ok && sha256Hex(snapshot.body) == legacy.sha256
+                    && snapshot.header("ETag") == "\"\(legacy.sha256)\"")
 
             // When a publisher migrates the store while the server runs
             let lock = try store.store.lock(dataset: "old", wait: false)
@@ -126,10 +132,13 @@ import Testing
             let after = try await client.execute(uri: "/v1/datasets/old/manifest", method: .get)
             #expect(after.status == .ok && after.bodyData == legacyBody)
             let again = try await client.execute(uri: "/v1/datasets/old/snapshot", method: .get)
-            #expect(again.status == .ok && sha256Hex(again.body) == legacy.sha256 && again.header("Ferry-Version") == "4")
+            #expect(
+                again.status == .ok && sha256Hex(again.body) == legacy.sha256 && again.header("Ferry-Version") == "4")
         }
     }
-    @Test("a versions/N store written by the old code itself (Tests/Fixtures/legacy-store) is served with its own manifest bytes")
+    @Test(
+        "a versions/N store written by the old code itself (Tests/Fixtures/legacy-store) is served with its own manifest bytes"
+    )
     func legacyFixtureIsServed() async throws {
         let store = try TestStore()
         defer { store.remove() }
@@ -137,7 +146,8 @@ import Testing
         try FileManager.default.copyItem(at: fixture, to: store.store.directory(dataset: "trips"))
         let oldManifest = try Data(contentsOf: fixture.appendingPathComponent("manifest.json"))
         let records = try (1...2).map { version in
-            try JSONDecoder().decode(VersionRecord.self, from: Data(contentsOf: fixture.appendingPathComponent("versions/\(version).json")))
+            try JSONDecoder().decode(
+                VersionRecord.self, from: Data(contentsOf: fixture.appendingPathComponent("versions/\(version).json")))
         }
 
         try await store.withLiveServer { client in
@@ -146,7 +156,8 @@ import Testing
             #expect(manifest.status == .ok && manifest.bodyData == oldManifest)
             // Each retained version URL serves the old file under its checksum
             for record in records {
-                let version = try await client.execute(uri: "/v1/datasets/trips/versions/\(record.version)", method: .get)
+                let version = try await client.execute(
+                    uri: "/v1/datasets/trips/versions/\(record.version)", method: .get)
                 #expect(version.status == .ok && sha256Hex(version.body) == record.sha256)
                 #expect(version.header("ETag") == "\"\(record.sha256)\"")
             }

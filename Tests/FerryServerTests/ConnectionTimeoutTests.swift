@@ -1,9 +1,10 @@
-@testable import FerryServer
 import HTTPTypes
 import NIOCore
 import NIOEmbedded
 import NIOHTTPTypes
 import Testing
+
+@testable import FerryServer
 
 /// The header and idle timeouts on the event loop's virtual clock (EmbeddedChannel): what closes a connection and
 /// what keeps it open, the requests answered before the HTTP decoder included.
@@ -15,7 +16,9 @@ import Testing
 
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
             switch String(buffer: unwrapInboundIn(data)) {
-            case "h": context.fireChannelRead(wrapInboundOut(.head(HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/"))))
+            case "h":
+                context.fireChannelRead(
+                    wrapInboundOut(.head(HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/"))))
             case "e": context.fireChannelRead(wrapInboundOut(.end(nil)))
             default: break
             }

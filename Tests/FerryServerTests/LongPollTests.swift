@@ -1,10 +1,11 @@
 import FerryCore
 import FerryStore
-@testable import FerryServer
 import Foundation
 import HTTPTypes
 import HummingbirdTesting
 import Testing
+
+@testable import FerryServer
 
 /// The manifest long-poll (`Prefer: wait=N`, RFC 7240): held until a new version is served, 304 at the deadline,
 /// `Preference-Applied` on every answer, answered 304 at once on graceful shutdown, and never answered early by
@@ -21,7 +22,8 @@ import Testing
     /// One request on a fresh connection (or after `before`, a request answered first on the same connection, so
     /// the second reaches the HTTP decoder), read to the end of its body.
     static func request(
-        _ port: Int, _ headers: [(String, String)], method: String = "GET", path: String = "/v1/datasets/trips/manifest", before: String? = nil
+        _ port: Int, _ headers: [(String, String)], method: String = "GET",
+        path: String = "/v1/datasets/trips/manifest", before: String? = nil
     ) async throws -> Answer {
         try await offPool {
             let connection = try RawHTTPConnection(port: port)
@@ -87,7 +89,9 @@ import Testing
         let v1 = try store.publish()
         try await RevalidationTests.withServers(store.configuration) { channel, _, answers, _ in
             // When it asks for the manifest with `Prefer: wait=30` and version 2 is published while it waits
-            let poll = Task { try await Self.request(channel, [("If-None-Match", "\"\(v1.sha256)\""), ("Prefer", "wait=30")]) }
+            let poll = Task {
+                try await Self.request(channel, [("If-None-Match", "\"\(v1.sha256)\""), ("Prefer", "wait=30")])
+            }
             try await Self.awaitWaiting(channel, 1)
             let published = ContinuousClock.now
             let v2 = try store.publish()
@@ -98,7 +102,9 @@ import Testing
             #expect(answer.headers["ferry-version"] == "2" && answer.headers["etag"] == "\"\(v2.sha256)\"")
             #expect(answer.headers["preference-applied"] == "wait=30")
             #expect(try Manifest.decode(Data(answer.body.utf8)).version == 2)
-            #expect(ContinuousClock.now - published < .seconds(10), "answered \(ContinuousClock.now - published) after the publish")
+            #expect(
+                ContinuousClock.now - published < .seconds(10),
+                "answered \(ContinuousClock.now - published) after the publish")
             #expect(answers.value == 0, "the channel answered a long-poll itself")
             #expect(try await Self.waiting(channel) == 0)
 
@@ -125,9 +131,14 @@ import Testing
 
             // On a fresh connection (RawNotModifiedHandler), after a first request (NotModifiedHandler), GET and HEAD
             for (method, before) in [("GET", nil), ("GET", "/healthz"), ("HEAD", nil), ("HEAD", "/healthz")] {
-                let answer = try await Self.request(channel, conditional + [("Prefer", "wait=1")], method: method, before: before)
-                #expect(answer.status == 304 && answer.headers["preference-applied"] == "wait=1", "\(method) after \(before ?? "nothing")")
-                #expect(answer.elapsed >= .milliseconds(950), "\(method) after \(before ?? "nothing"): answered in \(answer.elapsed)")
+                let answer = try await Self.request(
+                    channel, conditional + [("Prefer", "wait=1")], method: method, before: before)
+                #expect(
+                    answer.status == 304 && answer.headers["preference-applied"] == "wait=1",
+                    "\(method) after \(before ?? "nothing")")
+                #expect(
+                    answer.elapsed >= .milliseconds(950),
+                    "\(method) after \(before ?? "nothing"): answered in \(answer.elapsed)")
             }
             #expect(answers.value == 1, "the channel answered a request with Prefer")
 
@@ -137,7 +148,9 @@ import Testing
         }
     }
 
-    @Test("without Prefer nothing changes; a stale or absent If-None-Match is answered at once; an unreadable Prefer is ignored")
+    @Test(
+        "without Prefer nothing changes; a stale or absent If-None-Match is answered at once; an unreadable Prefer is ignored"
+    )
     func answersAtOnceWhenNothingToWaitFor() async throws {
         let store = try TestStore()
         defer { store.remove() }
@@ -146,7 +159,8 @@ import Testing
         try await RevalidationTests.withServers(store.configuration) { channel, router, _, _ in
             for port in [channel, router] {
                 // A device on version 1 asking to wait gets version 2 at once, saying which wait applied (clamped)
-                let stale = try await Self.request(port, [("If-None-Match", "\"\(v1.sha256)\""), ("Prefer", "wait=600")])
+                let stale = try await Self.request(
+                    port, [("If-None-Match", "\"\(v1.sha256)\""), ("Prefer", "wait=600")])
                 #expect(stale.status == 200 && stale.headers["ferry-version"] == "2" && stale.elapsed < .seconds(5))
                 #expect(stale.headers["preference-applied"] == "wait=60")
 
@@ -161,11 +175,16 @@ import Testing
 
                 // No If-None-Match: nothing to wait for
                 let first = try await Self.request(port, [("Prefer", "wait=30")])
-                #expect(first.status == 200 && first.headers["preference-applied"] == "wait=30" && first.elapsed < .seconds(5))
+                #expect(
+                    first.status == 200 && first.headers["preference-applied"] == "wait=30"
+                        && first.elapsed < .seconds(5))
 
                 // A Prefer the server cannot read is ignored: the plain 304, at once, with no Preference-Applied
-                let unreadable = try await Self.request(port, [("If-None-Match", "\"\(v2.sha256)\""), ("Prefer", "wait=soon")])
-                #expect(unreadable.status == 304 && unreadable.headers["preference-applied"] == nil && unreadable.elapsed < .seconds(5))
+                let unreadable = try await Self.request(
+                    port, [("If-None-Match", "\"\(v2.sha256)\""), ("Prefer", "wait=soon")])
+                #expect(
+                    unreadable.status == 304 && unreadable.headers["preference-applied"] == nil
+                        && unreadable.elapsed < .seconds(5))
                 let plain304 = try await Self.request(port, [("If-None-Match", "\"\(v2.sha256)\"")])
                 var a = unreadable.headers
                 var b = plain304.headers
@@ -187,7 +206,9 @@ import Testing
         try await store.withLiveServer { client in
             let port = try #require(client.port)
             for _ in 0..<3 {
-                let task = Task { try await Self.request(port, [("If-None-Match", "\"\(v1.sha256)\""), ("Prefer", "wait=50")]) }
+                let task = Task {
+                    try await Self.request(port, [("If-None-Match", "\"\(v1.sha256)\""), ("Prefer", "wait=50")])
+                }
                 polls.withLock { $0.append(task) }
             }
             try await Self.awaitWaiting(port, 3)
@@ -201,7 +222,9 @@ import Testing
             #expect(answer.status == 304 && answer.headers["preference-applied"] == "wait=50")
             #expect(answer.headers["etag"] == "\"\(v1.sha256)\"")
         }
-        #expect(ContinuousClock.now - started < .seconds(20), "the shutdown waited \(ContinuousClock.now - started) for the long-polls")
+        #expect(
+            ContinuousClock.now - started < .seconds(20),
+            "the shutdown waited \(ContinuousClock.now - started) for the long-polls")
     }
 }
 
@@ -218,13 +241,19 @@ extension LongPollTests {
             let conditional = [("If-None-Match", "\"\(alice.sha256)\""), ("Prefer", "wait=1")]
             // Without a token, or with an unknown one: 401 at once, as without Prefer
             for token in [nil, "not-a-token"] {
-                let refused = try await Self.request(port, conditional + (token.map { [("Authorization", "Bearer \($0)")] } ?? []), path: path)
-                #expect(refused.status == 401 && refused.elapsed < .seconds(1) && refused.headers["www-authenticate"] != nil, "\(token ?? "no token")")
+                let refused = try await Self.request(
+                    port, conditional + (token.map { [("Authorization", "Bearer \($0)")] } ?? []), path: path)
+                #expect(
+                    refused.status == 401 && refused.elapsed < .seconds(1)
+                        && refused.headers["www-authenticate"] != nil, "\(token ?? "no token")")
             }
             // Alice's token: her scope's 304 at the deadline, private
-            let waited = try await Self.request(port, conditional + [("Authorization", "Bearer alice-token")], path: path)
+            let waited = try await Self.request(
+                port, conditional + [("Authorization", "Bearer alice-token")], path: path)
             #expect(waited.status == 304 && waited.elapsed >= .milliseconds(950))
-            #expect(waited.headers["cache-control"] == "private, no-cache" && waited.headers["preference-applied"] == "wait=1")
+            #expect(
+                waited.headers["cache-control"] == "private, no-cache"
+                    && waited.headers["preference-applied"] == "wait=1")
             // Bob's token with Alice's checksum: his scope's manifest at once
             let bob = try await Self.request(port, conditional + [("Authorization", "Bearer bob-token")], path: path)
             #expect(bob.status == 200 && bob.elapsed < .seconds(1) && bob.headers["etag"] != "\"\(alice.sha256)\"")

@@ -1,10 +1,11 @@
 import FerryCore
-@testable import FerryServer
 import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import Testing
+
+@testable import FerryServer
 
 @Suite struct RangeTests {
     @Test func everyRangeFormAndEdgeCaseOnTheLiveServer() async throws {
@@ -43,23 +44,30 @@ import Testing
             }
 
             // Unsatisfiable → 416 with Content-Range: bytes */size
-            for range in ["bytes=\(size)-", "bytes=\(size)-\(size + 5)", "bytes=-0", "bytes=\(size + 100)-", "bytes=-0,\(size)-"] {
-                let response = try await client.execute(uri: "/v1/datasets/trips/snapshot", method: .get, headers: [.range: range])
+            for range in [
+                "bytes=\(size)-", "bytes=\(size)-\(size + 5)", "bytes=-0", "bytes=\(size + 100)-", "bytes=-0,\(size)-",
+            ] {
+                let response = try await client.execute(
+                    uri: "/v1/datasets/trips/snapshot", method: .get, headers: [.range: range])
                 #expect(response.status == .rangeNotSatisfiable, "\(range)")
                 #expect(response.header("Content-Range") == "bytes */\(size)", "\(range)")
                 #expect(response.bodyString.contains(#""code":"range-not-satisfiable""#))
             }
 
             // Syntactically invalid, other units, and multiple ranges → 200 with the full, correct body
-            for range in ["bytes=abc", "bytes=5-1", "items=0-1", "bytes=", "bytes=1-2-3", "bytes=0-1,5-6", "bytes=-", "bytes 0-1"] {
-                let response = try await client.execute(uri: "/v1/datasets/trips/snapshot", method: .get, headers: [.range: range])
+            for range in [
+                "bytes=abc", "bytes=5-1", "items=0-1", "bytes=", "bytes=1-2-3", "bytes=0-1,5-6", "bytes=-", "bytes 0-1",
+            ] {
+                let response = try await client.execute(
+                    uri: "/v1/datasets/trips/snapshot", method: .get, headers: [.range: range])
                 #expect(response.status == .ok, "\(range)")
                 #expect(response.header("Content-Range") == nil)
                 #expect(sha256Hex(response.body) == manifest.sha256, "\(range)")
             }
 
             // HEAD ignores Range (RFC 9110 defines range handling for GET only)
-            let head = try await client.execute(uri: "/v1/datasets/trips/snapshot", method: .head, headers: [.range: "bytes=0-9"])
+            let head = try await client.execute(
+                uri: "/v1/datasets/trips/snapshot", method: .head, headers: [.range: "bytes=0-9"])
             #expect(head.status == .ok)
             #expect(head.header("Content-Length") == String(size))
         }
@@ -80,9 +88,13 @@ import Testing
             #expect(match.bodyData == file.subdata(in: 1000..<file.count))
 
             // A different ETag, a weak ETag, or a date → 200 with the full body
-            for ifRange in ["\"\(String(repeating: "1", count: 64))\"", "W/\"\(manifest.sha256)\"", "Sat, 21 Nov 2026 10:00:00 GMT", "garbage"] {
+            for ifRange in [
+                "\"\(String(repeating: "1", count: 64))\"", "W/\"\(manifest.sha256)\"", "Sat, 21 Nov 2026 10:00:00 GMT",
+                "garbage",
+            ] {
                 let response = try await client.execute(
-                    uri: "/v1/datasets/trips/snapshot", method: .get, headers: [.range: "bytes=1000-", .ifRange: ifRange])
+                    uri: "/v1/datasets/trips/snapshot", method: .get,
+                    headers: [.range: "bytes=1000-", .ifRange: ifRange])
                 #expect(response.status == .ok, "If-Range: \(ifRange)")
                 #expect(response.header("Content-Range") == nil)
                 #expect(sha256Hex(response.body) == manifest.sha256)
@@ -110,10 +122,13 @@ import Testing
 
         try await store.withLiveServer { client in
             for (uri, cacheControl) in [
-                ("/v1/datasets/trips/snapshot", "no-cache"), ("/v1/datasets/trips/versions/1", "public, max-age=31536000, immutable"),
+                ("/v1/datasets/trips/snapshot", "no-cache"),
+                ("/v1/datasets/trips/versions/1", "public, max-age=31536000, immutable"),
             ] {
                 // Range + If-Range with the gzip ETag (a client resuming the gzip copy) → 206 with its bytes
-                for (range, first, last) in [("bytes=100-", 100, g - 1), ("bytes=0-99", 0, 99), ("bytes=-50", g - 50, g - 1)] {
+                for (range, first, last) in [
+                    ("bytes=100-", 100, g - 1), ("bytes=0-99", 0, 99), ("bytes=-50", g - 50, g - 1),
+                ] {
                     do {
                         let headers: HTTPFields = [.acceptEncoding: "gzip", .range: range, .ifRange: gzipTag]
                         let response = try await client.execute(uri: uri, method: .get, headers: headers)
@@ -128,20 +143,24 @@ import Testing
                     }
                     // Without that If-Range, a range is of the SQLite file, whatever Accept-Encoding says: HTTP
                     // libraries decode Content-Encoding and cannot decode a slice of a gzip stream.
-                    let plain = try await client.execute(uri: uri, method: .get, headers: [.acceptEncoding: "gzip", .range: range])
-                    #expect(plain.status == .partialContent && plain.header("Content-Encoding") == nil, "\(uri) \(range)")
+                    let plain = try await client.execute(
+                        uri: uri, method: .get, headers: [.acceptEncoding: "gzip", .range: range])
+                    #expect(
+                        plain.status == .partialContent && plain.header("Content-Encoding") == nil, "\(uri) \(range)")
                     #expect(plain.header("ETag") == "\"\(manifest.sha256)\"")
                 }
 
                 // If-Range with the identity tag → a range of the SQLite file; a weak gzip tag or another tag (strong
                 // comparison fails) → the whole SQLite file (200)
                 let identityRange = try await client.execute(
-                    uri: uri, method: .get, headers: [.acceptEncoding: "gzip", .range: "bytes=100-", .ifRange: "\"\(manifest.sha256)\""])
+                    uri: uri, method: .get,
+                    headers: [.acceptEncoding: "gzip", .range: "bytes=100-", .ifRange: "\"\(manifest.sha256)\""])
                 #expect(identityRange.status == .partialContent && identityRange.header("Content-Encoding") == nil)
                 #expect(identityRange.bodyData == identity.subdata(in: 100..<identity.count))
                 for ifRange in ["W/\(gzipTag)", "\"\(String(repeating: "1", count: 64))-gzip\""] {
                     let response = try await client.execute(
-                        uri: uri, method: .get, headers: [.acceptEncoding: "gzip", .range: "bytes=100-", .ifRange: ifRange])
+                        uri: uri, method: .get,
+                        headers: [.acceptEncoding: "gzip", .range: "bytes=100-", .ifRange: ifRange])
                     #expect(response.status == .ok, "If-Range: \(ifRange)")
                     #expect(response.header("Content-Range") == nil)
                     #expect(response.header("Content-Encoding") == nil)
@@ -149,14 +168,16 @@ import Testing
                 }
                 // And the gzip tag on an identity request → the full SQLite file
                 let identityRequest = try await client.execute(
-                    uri: uri, method: .get, headers: [.acceptEncoding: "identity", .range: "bytes=100-", .ifRange: gzipTag])
+                    uri: uri, method: .get,
+                    headers: [.acceptEncoding: "identity", .range: "bytes=100-", .ifRange: gzipTag])
                 #expect(identityRequest.status == .ok)
                 #expect(identityRequest.header("Content-Encoding") == nil)
                 #expect(identityRequest.bodyData == identity)
 
                 // 416 counts the gzip copy's bytes: a start past its end, though inside the SQLite file
                 let beyond = try await client.execute(
-                    uri: uri, method: .get, headers: [.acceptEncoding: "gzip", .range: "bytes=\(g)-", .ifRange: gzipTag])
+                    uri: uri, method: .get,
+                    headers: [.acceptEncoding: "gzip", .range: "bytes=\(g)-", .ifRange: gzipTag])
                 #expect(beyond.status == .rangeNotSatisfiable)
                 #expect(beyond.header("Content-Range") == "bytes */\(g)")
                 #expect(beyond.header("ETag") == gzipTag)
@@ -172,13 +193,15 @@ import Testing
                 // published file
                 let cut = g / 3
                 let rest = try await client.execute(
-                    uri: uri, method: .get, headers: [.acceptEncoding: "gzip", .range: "bytes=\(cut)-", .ifRange: gzipTag])
+                    uri: uri, method: .get,
+                    headers: [.acceptEncoding: "gzip", .range: "bytes=\(cut)-", .ifRange: gzipTag])
                 #expect(gzip.prefix(cut) + rest.bodyData == gzip)
             }
 
             // HEAD still ignores Range, in either encoding
             let head = try await client.execute(
-                uri: "/v1/datasets/trips/versions/1", method: .head, headers: [.acceptEncoding: "gzip", .range: "bytes=0-9"])
+                uri: "/v1/datasets/trips/versions/1", method: .head,
+                headers: [.acceptEncoding: "gzip", .range: "bytes=0-9"])
             #expect(head.status == .ok)
             #expect(head.header("Content-Length") == String(g))
             #expect(head.header("Content-Encoding") == "gzip")

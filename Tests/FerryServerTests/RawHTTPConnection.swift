@@ -1,14 +1,15 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import Foundation
 
 #if canImport(Glibc)
-private let systemSend = Glibc.send
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+#if canImport(Glibc)
+    private let systemSend = Glibc.send
 #else
-private let systemSend = Darwin.send
+    private let systemSend = Darwin.send
 #endif
 
 /// A blocking HTTP/1.1 connection over a plain socket, for tests that must read a body slowly (HummingbirdTesting's
@@ -28,7 +29,9 @@ final class RawHTTPConnection: @unchecked Sendable {
         address.sin_port = in_port_t(UInt16(port).bigEndian)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         let result = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
         }
         guard result == 0 else {
             close(fd)
@@ -59,7 +62,8 @@ final class RawHTTPConnection: @unchecked Sendable {
                 var headers: [String: String] = [:]
                 for line in lines {
                     guard let colon = line.firstIndex(of: ":") else { continue }
-                    headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+                    headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(
+                        in: .whitespaces)
                 }
                 return (Int(statusLine[1]) ?? 0, headers)
             }
@@ -107,7 +111,8 @@ final class RawHTTPConnection: @unchecked Sendable {
 
     private func findHeaderEnd() -> Int? {
         guard pending.count >= 4 else { return nil }
-        for i in 0...(pending.count - 4) where pending[i] == 13 && pending[i + 1] == 10 && pending[i + 2] == 13 && pending[i + 3] == 10 {
+        for i in 0...(pending.count - 4)
+        where pending[i] == 13 && pending[i + 1] == 10 && pending[i + 2] == 13 && pending[i + 3] == 10 {
             return i
         }
         return nil

@@ -1,7 +1,8 @@
-@testable import FerryServer
 import HTTPTypes
 import NIOCore
 import Testing
+
+@testable import FerryServer
 
 /// The strict subset of HTTP/1.1 that RawNotModifiedHandler reads; everything else is left to the HTTP decoder.
 @Suite struct RawRequestHeadTests {
@@ -12,7 +13,8 @@ import Testing
     static let tag = "\"9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08\""
 
     @Test func readsASimpleConditionalRequest() throws {
-        let text = "GET /v1/datasets/trips/snapshot HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nIf-None-Match:  \(Self.tag) \t\r\nuser-agent: wrk\r\n\r\n"
+        let text =
+            "GET /v1/datasets/trips/snapshot HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nIf-None-Match:  \(Self.tag) \t\r\nuser-agent: wrk\r\n\r\n"
         let head = try #require(Self.parse(text + "GET /next"))
         #expect(head.length == text.utf8.count)
         #expect(head.request.method == .get && head.request.path == "/v1/datasets/trips/snapshot")
@@ -74,7 +76,9 @@ import Testing
         final class View: Sendable {}
         let view = View()
         for i in 0...RevalidationMemo.capacity {
-            memo.remember(ByteBuffer(string: "head \(i)"), .init(dataset: "t", view: view, route: .snapshot, prefix: ByteBuffer(), line: ""))
+            memo.remember(
+                ByteBuffer(string: "head \(i)"),
+                .init(dataset: "t", view: view, route: .snapshot, prefix: ByteBuffer(), line: ""))
         }
         #expect(memo.count == 1)  // full at `capacity`, emptied, then the last one added
     }

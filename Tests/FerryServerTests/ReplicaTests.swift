@@ -1,7 +1,6 @@
 import FerryCore
 import FerryPostgres
 import FerryPublisher
-@testable import FerryServer
 import FerryStore
 import Foundation
 import HTTPTypes
@@ -10,6 +9,8 @@ import HummingbirdTesting
 import Logging
 import NIOCore
 import Testing
+
+@testable import FerryServer
 
 /// Stateless replicas (issue #12, docs/deploy.md): two servers built with `buildApplication` over one store
 /// directory and one PostgreSQL, each on its own ephemeral port on 127.0.0.1, as `ferry serve` replicas behind
@@ -25,13 +26,15 @@ struct ReplicaTests {
         var logger = Logger(label: "replica")
         logger.logLevel = .warning
         var configuration = ServerConfiguration(storePath: world.store.root, port: 0, pollInterval: .milliseconds(100))
-        configuration.database = .init(templatePaths: [publicTemplate, URL(fileURLWithPath: world.template.path)], databaseURL: world.database.url)
+        configuration.database = .init(
+            templatePaths: [publicTemplate, URL(fileURLWithPath: world.template.path)], databaseURL: world.database.url)
         return try await buildApplication(configuration, logger: logger)
     }
 
     static func publishPublic(_ world: World) async throws {
         _ = try await Publisher(
-            configuration: .init(templatePath: publicTemplate.path, databaseURL: world.database.url, store: world.store.root),
+            configuration: .init(
+                templatePath: publicTemplate.path, databaseURL: world.database.url, store: world.store.root),
             logger: Logger(label: "test")
         ).publish()
     }
@@ -65,13 +68,20 @@ struct ReplicaTests {
                     let now = Timestamp.format(Date())
                     let changes = (1...rowsPerBatch).map { row in
                         Change(
-                            id: "round-\(round)-row-\(row)", table: "campgrounds", op: .update, key: ["id": .string("replica-\(row)")],
+                            id: "round-\(round)-row-\(row)", table: "campgrounds", op: .update,
+                            key: ["id": .string("replica-\(row)")],
                             values: ["name": .string("Round \(round) site \(row)")], editedAt: now, baseUpdatedAt: nil)
                     }
-                    let body = ByteBuffer(bytes: try JSONEncoder().encode(ChangeBatch(clientId: "device-r", sentAt: now, changes: changes)))
+                    let body = ByteBuffer(
+                        bytes: try JSONEncoder().encode(
+                            ChangeBatch(clientId: "device-r", sentAt: now, changes: changes)))
                     // when both replicas receive it at the same instant,
-                    async let left = Self.timed { try await first.execute(uri: uri, method: .post, headers: headers, body: body) }
-                    async let right = Self.timed { try await second.execute(uri: uri, method: .post, headers: headers, body: body) }
+                    async let left = Self.timed {
+                        try await first.execute(uri: uri, method: .post, headers: headers, body: body)
+                    }
+                    async let right = Self.timed {
+                        try await second.execute(uri: uri, method: .post, headers: headers, body: body)
+                    }
                     let (l, r) = try await (left, right)
                     if l.start < r.end && r.start < l.end { overlapping += 1 }
                     // then both answer 200 with the same results, every change applied once.
@@ -90,9 +100,12 @@ struct ReplicaTests {
         let pg = try world.database.connect()
         func count(_ sql: String) throws -> Int { Int((try pg.query(sql).first?.first ?? nil) ?? "-1") ?? -1 }
         #expect(try count("SELECT count(*) FROM audit") == rounds * rowsPerBatch)
-        #expect(try count("SELECT count(*) FROM (SELECT id, name FROM audit GROUP BY id, name HAVING count(*) > 1) twice") == 0)
+        #expect(
+            try count("SELECT count(*) FROM (SELECT id, name FROM audit GROUP BY id, name HAVING count(*) > 1) twice")
+                == 0)
         #expect(try count("SELECT count(*) FROM ferry_changes WHERE id LIKE 'round-%'") == rounds * rowsPerBatch)
-        #expect(try count("SELECT count(*) FROM campgrounds WHERE name LIKE 'Round \(rounds - 1) site %'") == rowsPerBatch)
+        #expect(
+            try count("SELECT count(*) FROM campgrounds WHERE name LIKE 'Round \(rounds - 1) site %'") == rowsPerBatch)
     }
 
     @Test("a revoked token is refused by every replica within the documented window (the token cache, 5 s)")
@@ -110,16 +123,19 @@ struct ReplicaTests {
                 let replicas = [first, second]
                 // Given bob's token cached as valid on both replicas,
                 for client in replicas {
-                    #expect(try await client.execute(uri: uri, method: .get, headers: ScopedServerTests.bob).status == .ok)
+                    #expect(
+                        try await client.execute(uri: uri, method: .get, headers: ScopedServerTests.bob).status == .ok)
                 }
                 // when it is revoked in PostgreSQL,
                 try world.execute("UPDATE users SET api_token_sha256 = NULL WHERE id = 'bob'")
                 let revoked = ContinuousClock.now
                 // then each replica refuses it within the window (polled every 0.1 s, at most window + 3 s).
                 var refusedAfter: [Duration?] = [nil, nil]
-                while refusedAfter.contains(where: { $0 == nil }), ContinuousClock.now - revoked < window + .seconds(3) {
+                while refusedAfter.contains(where: { $0 == nil }), ContinuousClock.now - revoked < window + .seconds(3)
+                {
                     for (index, client) in replicas.enumerated() where refusedAfter[index] == nil {
-                        let status = try await client.execute(uri: uri, method: .get, headers: ScopedServerTests.bob).status
+                        let status = try await client.execute(uri: uri, method: .get, headers: ScopedServerTests.bob)
+                            .status
                         if status == .unauthorized { refusedAfter[index] = ContinuousClock.now - revoked }
                     }
                     try await Task.sleep(for: .milliseconds(100))
@@ -132,7 +148,8 @@ struct ReplicaTests {
                 let base = "/v1/datasets/\(Self.tiered)"
                 for client in replicas {
                     for path in ["/manifest", "/snapshot", "/versions/1", "/versions/1/object"] {
-                        let response = try await client.execute(uri: base + path, method: .get, headers: ScopedServerTests.bob)
+                        let response = try await client.execute(
+                            uri: base + path, method: .get, headers: ScopedServerTests.bob)
                         #expect(response.status == .unauthorized, "\(path)")
                     }
                 }
@@ -151,7 +168,8 @@ struct ReplicaTests {
         let list = try await client.execute(uri: "/v1/datasets", method: .get)
         record("list", list, headers: ["Cache-Control"])
         let audiences: [(String, String, HTTPFields)] = [
-            ("public", "campgrounds", [:]), ("alice", tiered, ScopedServerTests.alice), ("bob", tiered, ScopedServerTests.bob),
+            ("public", "campgrounds", [:]), ("alice", tiered, ScopedServerTests.alice),
+            ("bob", tiered, ScopedServerTests.bob),
         ]
         for (who, dataset, token) in audiences {
             let base = "/v1/datasets/\(dataset)"
@@ -161,11 +179,16 @@ struct ReplicaTests {
             for version in versions {
                 for accept in ["gzip", "identity"] {
                     let headers = token + [.acceptEncoding: accept]
-                    let response = try await client.execute(uri: "\(base)/versions/\(version)", method: .get, headers: headers)
+                    let response = try await client.execute(
+                        uri: "\(base)/versions/\(version)", method: .get, headers: headers)
                     record(
                         "\(who) v\(version) \(accept)", response,
-                        headers: ["ETag", "Repr-Digest", "Content-Length", "Content-Encoding", "Ferry-Version", "Cache-Control", "Vary"])
-                    let lookup = try await client.execute(uri: "\(base)/versions/\(version)/object", method: .get, headers: headers)
+                        headers: [
+                            "ETag", "Repr-Digest", "Content-Length", "Content-Encoding", "Ferry-Version",
+                            "Cache-Control", "Vary",
+                        ])
+                    let lookup = try await client.execute(
+                        uri: "\(base)/versions/\(version)/object", method: .get, headers: headers)
                     record("\(who) v\(version) \(accept) lookup", lookup, headers: ["Ferry-Object"])
                 }
             }
@@ -193,7 +216,9 @@ struct ReplicaTests {
                 current = try await Self.observe(first)
             }
             #expect(current != before, "the early replica never served version 2")
-            #expect(current.contains { $0.hasPrefix("bob v2 gzip ") } && current.contains { $0.hasPrefix("public v2 gzip ") })
+            #expect(
+                current.contains { $0.hasPrefix("bob v2 gzip ") }
+                    && current.contains { $0.hasPrefix("public v2 gzip ") })
             // when a second replica starts only now,
             let late = try await Self.replica(world)
             try await late.test(.live) { second in

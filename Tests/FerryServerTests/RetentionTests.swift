@@ -1,7 +1,6 @@
 import FerryCore
 import FerryPostgres
 import FerryPublisher
-@testable import FerryServer
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -9,6 +8,8 @@ import HummingbirdTesting
 import Logging
 import NIOCore
 import Testing
+
+@testable import FerryServer
 
 /// The server keeps the merge engine's tables bounded by itself: tombstones go once no retained snapshot is older
 /// than them (after a publish by any process), stored answers after the retention window; both are counted.
@@ -29,11 +30,14 @@ import Testing
         try pg.execute(try String(contentsOf: root.appendingPathComponent("templates/trips.pg.sql"), encoding: .utf8))
         let templatePath = root.appendingPathComponent("templates/trips.yml").path
         let store = directory.appending("store")
-        let publisher = Publisher(configuration: .init(templatePath: templatePath, databaseURL: database.url, store: store, keep: 1), logger: Logger(label: "test"))
+        let publisher = Publisher(
+            configuration: .init(templatePath: templatePath, databaseURL: database.url, store: store, keep: 1),
+            logger: Logger(label: "test"))
         _ = try await publisher.publish()
 
         var configuration = ServerConfiguration(storePath: store, port: 0, pollInterval: .milliseconds(50))
-        var settings = ServerConfiguration.DatabaseSettings(templatePaths: [URL(fileURLWithPath: templatePath)], databaseURL: database.url)
+        var settings = ServerConfiguration.DatabaseSettings(
+            templatePaths: [URL(fileURLWithPath: templatePath)], databaseURL: database.url)
         settings.changeRetention = .seconds(3_600)
         settings.retentionSweepInterval = .milliseconds(100)
         configuration.database = settings
@@ -44,7 +48,11 @@ import Testing
             // When a device deletes a trip
             let batch = ChangeBatch(
                 clientId: "device-1", sentAt: Timestamp.format(Date()),
-                changes: [Change(id: "del-1", table: "trips", op: .delete, key: ["id": .string(Self.tripID)], values: [:], editedAt: Timestamp.format(Date()), baseUpdatedAt: "2018-04-29T11:45:05.000Z")])
+                changes: [
+                    Change(
+                        id: "del-1", table: "trips", op: .delete, key: ["id": .string(Self.tripID)], values: [:],
+                        editedAt: Timestamp.format(Date()), baseUpdatedAt: "2018-04-29T11:45:05.000Z")
+                ])
             let response = try await client.execute(
                 uri: "/v1/datasets/trips/changes", method: .post, headers: [.contentType: "application/json"],
                 body: ByteBuffer(bytes: try JSONEncoder().encode(batch)))
@@ -62,7 +70,9 @@ import Testing
             // Then the server sees the new manifest and prunes the tombstone, and counts it
             try await Self.eventually { try Self.count(pg, "ferry_tombstones") == 0 }
             let metrics = try await client.execute(uri: "/metrics", method: .get)
-            #expect(String(buffer: metrics.body).contains(#"ferry_retention_pruned_total{dataset="trips",kind="tombstones"} 1"#))
+            #expect(
+                String(buffer: metrics.body).contains(
+                    #"ferry_retention_pruned_total{dataset="trips",kind="tombstones"} 1"#))
             // And the stored answer is younger than the hour of retention, so it stays
             #expect(try Self.count(pg, "ferry_changes") == 1)
         }
@@ -75,7 +85,9 @@ import Testing
             // Then its first sweep deletes the stored answer and counts it
             try await Self.eventually { try Self.count(pg, "ferry_changes") == 0 }
             let metrics = try await client.execute(uri: "/metrics", method: .get)
-            #expect(String(buffer: metrics.body).contains(#"ferry_retention_pruned_total{dataset="trips",kind="changes"} 1"#))
+            #expect(
+                String(buffer: metrics.body).contains(
+                    #"ferry_retention_pruned_total{dataset="trips",kind="changes"} 1"#))
         }
     }
 

@@ -1,6 +1,5 @@
 import FerryCore
 import FerryPostgres
-@testable import FerryServer
 import FerryStore
 import Foundation
 import HTTPTypes
@@ -8,6 +7,8 @@ import Hummingbird
 import HummingbirdTesting
 import Logging
 import Testing
+
+@testable import FerryServer
 
 /// Conditional requests answered in the channel (`NotModifiedHandler`) answer exactly as the routes do, and
 /// everything the channel cannot be certain about still reaches the router. Every case runs against two live
@@ -72,7 +73,9 @@ import Testing
     static func withServers(
         _ configuration: @Sendable () -> ServerConfiguration,
         wiring: @escaping @Sendable () async throws -> ServerWiring = { ServerWiring() },
-        _ body: @Sendable (_ channel: Int, _ router: Int, _ answers: Answers, _ configuration: ServerConfiguration) async throws -> Void
+        _ body:
+            @Sendable (_ channel: Int, _ router: Int, _ answers: Answers, _ configuration: ServerConfiguration)
+            async throws -> Void
     ) async throws {
         var logger = Logger(label: "test")
         logger.logLevel = .warning
@@ -86,7 +89,8 @@ import Testing
         let channelConfiguration = inChannel
         try await first.test(.live) { channelClient in
             try await second.test(.live) { routerClient in
-                try await body(try #require(channelClient.port), try #require(routerClient.port), answers, channelConfiguration)
+                try await body(
+                    try #require(channelClient.port), try #require(routerClient.port), answers, channelConfiguration)
             }
         }
     }
@@ -95,8 +99,10 @@ import Testing
     static func isIMFDate(_ line: String?) -> Bool {
         guard let line, line.hasPrefix("Date: "), line.hasSuffix(" GMT") else { return false }
         let parts = line.dropFirst(6).split(separator: " ")
-        return parts.count == 6 && ["Mon,", "Tue,", "Wed,", "Thu,", "Fri,", "Sat,", "Sun,"].contains(String(parts[0])) && parts[1].count == 2
-            && ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"].contains(String(parts[2]))
+        return parts.count == 6 && ["Mon,", "Tue,", "Wed,", "Thu,", "Fri,", "Sat,", "Sun,"].contains(String(parts[0]))
+            && parts[1].count == 2
+            && ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"].contains(
+                String(parts[2]))
             && parts[3].count == 4 && parts[4].count == 8
     }
 
@@ -135,21 +141,32 @@ import Testing
 
                 // Then the channel answered it, with the route's status and fields, in the same order, and a Date
                 #expect(answers.value == 2 * index + 1, "\(method) \(path) \(headers)")
-                #expect(fast.status == 304 && fast == routed, "\(method) \(path) \(headers): channel \(fast), route \(routed)")
+                #expect(
+                    fast.status == 304 && fast == routed,
+                    "\(method) \(path) \(headers): channel \(fast), route \(routed)")
                 // And the same request again, byte for byte, is answered from memory, the same
                 let again = try await Self.exchange(channel, method, path, headers)
-                #expect(again == routed && Self.isIMFDate(again.date) && answers.remembered == index + 1, "\(method) \(path) \(headers): again \(again)")
+                #expect(
+                    again == routed && Self.isIMFDate(again.date) && answers.remembered == index + 1,
+                    "\(method) \(path) \(headers): again \(again)")
                 #expect(Self.isIMFDate(fast.date) && Self.isIMFDate(routed.date), "\(fast.date ?? "no Date")")
                 let names = Set(fast.fields.map { $0.split(separator: ":")[0].lowercased() })
-                #expect(names == (path.hasSuffix("manifest") || path.contains("patches") ? ["etag", "cache-control"] : ["etag", "cache-control", "vary"]))
+                #expect(
+                    names
+                        == (path.hasSuffix("manifest") || path.contains("patches")
+                            ? ["etag", "cache-control"] : ["etag", "cache-control", "vary"]))
             }
             // And each answer was counted like the route's: the status page's traffic and the Prometheus counters
             let traffic = configuration.statusBoard.traffic.window(endingAt: Date()).reduce(0) { $0 + $1.notModified }
             #expect(traffic == 2 * cases.count)
             let metrics = try await Self.body(channel, "/metrics")
-            for (route, count) in [("manifest", 8), ("snapshot", 14), ("versions/{version}", 6), ("patches/{patch}", 4)] {
+            for (route, count) in [
+                ("manifest", 8), ("snapshot", 14), ("versions/{version}", 6), ("patches/{patch}", 4),
+            ] {
                 let pattern = "/v1/datasets/{dataset}/\(route)"
-                #expect(metrics.contains(#"ferry_http_requests_total{route="\#(pattern)",status="304"} \#(count)"#), "\(metrics)")
+                #expect(
+                    metrics.contains(#"ferry_http_requests_total{route="\#(pattern)",status="304"} \#(count)"#),
+                    "\(metrics)")
                 #expect(metrics.contains(#"ferry_http_not_modified_total{route="\#(pattern)"} \#(count)"#))
             }
         }
@@ -191,15 +208,19 @@ import Testing
         }
     }
 
-    @Test("once the HTTP decoder has read a connection, its revalidations are answered after the decoder; pipelined requests in order")
+    @Test(
+        "once the HTTP decoder has read a connection, its revalidations are answered after the decoder; pipelined requests in order"
+    )
     func afterTheDecoderAndPipelined() async throws {
         let store = try TestStore()
         defer { store.remove() }
         let manifest = try store.publish()
-        let conditional = "GET /v1/datasets/trips/snapshot HTTP/1.1\r\nHost: x\r\nIf-None-Match: \"\(manifest.sha256)\"\r\n\r\n"
+        let conditional =
+            "GET /v1/datasets/trips/snapshot HTTP/1.1\r\nHost: x\r\nIf-None-Match: \"\(manifest.sha256)\"\r\n\r\n"
         let plain = "GET /v1/datasets/trips/manifest HTTP/1.1\r\nHost: x\r\n\r\n"
         try await Self.withServers(store.configuration) { channel, router, answers, _ in
-            let routed = try await Self.exchange(router, "GET", "/v1/datasets/trips/snapshot", [("If-None-Match", "\"\(manifest.sha256)\"")])
+            let routed = try await Self.exchange(
+                router, "GET", "/v1/datasets/trips/snapshot", [("If-None-Match", "\"\(manifest.sha256)\"")])
             try await offPool {
                 let connection = try RawHTTPConnection(port: channel)
                 connection.setTimeouts(seconds: 5)
@@ -250,7 +271,9 @@ import Testing
             let new = [("If-None-Match", "\"\(second.sha256)\"")]
             for port in [channel, router] {
                 let deadline = ContinuousClock.now + .seconds(5)
-                while try await Self.exchange(port, "GET", "/v1/datasets/trips/manifest", new).status != 304, ContinuousClock.now < deadline {
+                while try await Self.exchange(port, "GET", "/v1/datasets/trips/manifest", new).status != 304,
+                    ContinuousClock.now < deadline
+                {
                     try await Task.sleep(for: .milliseconds(20))
                 }
             }
@@ -291,12 +314,15 @@ import Testing
         var log = Logger(label: "test")
         log.logLevel = .warning
         let logger = log
-        try await Self.withServers(configuration, wiring: { try await ServerWiring.start(settings, logger: logger) }) { channel, router, answers, _ in
+        try await Self.withServers(configuration, wiring: { try await ServerWiring.start(settings, logger: logger) }) {
+            channel, router, answers, _ in
             let base = "/v1/datasets/\(ScopedServerTests.dataset)"
             let alice = ("Authorization", "Bearer alice-token")
             let tag = ("If-None-Match", "\"\(free.sha256)\"")
             // Without a token, with a malformed or unknown one: 401, from the router
-            for headers in [[tag], [tag, ("Authorization", "Bearer bad token")], [tag, ("Authorization", "Bearer not-a-token")]] {
+            for headers in [
+                [tag], [tag, ("Authorization", "Bearer bad token")], [tag, ("Authorization", "Bearer not-a-token")],
+            ] {
                 for path in ["\(base)/snapshot", "\(base)/manifest", "\(base)/versions/1"] {
                     let fast = try await Self.exchange(channel, "GET", path, headers)
                     let routed = try await Self.exchange(router, "GET", path, headers)
@@ -311,13 +337,18 @@ import Testing
             #expect(first.status == 304 && answers.value == 0)
             for path in ["\(base)/snapshot", "\(base)/manifest", "\(base)/versions/1"] {
                 let fast = try await Self.exchange(channel, "GET", path, [alice, tag])
-                #expect(fast.status == 304 && fast.fields.contains("Cache-Control: \(path.hasSuffix("versions/1") ? CachePolicy.scopedVersion : CachePolicy.scopedLatest)"))
+                #expect(
+                    fast.status == 304
+                        && fast.fields.contains(
+                            "Cache-Control: \(path.hasSuffix("versions/1") ? CachePolicy.scopedVersion : CachePolicy.scopedLatest)"
+                        ))
                 let routed = try await Self.exchange(router, "GET", path, [alice, tag])
                 #expect(fast == routed, "\(path)")
             }
             #expect(answers.value == 3)
             // Another scope's ETag is not Alice's: her own snapshot, from the router
-            let other = try await Self.exchange(channel, "GET", "\(base)/snapshot", [alice, ("If-None-Match", "\"\(premium.sha256)\"")])
+            let other = try await Self.exchange(
+                channel, "GET", "\(base)/snapshot", [alice, ("If-None-Match", "\"\(premium.sha256)\"")])
             #expect(other.status == 200 && other.fields.contains("ETag: \"\(free.sha256)\""))
             #expect(answers.value == 3)
 

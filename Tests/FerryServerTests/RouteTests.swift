@@ -1,10 +1,11 @@
 import FerryCore
-@testable import FerryServer
 import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import Testing
+
+@testable import FerryServer
 
 @Suite struct RouteTests {
     @Test func datasetsListManifestAndHealth() async throws {
@@ -52,7 +53,8 @@ import Testing
         let store = try TestStore()
         defer { store.remove() }
         try store.publish()
-        let secret = store.directory.url.deletingLastPathComponent().appendingPathComponent("ferry-secret-\(UUID().uuidString).sqlite")
+        let secret = store.directory.url.deletingLastPathComponent().appendingPathComponent(
+            "ferry-secret-\(UUID().uuidString).sqlite")
         try Data("root:x:0:0".utf8).write(to: secret)
         defer { try? FileManager.default.removeItem(at: secret) }
 
@@ -100,7 +102,8 @@ import Testing
         try await store.withLiveServer { client in
             for (method, uri) in [
                 (HTTPRequest.Method.post, "/v1/datasets/trips/snapshot"), (.delete, "/v1/datasets/trips/versions/1"),
-                (.put, "/v1/datasets/trips/manifest"), (.patch, "/v1/datasets"), (.options, "/v1/datasets/trips/snapshot"),
+                (.put, "/v1/datasets/trips/manifest"), (.patch, "/v1/datasets"),
+                (.options, "/v1/datasets/trips/snapshot"),
             ] {
                 let response = try await client.execute(uri: uri, method: method)
                 #expect(response.status == .methodNotAllowed, "\(method) \(uri)")
@@ -131,14 +134,18 @@ import Testing
             #expect(response.header("Content-Type")?.hasPrefix("text/plain") == true)
             let text = response.bodyString
             func value(_ prefix: String) -> Double? {
-                text.split(separator: "\n").first { $0.hasPrefix(prefix + " ") }.flatMap { Double($0.split(separator: " ").last!) }
+                text.split(separator: "\n").first { $0.hasPrefix(prefix + " ") }.flatMap {
+                    Double($0.split(separator: " ").last!)
+                }
             }
             let route = "/v1/datasets/{dataset}/snapshot"
             #expect(value(#"ferry_http_requests_total{route="\#(route)",status="200"}"#) == 2, "\(text)")
             #expect(value(#"ferry_http_requests_total{route="\#(route)",status="304"}"#) == 1)
             #expect(value(#"ferry_http_requests_total{route="\#(route)",status="404"}"#) == 1)
             #expect(value(#"ferry_http_not_modified_total{route="\#(route)"}"#) == 1)
-            #expect(value(#"ferry_http_response_bytes_total{route="\#(route)"}"#) == Double(2 * Int(manifest.size) + missing.body.readableBytes))
+            #expect(
+                value(#"ferry_http_response_bytes_total{route="\#(route)"}"#)
+                    == Double(2 * Int(manifest.size) + missing.body.readableBytes))
             #expect(value(#"ferry_dataset_version{dataset="trips"}"#) == 2)
             let age = try #require(value(#"ferry_dataset_age_seconds{dataset="trips"}"#))
             #expect(age >= 0 && age < 60)

@@ -2,7 +2,6 @@ import FerryCore
 import FerryMerge
 import FerryPostgres
 import FerryPublisher
-@testable import FerryServer
 import FerryStore
 import Foundation
 import HTTPTypes
@@ -11,6 +10,8 @@ import HummingbirdTesting
 import Logging
 import NIOCore
 import Testing
+
+@testable import FerryServer
 
 /// Access rights end to end on the server: the sample campgrounds in a real PostgreSQL, published per tier by the
 /// real publisher, served by the real server with the template's token query, changes merged per scope.
@@ -30,10 +31,13 @@ struct ScopedServerTests {
 
         static func make(_ label: String) throws -> World {
             let database = try TestDatabase.create(label)
-            let sql = try String(contentsOf: TestPaths.packageRoot.appendingPathComponent("templates/campgrounds.pg.sql"), encoding: .utf8)
+            let sql = try String(
+                contentsOf: TestPaths.packageRoot.appendingPathComponent("templates/campgrounds.pg.sql"),
+                encoding: .utf8)
             try database.connect().execute(sql)
             let directory = try TemporaryDirectory("ferry-\(label)")
-            let template = try Template.load(path: TestPaths.packageRoot.appendingPathComponent("templates/campgrounds-tiered.yml").path)
+            let template = try Template.load(
+                path: TestPaths.packageRoot.appendingPathComponent("templates/campgrounds-tiered.yml").path)
             return World(database: database, directory: directory, template: template)
         }
 
@@ -41,7 +45,8 @@ struct ScopedServerTests {
         @discardableResult
         func publish() async throws -> PublishResult {
             try await Publisher(
-                configuration: .init(templatePath: template.path, databaseURL: database.url, store: store.root), logger: Logger(label: "test")
+                configuration: .init(templatePath: template.path, databaseURL: database.url, store: store.root),
+                logger: Logger(label: "test")
             ).publish()
         }
 
@@ -71,11 +76,13 @@ struct ScopedServerTests {
                 // A server whose token check is missing (the wiring without one): scoped routes answer 503.
                 let merger = try await ChangeMerger.start(template: template, databaseURL: database.url, logger: log)
                 defer { merger.shutdown() }
-                let app = try await buildApplication(configuration, logger: log, wiring: ServerWiring(mergers: [Self.datasetName: merger]))
+                let app = try await buildApplication(
+                    configuration, logger: log, wiring: ServerWiring(mergers: [Self.datasetName: merger]))
                 try await app.test(.live) { client in try await body(client) }
                 return
             }
-            configuration.database = .init(templatePaths: [URL(fileURLWithPath: template.path)], databaseURL: database.url)
+            configuration.database = .init(
+                templatePaths: [URL(fileURLWithPath: template.path)], databaseURL: database.url)
             let app = try await buildApplication(configuration, logger: log)
             try await app.test(.live) { client in try await body(client) }
         }
@@ -87,7 +94,9 @@ struct ScopedServerTests {
         try JSONDecoder().decode(Manifest.self, from: response.bodyData)
     }
 
-    @Test("every route of a scoped dataset answers 401 with WWW-Authenticate without a valid token; the list hides the scopes")
+    @Test(
+        "every route of a scoped dataset answers 401 with WWW-Authenticate without a valid token; the list hides the scopes"
+    )
     func needsAToken() async throws {
         let world = try World.make("scoped-401")
         defer { world.close() }
@@ -95,7 +104,8 @@ struct ScopedServerTests {
         try await world.withServer { client in
             let base = "/v1/datasets/\(Self.dataset)"
             let routes: [(String, HTTPRequest.Method)] = [
-                ("\(base)/manifest", .get), ("\(base)/manifest", .head), ("\(base)/snapshot", .get), ("\(base)/snapshot", .head),
+                ("\(base)/manifest", .get), ("\(base)/manifest", .head), ("\(base)/snapshot", .get),
+                ("\(base)/snapshot", .head),
                 ("\(base)/versions/1", .get), ("\(base)/changes", .post),
             ]
             let cases: [(HTTPFields, String)] = [
@@ -106,12 +116,17 @@ struct ScopedServerTests {
             ]
             for (uri, method) in routes {
                 for (headers, challenge) in cases {
-                    try await client.execute(uri: uri, method: method, headers: headers, body: method == .post ? ByteBuffer(string: "{}") : nil) { response in
+                    try await client.execute(
+                        uri: uri, method: method, headers: headers,
+                        body: method == .post ? ByteBuffer(string: "{}") : nil
+                    ) { response in
                         #expect(response.status == .unauthorized, "\(method) \(uri)")
                         #expect(response.header("WWW-Authenticate") == challenge, "\(method) \(uri)")
                         if method != .head {
                             #expect(response.bodyString.contains(#""code":"unauthorized""#))
-                            #expect(!response.bodyString.contains("token with") && !response.bodyString.contains("not-a-token"))
+                            #expect(
+                                !response.bodyString.contains("token with")
+                                    && !response.bodyString.contains("not-a-token"))
                         }
                     }
                 }
@@ -132,13 +147,15 @@ struct ScopedServerTests {
         let premium = try #require(scopes.entry(for: "2"))
         try await world.withServer { client in
             for (headers, entry) in [(Self.alice, free), (Self.bob, premium)] {
-                try await client.execute(uri: "/v1/datasets/\(Self.dataset)/manifest", method: .get, headers: headers) { response in
+                try await client.execute(uri: "/v1/datasets/\(Self.dataset)/manifest", method: .get, headers: headers) {
+                    response in
                     #expect(response.status == .ok)
                     let manifest = try Self.manifest(response)
                     #expect(manifest == entry.manifest(dataset: Self.dataset))
                     #expect(response.header("Cache-Control") == "private, no-cache")
                 }
-                try await client.execute(uri: "/v1/datasets/\(Self.dataset)/snapshot", method: .get, headers: headers) { response in
+                try await client.execute(uri: "/v1/datasets/\(Self.dataset)/snapshot", method: .get, headers: headers) {
+                    response in
                     #expect(response.status == .ok)
                     #expect(sha256Hex(response.body) == entry.sha256)
                     #expect(response.header("ETag") == "\"\(entry.sha256)\"")
@@ -146,11 +163,14 @@ struct ScopedServerTests {
                 }
                 var conditional = headers
                 conditional[.ifNoneMatch] = "\"\(entry.sha256)\""
-                try await client.execute(uri: "/v1/datasets/\(Self.dataset)/snapshot", method: .get, headers: conditional) { response in
+                try await client.execute(
+                    uri: "/v1/datasets/\(Self.dataset)/snapshot", method: .get, headers: conditional
+                ) { response in
                     #expect(response.status == .notModified)
                     #expect(response.header("Cache-Control") == "private, no-cache")
                 }
-                try await client.execute(uri: "/v1/datasets/\(Self.dataset)/versions/1", method: .get, headers: headers) { response in
+                try await client.execute(uri: "/v1/datasets/\(Self.dataset)/versions/1", method: .get, headers: headers)
+                { response in
                     #expect(response.status == .ok && sha256Hex(response.body) == entry.sha256)
                     #expect(response.header("Cache-Control") == "private, max-age=31536000, immutable")
                 }
@@ -247,7 +267,10 @@ struct ScopedServerTests {
         try await world.publish()
         try world.execute("INSERT INTO users VALUES ('carol', 'Carol', 1, encode(sha256('carol-token'::bytea), 'hex'))")
         try await world.withServer { client in
-            try await client.execute(uri: "/v1/datasets/\(Self.dataset)/snapshot", method: .get, headers: [.authorization: "Bearer carol-token"]) {
+            try await client.execute(
+                uri: "/v1/datasets/\(Self.dataset)/snapshot", method: .get,
+                headers: [.authorization: "Bearer carol-token"]
+            ) {
                 #expect($0.status == .notFound && $0.bodyString.contains("no snapshot for your access scope yet"))
             }
         }
@@ -259,14 +282,21 @@ struct ScopedServerTests {
     }
 
     static func batch(_ changes: [Change]) throws -> ByteBuffer {
-        ByteBuffer(bytes: try JSONEncoder().encode(ChangeBatch(clientId: "alice-phone", sentAt: Timestamp.format(Date()), changes: changes)))
+        ByteBuffer(
+            bytes: try JSONEncoder().encode(
+                ChangeBatch(clientId: "alice-phone", sentAt: Timestamp.format(Date()), changes: changes)))
     }
 
-    static func change(_ id: String, _ op: Change.Operation, _ key: String, _ values: [String: JSONValue] = [:]) -> Change {
-        Change(id: id, table: "campgrounds", op: op, key: ["id": .string(key)], values: values, editedAt: Timestamp.format(Date()), baseUpdatedAt: nil)
+    static func change(_ id: String, _ op: Change.Operation, _ key: String, _ values: [String: JSONValue] = [:])
+        -> Change
+    {
+        Change(
+            id: id, table: "campgrounds", op: op, key: ["id": .string(key)], values: values,
+            editedAt: Timestamp.format(Date()), baseUpdatedAt: nil)
     }
 
-    @Test("outbox changes must stay inside the caller's scope before and after; otherwise forbidden and nothing written")
+    @Test(
+        "outbox changes must stay inside the caller's scope before and after; otherwise forbidden and nothing written")
     func scopedChanges() async throws {
         let world = try World.make("scoped-changes")
         defer { world.close() }
@@ -282,24 +312,43 @@ struct ScopedServerTests {
                 Self.change("c1", .update, premium2, ["name": .string("Alice was here")]),  // invisible before
                 Self.change("c2", .update, free1, ["description": .string("Bring a torch.")]),  // fine
                 Self.change("c3", .update, free3, ["tier": .int(1)]),  // would leave her scope
-                Self.change("c4", .insert, newPremium, ["name": .string("Mine"), "lat": .double(1), "lon": .double(2), "tier": .int(2)]),
-                Self.change("c5", .insert, newFree, ["name": .string("Mine too"), "lat": .double(1), "lon": .double(2), "tier": .int(0)]),
+                Self.change(
+                    "c4", .insert, newPremium,
+                    ["name": .string("Mine"), "lat": .double(1), "lon": .double(2), "tier": .int(2)]),
+                Self.change(
+                    "c5", .insert, newFree,
+                    ["name": .string("Mine too"), "lat": .double(1), "lon": .double(2), "tier": .int(0)]),
                 Self.change("c6", .delete, premium2),
             ]
-            try await client.execute(uri: uri, method: .post, headers: Self.alice, body: try Self.batch(changes)) { response in
+            try await client.execute(uri: uri, method: .post, headers: Self.alice, body: try Self.batch(changes)) {
+                response in
                 #expect(response.status == .ok)
                 let results = try JSONDecoder().decode(ChangeResults.self, from: response.bodyData).results
-                #expect(results.map(\.status) == [.forbidden, .applied, .forbidden, .forbidden, .applied, .forbidden], "\(response.bodyString)")
+                #expect(
+                    results.map(\.status) == [.forbidden, .applied, .forbidden, .forbidden, .applied, .forbidden],
+                    "\(response.bodyString)")
                 #expect(results[0].row == nil && !response.bodyString.contains("AAA Deluxe"))
             }
             let pg = try world.database.connect()
-            #expect(try pg.query("SELECT name, tier::text FROM campgrounds WHERE id = $1", [premium2]) == [["AAA Deluxe Campground", "1"]])
-            #expect(try pg.query("SELECT description, tier::text FROM campgrounds WHERE id = $1", [free1]) == [["Bring a torch.", "0"]])
+            #expect(
+                try pg.query("SELECT name, tier::text FROM campgrounds WHERE id = $1", [premium2]) == [
+                    ["AAA Deluxe Campground", "1"]
+                ])
+            #expect(
+                try pg.query("SELECT description, tier::text FROM campgrounds WHERE id = $1", [free1]) == [
+                    ["Bring a torch.", "0"]
+                ])
             #expect(try pg.query("SELECT tier::text FROM campgrounds WHERE id = $1", [free3]) == [["0"]])
-            #expect(try pg.query("SELECT count(*)::text FROM campgrounds WHERE id IN ($1, $2)", [newFree, newPremium]) == [["1"]])
+            #expect(
+                try pg.query("SELECT count(*)::text FROM campgrounds WHERE id IN ($1, $2)", [newFree, newPremium]) == [
+                    ["1"]
+                ])
 
             // Bob's scope includes the premium campground.
-            try await client.execute(uri: uri, method: .post, headers: Self.bob, body: try Self.batch([Self.change("b1", .update, premium2, ["name": .string("Bob's pick")])])) {
+            try await client.execute(
+                uri: uri, method: .post, headers: Self.bob,
+                body: try Self.batch([Self.change("b1", .update, premium2, ["name": .string("Bob's pick")])])
+            ) {
                 let results = try JSONDecoder().decode(ChangeResults.self, from: $0.bodyData).results
                 #expect(results.map(\.status) == [.applied])
             }
@@ -317,8 +366,12 @@ struct ScopedServerTests {
         logger.logLevel = .trace
         try await world.withServer(logger: logger) { client in
             for token in ["alice-token", "no-such-token-123"] {
-                for uri in ["/v1/datasets/\(Self.dataset)/snapshot", "/v1/datasets/\(Self.dataset)/manifest", "/v1/datasets/\(Self.dataset)/versions/7"] {
-                    try await client.execute(uri: uri, method: .get, headers: [.authorization: "Bearer \(token)"]) { response in
+                for uri in [
+                    "/v1/datasets/\(Self.dataset)/snapshot", "/v1/datasets/\(Self.dataset)/manifest",
+                    "/v1/datasets/\(Self.dataset)/versions/7",
+                ] {
+                    try await client.execute(uri: uri, method: .get, headers: [.authorization: "Bearer \(token)"]) {
+                        response in
                         #expect(!response.bodyString.contains(token))
                     }
                 }
@@ -326,7 +379,9 @@ struct ScopedServerTests {
         }
         let text = sink.lines.withLock { $0.joined(separator: "\n") }
         #expect(!text.isEmpty)
-        for secret in ["alice-token", "no-such-token-123", TokenScopes.hash("alice-token"), TokenScopes.hash("no-such-token-123")] {
+        for secret in [
+            "alice-token", "no-such-token-123", TokenScopes.hash("alice-token"), TokenScopes.hash("no-such-token-123"),
+        ] {
             #expect(!text.contains(secret), "\(secret) leaked")
         }
     }

@@ -1,14 +1,16 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import FerryCore
-@testable import FerryServer
 import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import Logging
 import Testing
+
+@testable import FerryServer
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// Plain `GET`s of whole snapshot and version files are sent from the channel with `sendfile`
 /// (`RawNotModifiedHandler`): the same status, fields and bytes as the route's chunks, counted the same way, and
@@ -47,8 +49,12 @@ import Testing
         var lines = try connection.readHeadLines()
         let status = Int(lines.removeFirst().split(separator: " ")[1]) ?? 0
         #expect(RevalidationTests.isIMFDate(lines.first { $0.hasPrefix("Date: ") }), "\(lines)")
-        let length = lines.first { $0.lowercased().hasPrefix("content-length:") }.flatMap { Int($0.split(separator: " ").last ?? "") } ?? 0
-        return Answer(status: status, fields: lines.filter { !$0.hasPrefix("Date: ") }, body: try connection.read(length))
+        let length =
+            lines.first { $0.lowercased().hasPrefix("content-length:") }.flatMap {
+                Int($0.split(separator: " ").last ?? "")
+            } ?? 0
+        return Answer(
+            status: status, fields: lines.filter { !$0.hasPrefix("Date: ") }, body: try connection.read(length))
     }
 
     /// Starts the two servers on `store` and runs `body` with their ports and what the channel sent.
@@ -73,7 +79,9 @@ import Testing
         }
     }
 
-    @Test("a whole snapshot or version, identity or gzip, has the route's status, fields and bytes, and is counted as the route counts it")
+    @Test(
+        "a whole snapshot or version, identity or gzip, has the route's status, fields and bytes, and is counted as the route counts it"
+    )
     func sameAnswerAsTheRoute() async throws {
         let store = try TestStore()
         defer { store.remove() }
@@ -83,7 +91,10 @@ import Testing
             ("/v1/datasets/trips/snapshot", [(String, String)](), try store.snapshotBytes(version: 2)),
             ("/v1/datasets/trips/snapshot", [("Accept-Encoding", "gzip")], try store.gzipBytes(version: 2)),
             ("/v1/datasets/trips/versions/1", [], try store.snapshotBytes(version: 1)),
-            ("/v1/datasets/trips/versions/1", [("Accept-Encoding", "br, gzip;q=0.5"), ("Connection", "keep-alive")], try store.gzipBytes(version: 1)),
+            (
+                "/v1/datasets/trips/versions/1", [("Accept-Encoding", "br, gzip;q=0.5"), ("Connection", "keep-alive")],
+                try store.gzipBytes(version: 1)
+            ),
         ]
         try await Self.withServers(store) { channel, router, sent in
             for (path, headers, expected) in files {
@@ -99,15 +110,20 @@ import Testing
             let channelMetrics = try await RevalidationTests.body(channel, "/metrics")
             let routerMetrics = try await RevalidationTests.body(router, "/metrics")
             for pattern in ["/v1/datasets/{dataset}/snapshot", "/v1/datasets/{dataset}/versions/{version}"] {
-                for name in ["ferry_http_requests_total{route=\"\(pattern)\",status=\"200\"}", "ferry_http_response_bytes_total{route=\"\(pattern)\"}"] {
-                    let line = try #require(routerMetrics.split(separator: "\n").first { $0.hasPrefix(name) }, "\(name)")
+                for name in [
+                    "ferry_http_requests_total{route=\"\(pattern)\",status=\"200\"}",
+                    "ferry_http_response_bytes_total{route=\"\(pattern)\"}",
+                ] {
+                    let line = try #require(
+                        routerMetrics.split(separator: "\n").first { $0.hasPrefix(name) }, "\(name)")
                     #expect(channelMetrics.split(separator: "\n").contains(line), "\(line)")
                 }
             }
         }
     }
 
-    @Test("ranges, conditions, a checksum query, Connection: close and unknown versions are the router's, answered alike")
+    @Test(
+        "ranges, conditions, a checksum query, Connection: close and unknown versions are the router's, answered alike")
     func everythingElseReachesTheRouter() async throws {
         let store = try TestStore()
         defer { store.remove() }
@@ -145,7 +161,9 @@ import Testing
                 let connection = try RawHTTPConnection(port: channel)
                 connection.setTimeouts(seconds: 10)
                 let get = { (path: String) in "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" }
-                try connection.send(get("/v1/datasets/trips/versions/1") + get("/v1/datasets/trips/versions/2") + get("/v1/datasets/trips/manifest"))
+                try connection.send(
+                    get("/v1/datasets/trips/versions/1") + get("/v1/datasets/trips/versions/2")
+                        + get("/v1/datasets/trips/manifest"))
                 return try (0..<3).map { _ in try Self.readAnswer(connection) }
             }
             #expect(answers.map(\.status) == [200, 200, 200])

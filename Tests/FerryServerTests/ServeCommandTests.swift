@@ -1,14 +1,16 @@
-#if canImport(Glibc)
-import FerryStore
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import FerryCore
 import FerryPostgres
-@testable import FerryServer
 import Foundation
 import Testing
+
+@testable import FerryServer
+
+#if canImport(Glibc)
+    import FerryStore
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 
 @Suite struct ServeCommandTests {
     @Test func serveAnswersThenDrainsADownloadOnSIGTERMAndExitsZero() throws {
@@ -33,12 +35,14 @@ import Testing
             if data.isEmpty { break }
             printed += String(decoding: data, as: UTF8.self)
         }
-        let line = try #require(printed.split(separator: "\n").first { $0.hasPrefix("ferry serve listening on http://127.0.0.1:") })
+        let line = try #require(
+            printed.split(separator: "\n").first { $0.hasPrefix("ferry serve listening on http://127.0.0.1:") })
         let port = try #require(Int(line.split(separator: ":").last ?? ""))
 
         // Then a 200 and a 304 come back
         let first = try RawHTTPConnection(port: port)
-        try first.send("GET /v1/datasets/trips/snapshot HTTP/1.1\r\nHost: x\r\nIf-None-Match: \"\(manifest.sha256)\"\r\n\r\n")
+        try first.send(
+            "GET /v1/datasets/trips/snapshot HTTP/1.1\r\nHost: x\r\nIf-None-Match: \"\(manifest.sha256)\"\r\n\r\n")
         #expect(try first.readHead().status == 304)
 
         // And a download in flight when SIGTERM arrives still completes, then the process exits 0
@@ -93,13 +97,16 @@ import Testing
             let run = try await runFerryOffPool(["serve", "--store", "/tmp", "--port", "0", "\(option)=\(value)"])
             #expect(run.status == 2, "\(option) \(value): \(run.stderr)")
             #expect(run.stderr.contains(option) && run.stderr.contains(range), "\(option) \(value): \(run.stderr)")
-            #expect(!run.stderr.contains("every: "), "a duration's error names the option, not the library's key: \(run.stderr)")
+            #expect(
+                !run.stderr.contains("every: "),
+                "a duration's error names the option, not the library's key: \(run.stderr)")
         }
 
         // Given a server with the changes endpoint and every new limit set away from its default
         let database = try TestDatabase.create("serve-limits")
         defer { database.drop() }
-        try database.connect().execute(String(contentsOf: TestPaths.packageRoot.appendingPathComponent("templates/trips.pg.sql"), encoding: .utf8))
+        try database.connect().execute(
+            String(contentsOf: TestPaths.packageRoot.appendingPathComponent("templates/trips.pg.sql"), encoding: .utf8))
         let store = try TestStore()
         defer { store.remove() }
         _ = try store.publish()
@@ -108,7 +115,8 @@ import Testing
             let process = Process()
             process.executableURL = TestPaths.ferryBinary
             process.arguments = [
-                "serve", "--store", store.store.root.path, "--port", "0", "--config", trips, "--database-url", database.url,
+                "serve", "--store", store.store.root.path, "--port", "0", "--config", trips, "--database-url",
+                database.url,
                 "--download-buffer-bytes", "3145728", "--token-cache-ttl", "0.5", "--merger-connections", "3",
                 "--retention-sweep-interval", "10m",
             ]
@@ -132,7 +140,8 @@ import Testing
         // Then the limits line it logs at start, read back from the server's configuration, has each value
         let line = try #require(log.split(separator: "\n").first { $0.contains("ferry serve limits") }, "\(log)")
         for expected in [
-            "download-buffer-bytes=3145728", "token-cache-ttl=0.5", "merger-connections=3", "retention-sweep-interval=600",
+            "download-buffer-bytes=3145728", "token-cache-ttl=0.5", "merger-connections=3",
+            "retention-sweep-interval=600",
             "change-retention=2592000", "max-body-bytes=8388608", "idle-timeout=60",
         ] {
             #expect(line.contains(expected), "\(expected) missing from \(line)")

@@ -1,10 +1,11 @@
 import FerryCore
-@testable import FerryServer
 import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import Testing
+
+@testable import FerryServer
 
 @Suite struct SnapshotRouteTests {
     @Test func latestSnapshotHasEveryHeaderAndTheRightBytes() async throws {
@@ -52,14 +53,19 @@ import Testing
                 #expect(response.header("ETag") == etag)
                 #expect(response.header("Cache-Control") == "no-cache")
                 #expect(response.header("Vary") == "Accept-Encoding")
-                #expect(Set(response.headers.map { $0.name.canonicalName }) == Set(notModifiedFields), "\(response.headers)")
+                #expect(
+                    Set(response.headers.map { $0.name.canonicalName }) == Set(notModifiedFields), "\(response.headers)"
+                )
             }
             // The book's style: ?checksum=<sha256 hex> (upper case is the same number)
             for checksum in [manifest.sha256, manifest.sha256.uppercased()] {
-                let response = try await client.execute(uri: "/v1/datasets/trips/snapshot?checksum=\(checksum)", method: .get)
+                let response = try await client.execute(
+                    uri: "/v1/datasets/trips/snapshot?checksum=\(checksum)", method: .get)
                 #expect(response.status == .notModified)
                 #expect(response.header("ETag") == etag)
-                #expect(Set(response.headers.map { $0.name.canonicalName }) == Set(notModifiedFields), "\(response.headers)")
+                #expect(
+                    Set(response.headers.map { $0.name.canonicalName }) == Set(notModifiedFields), "\(response.headers)"
+                )
             }
             // A different ETag or checksum → the full body
             let stale = String(repeating: "0", count: 64)
@@ -72,7 +78,8 @@ import Testing
             #expect(sha256Hex(byQuery.body) == manifest.sha256)
             // A malformed checksum is a 400 with the JSON error shape
             for bad in ["abc", String(repeating: "g", count: 64), "", "..%2F..%2Fetc"] {
-                let response = try await client.execute(uri: "/v1/datasets/trips/snapshot?checksum=\(bad)", method: .get)
+                let response = try await client.execute(
+                    uri: "/v1/datasets/trips/snapshot?checksum=\(bad)", method: .get)
                 #expect(response.status == .badRequest, "checksum=\(bad)")
                 #expect(response.bodyString.contains(#""code":"bad-input""#))
             }
@@ -88,7 +95,10 @@ import Testing
             let head = try await client.execute(uri: "/v1/datasets/trips/snapshot", method: .head)
             #expect(head.status == .ok)
             #expect(head.body.readableBytes == 0)
-            for name in ["Content-Type", "ETag", "Ferry-Version", "Repr-Digest", "Accept-Ranges", "Cache-Control", "Vary", "Content-Length"] {
+            for name in [
+                "Content-Type", "ETag", "Ferry-Version", "Repr-Digest", "Accept-Ranges", "Cache-Control", "Vary",
+                "Content-Length",
+            ] {
                 #expect(head.header(name) == get.header(name), "\(name)")
             }
             #expect(head.header("Content-Length") == String(manifest.size))
@@ -148,7 +158,8 @@ import Testing
             #expect(ranged.header("Content-Encoding") == "gzip")
             #expect(ranged.bodyData == gzip.prefix(100))
             let rangedIdentity = try await client.execute(
-                uri: "/v1/datasets/trips/snapshot", method: .get, headers: [.acceptEncoding: "identity", .range: "bytes=0-99"])
+                uri: "/v1/datasets/trips/snapshot", method: .get,
+                headers: [.acceptEncoding: "identity", .range: "bytes=0-99"])
             #expect(rangedIdentity.status == .partialContent)
             #expect(rangedIdentity.header("Content-Encoding") == nil)
             #expect(rangedIdentity.bodyData == (try store.snapshotBytes(version: 1)).prefix(100))
@@ -173,7 +184,8 @@ import Testing
                 #expect(response.header("Ferry-Version") == String(number))
                 #expect(response.header("Cache-Control") == "public, max-age=31536000, immutable")
                 let revalidated = try await client.execute(
-                    uri: "/v1/datasets/trips/versions/\(number)", method: .get, headers: [.ifNoneMatch: "\"\(manifest.sha256)\""])
+                    uri: "/v1/datasets/trips/versions/\(number)", method: .get,
+                    headers: [.ifNoneMatch: "\"\(manifest.sha256)\""])
                 #expect(revalidated.status == .notModified)
                 #expect(revalidated.header("Cache-Control") == "public, max-age=31536000, immutable")
             }
@@ -208,7 +220,8 @@ import Testing
             for _ in 0..<3 {
                 let (status, body) = try await offPool {
                     let connection = try RawHTTPConnection(port: port)
-                    try connection.send("GET /v1/datasets/trips/snapshot HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                    try connection.send(
+                        "GET /v1/datasets/trips/snapshot HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
                     let head = try connection.readHead()
                     // When the body is read, slowly at first, until the server closes
                     Thread.sleep(forTimeInterval: 0.05)

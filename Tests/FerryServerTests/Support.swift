@@ -1,15 +1,16 @@
-// Shared helpers for this target live in FerryTestSupport.
-@_exported import FerryTestSupport
 import Crypto
 import FerryCore
 import FerryStore
-@testable import FerryServer
+// Shared helpers for this target live in FerryTestSupport.
+@_exported import FerryTestSupport
 import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import Logging
 import NIOCore
+
+@testable import FerryServer
 
 /// A real store in a temp dir, published to with FileSnapshotStore.commit exactly as the publisher does.
 struct TestStore: Sendable {
@@ -36,7 +37,9 @@ struct TestStore: Sendable {
             let db = try SQLiteConnection(path: url.path)
             try db.execute("CREATE TABLE trips(id INTEGER PRIMARY KEY, name TEXT, blob BLOB)")
             try db.transaction {
-                for i in 0..<rows { _ = try db.run("INSERT INTO trips(name) VALUES (?)", [.text("v\(version) row \(i)")]) }
+                for i in 0..<rows {
+                    _ = try db.run("INSERT INTO trips(name) VALUES (?)", [.text("v\(version) row \(i)")])
+                }
                 var remaining = blobBytes
                 while remaining > 0 {
                     let n = min(remaining, 256 * 1024)

@@ -13,7 +13,8 @@ import Testing
     /// The gzip file inflated by `gzip -dc` (Debian's gzip, a real component) into a file, read back.
     func systemGunzip(_ gzip: URL, in temp: TemporaryDirectory) throws -> Data {
         let out = temp.appending("system-out")
-        let run = try runProcess(URL(fileURLWithPath: "/bin/sh"), ["-c", "gzip -dc \"$0\" > \"$1\"", gzip.path, out.path])
+        let run = try runProcess(
+            URL(fileURLWithPath: "/bin/sh"), ["-c", "gzip -dc \"$0\" > \"$1\"", gzip.path, out.path])
         #expect(run.status == 0, "gzip -dc: \(run.stderr)")
         return try Data(contentsOf: out)
     }
@@ -36,7 +37,8 @@ import Testing
         let plain = temp.appending("plain")
         try original.write(to: plain)
         let gzip = temp.appending("plain.gz")
-        let result = try Gzip.compressAndHashParallel(from: plain, to: gzip, level: 1, threads: 3, chunkSize: Self.chunk)
+        let result = try Gzip.compressAndHashParallel(
+            from: plain, to: gzip, level: 1, threads: 3, chunkSize: Self.chunk)
 
         let compressed = try Data(contentsOf: gzip)
         #expect(result.size == Int64(size))
@@ -56,7 +58,8 @@ import Testing
         let plain = temp.appending("plain")
         try GzipSamples.text(3 * Self.chunk).write(to: plain)
         let error = #expect(throws: FerryError.self) {
-            try Gzip.compressAndHashParallel(from: plain, to: temp.appending("plain.gz"), level: 42, threads: 2, chunkSize: Self.chunk)
+            try Gzip.compressAndHashParallel(
+                from: plain, to: temp.appending("plain.gz"), level: 42, threads: 2, chunkSize: Self.chunk)
         }
         #expect(error?.message.contains("level 42") == true, "\(String(describing: error))")
     }
@@ -85,7 +88,9 @@ import Testing
         let single = try Gzip.compressAndHash(from: file, to: temp.appending("single.gz"), level: 1)
         let parallel = try Gzip.compressAndHashParallel(from: file, to: temp.appending("parallel.gz"), level: 1)
         #expect(parallel.sha256 == single.sha256 && parallel.size == single.size)
-        #expect(Double(parallel.gzipSize) <= Double(single.gzipSize) * 1.03, "parallel \(parallel.gzipSize) vs single \(single.gzipSize)")
+        #expect(
+            Double(parallel.gzipSize) <= Double(single.gzipSize) * 1.03,
+            "parallel \(parallel.gzipSize) vs single \(single.gzipSize)")
         #expect(try systemGunzip(temp.appending("parallel.gz"), in: temp) == (try Data(contentsOf: file)))
     }
 }

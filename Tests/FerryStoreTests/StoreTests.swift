@@ -56,7 +56,8 @@ import Testing
         let store = FileSnapshotStore(root: dir.url)
         // Given version 1, then a crash that stored an object no manifest names and left a temp file
         let v1 = try store.commit(
-            dataset: "x", version: 1, snapshot: try makeSnapshot(store, "x", rows: 1), schemaVersion: 1, tables: ["t": 1],
+            dataset: "x", version: 1, snapshot: try makeSnapshot(store, "x", rows: 1), schemaVersion: 1,
+            tables: ["t": 1],
             dataDigest: String(repeating: "a", count: 64), createdAt: Timestamp.format(Date()), keep: 5)
         _ = try store.storeObject(dataset: "x", file: try makeSnapshot(store, "x", rows: 2), gzipLevel: 1)
         _ = try makeSnapshot(store, "x", rows: 3)
@@ -79,7 +80,8 @@ import Testing
     }
 
     @Test func manifestRejectsBadFields() throws {
-        let bad = #"{"dataset":"../x","version":1,"sha256":"zz","size":1,"gzipSize":1,"createdAt":"","schemaVersion":1,"tables":{},"versions":[1]}"#
+        let bad =
+            #"{"dataset":"../x","version":1,"sha256":"zz","size":1,"gzipSize":1,"createdAt":"","schemaVersion":1,"tables":{},"versions":[1]}"#
         #expect(throws: FerryError.self) { _ = try Manifest.decode(Data(bad.utf8)) }
     }
 
@@ -89,9 +91,12 @@ import Testing
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
         let store = FileSnapshotStore(root: dir.url)
-        try LegacyStore.commit(root: dir.url, dataset: "old", version: 1, snapshot: try makeSnapshot(store, "old", rows: 1), tables: ["t": 1], retained: [1])
+        try LegacyStore.commit(
+            root: dir.url, dataset: "old", version: 1, snapshot: try makeSnapshot(store, "old", rows: 1),
+            tables: ["t": 1], retained: [1])
         let legacy = try LegacyStore.commit(
-            root: dir.url, dataset: "old", version: 2, snapshot: try makeSnapshot(store, "old", rows: 2), tables: ["t": 2], retained: [1, 2])
+            root: dir.url, dataset: "old", version: 2, snapshot: try makeSnapshot(store, "old", rows: 2),
+            tables: ["t": 2], retained: [1, 2])
 
         // When it is read as it is
         let read = try store.requireManifest("old")
@@ -133,7 +138,8 @@ import Testing
         defer { dir.remove() }
         let store = FileSnapshotStore(root: dir.url)
         let legacy = try LegacyStore.commit(
-            root: dir.url, dataset: "old", version: 1, snapshot: try makeSnapshot(store, "old", rows: 3), tables: ["t": 3], retained: [1])
+            root: dir.url, dataset: "old", version: 1, snapshot: try makeSnapshot(store, "old", rows: 3),
+            tables: ["t": 3], retained: [1])
         // Given the objects and the new manifest written, but the crash came before versions/ was deleted
         try store.migrateLegacyLayout(dataset: "old")
         try DurableFile.makeDirectory(dir.url.appendingPathComponent("old/versions"))

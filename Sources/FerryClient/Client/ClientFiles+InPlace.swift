@@ -44,7 +44,9 @@ extension ClientFiles {
         try DurableFile.remove(directory.updated)
         let tables = try SnapshotMetadata.read(from: writer).tables
         rememberLive(pending, &state)
-        logger.info("applied update in place", metadata: ["version": "\(pending.version ?? 0)", "previous": "\(live?.version ?? 0)"])
+        logger.info(
+            "applied update in place",
+            metadata: ["version": "\(pending.version ?? 0)", "previous": "\(live?.version ?? 0)"])
         return InPlaceOutcome(live: live, installed: pending, tables: tables)
     }
 
@@ -55,19 +57,23 @@ extension ClientFiles {
         let (previous, live) = try refuseLiveForRollback(&state)
         let scratch = directory.previousLink
         try? FileManager.default.removeItem(at: scratch)  // garbage of an earlier crash, if any; the copy overwrites it
-        try FileClone.clone(directory.previous, to: scratch, "cannot copy previous.db for the rollback", fix: "free space and try again")
+        try FileClone.clone(
+            directory.previous, to: scratch, "cannot copy previous.db for the rollback", fix: "free space and try again"
+        )
         defer { try? FileManager.default.removeItem(at: scratch) }  // scratch: removeLeftovers also drops it
         try forgetLive(&state)
         do {
             let copy = try SQLiteConnection(path: scratch.path, mode: .readWrite)
             let tables = try SnapshotMetadata.read(from: copy).tables
-            try Outbox.carryOver(fromLiveDatabaseAt: directory.database.path, into: copy, tables: tables, origin: previous.sha256)
+            try Outbox.carryOver(
+                fromLiveDatabaseAt: directory.database.path, into: copy, tables: tables, origin: previous.sha256)
             try writer.replaceContents(from: copy)
         }
         try DurableFile.remove(directory.previous)
         let tables = try SnapshotMetadata.read(from: writer).tables
         rememberLive(previous, &state)
-        logger.info("rolled back in place", metadata: ["version": "\(previous.version ?? 0)", "from": "\(live?.version ?? 0)"])
+        logger.info(
+            "rolled back in place", metadata: ["version": "\(previous.version ?? 0)", "from": "\(live?.version ?? 0)"])
         return InPlaceOutcome(live: live, installed: previous, tables: tables)
     }
 
@@ -94,7 +100,8 @@ extension ClientFiles {
     func keepLiveForPatch(writer: SQLiteConnection, base: SnapshotInfo, _ state: inout ClientStateFile) throws {
         guard let live = try directory.info(of: directory.database, state: &state), live.sha256 == base.sha256 else {
             throw FerryError(
-                .verification, "database.db changed while the patch downloaded; taking the full download", path: directory.database.path)
+                .verification, "database.db changed while the patch downloaded; taking the full download",
+                path: directory.database.path)
         }
         try keepAsPrevious(writer, info: live, &state)
     }
@@ -102,15 +109,20 @@ extension ClientFiles {
     /// Applies a downloaded patch to the live database inside the host's write transaction (see
     /// ``PatchApplier/applyInPlace(on:patch:expected:baseDigest:tables:)``), and records the new version.
     func applyPatchInPlace(
-        writer: SQLiteConnection, patch: SnapshotDownloader.DownloadedPatch, tables: [SnapshotMetadata.TableInfo], _ state: inout ClientStateFile
+        writer: SQLiteConnection, patch: SnapshotDownloader.DownloadedPatch, tables: [SnapshotMetadata.TableInfo],
+        _ state: inout ClientStateFile
     ) throws -> (SnapshotInfo, PatchApplier.Outcome) {
         try forgetLive(&state)
         let outcome = try PatchApplier.applyInPlace(
-            on: writer, patch: patch.changeset, expected: patch.target, baseDigest: patch.base.contentDigest, tables: tables)
+            on: writer, patch: patch.changeset, expected: patch.target, baseDigest: patch.base.contentDigest,
+            tables: tables)
         let target = patch.target
-        let info = SnapshotInfo(sha256: target.sha256, version: target.version, schemaVersion: target.schemaVersion, dataset: patch.base.info.dataset)
+        let info = SnapshotInfo(
+            sha256: target.sha256, version: target.version, schemaVersion: target.schemaVersion,
+            dataset: patch.base.info.dataset)
         state.arrived(
-            info.sha256, by: .patch(from: patch.ref.from, to: patch.ref.to), contentDigest: target.contentDigest, ownRowsSettled: outcome.ownRowsSettled)
+            info.sha256, by: .patch(from: patch.ref.from, to: patch.ref.to), contentDigest: target.contentDigest,
+            ownRowsSettled: outcome.ownRowsSettled)
         // Not saved here: the transaction commits after this returns; the caller saves once it has.
         if let identity = FileIdentity.of(directory.database) { state.remember(identity, info) }
         return (info, outcome)
@@ -128,11 +140,17 @@ extension ClientFiles {
         try? FileManager.default.removeItem(at: scratch)  // garbage of an earlier crash, if any; the copy overwrites it
         do {
             let cloned = try Self.checkpointFully(writer)
-            logger.debug("keeping the live version as previous.db", metadata: ["copy": "\(cloned ? "clone of the checkpointed file" : "SQLite backup")"])
+            logger.debug(
+                "keeping the live version as previous.db",
+                metadata: ["copy": "\(cloned ? "clone of the checkpointed file" : "SQLite backup")"])
             if cloned {
-                try FileClone.clone(directory.database, to: scratch, "cannot copy database.db as previous.db", fix: "free space and try again", durable: false)
+                try FileClone.clone(
+                    directory.database, to: scratch, "cannot copy database.db as previous.db",
+                    fix: "free space and try again", durable: false)
                 let copy = try SQLiteConnection(path: scratch.path, mode: .readWrite)
-                if try copy.scalar("PRAGMA journal_mode")?.text == "wal" { try copy.execute("PRAGMA journal_mode=DELETE") }
+                if try copy.scalar("PRAGMA journal_mode")?.text == "wal" {
+                    try copy.execute("PRAGMA journal_mode=DELETE")
+                }
             } else {
                 try writer.copy(to: scratch.path)
             }

@@ -64,7 +64,8 @@ struct ClientFiles: Sendable {
             lock = try FileLock(path: directory.lockFile.path, wait: false)
         } catch let error as FerryError where error.code == .store {
             throw FerryError(
-                .busy, "another process or FerryClient is using this client directory (a fetch still running?); wait for it and try again",
+                .busy,
+                "another process or FerryClient is using this client directory (a fetch still running?); wait for it and try again",
                 path: directory.url.path)
         }
         try directory.removeLeftovers()
@@ -74,7 +75,8 @@ struct ClientFiles: Sendable {
     /// A writer killed mid-transaction leaves a hot journal: let SQLite roll it back before anyone reads (read-only
     /// connections cannot).
     func recoverHotJournals() throws {
-        for file in [directory.database, directory.updated] where directory.exists(URL(fileURLWithPath: file.path + "-journal")) {
+        for file in [directory.database, directory.updated]
+        where directory.exists(URL(fileURLWithPath: file.path + "-journal")) {
             let db = try SQLiteConnection(path: file.path, mode: .readWrite)
             _ = try db.scalar("SELECT count(*) FROM sqlite_master")
         }
@@ -129,9 +131,12 @@ struct ClientFiles: Sendable {
 
     /// Refuses a directory that holds another dataset.
     func checkDataset(_ dataset: String, _ state: inout ClientStateFile) throws {
-        if let live = try directory.info(of: directory.database, state: &state), let liveDataset = live.dataset, liveDataset != dataset {
+        if let live = try directory.info(of: directory.database, state: &state), let liveDataset = live.dataset,
+            liveDataset != dataset
+        {
             throw FerryError(
-                .badInput, "this directory holds dataset '\(liveDataset)', not '\(dataset)'; use another directory per dataset",
+                .badInput,
+                "this directory holds dataset '\(liveDataset)', not '\(dataset)'; use another directory per dataset",
                 path: directory.url.path)
         }
     }
@@ -154,17 +159,21 @@ struct ClientFiles: Sendable {
         for file in [directory.updated, directory.database] {
             guard let info = try directory.info(of: file, state: &state) else { continue }
             guard info.version != nil else { return nil }
-            return SnapshotDownloader.PatchBase(file: file, info: info, contentDigest: state.arrival(of: info.sha256)?.contentDigest)
+            return SnapshotDownloader.PatchBase(
+                file: file, info: info, contentDigest: state.arrival(of: info.sha256)?.contentDigest)
         }
         return nil
     }
 
     /// Copies the patch's base into `.ferry/patched.sqlite`, once the base is checked to still be the version the
     /// patch was chosen for (an apply or rollback may have run while it downloaded).
-    func clonePatchBase(_ base: SnapshotDownloader.PatchBase, _ state: inout ClientStateFile) throws -> FileClone.Method {
+    func clonePatchBase(_ base: SnapshotDownloader.PatchBase, _ state: inout ClientStateFile) throws -> FileClone.Method
+    {
         guard let now = try directory.info(of: base.file, state: &state), now.sha256 == base.info.sha256 else {
             throw FerryError(
-                .verification, "\(base.file.lastPathComponent) changed while the patch downloaded; taking the full download", path: base.file.path)
+                .verification,
+                "\(base.file.lastPathComponent) changed while the patch downloaded; taking the full download",
+                path: base.file.path)
         }
         if inPlace, base.file == directory.database {
             // The app's database is in WAL mode and open: its file alone may lack committed pages (they are in
@@ -175,12 +184,14 @@ struct ClientFiles: Sendable {
             } catch {
                 try? FileManager.default.removeItem(at: directory.patched)  // the error says what went wrong; removed on open too
                 throw FerryError(
-                    .io, "\(FileClone.patchCopyFailure): \((error as? FerryError)?.message ?? "\(error)"); \(FileClone.patchCopyFix)",
+                    .io,
+                    "\(FileClone.patchCopyFailure): \((error as? FerryError)?.message ?? "\(error)"); \(FileClone.patchCopyFix)",
                     path: directory.patched.path, underlying: error)
             }
             return .copy
         }
-        return try FileClone.clone(base.file, to: directory.patched, FileClone.patchCopyFailure, fix: FileClone.patchCopyFix)
+        return try FileClone.clone(
+            base.file, to: directory.patched, FileClone.patchCopyFailure, fix: FileClone.patchCopyFix)
     }
 
     /// The check found nothing new: the partial is dropped and the cache kept.
@@ -204,7 +215,9 @@ struct ClientFiles: Sendable {
             verified = v
         case .patch:
             // FerryClient applies a patch (into a verified file) before it installs anything.
-            throw FerryError(.verification, "a patch reached the install step unapplied; nothing was changed", path: directory.patched.path)
+            throw FerryError(
+                .verification, "a patch reached the install step unapplied; nothing was changed",
+                path: directory.patched.path)
         }
         let info = verified.info
         let live = try directory.info(of: directory.database, state: &state)
@@ -229,7 +242,9 @@ struct ClientFiles: Sendable {
         }
         try DurableFile.rename(verified.file, to: target)
         if let identity = FileIdentity.of(target) { state.remember(identity, info) }
-        state.arrived(info.sha256, by: verified.path, contentDigest: verified.contentDigest, ownRowsSettled: verified.ownRowsSettled)
+        state.arrived(
+            info.sha256, by: verified.path, contentDigest: verified.contentDigest,
+            ownRowsSettled: verified.ownRowsSettled)
         if verified.file == directory.partial {
             // The partial is installed; a record (or compressed prefix) left without it is dropped on the next open
             // (removeLeftovers).
@@ -240,7 +255,8 @@ struct ClientFiles: Sendable {
         logger.info(
             "\(outcome == .initialSync ? "initial sync" : "update downloaded")",
             metadata: [
-                "version": "\(info.version ?? 0)", "sha256": "\(info.sha256)", "bytes": "\(verified.stats.bytesReceived)",
+                "version": "\(info.version ?? 0)", "sha256": "\(info.sha256)",
+                "bytes": "\(verified.stats.bytesReceived)",
                 "encoding": "\(verified.stats.encoding?.rawValue ?? "-")", "path": "\(verified.path)",
             ])
         return .installed(outcome, info, verified.stats, verified.path)
@@ -264,7 +280,8 @@ struct ClientFiles: Sendable {
         if let live, let identity = FileIdentity.of(directory.previous) { state.remember(identity, live) }
         if let identity = FileIdentity.of(directory.database) { state.remember(identity, pending) }
         save(state, during: "apply")
-        logger.info("applied update", metadata: ["version": "\(pending.version ?? 0)", "previous": "\(live?.version ?? 0)"])
+        logger.info(
+            "applied update", metadata: ["version": "\(pending.version ?? 0)", "previous": "\(live?.version ?? 0)"])
         return (live, pending)
     }
 
@@ -276,9 +293,12 @@ struct ClientFiles: Sendable {
         do {
             let updated = try SQLiteConnection(path: directory.updated.path, mode: .readWrite)
             let tables = try SnapshotMetadata.read(from: updated).tables
-            try Outbox.carryOver(fromLiveDatabaseAt: directory.database.path, into: updated, tables: tables, origin: pending.sha256)
+            try Outbox.carryOver(
+                fromLiveDatabaseAt: directory.database.path, into: updated, tables: tables, origin: pending.sha256)
             if let hook = configuration.prepareUpdate {
-                let liveConnection = directory.exists(directory.database) ? try SQLiteConnection(path: directory.database.path, mode: .readOnly) : nil
+                let liveConnection =
+                    directory.exists(directory.database)
+                    ? try SQLiteConnection(path: directory.database.path, mode: .readOnly) : nil
                 // The app's own preparation is not a device edit: it is not queued for upload.
                 try updated.transaction {
                     try Outbox.setCapture(false, updated)
@@ -310,7 +330,8 @@ struct ClientFiles: Sendable {
     func refuseLiveForRollback(_ state: inout ClientStateFile) throws -> (previous: SnapshotInfo, live: SnapshotInfo?) {
         guard let previous = try directory.info(of: directory.previous, state: &state) else {
             throw FerryError(
-                .noPreviousVersion, "nothing to roll back to: there is no previous.db (it appears after the first apply)",
+                .noPreviousVersion,
+                "nothing to roll back to: there is no previous.db (it appears after the first apply)",
                 path: directory.previous.path)
         }
         let live = try directory.info(of: directory.database, state: &state)
@@ -334,7 +355,8 @@ struct ClientFiles: Sendable {
         }
         if let sidecar = directory.databaseSidecars().first {
             throw FerryError(
-                .busy, "\(sidecar.lastPathComponent) exists: another program has database.db open for writing; close it and try again",
+                .busy,
+                "\(sidecar.lastPathComponent) exists: another program has database.db open for writing; close it and try again",
                 path: sidecar.path)
         }
     }

@@ -1,8 +1,9 @@
 import FerryCore
 import Foundation
 import Logging
+
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// Downloads the app runs itself (a background `URLSession` on Apple platforms) and hands to Ferry afterwards. The
@@ -25,7 +26,9 @@ extension FerryClient {
                 return try files.knownChecksums(&state)
             }
         }
-        let manifest = try await downloader.honouringRetryAfter { try await downloader.revalidateManifest(knownChecksums: known) }
+        let manifest = try await downloader.honouringRetryAfter {
+            try await downloader.revalidateManifest(knownChecksums: known)
+        }
         // A cache in between that dropped If-None-Match still cannot make the app download what it has.
         guard let manifest, !known.contains(manifest.sha256) else {
             return nil
@@ -70,7 +73,8 @@ extension FerryClient {
         let manifest = download.manifest
         guard manifest.dataset == dataset else {
             throw FerryError(
-                .badInput, "the background download is of dataset '\(manifest.dataset)', but this client syncs '\(dataset)'; nothing was changed",
+                .badInput,
+                "the background download is of dataset '\(manifest.dataset)', but this client syncs '\(dataset)'; nothing was changed",
                 path: file.path)
         }
         let directory = self.directory
@@ -83,26 +87,31 @@ extension FerryClient {
                 try FileManager.default.moveItem(at: file, to: scratch)
             } catch {
                 throw FerryError(
-                    .io, "cannot move the background download into the client directory: \(error.localizedDescription); nothing was changed",
+                    .io,
+                    "cannot move the background download into the client directory: \(error.localizedDescription); nothing was changed",
                     path: file.path, underlying: error)
             }
             do {
                 try DurableFile.sync(scratch)
                 let sha256 = try FileDigest.sha256Hex(of: scratch)
                 let expected = ExpectedSnapshot(sha256: manifest.sha256, size: manifest.size, version: manifest.version)
-                let info = try SnapshotVerifier.verify(file: scratch, expected: expected, computedSHA256: sha256, dataset: dataset)
+                let info = try SnapshotVerifier.verify(
+                    file: scratch, expected: expected, computedSHA256: sha256, dataset: dataset)
                 if let refusal = SnapshotVerifier.schemaRefusal(info, accepted: accepted, file: scratch) {
                     try? FileManager.default.removeItem(at: scratch)  // refused for good; a leftover is removed on open
                     return .refused(info, refusal)
                 }
                 let size = FileIdentity.size(of: scratch)
-                var stats = TransferStats(bytesReceived: size ?? 0, resumedFrom: 0, fileBytes: size, encoding: .identity)
+                var stats = TransferStats(
+                    bytesReceived: size ?? 0, resumedFrom: 0, fileBytes: size, encoding: .identity)
                 stats.publishedBytes = manifest.size
                 return .downloaded(
-                    SnapshotDownloader.Verified(info: info, stats: stats, file: scratch, path: .full, contentDigest: manifest.contentDigest))
+                    SnapshotDownloader.Verified(
+                        info: info, stats: stats, file: scratch, path: .full, contentDigest: manifest.contentDigest))
             } catch var error as FerryError {
                 try? FileManager.default.removeItem(at: scratch)  // the error is what matters; a leftover is removed on open
-                error.message = "the background download of version \(manifest.version) was not adopted: \(error.message)"
+                error.message =
+                    "the background download of version \(manifest.version) was not adopted: \(error.message)"
                 throw error
             } catch {
                 try? FileManager.default.removeItem(at: scratch)  // as above
@@ -143,8 +152,10 @@ extension FerryClient {
         let (url, dataset) = try configuration.datasetURL()
         var downloader = SnapshotDownloader(
             directory: directory, transport: transport, datasetURL: url, dataset: dataset,
-            acceptedSchemaVersions: configuration.acceptedSchemaVersions, writeBufferSize: configuration.writeBufferSize,
-            maxBytesPerSecond: configuration.maxBytesPerSecond, tokenProvider: configuration.tokenProvider, logger: logger)
+            acceptedSchemaVersions: configuration.acceptedSchemaVersions,
+            writeBufferSize: configuration.writeBufferSize,
+            maxBytesPerSecond: configuration.maxBytesPerSecond, tokenProvider: configuration.tokenProvider,
+            logger: logger)
         downloader.retryAfterLimit = configuration.retryAfterLimit
         downloader.waitForChanges = configuration.waitForChanges
         return downloader

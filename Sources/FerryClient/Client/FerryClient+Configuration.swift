@@ -78,7 +78,9 @@ extension FerryClient {
         /// ```
         public var waitForChanges: Duration?
 
-        public init(directory: URL, serverURL: URL? = nil, dataset: String? = nil, acceptedSchemaVersions: Set<Int>? = nil) {
+        public init(
+            directory: URL, serverURL: URL? = nil, dataset: String? = nil, acceptedSchemaVersions: Set<Int>? = nil
+        ) {
             self.directory = directory
             self.serverURL = serverURL
             self.dataset = dataset
@@ -107,9 +109,13 @@ extension FerryClient {
                 throw FerryError(.badInput, "no dataset configured: set Configuration.dataset", key: "dataset")
             }
             try DatasetName.validate(dataset)
-            guard let scheme = serverURL.scheme?.lowercased(), scheme == "http" || scheme == "https", serverURL.host != nil else {
+            guard let scheme = serverURL.scheme?.lowercased(), scheme == "http" || scheme == "https",
+                serverURL.host != nil
+            else {
                 throw FerryError(
-                    .badInput, "server URL '\(redactURL(serverURL.absoluteString))' must be http:// or https:// with a host", key: "serverURL")
+                    .badInput,
+                    "server URL '\(redactURL(serverURL.absoluteString))' must be http:// or https:// with a host",
+                    key: "serverURL")
             }
             var base = serverURL.absoluteString
             while base.hasSuffix("/") { base.removeLast() }

@@ -91,7 +91,9 @@ extension FerryClient {
         }
         do {
             let result = try await push()
-            logger.info("pushed pending edits on launch", metadata: ["sent": "\(result.sent)", "remaining": "\(result.remaining)"])
+            logger.info(
+                "pushed pending edits on launch",
+                metadata: ["sent": "\(result.sent)", "remaining": "\(result.remaining)"])
         } catch {
             logger.notice("pending edits stay queued: \(error)")
         }
@@ -105,7 +107,9 @@ extension FerryClient {
             throw FerryError(.badInput, "pushing needs a dataset: set Configuration.dataset", key: "dataset")
         }
         try DatasetName.validate(dataset)
-        let uploader = configuration.uploader ?? URLSessionChangeUploader(server: server, transport: transport as? URLSessionTransport ?? .shared)
+        let uploader =
+            configuration.uploader
+            ?? URLSessionChangeUploader(server: server, transport: transport as? URLSessionTransport ?? .shared)
         let privateDirectory = directory.privateDirectory
         let clientID = try await BlockingWork.run { try Self.deviceID(in: privateDirectory) }
         var summary = Outbox.Summary()
@@ -119,7 +123,8 @@ extension FerryClient {
                 try await useDatabase(notify: false) { try Outbox.takeBatch(from: $0, limit: batchSize, through: last) }
             }
             if batch.isEmpty { break }
-            let request = ChangeBatch(clientId: clientID, sentAt: Timestamp.format(configuration.clock()), changes: batch)
+            let request = ChangeBatch(
+                clientId: clientID, sentAt: Timestamp.format(configuration.clock()), changes: batch)
             let results = try await uploadWithRetry(request, dataset: dataset, uploader: uploader)
             let ids = Set(batch.map(\.id))
             guard results.results.allSatisfy({ ids.contains($0.id) }) else {
@@ -137,7 +142,9 @@ extension FerryClient {
         return PushResult(summary: summary, sent: sent, remaining: try await pendingEdits())
     }
 
-    private func uploadWithRetry(_ batch: ChangeBatch, dataset: String, uploader: any ChangeUploader) async throws -> ChangeResults {
+    private func uploadWithRetry(_ batch: ChangeBatch, dataset: String, uploader: any ChangeUploader) async throws
+        -> ChangeResults
+    {
         var delay = configuration.pushBackoff
         var attempt = 1
         while true {
@@ -147,9 +154,11 @@ extension FerryClient {
                 let token = try await configuration.tokenProvider?()
                 return try await uploader.upload(batch, dataset: dataset, accessToken: token)
             } catch let error as FerryError
-                where (error.code == .offline || (error.code == .network && !TransportFailure.isTLS(error))) && attempt < configuration.pushAttempts
+                where (error.code == .offline || (error.code == .network && !TransportFailure.isTLS(error)))
+                && attempt < configuration.pushAttempts
             {
-                logger.notice("upload failed, retrying", metadata: ["attempt": "\(attempt)", "error": "\(error.message)"])
+                logger.notice(
+                    "upload failed, retrying", metadata: ["attempt": "\(attempt)", "error": "\(error.message)"])
                 try await Task.sleep(for: delay)
                 delay *= 2
                 attempt += 1
@@ -161,7 +170,8 @@ extension FerryClient {
     static func deviceID(in privateDirectory: URL) throws -> String {
         let file = privateDirectory.appendingPathComponent("client-id")
         if let data = FileManager.default.contents(atPath: file.path),
-            let text = String(data: data, encoding: .utf8)?.trimmingCharacters(in: .whitespacesAndNewlines), !text.isEmpty
+            let text = String(data: data, encoding: .utf8)?.trimmingCharacters(in: .whitespacesAndNewlines),
+            !text.isEmpty
         {
             return text
         }

@@ -36,13 +36,16 @@ extension FerryClient {
             } catch {
                 if Task.isCancelled { return }
                 let delay = backoff.next()
-                logger.notice("check failed; retrying", metadata: ["error": "\(error)", "seconds": "\(Double(delay.components.seconds))"])
+                logger.notice(
+                    "check failed; retrying",
+                    metadata: ["error": "\(error)", "seconds": "\(Double(delay.components.seconds))"])
                 guard (try? await Task.sleep(for: delay)) != nil else { return }  // cancelled while sleeping: done
                 continue
             }
             backoff.reset()
             if result.outcome != .notModified { try await onUpdate(result) }
-            let pause = WatchPacing.pause(after: result, elapsed: ContinuousClock.now - started, pollInterval: pollInterval)
+            let pause = WatchPacing.pause(
+                after: result, elapsed: ContinuousClock.now - started, pollInterval: pollInterval)
             if pause > .zero {
                 guard (try? await Task.sleep(for: pause)) != nil else { return }
             }

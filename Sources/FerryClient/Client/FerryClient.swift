@@ -43,7 +43,8 @@ public actor FerryClient {
     private var waitingOperations: [CheckedContinuation<Void, Never>] = []
 
     private init(
-        configuration: Configuration, logger: Logger, transport: any SnapshotTransport, host: (any LiveDatabaseHost)?, patchesOnArrival: Bool,
+        configuration: Configuration, logger: Logger, transport: any SnapshotTransport, host: (any LiveDatabaseHost)?,
+        patchesOnArrival: Bool,
         lock: FileLock, state: ClientStateFile
     ) {
         self.configuration = configuration
@@ -81,7 +82,8 @@ public actor FerryClient {
         let directory = ClientDirectory(configuration.directory)
         let (lock, state) = try await BlockingWork.run { try ClientFiles.open(directory, logger: logger) }
         let client = FerryClient(
-            configuration: configuration, logger: logger, transport: transport, host: host, patchesOnArrival: patchesOnArrival && host != nil,
+            configuration: configuration, logger: logger, transport: transport, host: host,
+            patchesOnArrival: patchesOnArrival && host != nil,
             lock: lock, state: state)
         do {
             try await client.launch()
@@ -99,12 +101,14 @@ public actor FerryClient {
             try await onFiles { files, state in
                 try files.recoverHotJournals()
                 if apply, !inPlace, files.directory.exists(files.directory.updated) {
-                    files.logger.info("applying the pending update on launch", metadata: ["dir": "\(files.directory.url.path)"])
+                    files.logger.info(
+                        "applying the pending update on launch", metadata: ["dir": "\(files.directory.url.path)"])
                     _ = try files.swapInPendingUpdate(&state)
                 }
             }
             if inPlace, directory.exists(directory.updated), try await pendingIsLive() || apply {
-                logger.info("applying the pending update on launch, in place", metadata: ["dir": "\(directory.url.path)"])
+                logger.info(
+                    "applying the pending update on launch, in place", metadata: ["dir": "\(directory.url.path)"])
                 _ = try await applyInPlace()
             }
             try await openConnection()
@@ -154,7 +158,9 @@ public actor FerryClient {
 
     /// Runs `work` on the thread pool with the directory's files and the checksum cache. The cache's changes are
     /// kept even when `work` throws (a refusal saved before a failing step stays remembered).
-    func onFiles<T: Sendable>(_ work: @escaping @Sendable (ClientFiles, inout ClientStateFile) throws -> T) async throws -> T {
+    func onFiles<T: Sendable>(_ work: @escaping @Sendable (ClientFiles, inout ClientStateFile) throws -> T) async throws
+        -> T
+    {
         var scratch = ClientFiles(directory: directory, configuration: configuration, logger: logger)
         scratch.inPlace = host != nil
         let files = scratch
@@ -205,7 +211,9 @@ public actor FerryClient {
                 try state.save(to: directory.stateFile)
             } catch {
                 // Status only reads: a directory it may not write to still has a status; the next call hashes again.
-                logger?.notice("cannot update the checksum cache", metadata: ["path": "\(directory.stateFile.path)", "error": "\(error)"])
+                logger?.notice(
+                    "cannot update the checksum cache",
+                    metadata: ["path": "\(directory.stateFile.path)", "error": "\(error)"])
             }
         }
         return status
@@ -221,14 +229,17 @@ public actor FerryClient {
     /// ```swift
     /// let count = try await client.withDatabase { db in try db.scalar("SELECT count(*) FROM trips")?.integer ?? 0 }
     /// ```
-    public func withDatabase<T: Sendable>(_ body: @escaping @Sendable (SQLiteConnection) throws -> T) async throws -> T {
+    public func withDatabase<T: Sendable>(_ body: @escaping @Sendable (SQLiteConnection) throws -> T) async throws -> T
+    {
         try await exclusively { try await useDatabase(body) }
     }
 
     /// ``withDatabase(_:)`` for code that already runs ``exclusively(_:)``.
     /// With a host, `notify` tells the app's observers that data may have changed (false for reads and for writes
     /// to Ferry's own tables).
-    func useDatabase<T: Sendable>(notify: Bool = true, _ body: @escaping @Sendable (SQLiteConnection) throws -> T) async throws -> T {
+    func useDatabase<T: Sendable>(notify: Bool = true, _ body: @escaping @Sendable (SQLiteConnection) throws -> T)
+        async throws -> T
+    {
         if let host {
             if liveTables.isEmpty { try await openConnection() }
             guard !liveTables.isEmpty else {
@@ -261,7 +272,9 @@ public actor FerryClient {
             liveTables = tables ?? []
             return
         }
-        guard connection == nil, let live = try await onFiles({ files, state in try files.openLive(&state) }) else { return }
+        guard connection == nil, let live = try await onFiles({ files, state in try files.openLive(&state) }) else {
+            return
+        }
         liveTables = live.tables
         connection = live
     }
@@ -294,7 +307,11 @@ public actor FerryClient {
         let task = Task { try await self.performCheck(progress: nil) }
         runningCheck = task
         defer { runningCheck = nil }
-        return try await withTaskCancellationHandler { try await task.value } onCancel: { task.cancel() }
+        return try await withTaskCancellationHandler {
+            try await task.value
+        } onCancel: {
+            task.cancel()
+        }
     }
 
     /// The download itself runs outside ``exclusively(_:)``: the app keeps reading and writing database.db meanwhile.
@@ -303,7 +320,8 @@ public actor FerryClient {
         let dataset = downloader.dataset
 
         let usePatches = configuration.usePatches
-        let (earlier, known, base) = try await exclusively { () async throws -> (FetchResult?, [String], SnapshotDownloader.PatchBase?) in
+        let (earlier, known, base) = try await exclusively {
+            () async throws -> (FetchResult?, [String], SnapshotDownloader.PatchBase?) in
             try await onFiles { files, state in try files.checkDataset(dataset, &state) }
             // A download that finished before a crash but was never renamed: verify it from disk and install it first.
             var earlier: FetchResult?
@@ -335,7 +353,8 @@ public actor FerryClient {
                 logger.debug("not modified", metadata: ["dataset": "\(dataset)"])
                 try await onFiles { files, state in files.notModified(&state) }
                 if let earlier { return earlier }
-                return FetchResult(outcome: .notModified, bytesReceived: 0, resumedFrom: 0, status: try await currentStatus())
+                return FetchResult(
+                    outcome: .notModified, bytesReceived: 0, resumedFrom: 0, status: try await currentStatus())
             }
             return try await install(outcome)
         }
@@ -352,25 +371,35 @@ public actor FerryClient {
     /// apply replays on top as after a full download.
     private func build(_ patch: SnapshotDownloader.DownloadedPatch) async throws -> SnapshotDownloader.Verified {
         let scratch = directory.patched
-        let method = try await exclusively { try await onFiles { files, state in try files.clonePatchBase(patch.base, &state) } }
+        let method = try await exclusively {
+            try await onFiles { files, state in try files.clonePatchBase(patch.base, &state) }
+        }
         let started = ContinuousClock.now
         let applied = try await BlockingWork.run {
             try PatchApplier.apply(
-                to: scratch, copy: method, patch: patch.changeset, expected: patch.target, baseDigest: patch.base.contentDigest)
+                to: scratch, copy: method, patch: patch.changeset, expected: patch.target,
+                baseDigest: patch.base.contentDigest)
         }
         logger.info(
             "patch applied",
             metadata: [
-                "from": "\(patch.ref.from)", "to": "\(patch.ref.to)", "bytes": "\(patch.bytesReceived)", "copy": "\(applied.copy.rawValue)",
-                "ownRows": "\(applied.ownRowsSettled)", "vacuumed": "\(applied.vacuumed)", "digest": "\(applied.digestCheck.rawValue)",
+                "from": "\(patch.ref.from)", "to": "\(patch.ref.to)", "bytes": "\(patch.bytesReceived)",
+                "copy": "\(applied.copy.rawValue)",
+                "ownRows": "\(applied.ownRowsSettled)", "vacuumed": "\(applied.vacuumed)",
+                "digest": "\(applied.digestCheck.rawValue)",
                 "seconds": "\((ContinuousClock.now - started).components.seconds)",
             ])
         let target = patch.target
-        let info = SnapshotInfo(sha256: target.sha256, version: target.version, schemaVersion: target.schemaVersion, dataset: patch.base.info.dataset)
-        var stats = TransferStats(bytesReceived: patch.bytesReceived, resumedFrom: 0, fileBytes: FileIdentity.size(of: scratch), encoding: .gzip)
+        let info = SnapshotInfo(
+            sha256: target.sha256, version: target.version, schemaVersion: target.schemaVersion,
+            dataset: patch.base.info.dataset)
+        var stats = TransferStats(
+            bytesReceived: patch.bytesReceived, resumedFrom: 0, fileBytes: FileIdentity.size(of: scratch),
+            encoding: .gzip)
         stats.publishedBytes = target.size
         return SnapshotDownloader.Verified(
-            info: info, stats: stats, file: scratch, path: .patch(from: patch.ref.from, to: patch.ref.to), contentDigest: target.contentDigest,
+            info: info, stats: stats, file: scratch, path: .patch(from: patch.ref.from, to: patch.ref.to),
+            contentDigest: target.contentDigest,
             ownRowsSettled: applied.ownRowsSettled)
     }
 
@@ -379,14 +408,16 @@ public actor FerryClient {
         switch try await onFiles({ files, state in try files.install(outcome, &state) }) {
         case .alreadyPresent(let stats):
             return FetchResult(
-                outcome: .notModified, bytesReceived: stats.bytesReceived, resumedFrom: stats.resumedFrom, status: try await currentStatus())
+                outcome: .notModified, bytesReceived: stats.bytesReceived, resumedFrom: stats.resumedFrom,
+                status: try await currentStatus())
         case .installed(let outcome, let info, let stats, let path):
             if outcome == .initialSync, host != nil {
                 _ = try await applyInPlace()
             }
             if outcome == .initialSync { try await openConnection() }
             var result = FetchResult(
-                outcome: outcome, version: info.version, sha256: info.sha256, bytesReceived: stats.bytesReceived, resumedFrom: stats.resumedFrom,
+                outcome: outcome, version: info.version, sha256: info.sha256, bytesReceived: stats.bytesReceived,
+                resumedFrom: stats.resumedFrom,
                 status: try await currentStatus(), fileBytes: stats.fileBytes, encoding: stats.encoding, path: path)
             result.publishedBytes = stats.publishedBytes ?? stats.fileBytes
             if case .patch = path { result.ownRowsSettled = result.status.ownRowsSettled }
@@ -409,7 +440,8 @@ public actor FerryClient {
             guard directory.exists(directory.updated) else {
                 let status = try await currentStatus()
                 return ApplyResult(
-                    applied: false, version: status.version, previousVersion: nil, message: "nothing to apply: no update is pending", status: status)
+                    applied: false, version: status.version, previousVersion: nil,
+                    message: "nothing to apply: no update is pending", status: status)
             }
             let (live, pending): (SnapshotInfo?, SnapshotInfo)
             if host != nil {
@@ -424,7 +456,8 @@ public actor FerryClient {
                 "applied version \(pending.version.map(String.init) ?? "?")"
                 + (live.map { "; version \($0.version.map(String.init) ?? "?") kept as previous.db" } ?? "")
             return ApplyResult(
-                applied: true, version: pending.version, previousVersion: live?.version, message: message, status: try await currentStatus())
+                applied: true, version: pending.version, previousVersion: live?.version, message: message,
+                status: try await currentStatus())
         }
     }
 
@@ -439,14 +472,19 @@ public actor FerryClient {
     public func rollback() async throws -> RollbackResult {
         try await exclusively {
             if host != nil {
-                let outcome = try await onWriter(transaction: false) { files, writer, state in try files.rollbackInPlace(writer: writer, &state) }
+                let outcome = try await onWriter(transaction: false) { files, writer, state in
+                    try files.rollbackInPlace(writer: writer, &state)
+                }
                 liveTables = outcome.tables
-                return RollbackResult(version: outcome.installed.version, rolledBackVersion: outcome.live?.version, status: try await currentStatus())
+                return RollbackResult(
+                    version: outcome.installed.version, rolledBackVersion: outcome.live?.version,
+                    status: try await currentStatus())
             }
             if directory.exists(directory.previous) { connection = nil }
             let (previous, live) = try await onFiles { files, state in try files.rollback(&state) }
             try await openConnection()
-            return RollbackResult(version: previous.version, rolledBackVersion: live?.version, status: try await currentStatus())
+            return RollbackResult(
+                version: previous.version, rolledBackVersion: live?.version, status: try await currentStatus())
         }
     }
 
@@ -454,7 +492,9 @@ public actor FerryClient {
 
     /// Applies `updated.db` in place on the host's writer (see ``ClientFiles/applyInPlace(writer:_:)``).
     private func applyInPlace() async throws -> InPlaceOutcome {
-        let outcome = try await onWriter(transaction: false) { files, writer, state in try files.applyInPlace(writer: writer, &state) }
+        let outcome = try await onWriter(transaction: false) { files, writer, state in
+            try files.applyInPlace(writer: writer, &state)
+        }
         liveTables = outcome.tables
         return outcome
     }
@@ -469,7 +509,9 @@ public actor FerryClient {
         return try await exclusively {
             let started = ContinuousClock.now
             let base = patch.base.info
-            try await onWriter(transaction: false) { files, writer, state in try files.keepLiveForPatch(writer: writer, base: base, &state) }
+            try await onWriter(transaction: false) { files, writer, state in
+                try files.keepLiveForPatch(writer: writer, base: base, &state)
+            }
             let tables = liveTables
             let (info, applied) = try await onWriter(transaction: true) { files, writer, state in
                 try files.applyPatchInPlace(writer: writer, patch: patch, tables: tables, &state)
@@ -483,8 +525,10 @@ public actor FerryClient {
                     "seconds": "\((ContinuousClock.now - started).components.seconds)",
                 ])
             var result = FetchResult(
-                outcome: .updateDownloaded, version: info.version, sha256: info.sha256, bytesReceived: patch.bytesReceived, resumedFrom: 0,
-                status: try await currentStatus(), fileBytes: FileIdentity.size(of: directory.database), encoding: .gzip,
+                outcome: .updateDownloaded, version: info.version, sha256: info.sha256,
+                bytesReceived: patch.bytesReceived, resumedFrom: 0,
+                status: try await currentStatus(), fileBytes: FileIdentity.size(of: directory.database),
+                encoding: .gzip,
                 path: .patch(from: patch.ref.from, to: patch.ref.to))
             result.publishedBytes = patch.target.size
             result.ownRowsSettled = applied.ownRowsSettled
@@ -495,7 +539,8 @@ public actor FerryClient {
     /// Runs `work` on the host's writer, in one write transaction or outside any (SQLite's backup API needs that),
     /// with the directory's files and the checksum cache (kept even when `work` throws, as in ``onFiles(_:)``).
     private func onWriter<T: Sendable>(
-        transaction: Bool, _ work: @escaping @Sendable (ClientFiles, SQLiteConnection, inout ClientStateFile) throws -> T
+        transaction: Bool,
+        _ work: @escaping @Sendable (ClientFiles, SQLiteConnection, inout ClientStateFile) throws -> T
     ) async throws -> T {
         guard let host else { throw FerryError(.badInput, "an in-place apply needs the app's database (FerryGRDB)") }
         var scratch = ClientFiles(directory: directory, configuration: configuration, logger: logger)

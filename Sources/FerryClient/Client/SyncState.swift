@@ -1,5 +1,5 @@
-import Foundation
 import FerryCore
+import Foundation
 
 /// The three sync states of a client directory, as in the book.
 ///
@@ -55,7 +55,8 @@ public struct ClientStatus: Sendable, Equatable {
 
     public init(
         state: SyncState, version: Int? = nil, sha256: String? = nil, pendingVersion: Int? = nil,
-        pendingSha256: String? = nil, previousVersion: Int? = nil, outbox: Int = 0, path: UpdatePath? = nil, ownRowsSettled: Int? = nil
+        pendingSha256: String? = nil, previousVersion: Int? = nil, outbox: Int = 0, path: UpdatePath? = nil,
+        ownRowsSettled: Int? = nil
     ) {
         self.outbox = outbox
         self.path = path

@@ -47,7 +47,9 @@ public struct ClientDirectory: Sendable, Equatable {
     var previousLink: URL { privateDirectory.appendingPathComponent("previous.db.tmp") }
     /// A new name for a background download being verified before it is installed (one per adoption, so two never
     /// share a file).
-    func adopted() -> URL { privateDirectory.appendingPathComponent("\(Self.adoptedPrefix)\(UUID().uuidString).sqlite") }
+    func adopted() -> URL {
+        privateDirectory.appendingPathComponent("\(Self.adoptedPrefix)\(UUID().uuidString).sqlite")
+    }
     static let adoptedPrefix = "adopted-"
 
     func exists(_ file: URL) -> Bool { FileManager.default.fileExists(atPath: file.path) }
@@ -66,14 +68,16 @@ public struct ClientDirectory: Sendable, Equatable {
         do {
             names = try fm.contentsOfDirectory(atPath: privateDirectory.path)
         } catch {
-            throw ClientDirectory.ioError("cannot list the client's private directory: \(error.localizedDescription)", privateDirectory)
+            throw ClientDirectory.ioError(
+                "cannot list the client's private directory: \(error.localizedDescription)", privateDirectory)
         }
         for name in names where name.hasPrefix(Self.adoptedPrefix) {
             let leftover = privateDirectory.appendingPathComponent(name)
             do {
                 try fm.removeItem(at: leftover)
             } catch {
-                throw ClientDirectory.ioError("cannot remove a leftover of an interrupted adoption: \(error.localizedDescription)", leftover)
+                throw ClientDirectory.ioError(
+                    "cannot remove a leftover of an interrupted adoption: \(error.localizedDescription)", leftover)
             }
         }
         for name in names where name.hasSuffix(".tmp") {
@@ -81,7 +85,8 @@ public struct ClientDirectory: Sendable, Equatable {
             do {
                 try fm.removeItem(at: leftover)
             } catch {
-                throw ClientDirectory.ioError("cannot remove a leftover of an interrupted apply: \(error.localizedDescription)", leftover)
+                throw ClientDirectory.ioError(
+                    "cannot remove a leftover of an interrupted apply: \(error.localizedDescription)", leftover)
             }
         }
         if (exists(partial) || exists(partialGzip)) != exists(partialRecord) { discardPartial() }
@@ -90,7 +95,9 @@ public struct ClientDirectory: Sendable, Equatable {
             do {
                 try fm.removeItem(atPath: scratch)
             } catch {
-                throw ClientDirectory.ioError("cannot remove a leftover of an interrupted patch: \(error.localizedDescription)", URL(fileURLWithPath: scratch))
+                throw ClientDirectory.ioError(
+                    "cannot remove a leftover of an interrupted patch: \(error.localizedDescription)",
+                    URL(fileURLWithPath: scratch))
             }
         }
     }
@@ -135,7 +142,8 @@ public struct ClientDirectory: Sendable, Equatable {
                 do {
                     try FileManager.default.removeItem(at: previousLink)
                 } catch {
-                    throw ClientDirectory.ioError("cannot remove a leftover of an interrupted apply: \(error.localizedDescription)", previousLink)
+                    throw ClientDirectory.ioError(
+                        "cannot remove a leftover of an interrupted apply: \(error.localizedDescription)", previousLink)
                 }
             }
             do {
@@ -189,7 +197,8 @@ struct FileIdentity: Codable, Equatable, Sendable {
             attributes = try FileManager.default.attributesOfItem(atPath: url.path)
         } catch {
             guard FileManager.default.fileExists(atPath: url.path) else { return nil }
-            throw FerryError(.io, "cannot examine the file: \(error.localizedDescription)", path: url.path, underlying: error)
+            throw FerryError(
+                .io, "cannot examine the file: \(error.localizedDescription)", path: url.path, underlying: error)
         }
         let inode = (attributes[.systemFileNumber] as? NSNumber)?.uint64Value ?? 0
         let size = (attributes[.size] as? NSNumber)?.int64Value ?? 0

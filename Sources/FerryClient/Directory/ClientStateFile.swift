@@ -66,7 +66,9 @@ struct ClientStateFile: Codable, Equatable, Sendable {
     /// checksums are rebuilt by hashing), reported through `log` because the refusals it held are lost with it.
     static func load(from url: URL, log: (String) -> Void) -> ClientStateFile {
         guard let data = FileManager.default.contents(atPath: url.path) else {
-            if FileManager.default.fileExists(atPath: url.path) { log("\(url.path) cannot be read; starting with an empty checksum cache") }
+            if FileManager.default.fileExists(atPath: url.path) {
+                log("\(url.path) cannot be read; starting with an empty checksum cache")
+            }
             return ClientStateFile()
         }
         var state: ClientStateFile
@@ -74,7 +76,8 @@ struct ClientStateFile: Codable, Equatable, Sendable {
             state = try JSONDecoder().decode(ClientStateFile.self, from: data)
         } catch {
             log(
-                "\(url.path) is malformed (\(error)); starting with an empty checksum cache, so a version refused by rollback or schema may be downloaded once more")
+                "\(url.path) is malformed (\(error)); starting with an empty checksum cache, so a version refused by rollback or schema may be downloaded once more"
+            )
             return ClientStateFile()
         }
         state.checksums = state.checksums.filter { SHA256Hex.isValid($0.info.sha256) }
@@ -117,7 +120,8 @@ struct ClientStateFile: Codable, Equatable, Sendable {
 
     mutating func refuse(_ info: SnapshotInfo, reason: RefusalReason) {
         refused.removeAll { $0.sha256 == info.sha256 }
-        refused.append(Refused(sha256: info.sha256, version: info.version, reason: reason, schemaVersion: info.schemaVersion))
+        refused.append(
+            Refused(sha256: info.sha256, version: info.version, reason: reason, schemaVersion: info.schemaVersion))
         if refused.count > Self.maxEntries { refused.removeFirst(refused.count - Self.maxEntries) }
     }
 
@@ -155,7 +159,8 @@ extension ClientDirectory {
         let origin = metadata == nil ? nil : try connection.flatMap { try OutboxSchema.publishedOrigin(of: $0) }
         let sha256 = try origin ?? FileDigest.sha256Hex(of: file)
         let info = SnapshotInfo(
-            sha256: sha256, version: metadata?.version, schemaVersion: metadata?.schemaVersion, dataset: metadata?.dataset)
+            sha256: sha256, version: metadata?.version, schemaVersion: metadata?.schemaVersion,
+            dataset: metadata?.dataset)
         state.remember(identity, info)
         return info
     }
@@ -177,7 +182,8 @@ extension ClientDirectory {
         let arrival = state.arrival(of: pending?.sha256 ?? live?.sha256)
         return ClientStatus(
             state: SyncState.derive(hasDatabase: live != nil, hasUpdate: pending != nil),
-            version: live?.version, sha256: live?.sha256, pendingVersion: pending?.version, pendingSha256: pending?.sha256,
+            version: live?.version, sha256: live?.sha256, pendingVersion: pending?.version,
+            pendingSha256: pending?.sha256,
             previousVersion: previousInfo?.version, outbox: live == nil ? 0 : try queuedEdits(),
             path: arrival?.path, ownRowsSettled: arrival?.ownRowsSettled)
     }
@@ -189,7 +195,8 @@ extension ClientDirectory {
             return try Outbox.count(in: SQLiteConnection(path: database.path, mode: .readOnly))
         } catch let error as FerryError {
             throw FerryError(
-                error.code, "cannot count the local edits waiting in database.db's outbox: \(error.message); the edits stay queued",
+                error.code,
+                "cannot count the local edits waiting in database.db's outbox: \(error.message); the edits stay queued",
                 path: database.path, underlying: error.underlying)
         }
     }

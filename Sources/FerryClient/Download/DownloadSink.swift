@@ -38,7 +38,8 @@ final class DownloadSink: @unchecked Sendable {
 
     /// Opens the partial files to continue at byte `from` of the representation (0 for a fresh download), rehashing
     /// (identity) or re-inflating (gzip) the kept prefix. Blocking: call it on the thread pool.
-    init(directory: ClientDirectory, encoding: TransferEncoding, from: Int64, fileLimit: Int64?, bufferSize: Int) throws {
+    init(directory: ClientDirectory, encoding: TransferEncoding, from: Int64, fileLimit: Int64?, bufferSize: Int) throws
+    {
         self.encoding = encoding
         self.resumedFrom = from
         self.fileLimit = fileLimit
@@ -93,7 +94,9 @@ final class DownloadSink: @unchecked Sendable {
             do {
                 try inflater.finish()
             } catch let error as FerryError {
-                throw FerryError(.corruptTransfer, "the gzip stream is incomplete: \(error.message); the download was discarded, fetch again")
+                throw FerryError(
+                    .corruptTransfer,
+                    "the gzip stream is incomplete: \(error.message); the download was discarded, fetch again")
             }
         }
         try file.finish()
@@ -108,7 +111,8 @@ final class DownloadSink: @unchecked Sendable {
                 if let fileLimit, fileBytes + Int64(piece.count) > fileLimit {
                     throw FerryError(
                         .corruptTransfer,
-                        "the gzip stream inflates to more than the \(fileLimit) bytes the manifest announced; the download was discarded, fetch again")
+                        "the gzip stream inflates to more than the \(fileLimit) bytes the manifest announced; the download was discarded, fetch again"
+                    )
                 }
                 hasher.update(bufferPointer: piece)
                 if file.buffer(bytes: piece) { try file.flush() }
@@ -117,7 +121,8 @@ final class DownloadSink: @unchecked Sendable {
         } catch let error as FerryError where error.code == .verification {
             throw FerryError(
                 .corruptTransfer,
-                "the server's gzip stream is corrupt (\(error.message)); the download was discarded, fetch again (an HTTP client or proxy that inflates gzip itself also causes this)")
+                "the server's gzip stream is corrupt (\(error.message)); the download was discarded, fetch again (an HTTP client or proxy that inflates gzip itself also causes this)"
+            )
         }
     }
 
@@ -152,7 +157,8 @@ final class DownloadSink: @unchecked Sendable {
             do {
                 chunk = try handle.read(upToCount: Int(min(remaining, 1 << 20))) ?? Data()
             } catch {
-                throw FerryError(.io, "cannot read the partial download to resume it: \(error.localizedDescription)", path: url.path)
+                throw FerryError(
+                    .io, "cannot read the partial download to resume it: \(error.localizedDescription)", path: url.path)
             }
             guard !chunk.isEmpty else {
                 throw FerryError(.io, "the partial download is shorter than expected; fetch again", path: url.path)

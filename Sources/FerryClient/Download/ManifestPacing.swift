@@ -18,14 +18,18 @@ struct ManifestPacing: Sendable, Equatable {
 
     init(_ head: SnapshotResponseHead) {
         waitApplied = head.header("Preference-Applied").flatMap(Self.appliedWait)
-        retryAfter = head.header("Retry-After").flatMap { Int($0.trimmingCharacters(in: .whitespaces)) }.flatMap { $0 >= 0 ? $0 : nil }
+        retryAfter = head.header("Retry-After").flatMap { Int($0.trimmingCharacters(in: .whitespaces)) }.flatMap {
+            $0 >= 0 ? $0 : nil
+        }
     }
 
     /// The seconds of `wait=N` in a `Preference-Applied` value (the other preferences it lists are skipped).
     static func appliedWait(_ value: String) -> Int? {
         for preference in value.split(separator: ",") {
             let parts = preference.split(separator: ";")[0].split(separator: "=", maxSplits: 1)
-            guard parts.count == 2, parts[0].trimmingCharacters(in: .whitespaces).lowercased() == "wait" else { continue }
+            guard parts.count == 2, parts[0].trimmingCharacters(in: .whitespaces).lowercased() == "wait" else {
+                continue
+            }
             return Int(parts[1].trimmingCharacters(in: .whitespaces).trimmingCharacters(in: ["\""]))
         }
         return nil

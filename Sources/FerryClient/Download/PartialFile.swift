@@ -82,6 +82,7 @@ final class PartialFileWriter: @unchecked Sendable {
 
     /// `ENOSPC` becomes `FerryError.Code.diskFull`; anything else an I/O error naming the file.
     static func mapped(_ error: any Error, _ what: String, _ url: URL) -> FerryError {
-        FerryError.writing(error, what, url, fix: "free space and fetch again (the download resumes, database.db is unchanged)")
+        FerryError.writing(
+            error, what, url, fix: "free space and fetch again (the download resumes, database.db is unchanged)")
     }
 }

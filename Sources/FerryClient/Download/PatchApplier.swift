@@ -38,7 +38,9 @@ enum PatchApplier {
     static let vacuumFreeRatio = 0.25
 
     /// Clones `live` into `target` and applies `patch` to the clone (see ``apply(to:copy:patch:expected:baseDigest:)``).
-    static func build(live: URL, into target: URL, patch: Changeset, expected: PublishedVersion, baseDigest: String? = nil) throws -> Outcome {
+    static func build(
+        live: URL, into target: URL, patch: Changeset, expected: PublishedVersion, baseDigest: String? = nil
+    ) throws -> Outcome {
         let method: FileClone.Method
         do {
             try patch.validate()
@@ -55,7 +57,8 @@ enum PatchApplier {
     /// the patch touches (one lookup each, before and after); without it the patched tables are read in full.
     /// Anything that fails removes `target` and throws.
     static func apply(
-        to target: URL, copy method: FileClone.Method, patch: Changeset, expected: PublishedVersion, baseDigest: String? = nil
+        to target: URL, copy method: FileClone.Method, patch: Changeset, expected: PublishedVersion,
+        baseDigest: String? = nil
     ) throws -> Outcome {
         do {
             return try applyOrThrow(to: target, copy: method, patch: patch, expected: expected, baseDigest: baseDigest)
@@ -85,7 +88,9 @@ enum PatchApplier {
             var answered: [AnsweredRow] = []
             try db.transaction {
                 // The queue stays as it is: the swap carries the live queue over and replays it on the result.
-                settled = try settleAndApply(patch, to: db, expected: expected, touched: touched, digest: &digest) { _, _, rows in answered = rows }
+                settled = try settleAndApply(patch, to: db, expected: expected, touched: touched, digest: &digest) {
+                    _, _, rows in answered = rows
+                }
             }
             moved = digest
             try verifyContent(db, expected: expected, movedDigest: moved, file: target)
@@ -104,7 +109,8 @@ enum PatchApplier {
             }
         }
         try DurableFile.sync(target)
-        return Outcome(copy: method, ownRowsSettled: settled, vacuumed: vacuumed, digestCheck: digestCheck(expected, moved))
+        return Outcome(
+            copy: method, ownRowsSettled: settled, vacuumed: vacuumed, digestCheck: digestCheck(expected, moved))
     }
 
     /// Applies `patch` to the live database itself, on the app's writer inside its write transaction (FerryGRDB):
@@ -112,14 +118,16 @@ enum PatchApplier {
     /// carry-over does). Anything that fails throws before the transaction commits, so the caller's rollback leaves
     /// the live database as it was. Readers of the app's pool see the old version until the commit (WAL).
     static func applyInPlace(
-        on db: SQLiteConnection, patch: Changeset, expected: PublishedVersion, baseDigest: String?, tables: [SnapshotMetadata.TableInfo]
+        on db: SQLiteConnection, patch: Changeset, expected: PublishedVersion, baseDigest: String?,
+        tables: [SnapshotMetadata.TableInfo]
     ) throws -> Outcome {
         try patch.validate()
         var settled = 0
         let (touched, base) = try digestPlan(patch, expected: expected, baseDigest: baseDigest)
         var moved = base
         try db.transaction {
-            settled = try settleAndApply(patch, to: db, expected: expected, touched: touched, digest: &moved) { db, digest, answered in
+            settled = try settleAndApply(patch, to: db, expected: expected, touched: touched, digest: &moved) {
+                db, digest, answered in
                 try verifyContent(db, expected: expected, movedDigest: digest, file: URL(fileURLWithPath: db.path))
                 try Outbox.keepAnsweredRows(answered, in: db)
                 try Outbox.rememberQueuedRows(in: db, tables: tables)
@@ -139,7 +147,8 @@ enum PatchApplier {
     /// written rows forgotten, then `after` (with the digest moved, and the answered rows as the device held them,
     /// for ``Outbox/keepAnsweredRows(_:in:)`` once the result is verified). Returns the rows put back.
     private static func settleAndApply(
-        _ patch: Changeset, to db: SQLiteConnection, expected: PublishedVersion, touched: [String: Changeset.TouchedRows],
+        _ patch: Changeset, to db: SQLiteConnection, expected: PublishedVersion,
+        touched: [String: Changeset.TouchedRows],
         digest: inout ContentDigest?, after: (SQLiteConnection, ContentDigest?, [AnsweredRow]) throws -> Void
     ) throws -> Int {
         let capture = try tableExists("ferry_capture", db)
@@ -160,7 +169,9 @@ enum PatchApplier {
     private static func digestPlan(
         _ patch: Changeset, expected: PublishedVersion, baseDigest: String?
     ) throws -> ([String: Changeset.TouchedRows], ContentDigest?) {
-        guard expected.contentDigest != nil, let base = baseDigest.flatMap(ContentDigest.init(hex:)) else { return ([:], nil) }
+        guard expected.contentDigest != nil, let base = baseDigest.flatMap(ContentDigest.init(hex:)) else {
+            return ([:], nil)
+        }
         return (try patch.touchedRows().filter { expected.tables[$0.key] != nil }, base)
     }
 
@@ -168,7 +179,8 @@ enum PatchApplier {
     /// rows before, plus them after), the patch applied (a conflict aborts), and the snapshot's description moved to
     /// `expected`, with the version it holds named in `ferry_origin` (its bytes are not the published ones).
     private static func applyRows(
-        _ patch: Changeset, to db: SQLiteConnection, expected: PublishedVersion, touched: [String: Changeset.TouchedRows],
+        _ patch: Changeset, to db: SQLiteConnection, expected: PublishedVersion,
+        touched: [String: Changeset.TouchedRows],
         digest: inout ContentDigest?
     ) throws {
         if digest != nil { digest!.subtract(try ContentDigest.of(touched, in: db)) }
@@ -177,9 +189,14 @@ enum PatchApplier {
         let counts = try SnapshotMetadata.json(expected.tables)
         let updated = try db.run(
             "UPDATE ferry_snapshot SET version = ?, schemaVersion = ?, createdAt = ?, tables = ?",
-            [.integer(Int64(expected.version)), .integer(Int64(expected.schemaVersion)), .text(expected.createdAt), .text(counts)])
+            [
+                .integer(Int64(expected.version)), .integer(Int64(expected.schemaVersion)), .text(expected.createdAt),
+                .text(counts),
+            ])
         guard updated == 1 else {
-            throw FerryError(.verification, "the database has \(updated) ferry_snapshot rows, not one; it is not a Ferry snapshot", path: db.path)
+            throw FerryError(
+                .verification, "the database has \(updated) ferry_snapshot rows, not one; it is not a Ferry snapshot",
+                path: db.path)
         }
         try db.execute("CREATE TABLE IF NOT EXISTS ferry_origin(sha256 TEXT NOT NULL); DELETE FROM ferry_origin;")
         try db.run("INSERT INTO ferry_origin(sha256) VALUES (?)", [.text(expected.sha256)])
@@ -187,12 +204,15 @@ enum PatchApplier {
 
     /// The patched rows must be exactly the published ones: the row counts, then the
     /// content digest (when the version records one), moved from the base's or computed in full.
-    private static func verifyContent(_ db: SQLiteConnection, expected: PublishedVersion, movedDigest: ContentDigest?, file: URL) throws {
+    private static func verifyContent(
+        _ db: SQLiteConnection, expected: PublishedVersion, movedDigest: ContentDigest?, file: URL
+    ) throws {
         for (table, rows) in expected.tables.sorted(by: { $0.key < $1.key }) {
             let count = try db.scalar("SELECT count(*) FROM \(SQLIdentifier.quote(table))")?.integer ?? -1
             guard count == Int64(rows) else {
                 throw FerryError(
-                    .verification, "after the patch, table '\(table)' has \(count) rows but version \(expected.version) has \(rows)",
+                    .verification,
+                    "after the patch, table '\(table)' has \(count) rows but version \(expected.version) has \(rows)",
                     path: file.path)
             }
         }
@@ -207,7 +227,8 @@ enum PatchApplier {
     }
 
     static func tableExists(_ name: String, _ db: SQLiteConnection) throws -> Bool {
-        try db.scalar("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?", [.text(name)])?.integer == 1
+        try db.scalar("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?", [.text(name)])?.integer
+            == 1
     }
 }
 

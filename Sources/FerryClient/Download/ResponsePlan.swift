@@ -71,40 +71,62 @@ enum ResponsePlan: Equatable {
             guard let resumeFrom, let partial else {
                 return .restartFromZero(reason: "the server sent 206 Partial Content to a request without Range")
             }
-            let source = source ?? TransferSource(url: url, encoding: .identity, size: partial.size, etag: TransferSource.etag(sha256: partial.sha256, encoding: .identity))
+            let source =
+                source
+                ?? TransferSource(
+                    url: url, encoding: .identity, size: partial.size,
+                    etag: TransferSource.etag(sha256: partial.sha256, encoding: .identity))
             let rangeHeader = head.header("Content-Range")
             guard let range = SnapshotHeaders.contentRange(rangeHeader) else {
-                return .restartFromZero(reason: "the server sent 206 with an unusable Content-Range '\(rangeHeader ?? "")'")
+                return .restartFromZero(
+                    reason: "the server sent 206 with an unusable Content-Range '\(rangeHeader ?? "")'")
             }
             guard range.start == resumeFrom, range.end == range.total - 1 else {
                 return .restartFromZero(
-                    reason: "the server sent bytes \(range.start)-\(range.end)/\(range.total) but the client asked from byte \(resumeFrom) to the end")
+                    reason:
+                        "the server sent bytes \(range.start)-\(range.end)/\(range.total) but the client asked from byte \(resumeFrom) to the end"
+                )
             }
             if let size = source.size, size != range.total {
-                return .restartFromZero(reason: "the server's representation is \(range.total) bytes, the partial download expected \(size)")
-            }
-            if let length = SnapshotHeaders.nonNegative(head.header("Content-Length")), length != range.end - range.start + 1 {
-                return .restartFromZero(reason: "206 Content-Length \(length) does not match Content-Range \(rangeHeader ?? "")")
-            }
-            guard let encoding = SnapshotHeaders.contentEncoding(head.header("Content-Encoding")), encoding == source.encoding else {
                 return .restartFromZero(
-                    reason: "the server sent 206 with Content-Encoding '\(head.header("Content-Encoding") ?? "identity")', the partial download is \(source.encoding.rawValue)")
+                    reason: "the server's representation is \(range.total) bytes, the partial download expected \(size)"
+                )
+            }
+            if let length = SnapshotHeaders.nonNegative(head.header("Content-Length")),
+                length != range.end - range.start + 1
+            {
+                return .restartFromZero(
+                    reason: "206 Content-Length \(length) does not match Content-Range \(rangeHeader ?? "")")
+            }
+            guard let encoding = SnapshotHeaders.contentEncoding(head.header("Content-Encoding")),
+                encoding == source.encoding
+            else {
+                return .restartFromZero(
+                    reason:
+                        "the server sent 206 with Content-Encoding '\(head.header("Content-Encoding") ?? "identity")', the partial download is \(source.encoding.rawValue)"
+                )
             }
             if let etag = head.header("ETag") {
                 let tag = SnapshotHeaders.entityTag(etag)
                 guard tag?.sha256 == partial.sha256, tag?.encoding == source.encoding else {
-                    return .restartFromZero(reason: "the server sent 206 for ETag \(etag), not the partial download's \(source.etag)")
+                    return .restartFromZero(
+                        reason: "the server sent 206 for ETag \(etag), not the partial download's \(source.etag)")
                 }
             }
             // Repr-Digest names the selected representation's bytes: the SQLite file's checksum only for identity.
-            if source.encoding == .identity, let digest = try SnapshotHeaders.reprDigestSHA256(head.header("Repr-Digest")), digest != partial.sha256 {
-                return .restartFromZero(reason: "the server sent 206 whose Repr-Digest is not the partial download's checksum")
+            if source.encoding == .identity,
+                let digest = try SnapshotHeaders.reprDigestSHA256(head.header("Repr-Digest")), digest != partial.sha256
+            {
+                return .restartFromZero(
+                    reason: "the server sent 206 whose Repr-Digest is not the partial download's checksum")
             }
             var expected = partial
             var resumed = source
             resumed.size = range.total
             if source.encoding == .identity { expected.size = range.total }
-            if expected.version == nil { expected.version = SnapshotHeaders.nonNegative(head.header("Ferry-Version")).map { Int($0) } }
+            if expected.version == nil {
+                expected.version = SnapshotHeaders.nonNegative(head.header("Ferry-Version")).map { Int($0) }
+            }
             return .resume(from: resumeFrom, expected, resumed)
         case 416 where resumeFrom != nil:
             return .restartFromZero(reason: "the server answered 416 Range Not Satisfiable to bytes=\(resumeFrom!)-")
@@ -118,7 +140,8 @@ enum ResponsePlan: Equatable {
     static func failure(_ head: SnapshotResponseHead, url: String) -> any Error {
         let failure = failure(status: head.status, url: url)
         guard [429, 500, 502, 503, 504].contains(head.status),
-            let text = head.headers.first(where: { $0.key.lowercased() == "retry-after" })?.value.trimmingCharacters(in: .whitespaces),
+            let text = head.headers.first(where: { $0.key.lowercased() == "retry-after" })?.value.trimmingCharacters(
+                in: .whitespaces),
             let seconds = Int(text), seconds >= 0
         else { return failure }
         return ServerAsksToWait(seconds: seconds, failure: failure)
@@ -138,14 +161,18 @@ enum ResponsePlan: Equatable {
                 key: "dataset")
         default:
             return FerryError(
-                .network, "the server answered HTTP \(status) for \(url); the app keeps using database.db, try again later or check the server's log")
+                .network,
+                "the server answered HTTP \(status) for \(url); the app keeps using database.db, try again later or check the server's log"
+            )
         }
     }
 
     /// The file a 200 response promises (checksum, size, version) and its representation on the wire. Requires a
     /// checksum: without one nothing can be verified, and without an ETag nothing can be resumed. A gzip answer with
     /// no ETag at all (a proxy stripped it) takes the checksum the manifest promised for it.
-    static func full(from head: SnapshotResponseHead, promised: ExpectedSnapshot?, url: String) throws -> (ExpectedSnapshot, TransferSource) {
+    static func full(from head: SnapshotResponseHead, promised: ExpectedSnapshot?, url: String) throws -> (
+        ExpectedSnapshot, TransferSource
+    ) {
         guard let encoding = SnapshotHeaders.contentEncoding(head.header("Content-Encoding")) else {
             throw FerryError(
                 .corruptTransfer,
@@ -158,17 +185,21 @@ enum ResponsePlan: Equatable {
         case .identity:
             if let tag, tag.encoding != .identity {
                 throw FerryError(
-                    .corruptTransfer, "the server sent the gzip copy's ETag \(head.header("ETag") ?? "") without Content-Encoding: gzip; check a proxy in between",
+                    .corruptTransfer,
+                    "the server sent the gzip copy's ETag \(head.header("ETag") ?? "") without Content-Encoding: gzip; check a proxy in between",
                     key: "ETag")
             }
             let digest = try SnapshotHeaders.reprDigestSHA256(head.header("Repr-Digest"))
             if let tag, let digest, tag.sha256 != digest {
                 throw FerryError(
-                    .corruptTransfer, "the server's ETag and Repr-Digest name different checksums; check the server or a proxy in between", key: "ETag")
+                    .corruptTransfer,
+                    "the server's ETag and Repr-Digest name different checksums; check the server or a proxy in between",
+                    key: "ETag")
             }
             guard let checksum = tag?.sha256 ?? digest else {
                 throw FerryError(
-                    .corruptTransfer, "\(url) answered without a strong SHA-256 ETag or Repr-Digest, so the download cannot be verified; is this a Ferry server?",
+                    .corruptTransfer,
+                    "\(url) answered without a strong SHA-256 ETag or Repr-Digest, so the download cannot be verified; is this a Ferry server?",
                     key: "ETag")
             }
             sha256 = checksum
@@ -191,14 +222,18 @@ enum ResponsePlan: Equatable {
         var length: Int64?
         if let lengthHeader = head.header("Content-Length") {
             guard let value = SnapshotHeaders.nonNegative(lengthHeader) else {
-                throw FerryError(.corruptTransfer, "the server sent a malformed Content-Length '\(lengthHeader)'", key: "Content-Length")
+                throw FerryError(
+                    .corruptTransfer, "the server sent a malformed Content-Length '\(lengthHeader)'",
+                    key: "Content-Length")
             }
             length = value
         }
         var version: Int?
         if let versionHeader = head.header("Ferry-Version") {
             guard let v = SnapshotHeaders.nonNegative(versionHeader), v >= 1 else {
-                throw FerryError(.corruptTransfer, "the server sent a malformed Ferry-Version '\(versionHeader)'", key: "Ferry-Version")
+                throw FerryError(
+                    .corruptTransfer, "the server sent a malformed Ferry-Version '\(versionHeader)'",
+                    key: "Ferry-Version")
             }
             version = Int(v)
         }
@@ -211,13 +246,16 @@ enum ResponsePlan: Equatable {
             }
             if let version, let promisedVersion = promised.version, version != promisedVersion {
                 throw FerryError(
-                    .corruptTransfer, "\(url) sent version \(version) but the manifest promised version \(promisedVersion); check a cache in between",
+                    .corruptTransfer,
+                    "\(url) sent version \(version) but the manifest promised version \(promisedVersion); check a cache in between",
                     key: "Ferry-Version")
             }
         }
         let expected = ExpectedSnapshot(
-            sha256: sha256, size: encoding == .identity ? (length ?? promised?.size) : promised?.size, version: version ?? promised?.version)
-        let source = TransferSource(url: url, encoding: encoding, size: length, etag: TransferSource.etag(sha256: sha256, encoding: encoding))
+            sha256: sha256, size: encoding == .identity ? (length ?? promised?.size) : promised?.size,
+            version: version ?? promised?.version)
+        let source = TransferSource(
+            url: url, encoding: encoding, size: length, etag: TransferSource.etag(sha256: sha256, encoding: encoding))
         return (expected, source)
     }
 }

@@ -11,8 +11,12 @@ extension SnapshotDownloader {
     /// this request always reaches the server (or a cache that asks it).
     func revalidateManifest(knownChecksums: [String]) async throws -> Manifest? {
         var headers = ["Accept": "application/json"]
-        if let authorization = try await BearerAuthorization.header(from: tokenProvider) { headers["Authorization"] = authorization }
-        if !knownChecksums.isEmpty { headers["If-None-Match"] = knownChecksums.map { "\"\($0)\"" }.joined(separator: ", ") }
+        if let authorization = try await BearerAuthorization.header(from: tokenProvider) {
+            headers["Authorization"] = authorization
+        }
+        if !knownChecksums.isEmpty {
+            headers["If-None-Match"] = knownChecksums.map { "\"\($0)\"" }.joined(separator: ", ")
+        }
         var timeout: Duration?
         if let seconds = ManifestPacing.waitSeconds(waitForChanges) {
             headers["Prefer"] = "wait=\(seconds)"
@@ -21,7 +25,8 @@ extension SnapshotDownloader {
         }
         let url = manifestURL
         let pacing = manifestPacing
-        return try await transport.get(SnapshotRequest(url: url, headers: headers, timeout: timeout)) { head, body -> Manifest? in
+        return try await transport.get(SnapshotRequest(url: url, headers: headers, timeout: timeout)) {
+            head, body -> Manifest? in
             pacing.withLock { $0 = ManifestPacing(head) }
             switch head.status {
             case 304:
@@ -33,14 +38,18 @@ extension SnapshotDownloader {
                         data.append(chunk)
                         guard data.count <= Self.manifestLimit else {
                             throw FerryError(
-                                .corruptTransfer, "the manifest at \(url.absoluteString) is larger than \(Self.manifestLimit) bytes; is Configuration.serverURL a Ferry server?")
+                                .corruptTransfer,
+                                "the manifest at \(url.absoluteString) is larger than \(Self.manifestLimit) bytes; is Configuration.serverURL a Ferry server?"
+                            )
                         }
                     }
                 } catch let error as FerryError {
                     throw error
                 } catch {
                     throw FerryError(
-                        .offline, "the manifest from \(url.absoluteString) broke off (\(error)); offline is normal: the app keeps using database.db, try again later")
+                        .offline,
+                        "the manifest from \(url.absoluteString) broke off (\(error)); offline is normal: the app keeps using database.db, try again later"
+                    )
                 }
                 return try Self.validated(data, dataset: dataset, url: url)
             default:
@@ -55,23 +64,30 @@ extension SnapshotDownloader {
         do {
             manifest = try Manifest.decode(data)
         } catch {
-            if data.prefix(512).contains(UInt8(ascii: "<")) && String(decoding: data.prefix(512), as: UTF8.self).lowercased().contains("<html") {
+            if data.prefix(512).contains(UInt8(ascii: "<"))
+                && String(decoding: data.prefix(512), as: UTF8.self).lowercased().contains("<html")
+            {
                 throw FerryError(
                     .offline,
                     "\(url.absoluteString) answered with a web page instead of a Ferry manifest: a captive portal or a proxy's sign-in page? Sign in to the network, then fetch again; database.db is unchanged",
                     underlying: error)
             }
             throw FerryError(
-                .corruptTransfer, "\(url.absoluteString) did not answer with a Ferry manifest (\(error)); is Configuration.serverURL a Ferry server?",
+                .corruptTransfer,
+                "\(url.absoluteString) did not answer with a Ferry manifest (\(error)); is Configuration.serverURL a Ferry server?",
                 underlying: error)
         }
         guard manifest.dataset == dataset else {
             throw FerryError(
-                .verification, "the server's manifest is of dataset '\(manifest.dataset)', not '\(dataset)'; check the server's store", key: "dataset")
+                .verification,
+                "the server's manifest is of dataset '\(manifest.dataset)', not '\(dataset)'; check the server's store",
+                key: "dataset")
         }
         guard manifest.version >= 1, SHA256Hex.isValid(manifest.sha256), manifest.size > 0 else {
             throw FerryError(
-                .corruptTransfer, "the manifest at \(url.absoluteString) names no usable version (version \(manifest.version)); check the server's store")
+                .corruptTransfer,
+                "the manifest at \(url.absoluteString) names no usable version (version \(manifest.version)); check the server's store"
+            )
         }
         return manifest
     }

@@ -34,7 +34,8 @@ extension SnapshotDownloader {
     /// must be unchanged and accepted, and the patch must be smaller than the compressed full download.
     static func choosePatch(_ manifest: Manifest, base: PatchBase?, accepted: Set<Int>?) -> PatchRef? {
         guard let base, let version = base.info.version, version < manifest.version,
-            base.info.schemaVersion == manifest.schemaVersion, base.info.dataset == nil || base.info.dataset == manifest.dataset,
+            base.info.schemaVersion == manifest.schemaVersion,
+            base.info.dataset == nil || base.info.dataset == manifest.dataset,
             accepted?.contains(manifest.schemaVersion) ?? true,
             let ref = manifest.current.patch(from: version), ref.to == manifest.version, ref.base == base.info.sha256
         else { return nil }
@@ -48,10 +49,14 @@ extension SnapshotDownloader {
 
     /// Downloads `ref` and checks its size and SHA-256 before inflating it. Patches are small (a fraction of the
     /// compressed snapshot) and are not resumed: an interrupted one is downloaded again.
-    func downloadPatch(_ ref: PatchRef, progress: (@Sendable (FetchProgress) -> Void)?) async throws -> (Changeset, Int64) {
+    func downloadPatch(_ ref: PatchRef, progress: (@Sendable (FetchProgress) -> Void)?) async throws -> (
+        Changeset, Int64
+    ) {
         let url = patchURL(ref)
         var headers = ["Accept-Encoding": "identity"]
-        if let authorization = try await BearerAuthorization.header(from: tokenProvider) { headers["Authorization"] = authorization }
+        if let authorization = try await BearerAuthorization.header(from: tokenProvider) {
+            headers["Authorization"] = authorization
+        }
         let compressed: Data = try await transport.get(SnapshotRequest(url: url, headers: headers)) { head, body in
             guard head.status == 200 else { throw ResponsePlan.failure(head, url: url.absoluteString) }
             var data = Data()
@@ -61,29 +66,41 @@ extension SnapshotDownloader {
                 for try await chunk in body {
                     guard Int64(data.count + chunk.count) <= ref.size else {
                         throw FerryError(
-                            .corruptTransfer, "the patch at \(url.absoluteString) is longer than the \(ref.size) bytes the manifest names")
+                            .corruptTransfer,
+                            "the patch at \(url.absoluteString) is longer than the \(ref.size) bytes the manifest names"
+                        )
                     }
                     data.append(chunk)
-                    progress?(FetchProgress(bytesReceived: Int64(data.count), totalBytes: ref.size, resumedFrom: 0, isPatch: true))
+                    progress?(
+                        FetchProgress(
+                            bytesReceived: Int64(data.count), totalBytes: ref.size, resumedFrom: 0, isPatch: true))
                 }
             } catch let error as FerryError {
                 throw error
             } catch {
                 throw FerryError(
-                    .offline, "the patch download from \(url.absoluteString) broke off after \(data.count) of \(ref.size) bytes (\(error)); database.db is unchanged")
+                    .offline,
+                    "the patch download from \(url.absoluteString) broke off after \(data.count) of \(ref.size) bytes (\(error)); database.db is unchanged"
+                )
             }
             return data
         }
         guard Int64(compressed.count) == ref.size else {
             throw FerryError(
-                .corruptTransfer, "the patch at \(url.absoluteString) ended after \(compressed.count) of \(ref.size) bytes; database.db is unchanged")
+                .corruptTransfer,
+                "the patch at \(url.absoluteString) ended after \(compressed.count) of \(ref.size) bytes; database.db is unchanged"
+            )
         }
         let sha256 = SHA256.hash(data: compressed).map { String(format: "%02x", $0) }.joined()
         guard sha256 == ref.sha256 else {
             throw FerryError(
-                .corruptTransfer, "the patch at \(url.absoluteString) does not match its checksum (sha256 \(sha256), the manifest names \(ref.sha256)); database.db is unchanged")
+                .corruptTransfer,
+                "the patch at \(url.absoluteString) does not match its checksum (sha256 \(sha256), the manifest names \(ref.sha256)); database.db is unchanged"
+            )
         }
-        return (try Self.inflate(compressed, limit: ref.size * Self.patchInflationLimit, url: url), Int64(compressed.count))
+        return (
+            try Self.inflate(compressed, limit: ref.size * Self.patchInflationLimit, url: url), Int64(compressed.count)
+        )
     }
 
     private static func inflate(_ compressed: Data, limit: Int64, url: URL) throws -> Changeset {
@@ -98,7 +115,8 @@ extension SnapshotDownloader {
             }
             try inflater.finish()
         } catch let error as FerryError {
-            throw FerryError(.corruptTransfer, "the patch at \(url.absoluteString) cannot be inflated: \(error.message)")
+            throw FerryError(
+                .corruptTransfer, "the patch at \(url.absoluteString) cannot be inflated: \(error.message)")
         }
         return Changeset(data: raw)
     }

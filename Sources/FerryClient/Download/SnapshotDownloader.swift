@@ -123,7 +123,8 @@ struct SnapshotDownloader: Sendable {
         do {
             record = try JSONDecoder().decode(PartialRecord.self, from: data)
         } catch {
-            logger.notice("the partial download's record is malformed; downloading from byte 0", metadata: ["error": "\(error)"])
+            logger.notice(
+                "the partial download's record is malformed; downloading from byte 0", metadata: ["error": "\(error)"])
             return nil
         }
         guard record.dataset == dataset, SHA256Hex.isValid(record.expected.sha256) else { return nil }
@@ -136,10 +137,13 @@ struct SnapshotDownloader: Sendable {
         guard let record = loadRecord(), let expectedSize = record.expected.size,
             let size = FileIdentity.size(of: directory.partial), size == expectedSize
         else { return nil }
-        logger.info("finishing a complete download left by an interrupted fetch", metadata: ["sha256": "\(record.expected.sha256)"])
+        logger.info(
+            "finishing a complete download left by an interrupted fetch",
+            metadata: ["sha256": "\(record.expected.sha256)"])
         let encoding = record.source?.encoding ?? .identity
         let stats = TransferStats(
-            bytesReceived: 0, resumedFrom: encoding == .gzip ? (record.source?.size ?? 0) : size, fileBytes: size, encoding: encoding)
+            bytesReceived: 0, resumedFrom: encoding == .gzip ? (record.source?.size ?? 0) : size, fileBytes: size,
+            encoding: encoding)
         return try await BlockingWork.run { [self] in
             let sha256 = try FileDigest.sha256Hex(of: directory.partial)
             return try verify(expected: record.expected, computedSHA256: sha256, stats: stats)
@@ -179,8 +183,12 @@ struct SnapshotDownloader: Sendable {
     /// With a `patchBase`, a manifest that names a patch from it (see ``choosePatch(_:base:accepted:)``) makes it
     /// download that patch instead (``Outcome/patch(_:)``); a patch that cannot be downloaded or verified falls back
     /// to the full download, and its error is kept in ``patchFailure``.
-    func check(knownChecksums: [String], patchBase: PatchBase? = nil, progress: (@Sendable (FetchProgress) -> Void)?) async throws -> Outcome {
-        try await honouringRetryAfter { try await checkOnce(knownChecksums: knownChecksums, patchBase: patchBase, progress: progress) }
+    func check(knownChecksums: [String], patchBase: PatchBase? = nil, progress: (@Sendable (FetchProgress) -> Void)?)
+        async throws -> Outcome
+    {
+        try await honouringRetryAfter {
+            try await checkOnce(knownChecksums: knownChecksums, patchBase: patchBase, progress: progress)
+        }
     }
 
     /// Runs `body` again after each `Retry-After` wait the server asks for (``ServerAsksToWait``) while the waits stay
@@ -191,7 +199,9 @@ struct SnapshotDownloader: Sendable {
             do {
                 return try await body()
             } catch let wait as ServerAsksToWait {
-                guard Duration.seconds(waited + wait.seconds) <= retryAfterLimit else { throw wait.failure.waiting(wait.seconds) }
+                guard Duration.seconds(waited + wait.seconds) <= retryAfterLimit else {
+                    throw wait.failure.waiting(wait.seconds)
+                }
                 logger.notice("the server asks to retry later; waiting", metadata: ["seconds": "\(wait.seconds)"])
                 try await Task.sleep(for: .seconds(wait.seconds))
                 waited += wait.seconds
@@ -199,15 +209,22 @@ struct SnapshotDownloader: Sendable {
         }
     }
 
-    private func checkOnce(knownChecksums: [String], patchBase: PatchBase?, progress: (@Sendable (FetchProgress) -> Void)?) async throws -> Outcome {
+    private func checkOnce(
+        knownChecksums: [String], patchBase: PatchBase?, progress: (@Sendable (FetchProgress) -> Void)?
+    ) async throws -> Outcome {
         for _ in 0..<2 {
-            guard let manifest = try await revalidateManifest(knownChecksums: knownChecksums) else { return .notModified }
+            guard let manifest = try await revalidateManifest(knownChecksums: knownChecksums) else {
+                return .notModified
+            }
             // A cache in between that dropped If-None-Match still cannot make us download what we have.
             if knownChecksums.contains(manifest.sha256) { return .notModified }
             if let patchBase, let ref = Self.choosePatch(manifest, base: patchBase, accepted: acceptedSchemaVersions) {
                 do {
                     let (changeset, bytes) = try await downloadPatch(ref, progress: progress)
-                    return .patch(DownloadedPatch(ref: ref, changeset: changeset, target: manifest.current, base: patchBase, bytesReceived: bytes))
+                    return .patch(
+                        DownloadedPatch(
+                            ref: ref, changeset: changeset, target: manifest.current, base: patchBase,
+                            bytesReceived: bytes))
                 } catch let error as FerryError where error.code != .offline && error.code != .unauthorized {
                     logger.warning(
                         "the patch cannot be used; taking the full download",
@@ -224,12 +241,15 @@ struct SnapshotDownloader: Sendable {
             logger.notice("version \(manifest.version) was pruned right after the manifest named it; checking again")
         }
         throw FerryError(
-            .network, "the server keeps naming versions it no longer serves (\(manifestURL.absoluteString)); try again later or check the server's log")
+            .network,
+            "the server keeps naming versions it no longer serves (\(manifestURL.absoluteString)); try again later or check the server's log"
+        )
     }
 
     /// Downloads `promised` from its version URL; nil when the server no longer has it (404).
     /// At most one automatic restart from byte 0 when the server answers a range request inconsistently.
-    func download(_ promised: ExpectedSnapshot, progress: (@Sendable (FetchProgress) -> Void)?) async throws -> Outcome? {
+    func download(_ promised: ExpectedSnapshot, progress: (@Sendable (FetchProgress) -> Void)?) async throws -> Outcome?
+    {
         guard let version = promised.version else { preconditionFailure("a manifest always names its version") }
         let url = versionURL(version)
         var allowResume = true
@@ -239,23 +259,31 @@ struct SnapshotDownloader: Sendable {
             // Resume in the representation the kept prefix is of; otherwise ask for the gzip copy (a server without
             // one sends the SQLite file, which is just as good).
             var headers = ["Accept-Encoding": resume?.source.encoding == .identity ? "identity" : "gzip"]
-            if let authorization = try await BearerAuthorization.header(from: tokenProvider) { headers["Authorization"] = authorization }
+            if let authorization = try await BearerAuthorization.header(from: tokenProvider) {
+                headers["Authorization"] = authorization
+            }
             if let resume {
                 headers["Range"] = "bytes=\(resume.from)-"
                 headers["If-Range"] = resume.source.etag
                 logger.info(
                     "resuming download",
-                    metadata: ["from": "\(resume.from)", "sha256": "\(resume.expected.sha256)", "encoding": "\(resume.source.encoding.rawValue)"])
+                    metadata: [
+                        "from": "\(resume.from)", "sha256": "\(resume.expected.sha256)",
+                        "encoding": "\(resume.source.encoding.rawValue)",
+                    ])
             }
             let step: Step = try await transport.get(SnapshotRequest(url: url, headers: headers)) { head, body in
                 if head.status == 404 { return .versionGone }
                 let plan = try ResponsePlan.decide(
-                    head: head, resumeFrom: resume?.from, partial: resume?.expected, source: resume?.source, promised: promised,
+                    head: head, resumeFrom: resume?.from, partial: resume?.expected, source: resume?.source,
+                    promised: promised,
                     url: url.absoluteString)
                 switch plan {
                 case .notModified:
                     throw FerryError(
-                        .network, "the server answered 304 Not Modified to \(url.absoluteString) without a condition; check a cache in between")
+                        .network,
+                        "the server answered 304 Not Modified to \(url.absoluteString) without a condition; check a cache in between"
+                    )
                 case .restartFromZero(let reason):
                     return .restart(reason)
                 case .full(let expected, let source):
@@ -263,9 +291,11 @@ struct SnapshotDownloader: Sendable {
                         directory.discardPartial()
                         try writeRecord(expected, source)
                         return try DownloadSink(
-                            directory: directory, encoding: source.encoding, from: 0, fileLimit: expected.size, bufferSize: writeBufferSize)
+                            directory: directory, encoding: source.encoding, from: 0, fileLimit: expected.size,
+                            bufferSize: writeBufferSize)
                     }
-                    return try await stream(body, into: sink, expected: expected, source: source, url: url, progress: progress)
+                    return try await stream(
+                        body, into: sink, expected: expected, source: source, url: url, progress: progress)
                 case .resume(let from, let expected, let source):
                     let sink: DownloadSink
                     do {
@@ -275,19 +305,22 @@ struct SnapshotDownloader: Sendable {
                                 try writeRecord(expected, source)
                             }
                             return try DownloadSink(
-                                directory: directory, encoding: source.encoding, from: from, fileLimit: expected.size, bufferSize: writeBufferSize)
+                                directory: directory, encoding: source.encoding, from: from, fileLimit: expected.size,
+                                bufferSize: writeBufferSize)
                         }
                     } catch let unusable as DownloadSink.UnusablePrefix {
                         return .restart(unusable.reason)
                     }
-                    return try await stream(body, into: sink, expected: expected, source: source, url: url, progress: progress)
+                    return try await stream(
+                        body, into: sink, expected: expected, source: source, url: url, progress: progress)
                 }
             }
             switch step {
             case .versionGone:
                 return nil
             case .restart(let reason):
-                logger.warning("discarding the partial download and starting from byte 0", metadata: ["reason": "\(reason)"])
+                logger.warning(
+                    "discarding the partial download and starting from byte 0", metadata: ["reason": "\(reason)"])
                 allowResume = false
                 continue
             case .written(let expected, let sha256, let stats):
@@ -298,19 +331,23 @@ struct SnapshotDownloader: Sendable {
         }
         directory.discardPartial()
         throw FerryError(
-            .corruptTransfer, "the server answered range requests inconsistently twice (\(url.absoluteString)); fetch again, or check a proxy in between")
+            .corruptTransfer,
+            "the server answered range requests inconsistently twice (\(url.absoluteString)); fetch again, or check a proxy in between"
+        )
     }
 
     /// Writes `.ferry/partial.json` durably: what the partial download is promised to become, and where from.
     private func writeRecord(_ expected: ExpectedSnapshot, _ source: TransferSource) throws {
         try DurableFile.write(
-            try JSONEncoder().encode(PartialRecord(dataset: dataset, expected: expected, source: source)), to: directory.partialRecord)
+            try JSONEncoder().encode(PartialRecord(dataset: dataset, expected: expected, source: source)),
+            to: directory.partialRecord)
     }
 
     /// Streams the body into `sink` (see ``DownloadSink``: written as it comes, or kept compressed and inflated),
     /// checks the byte counts, fsyncs. The writes run on the thread pool.
     private func stream(
-        _ body: SnapshotResponseBody, into sink: DownloadSink, expected: ExpectedSnapshot, source: TransferSource, url: URL,
+        _ body: SnapshotResponseBody, into sink: DownloadSink, expected: ExpectedSnapshot, source: TransferSource,
+        url: URL,
         progress: (@Sendable (FetchProgress) -> Void)?
     ) async throws -> Step {
         let from = sink.resumedFrom
@@ -320,10 +357,14 @@ struct SnapshotDownloader: Sendable {
             for try await chunk in body {
                 if let size = source.size, sink.wireBytes + Int64(chunk.count) > size {
                     directory.discardPartial()
-                    let hint = source.encoding == .gzip ? " (an HTTP client or proxy that inflates gzip itself also causes this: pass the body on as it came)" : ""
+                    let hint =
+                        source.encoding == .gzip
+                        ? " (an HTTP client or proxy that inflates gzip itself also causes this: pass the body on as it came)"
+                        : ""
                     throw FerryError(
                         .corruptTransfer,
-                        "the server sent more than the \(size) bytes it announced\(hint); the partial download was discarded, fetch again")
+                        "the server sent more than the \(size) bytes it announced\(hint); the partial download was discarded, fetch again"
+                    )
                 }
                 switch sink.encoding {
                 case .identity:
@@ -351,13 +392,15 @@ struct SnapshotDownloader: Sendable {
             await keepReceivedBytes(sink)
             throw FerryError(
                 .offline,
-                "the download from \(url.absoluteString) broke off after \(sink.wireBytes) of \(source.size.map(String.init) ?? "?") bytes (\(error)); the next fetch resumes from there, database.db is unchanged")
+                "the download from \(url.absoluteString) broke off after \(sink.wireBytes) of \(source.size.map(String.init) ?? "?") bytes (\(error)); the next fetch resumes from there, database.db is unchanged"
+            )
         }
         if let size = source.size, sink.wireBytes != size {
             await keepReceivedBytes(sink)
             throw FerryError(
                 .corruptTransfer,
-                "the download ended after \(sink.wireBytes) of \(size) bytes; the next fetch resumes from there, database.db is unchanged")
+                "the download ended after \(sink.wireBytes) of \(size) bytes; the next fetch resumes from there, database.db is unchanged"
+            )
         }
         let sha256: String
         do {
@@ -378,7 +421,9 @@ struct SnapshotDownloader: Sendable {
         do {
             try await BlockingWork.run { try sink.flush() }
         } catch {
-            logger.notice("could not keep the last bytes received; the next fetch resumes before them", metadata: ["error": "\(error)"])
+            logger.notice(
+                "could not keep the last bytes received; the next fetch resumes before them",
+                metadata: ["error": "\(error)"])
         }
     }
 
@@ -395,7 +440,8 @@ struct SnapshotDownloader: Sendable {
             directory.discardPartial()
             throw error
         }
-        if let refusal = SnapshotVerifier.schemaRefusal(info, accepted: acceptedSchemaVersions, file: directory.partial) {
+        if let refusal = SnapshotVerifier.schemaRefusal(info, accepted: acceptedSchemaVersions, file: directory.partial)
+        {
             directory.discardPartial()
             return .refused(info, refusal)
         }

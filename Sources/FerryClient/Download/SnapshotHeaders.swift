@@ -40,12 +40,17 @@ enum SnapshotHeaders {
         guard let value else { return nil }
         for member in value.split(separator: ",") {
             let parts = member.split(separator: "=", maxSplits: 1)
-            guard parts.count == 2, parts[0].trimmingCharacters(in: .whitespaces).lowercased() == "sha-256" else { continue }
+            guard parts.count == 2, parts[0].trimmingCharacters(in: .whitespaces).lowercased() == "sha-256" else {
+                continue
+            }
             let item = parts[1].trimmingCharacters(in: .whitespaces)
             guard item.count >= 2, item.hasPrefix(":"), item.hasSuffix(":"),
                 let bytes = Data(base64Encoded: String(item.dropFirst().dropLast())), bytes.count == 32
             else {
-                throw FerryError(.corruptTransfer, "the server sent a malformed Repr-Digest '\(value.prefix(120))'; check the server or proxy", key: "Repr-Digest")
+                throw FerryError(
+                    .corruptTransfer,
+                    "the server sent a malformed Repr-Digest '\(value.prefix(120))'; check the server or proxy",
+                    key: "Repr-Digest")
             }
             return bytes.map { String(format: "%02x", $0) }.joined()
         }
@@ -61,7 +66,8 @@ enum SnapshotHeaders {
         let slash = spec.split(separator: "/", omittingEmptySubsequences: false)
         guard slash.count == 2, let total = nonNegative(slash[1]) else { return nil }
         let dash = slash[0].split(separator: "-", omittingEmptySubsequences: false)
-        guard dash.count == 2, let start = nonNegative(dash[0]), let end = nonNegative(dash[1]), start <= end, end < total
+        guard dash.count == 2, let start = nonNegative(dash[0]), let end = nonNegative(dash[1]), start <= end,
+            end < total
         else { return nil }
         return (start, end, total)
     }
@@ -70,7 +76,9 @@ enum SnapshotHeaders {
     static func nonNegative(_ value: (some StringProtocol)?) -> Int64? {
         guard let value else { return nil }
         let trimmed = value.trimmingCharacters(in: .whitespaces)
-        guard !trimmed.isEmpty, trimmed.utf8.count <= 18, trimmed.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }) else { return nil }
+        guard !trimmed.isEmpty, trimmed.utf8.count <= 18, trimmed.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }) else {
+            return nil
+        }
         return Int64(trimmed)
     }
 }

@@ -16,7 +16,9 @@ enum SnapshotVerifier {
                 path: file.path)
         }
         if let size = expected.size, let actual = FileIdentity.size(of: file), actual != size {
-            throw FerryError(.corruptTransfer, "the download is \(actual) bytes, the server announced \(size); fetch again", path: file.path)
+            throw FerryError(
+                .corruptTransfer, "the download is \(actual) bytes, the server announced \(size); fetch again",
+                path: file.path)
         }
         let header: Data
         do {
@@ -25,11 +27,14 @@ enum SnapshotVerifier {
             defer { try? handle.close() }
             header = try handle.read(upToCount: sqliteHeader.count) ?? Data()
         } catch {
-            throw FerryError(.io, "cannot read the downloaded snapshot: \(error.localizedDescription)", path: file.path, underlying: error)
+            throw FerryError(
+                .io, "cannot read the downloaded snapshot: \(error.localizedDescription)", path: file.path,
+                underlying: error)
         }
         guard Array(header) == sqliteHeader else {
             throw FerryError(
-                .notSQLite, "the server's snapshot is not a SQLite file (checksum matched, so the server publishes a bad file); check the publisher",
+                .notSQLite,
+                "the server's snapshot is not a SQLite file (checksum matched, so the server publishes a bad file); check the publisher",
                 path: file.path)
         }
         let metadata: SnapshotMetadata
@@ -39,24 +44,32 @@ enum SnapshotVerifier {
             metadata = try SnapshotMetadata.read(from: db)
         } catch let error as FerryError {
             throw FerryError(
-                .notSQLite, "the downloaded snapshot is not a valid Ferry snapshot: \(error.message); check the publisher", path: file.path)
+                .notSQLite,
+                "the downloaded snapshot is not a valid Ferry snapshot: \(error.message); check the publisher",
+                path: file.path)
         }
         guard metadata.dataset == dataset else {
             throw FerryError(
-                .verification, "the server sent a snapshot of dataset '\(metadata.dataset)' for '\(dataset)'; check the server's store", path: file.path)
+                .verification,
+                "the server sent a snapshot of dataset '\(metadata.dataset)' for '\(dataset)'; check the server's store",
+                path: file.path)
         }
         if let version = expected.version, version != metadata.version {
             throw FerryError(
-                .verification, "the server announced version \(version) but the snapshot holds version \(metadata.version); check the server's store",
+                .verification,
+                "the server announced version \(version) but the snapshot holds version \(metadata.version); check the server's store",
                 path: file.path)
         }
         return SnapshotInfo(
-            sha256: computedSHA256, version: metadata.version, schemaVersion: metadata.schemaVersion, dataset: metadata.dataset)
+            sha256: computedSHA256, version: metadata.version, schemaVersion: metadata.schemaVersion,
+            dataset: metadata.dataset)
     }
 
     /// The error for a snapshot whose schema version the app does not accept, nil when it is accepted.
     static func schemaRefusal(_ info: SnapshotInfo, accepted: Set<Int>?, file: URL) -> FerryError? {
-        guard let accepted, let schemaVersion = info.schemaVersion, !accepted.contains(schemaVersion) else { return nil }
+        guard let accepted, let schemaVersion = info.schemaVersion, !accepted.contains(schemaVersion) else {
+            return nil
+        }
         return FerryError(
             .schemaVersion,
             "version \(info.version ?? 0) has schema version \(schemaVersion), but this app accepts \(accepted.sorted().map(String.init).joined(separator: ", ")); update the app (database.db is unchanged and this version will not be downloaded again)",

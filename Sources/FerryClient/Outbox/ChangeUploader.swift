@@ -38,20 +38,26 @@ package enum ChangeUploadResponse {
             do {
                 return try JSONDecoder().decode(ChangeResults.self, from: data)
             } catch {
-                throw FerryError(.network, "the server answered the upload with a malformed body; edits stay queued", underlying: error)
+                throw FerryError(
+                    .network, "the server answered the upload with a malformed body; edits stay queued",
+                    underlying: error)
             }
         case 401, 403:
             throw BearerAuthorization.refusal(status: status, url: url)
         case 400..<500:
             throw FerryError(.badInput, "the server refused the upload (\(status)): \(errorMessage(data))")
         default:
-            throw FerryError(.network, "the server failed the upload (\(status)): \(errorMessage(data)); edits stay queued")
+            throw FerryError(
+                .network, "the server failed the upload (\(status)): \(errorMessage(data)); edits stay queued")
         }
     }
 
     /// The `message` of a `{"error":{"code","message"}}` body, or the body's start.
     package static func errorMessage(_ data: Data) -> String {
-        struct Envelope: Decodable { struct Inner: Decodable { var message: String }; var error: Inner }
+        struct Envelope: Decodable {
+            struct Inner: Decodable { var message: String }
+            var error: Inner
+        }
         // Any body will do for the message: a proxy's HTML error page is shown by its start instead.
         if let envelope = try? JSONDecoder().decode(Envelope.self, from: data) { return envelope.error.message }
         return String(decoding: data.prefix(200), as: UTF8.self)

@@ -24,15 +24,20 @@ extension Outbox {
         guard try hasQueue(db) else { return 0 }
         guard try PatchApplier.tableExists("ferry_written", db) else {
             if try count(in: db) == 0 { return 0 }
-            throw FerryError(.verification, "the queued edits predate the record of written rows; the patch cannot settle them", path: db.path)
+            throw FerryError(
+                .verification, "the queued edits predate the record of written rows; the patch cannot settle them",
+                path: db.path)
         }
-        let unrecorded = try db.scalar("""
-            SELECT count(*) FROM (SELECT DISTINCT tbl, key FROM ferry_outbox) AS q
-            WHERE NOT EXISTS (SELECT 1 FROM ferry_written AS w WHERE w.tbl = q.tbl AND w.key = q.key)
-            """)?.integer ?? 0
+        let unrecorded =
+            try db.scalar(
+                """
+                SELECT count(*) FROM (SELECT DISTINCT tbl, key FROM ferry_outbox) AS q
+                WHERE NOT EXISTS (SELECT 1 FROM ferry_written AS w WHERE w.tbl = q.tbl AND w.key = q.key)
+                """)?.integer ?? 0
         guard unrecorded == 0 else {
             throw FerryError(
-                .verification, "\(unrecorded) queued rows were edited before this client recorded written rows; the patch cannot settle them",
+                .verification,
+                "\(unrecorded) queued rows were edited before this client recorded written rows; the patch cannot settle them",
                 path: db.path)
         }
         let tableInfo = Dictionary(uniqueKeysWithValues: tables.map { ($0.name, $0) })
@@ -41,7 +46,9 @@ extension Outbox {
         for row in try db.query("SELECT tbl, key FROM ferry_written ORDER BY tbl, key") {
             guard let name = row[0].text, let keyText = row[1].text else { continue }
             guard let table = tableInfo[name], table.writable else {
-                throw FerryError(.verification, "ferry_written names table '\(name)', which is not a writable table of this version", path: db.path, key: name)
+                throw FerryError(
+                    .verification, "ferry_written names table '\(name)', which is not a writable table of this version",
+                    path: db.path, key: name)
             }
             try deleteRow(key: try decodeObject(keyText, db), table: table, db: db)
             shadowed.insert(name)
@@ -70,18 +77,25 @@ extension Outbox {
     static func rememberQueuedRows(in db: SQLiteConnection, tables: [SnapshotMetadata.TableInfo]) throws {
         guard try hasQueue(db), try PatchApplier.tableExists("ferry_written", db) else { return }
         let tableInfo = Dictionary(uniqueKeysWithValues: tables.map { ($0.name, $0) })
-        let queued = try db.query("""
+        let queued = try db.query(
+            """
             SELECT DISTINCT tbl, key FROM main.ferry_outbox AS q
             WHERE NOT EXISTS (SELECT 1 FROM main.ferry_written AS w WHERE w.tbl = q.tbl AND w.key = q.key)
             """)
         for row in queued {
-            guard let name = row[0].text, let keyText = row[1].text, let table = tableInfo[name], table.writable else { continue }
+            guard let name = row[0].text, let keyText = row[1].text, let table = tableInfo[name], table.writable else {
+                continue
+            }
             let existing = try columns(table, db)
             let (whereSQL, values) = try keyPredicate(try decodeObject(keyText, db), table: table, existing: existing)
             let quoted = try OutboxSchema.quoted(name, in: [name], table: name)
-            let present = try db.run("INSERT OR IGNORE INTO main.\(OutboxSchema.shadowTable(name)) SELECT * FROM main.\(quoted) WHERE \(whereSQL)", values) > 0
+            let present =
+                try db.run(
+                    "INSERT OR IGNORE INTO main.\(OutboxSchema.shadowTable(name)) SELECT * FROM main.\(quoted) WHERE \(whereSQL)",
+                    values) > 0
             try db.run(
-                "INSERT OR IGNORE INTO main.ferry_written(tbl, key, present) VALUES (?, ?, ?)", [.text(name), .text(keyText), .integer(present ? 1 : 0)])
+                "INSERT OR IGNORE INTO main.ferry_written(tbl, key, present) VALUES (?, ?, ?)",
+                [.text(name), .text(keyText), .integer(present ? 1 : 0)])
         }
     }
 }
@@ -100,18 +114,25 @@ struct AnsweredRow {
 extension Outbox {
     /// The answered rows of `schema` (`main`, or an attached `live`) in tables with an `updated_at` column: what
     /// ``keepAnsweredRows(_:in:)`` puts back where the new version does not carry them yet.
-    static func answeredRows(in db: SQLiteConnection, schema: String = "main", tables: [SnapshotMetadata.TableInfo]) throws -> [AnsweredRow] {
-        let hasWritten = try db.scalar(
-            "SELECT count(*) FROM \(schema).sqlite_master WHERE type = 'table' AND name IN ('ferry_written', 'ferry_outbox')")?.integer == 2
+    static func answeredRows(in db: SQLiteConnection, schema: String = "main", tables: [SnapshotMetadata.TableInfo])
+        throws -> [AnsweredRow]
+    {
+        let hasWritten =
+            try db.scalar(
+                "SELECT count(*) FROM \(schema).sqlite_master WHERE type = 'table' AND name IN ('ferry_written', 'ferry_outbox')"
+            )?.integer == 2
         guard hasWritten else { return [] }
         let tableInfo = Dictionary(uniqueKeysWithValues: tables.map { ($0.name, $0) })
         var out: [AnsweredRow] = []
-        let answered = try db.query("""
+        let answered = try db.query(
+            """
             SELECT tbl, key FROM \(schema).ferry_written AS w
             WHERE w.answered = 1 AND NOT EXISTS (SELECT 1 FROM \(schema).ferry_outbox AS o WHERE o.tbl = w.tbl AND o.key = w.key)
             """)
         for row in answered {
-            guard let name = row[0].text, let keyText = row[1].text, let table = tableInfo[name], table.writable, table.updatedColumn != nil else { continue }
+            guard let name = row[0].text, let keyText = row[1].text, let table = tableInfo[name], table.writable,
+                table.updatedColumn != nil
+            else { continue }
             let key = try decodeObject(keyText, db)
             let (whereSQL, values) = try keyPredicate(key, table: table, existing: try columns(table, db))
             let quoted = try OutboxSchema.quoted(name, in: [name], table: name)
@@ -134,7 +155,8 @@ extension Outbox {
         for row in rows {
             let table = row.table
             let existing = try columns(table, db)
-            guard existing.count == row.values.count, let updated = table.updatedColumn, let at = existing.firstIndex(of: updated),
+            guard existing.count == row.values.count, let updated = table.updatedColumn,
+                let at = existing.firstIndex(of: updated),
                 let answered = row.values[at].text.flatMap(Timestamp.parseMillis)
             else { continue }
             let (whereSQL, keyValues) = try keyPredicate(row.key, table: table, existing: existing)
@@ -144,8 +166,10 @@ extension Outbox {
             guard let published = try db.query("SELECT * FROM main.\(quoted) WHERE \(whereSQL)", keyValues).first,
                 let stamp = published[at].text.flatMap(Timestamp.parseMillis), stamp < answered
             else { continue }
-            let present = try db.run(
-                "INSERT OR IGNORE INTO main.\(OutboxSchema.shadowTable(table.name)) SELECT * FROM main.\(quoted) WHERE \(whereSQL)", keyValues) > 0
+            let present =
+                try db.run(
+                    "INSERT OR IGNORE INTO main.\(OutboxSchema.shadowTable(table.name)) SELECT * FROM main.\(quoted) WHERE \(whereSQL)",
+                    keyValues) > 0
             try db.run(
                 "INSERT OR IGNORE INTO main.ferry_written(tbl, key, present, answered) VALUES (?, ?, ?, 1)",
                 [.text(table.name), .text(row.keyText), .integer(present ? 1 : 0)])

@@ -43,12 +43,16 @@ public enum Outbox {
                 [.integer(last), .integer(Int64(limit))])
             var changes: [Change] = []
             for row in rows {
-                guard let id = row[1].text, let table = row[2].text, let opText = row[3].text, let op = Change.Operation(rawValue: opText),
+                guard let id = row[1].text, let table = row[2].text, let opText = row[3].text,
+                    let op = Change.Operation(rawValue: opText),
                     let key = row[4].text, let vals = row[5].text, let editedAt = row[6].text
-                else { throw FerryError(.verification, "ferry_outbox has a malformed entry (seq \(row[0]))", path: db.path) }
+                else {
+                    throw FerryError(.verification, "ferry_outbox has a malformed entry (seq \(row[0]))", path: db.path)
+                }
                 changes.append(
                     Change(
-                        id: id, table: table, op: op, key: try decodeObject(key, db), values: try decodeObject(vals, db),
+                        id: id, table: table, op: op, key: try decodeObject(key, db),
+                        values: try decodeObject(vals, db),
                         editedAt: editedAt, baseUpdatedAt: row[7].text))
             }
             if let last = rows.last?[0].integer {
@@ -74,8 +78,12 @@ public enum Outbox {
             }
         }
         mutating func merge(_ other: Summary) {
-            applied += other.applied; rejected += other.rejected; gone += other.gone
-            invalid += other.invalid; forbidden += other.forbidden; unanswered += other.unanswered
+            applied += other.applied
+            rejected += other.rejected
+            gone += other.gone
+            invalid += other.invalid
+            forbidden += other.forbidden
+            unanswered += other.unanswered
         }
     }
 
@@ -115,16 +123,26 @@ public enum Outbox {
                     // The row now carries the server's updated_at: later edits of it are based on that.
                     try db.run(
                         "UPDATE ferry_outbox SET baseUpdatedAt = ? WHERE tbl = ? AND key = ? AND op != 'insert'",
-                        [result.row.flatMap { r in table.updatedColumn.flatMap { r[$0] } }.map(sqliteValue) ?? .null, .text(change.table), .text(keyText)])
+                        [
+                            result.row.flatMap { r in table.updatedColumn.flatMap { r[$0] } }.map(sqliteValue) ?? .null,
+                            .text(change.table), .text(keyText),
+                        ])
                     try replayPending(table: table, keyText: keyText, db: db)
                 case .gone:
                     try deleteRow(key: change.key, table: table, db: db)
-                    try db.run("DELETE FROM ferry_outbox WHERE tbl = ? AND key = ?", [.text(change.table), .text(keyText)])
+                    try db.run(
+                        "DELETE FROM ferry_outbox WHERE tbl = ? AND key = ?", [.text(change.table), .text(keyText)])
                 case .invalid, .forbidden:
-                    log("edit \(change.id) (\(change.op.rawValue) on \(change.table)) was \(result.status.rawValue) by the server and is dropped: \(result.message ?? "no reason given")")
+                    log(
+                        "edit \(change.id) (\(change.op.rawValue) on \(change.table)) was \(result.status.rawValue) by the server and is dropped: \(result.message ?? "no reason given")"
+                    )
                 }
-                if try db.scalar("SELECT count(*) FROM ferry_outbox WHERE tbl = ? AND key = ?", [.text(change.table), .text(keyText)])?.integer == 0 {
-                    try db.run("DELETE FROM ferry_base WHERE tbl = ? AND key = ?", [.text(change.table), .text(keyText)])
+                if try db.scalar(
+                    "SELECT count(*) FROM ferry_outbox WHERE tbl = ? AND key = ?",
+                    [.text(change.table), .text(keyText)])?.integer == 0
+                {
+                    try db.run(
+                        "DELETE FROM ferry_base WHERE tbl = ? AND key = ?", [.text(change.table), .text(keyText)])
                 }
                 // Whether the row now holds the server's answer (kept until a version carries it, Outbox+Written).
                 if try PatchApplier.tableExists("ferry_written", db) {
@@ -143,7 +161,8 @@ public enum Outbox {
     /// top of it, so a new snapshot never hides a pending edit. Runs on the new file before it is swapped in. Each
     /// queued row is recorded as written first (`rememberQueuedRows(in:tables:)`), so the next patch can put it back.
     public static func carryOver(
-        fromLiveDatabaseAt livePath: String, into db: SQLiteConnection, tables: [SnapshotMetadata.TableInfo], origin: String? = nil
+        fromLiveDatabaseAt livePath: String, into db: SQLiteConnection, tables: [SnapshotMetadata.TableInfo],
+        origin: String? = nil
     ) throws {
         try OutboxSchema.install(on: db, tables: tables, origin: origin)
         guard FileManager.default.fileExists(atPath: livePath) else { return }
@@ -151,17 +170,23 @@ public enum Outbox {
         // `db` is the pending snapshot's own connection, closed right after the swap's preparation: a database left
         // attached to it changes nothing on disk.
         defer { try? db.execute("DETACH DATABASE live") }
-        let liveHasQueue = try db.scalar("SELECT count(*) FROM live.sqlite_master WHERE type = 'table' AND name = 'ferry_outbox'")?.integer == 1
+        let liveHasQueue =
+            try db.scalar("SELECT count(*) FROM live.sqlite_master WHERE type = 'table' AND name = 'ferry_outbox'")?
+            .integer == 1
         guard liveHasQueue else { return }
         let tableInfo = Dictionary(uniqueKeysWithValues: tables.map { ($0.name, $0) })
         try db.transaction {
-            try db.execute("""
+            try db.execute(
+                """
                 DELETE FROM main.ferry_outbox; DELETE FROM main.ferry_base; DELETE FROM main.ferry_rejected;
                 INSERT INTO main.ferry_outbox SELECT * FROM live.ferry_outbox;
                 INSERT INTO main.ferry_base SELECT * FROM live.ferry_base;
                 """)
             // A database written before rejected edits were kept has no such table: nothing to carry.
-            if try db.scalar("SELECT count(*) FROM live.sqlite_master WHERE type = 'table' AND name = 'ferry_rejected'")?.integer == 1 {
+            if try db.scalar(
+                "SELECT count(*) FROM live.sqlite_master WHERE type = 'table' AND name = 'ferry_rejected'")?.integer
+                == 1
+            {
                 try db.execute("INSERT INTO main.ferry_rejected SELECT * FROM live.ferry_rejected")
             }
             // Capture is switched back on at the end of this transaction; if the transaction fails, its rollback
@@ -178,13 +203,19 @@ public enum Outbox {
     }
 
     /// Replays every queued edit, in order, on top of what the database holds now (capture must be off).
-    static func replayQueued(in db: SQLiteConnection, tables: [SnapshotMetadata.TableInfo], tableInfo: [String: SnapshotMetadata.TableInfo]? = nil) throws {
+    static func replayQueued(
+        in db: SQLiteConnection, tables: [SnapshotMetadata.TableInfo],
+        tableInfo: [String: SnapshotMetadata.TableInfo]? = nil
+    ) throws {
         let tableInfo = tableInfo ?? Dictionary(uniqueKeysWithValues: tables.map { ($0.name, $0) })
         for row in try db.query("SELECT tbl, op, key, vals, editedAt FROM main.ferry_outbox ORDER BY seq") {
-            guard let name = row[0].text, let table = tableInfo[name], let op = row[1].text.flatMap(Change.Operation.init(rawValue:)),
+            guard let name = row[0].text, let table = tableInfo[name],
+                let op = row[1].text.flatMap(Change.Operation.init(rawValue:)),
                 let key = row[2].text, let vals = row[3].text, let editedAt = row[4].text
             else { continue }
-            try replay(op: op, key: try decodeObject(key, db), values: try decodeObject(vals, db), editedAt: editedAt, table: table, db: db)
+            try replay(
+                op: op, key: try decodeObject(key, db), values: try decodeObject(vals, db), editedAt: editedAt,
+                table: table, db: db)
         }
     }
 
@@ -196,14 +227,23 @@ public enum Outbox {
 
     /// Replays the queued edits of one row on top of what is there now.
     static func replayPending(table: SnapshotMetadata.TableInfo, keyText: String, db: SQLiteConnection) throws {
-        for row in try db.query("SELECT op, key, vals, editedAt FROM ferry_outbox WHERE tbl = ? AND key = ? ORDER BY seq", [.text(table.name), .text(keyText)]) {
-            guard let op = row[0].text.flatMap(Change.Operation.init(rawValue:)), let key = row[1].text, let vals = row[2].text, let editedAt = row[3].text
+        for row in try db.query(
+            "SELECT op, key, vals, editedAt FROM ferry_outbox WHERE tbl = ? AND key = ? ORDER BY seq",
+            [.text(table.name), .text(keyText)])
+        {
+            guard let op = row[0].text.flatMap(Change.Operation.init(rawValue:)), let key = row[1].text,
+                let vals = row[2].text, let editedAt = row[3].text
             else { continue }
-            try replay(op: op, key: try decodeObject(key, db), values: try decodeObject(vals, db), editedAt: editedAt, table: table, db: db)
+            try replay(
+                op: op, key: try decodeObject(key, db), values: try decodeObject(vals, db), editedAt: editedAt,
+                table: table, db: db)
         }
     }
 
-    static func replay(op: Change.Operation, key: [String: JSONValue], values: [String: JSONValue], editedAt: String, table: SnapshotMetadata.TableInfo, db: SQLiteConnection) throws {
+    static func replay(
+        op: Change.Operation, key: [String: JSONValue], values: [String: JSONValue], editedAt: String,
+        table: SnapshotMetadata.TableInfo, db: SQLiteConnection
+    ) throws {
         var stamped = values
         if let u = table.updatedColumn { stamped[u] = .string(editedAt) }
         switch op {
@@ -226,11 +266,14 @@ public enum Outbox {
         let names = row.keys.filter { existing.contains($0) }.sorted()
         guard !names.isEmpty else { return }
         let quoted = try names.map { try OutboxSchema.quoted($0, in: existing, table: table.name) }
-        let sql = "INSERT OR REPLACE INTO \(try OutboxSchema.quoted(table.name, in: [table.name], table: table.name))(\(quoted.joined(separator: ", "))) VALUES (\(Array(repeating: "?", count: names.count).joined(separator: ", ")))"
+        let sql =
+            "INSERT OR REPLACE INTO \(try OutboxSchema.quoted(table.name, in: [table.name], table: table.name))(\(quoted.joined(separator: ", "))) VALUES (\(Array(repeating: "?", count: names.count).joined(separator: ", ")))"
         try db.run(sql, names.map { sqliteValue(row[$0]!) })
     }
 
-    static func updateRow(key: [String: JSONValue], values: [String: JSONValue], table: SnapshotMetadata.TableInfo, db: SQLiteConnection) throws {
+    static func updateRow(
+        key: [String: JSONValue], values: [String: JSONValue], table: SnapshotMetadata.TableInfo, db: SQLiteConnection
+    ) throws {
         let existing = try columns(table, db)
         let names = values.keys.filter { existing.contains($0) && !table.primaryKey.contains($0) }.sorted()
         guard !names.isEmpty else { return }
@@ -244,10 +287,14 @@ public enum Outbox {
     static func deleteRow(key: [String: JSONValue], table: SnapshotMetadata.TableInfo, db: SQLiteConnection) throws {
         let existing = try columns(table, db)
         let (whereSQL, whereValues) = try keyPredicate(key, table: table, existing: existing)
-        try db.run("DELETE FROM \(try OutboxSchema.quoted(table.name, in: [table.name], table: table.name)) WHERE \(whereSQL)", whereValues)
+        try db.run(
+            "DELETE FROM \(try OutboxSchema.quoted(table.name, in: [table.name], table: table.name)) WHERE \(whereSQL)",
+            whereValues)
     }
 
-    static func keyPredicate(_ key: [String: JSONValue], table: SnapshotMetadata.TableInfo, existing: [String]) throws -> (String, [SQLiteValue]) {
+    static func keyPredicate(_ key: [String: JSONValue], table: SnapshotMetadata.TableInfo, existing: [String]) throws
+        -> (String, [SQLiteValue])
+    {
         var parts: [String] = []
         var values: [SQLiteValue] = []
         for column in table.primaryKey {
@@ -279,7 +326,9 @@ public enum Outbox {
     }
 
     /// The key as the triggers store it: SQLite's own json_object over the primary-key columns in key order.
-    static func keyText(_ key: [String: JSONValue], table: SnapshotMetadata.TableInfo, db: SQLiteConnection) throws -> String {
+    static func keyText(_ key: [String: JSONValue], table: SnapshotMetadata.TableInfo, db: SQLiteConnection) throws
+        -> String
+    {
         var values: [SQLiteValue] = []
         for column in table.primaryKey {
             values.append(.text(column))

@@ -82,8 +82,12 @@ public enum OutboxSchema {
     /// let sha256 = try OutboxSchema.publishedOrigin(of: db) ?? FileDigest.sha256Hex(of: file)
     /// ```
     public static func publishedOrigin(of db: SQLiteConnection) throws -> String? {
-        let hasTable = try db.scalar("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'ferry_origin'")?.integer == 1
-        guard hasTable, let text = try db.scalar("SELECT sha256 FROM ferry_origin LIMIT 1")?.text, SHA256Hex.isValid(text) else { return nil }
+        let hasTable =
+            try db.scalar("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'ferry_origin'")?.integer
+            == 1
+        guard hasTable, let text = try db.scalar("SELECT sha256 FROM ferry_origin LIMIT 1")?.text,
+            SHA256Hex.isValid(text)
+        else { return nil }
         return text
     }
 
@@ -96,17 +100,23 @@ public enum OutboxSchema {
     /// Installs (or re-installs) the queue and the triggers for `tables`. Idempotent; runs in one transaction.
     /// `origin` is the checksum the file had as published: once local edits change the bytes, it is still the
     /// version's identity for `If-None-Match` and `ferry status` (kept in `ferry_origin`).
-    public static func install(on db: SQLiteConnection, tables: [SnapshotMetadata.TableInfo], origin: String? = nil) throws {
+    public static func install(on db: SQLiteConnection, tables: [SnapshotMetadata.TableInfo], origin: String? = nil)
+        throws
+    {
         // Every open installs: where all is in place already, write nothing, so that opening database.db (a fetch
         // that finds nothing new, or fails offline) leaves its bytes and modification time as they were.
         if try isCurrent(on: db, tables: tables, origin: origin) { return }
         try db.transaction {
             try db.execute(queueDDL)
             for table in protectedTables {
-                for event in ["INSERT", "UPDATE", "DELETE"] { try db.execute("DROP TRIGGER IF EXISTS \(SQLIdentifier.quoteSQLite("ferry_protect_\(table)_\(event)"))") }
+                for event in ["INSERT", "UPDATE", "DELETE"] {
+                    try db.execute(
+                        "DROP TRIGGER IF EXISTS \(SQLIdentifier.quoteSQLite("ferry_protect_\(table)_\(event)"))")
+                }
             }
             if let origin {
-                try db.execute("CREATE TABLE IF NOT EXISTS ferry_origin(sha256 TEXT NOT NULL); DELETE FROM ferry_origin;")
+                try db.execute(
+                    "CREATE TABLE IF NOT EXISTS ferry_origin(sha256 TEXT NOT NULL); DELETE FROM ferry_origin;")
                 try db.run("INSERT INTO ferry_origin(sha256) VALUES (?)", [.text(origin)])
             }
             for table in tables {
@@ -118,7 +128,8 @@ public enum OutboxSchema {
             }
             // The snapshot's own description is not for editing: a device that deleted it could no longer tell
             // its version or which tables are writable.
-            let existing = Set(try db.query("SELECT name FROM sqlite_master WHERE type = 'table'").compactMap { $0.first?.text })
+            let existing = Set(
+                try db.query("SELECT name FROM sqlite_master WHERE type = 'table'").compactMap { $0.first?.text })
             for table in protectedTables where existing.contains(table) {
                 for event in ["INSERT", "UPDATE", "DELETE"] { try db.execute(protectTrigger(table, event)) }
             }
@@ -128,7 +139,8 @@ public enum OutboxSchema {
     /// Whether ``install(on:tables:origin:)`` would change nothing in `db`: the queue's tables and index exist with
     /// the capture switch's one row, `ferry_origin` holds `origin`, and every trigger it creates exists with the
     /// same SQL (SQLite keeps a trigger's statement text as given).
-    static func isCurrent(on db: SQLiteConnection, tables: [SnapshotMetadata.TableInfo], origin: String?) throws -> Bool {
+    static func isCurrent(on db: SQLiteConnection, tables: [SnapshotMetadata.TableInfo], origin: String?) throws -> Bool
+    {
         var objects = Set<String>()
         var triggerSQL = Set<String>()
         for row in try db.query("SELECT type, name, sql FROM sqlite_master") {
@@ -136,17 +148,23 @@ public enum OutboxSchema {
             objects.insert("\(type) \(name)")
             if type == "trigger", let sql = row[2].text { triggerSQL.insert(sql) }
         }
-        let queue = ["table ferry_outbox", "index ferry_outbox_row", "table ferry_capture", "table ferry_base", "table ferry_written"]
-        guard queue.allSatisfy(objects.contains), try db.scalar("SELECT count(*) FROM ferry_capture")?.integer == 1 else { return false }
+        let queue = [
+            "table ferry_outbox", "index ferry_outbox_row", "table ferry_capture", "table ferry_base",
+            "table ferry_written",
+        ]
+        guard queue.allSatisfy(objects.contains), try db.scalar("SELECT count(*) FROM ferry_capture")?.integer == 1
+        else { return false }
         if let origin {
-            guard objects.contains("table ferry_origin"), try db.query("SELECT sha256 FROM ferry_origin").map({ $0.first?.text }) == [origin]
+            guard objects.contains("table ferry_origin"),
+                try db.query("SELECT sha256 FROM ferry_origin").map({ $0.first?.text }) == [origin]
             else { return false }
         }
         var wanted: [String] = []
         for table in tables {
             let columns = try existingColumns(db, table.name)
             if table.writable {
-                guard objects.contains("table \(shadowName(table.name))"), try shadowColumns(db, table.name) == columns else { return false }
+                guard objects.contains("table \(shadowName(table.name))"), try shadowColumns(db, table.name) == columns
+                else { return false }
             }
             wanted += try triggers(for: table, existing: columns).filter { $0.hasPrefix("CREATE TRIGGER") }
         }
@@ -159,7 +177,8 @@ public enum OutboxSchema {
     /// The trigger that refuses local `event`s on the metadata table `table`.
     static func protectTrigger(_ table: String, _ event: String) -> String {
         let message = SQLIdentifier.literal("ferry: \(table) describes the snapshot and is read-only")
-        return "CREATE TRIGGER \(SQLIdentifier.quoteSQLite("ferry_protect_\(table)_\(event)")) BEFORE \(event) ON \(SQLIdentifier.quote(table)) WHEN \(capturing) BEGIN SELECT RAISE(ABORT, \(message)); END"
+        return
+            "CREATE TRIGGER \(SQLIdentifier.quoteSQLite("ferry_protect_\(table)_\(event)")) BEFORE \(event) ON \(SQLIdentifier.quote(table)) WHEN \(capturing) BEGIN SELECT RAISE(ABORT, \(message)); END"
     }
 
     /// Metadata tables that local statements may read but never change.
@@ -184,7 +203,8 @@ public enum OutboxSchema {
     /// Creates `table`'s shadow with the table's columns in the table's order, untyped so that every value keeps its
     /// storage class, one row per key. A shadow whose columns no longer match is dropped with its `ferry_written`
     /// entries (a later patch then finds the rows as they are, and falls back to the full download if they differ).
-    static func installShadow(for table: SnapshotMetadata.TableInfo, columns: [String], on db: SQLiteConnection) throws {
+    static func installShadow(for table: SnapshotMetadata.TableInfo, columns: [String], on db: SQLiteConnection) throws
+    {
         let shadow = shadowTable(table.name)
         guard table.writable, !table.primaryKey.isEmpty else {
             try db.execute("DROP TABLE IF EXISTS \(shadow)")
@@ -198,14 +218,17 @@ public enum OutboxSchema {
         }
         let names = try columns.map { try Self.quoted($0, in: columns, table: table.name) }
         let key = try table.primaryKey.map { try Self.quoted($0, in: columns, table: table.name) }
-        try db.execute("CREATE TABLE \(shadow)(\(names.joined(separator: ", ")), UNIQUE (\(key.joined(separator: ", "))))")
+        try db.execute(
+            "CREATE TABLE \(shadow)(\(names.joined(separator: ", ")), UNIQUE (\(key.joined(separator: ", "))))")
     }
 
     /// The columns SQLite really has for `table`; throws if the table is missing.
     static func existingColumns(_ db: SQLiteConnection, _ table: String) throws -> [String] {
         let rows = try db.query("SELECT name FROM pragma_table_info(?)", [.text(table)])
         guard !rows.isEmpty else {
-            throw FerryError(.verification, "ferry_tables names table '\(table)' but the snapshot has no such table", path: db.path, key: table)
+            throw FerryError(
+                .verification, "ferry_tables names table '\(table)' but the snapshot has no such table", path: db.path,
+                key: table)
         }
         return rows.compactMap { $0.first?.text }
     }
@@ -213,11 +236,11 @@ public enum OutboxSchema {
     /// Quotes an identifier for SQLite (`SQLIdentifier`) after checking it is one of `allowed`.
     static func quoted(_ name: String, in allowed: [String], table: String) throws -> String {
         guard allowed.contains(name), SQLIdentifier.isQuotable(name) else {
-            throw FerryError(.verification, "column '\(name)' is not a usable column of table '\(table)'", key: "\(table).\(name)")
+            throw FerryError(
+                .verification, "column '\(name)' is not a usable column of table '\(table)'", key: "\(table).\(name)")
         }
         return SQLIdentifier.quote(name)
     }
-
 
     /// The trigger SQL for one table: capture triggers for writable tables, refusal triggers for the others.
     static func triggers(for table: SnapshotMetadata.TableInfo, existing: [String]) throws -> [String] {
@@ -226,11 +249,17 @@ public enum OutboxSchema {
         // drops exactly the triggers an earlier version created.
         let name = table.name.replacingOccurrences(of: "\"", with: "")
         func trigger(_ suffix: String) -> String { SQLIdentifier.quoteSQLite("ferry_\(name)_\(suffix)") }
-        var out = ["ins", "upd", "del", "key", "was_ins", "was_upd", "was_del"].map { "DROP TRIGGER IF EXISTS \(trigger($0))" }
+        var out = ["ins", "upd", "del", "key", "was_ins", "was_upd", "was_del"].map {
+            "DROP TRIGGER IF EXISTS \(trigger($0))"
+        }
         guard table.writable else {
-            let message = SQLIdentifier.literal("ferry: table \(table.name) is read-only on devices (writable: false in the template); only writable tables accept edits")
+            let message = SQLIdentifier.literal(
+                "ferry: table \(table.name) is read-only on devices (writable: false in the template); only writable tables accept edits"
+            )
             for (suffix, event) in [("ins", "INSERT"), ("upd", "UPDATE"), ("del", "DELETE")] {
-                out.append("CREATE TRIGGER \(trigger(suffix)) BEFORE \(event) ON \(t) WHEN \(capturing) BEGIN SELECT RAISE(ABORT, \(message)); END")
+                out.append(
+                    "CREATE TRIGGER \(trigger(suffix)) BEFORE \(event) ON \(t) WHEN \(capturing) BEGIN SELECT RAISE(ABORT, \(message)); END"
+                )
             }
             return out
         }
@@ -240,20 +269,31 @@ public enum OutboxSchema {
         let pk = try table.primaryKey.map { try quoted($0, in: existing, table: table.name) }
         let stamps = [table.createdColumn, table.updatedColumn].compactMap { $0 }.filter { existing.contains($0) }
         let valueColumns = existing.filter { !table.primaryKey.contains($0) && !stamps.contains($0) }
-        let updated = try table.updatedColumn.flatMap { existing.contains($0) ? try quoted($0, in: existing, table: table.name) : nil }
-        let created = try table.createdColumn.flatMap { existing.contains($0) ? try quoted($0, in: existing, table: table.name) : nil }
+        let updated = try table.updatedColumn.flatMap {
+            existing.contains($0) ? try quoted($0, in: existing, table: table.name) : nil
+        }
+        let created = try table.createdColumn.flatMap {
+            existing.contains($0) ? try quoted($0, in: existing, table: table.name) : nil
+        }
 
         func keyJSON(_ row: String) -> String {
-            "json_object(" + zip(table.primaryKey, pk).map { "\(SQLIdentifier.literal($0.0)), \(row).\($0.1)" }.joined(separator: ", ") + ")"
+            "json_object("
+                + zip(table.primaryKey, pk).map { "\(SQLIdentifier.literal($0.0)), \(row).\($0.1)" }.joined(
+                    separator: ", ") + ")"
         }
         func whereKey(_ row: String) -> String {
             pk.map { "\($0) IS \(row).\($0)" }.joined(separator: " AND ")
         }
-        let allValues = "json_object(" + (try valueColumns.map { "\(SQLIdentifier.literal($0)), NEW.\(try quoted($0, in: existing, table: table.name))" }).joined(separator: ", ") + ")"
+        let allValues =
+            "json_object("
+            + (try valueColumns.map {
+                "\(SQLIdentifier.literal($0)), NEW.\(try quoted($0, in: existing, table: table.name))"
+            }).joined(separator: ", ") + ")"
         // Only the columns that changed: set each changed one, park unchanged ones under a key removed afterwards.
         let changedValues = try valueColumns.reduce("json_object()") { acc, column in
             let q = try quoted(column, in: existing, table: table.name)
-            return "json_set(\(acc), CASE WHEN NEW.\(q) IS NOT OLD.\(q) THEN \(SQLIdentifier.literal("$.\"\(column)\"")) ELSE '$.\"ferry:unchanged\"' END, NEW.\(q))"
+            return
+                "json_set(\(acc), CASE WHEN NEW.\(q) IS NOT OLD.\(q) THEN \(SQLIdentifier.literal("$.\"\(column)\"")) ELSE '$.\"ferry:unchanged\"' END, NEW.\(q))"
         }
         let changedJSON = "json_remove(\(changedValues), '$.\"ferry:unchanged\"')"
         let tbl = SQLIdentifier.literal(table.name)
@@ -271,8 +311,11 @@ public enum OutboxSchema {
 
         // Keys two devices cannot both pick: a single-column key must be a UUID in text form.
         if pk.count == 1 {
-            let message = SQLIdentifier.literal("ferry: inserts into \(table.name) need a UUID text primary key (\(table.primaryKey[0])), e.g. lower(hex(randomblob(16))) formatted as a UUID, so two devices never pick the same key")
-            out.append("""
+            let message = SQLIdentifier.literal(
+                "ferry: inserts into \(table.name) need a UUID text primary key (\(table.primaryKey[0])), e.g. lower(hex(randomblob(16))) formatted as a UUID, so two devices never pick the same key"
+            )
+            out.append(
+                """
                 CREATE TRIGGER \(trigger("key")) BEFORE INSERT ON \(t) WHEN \(capturing) AND \
                 (typeof(NEW.\(pk[0])) != 'text' OR NEW.\(pk[0]) NOT GLOB '\(uuidGlob)')
                 BEGIN SELECT RAISE(ABORT, \(message)); END
@@ -281,17 +324,23 @@ public enum OutboxSchema {
         // Before the device's first write of a row since the version it holds, keep that row as published (or
         // that it was absent): a patch puts it back before it applies (``Outbox/restoreWrittenRows(in:tables:)``).
         let shadow = SQLIdentifier.quote(shadowName(table.name))
-        for (suffix, event, row) in [("was_ins", "INSERT", "NEW"), ("was_upd", "UPDATE", "OLD"), ("was_del", "DELETE", "OLD")] {
+        for (suffix, event, row) in [
+            ("was_ins", "INSERT", "NEW"), ("was_upd", "UPDATE", "OLD"), ("was_del", "DELETE", "OLD"),
+        ] {
             let first = "NOT EXISTS (SELECT 1 FROM ferry_written WHERE tbl = \(tbl) AND key = \(keyJSON(row)))"
-            out.append("""
+            out.append(
+                """
                 CREATE TRIGGER \(trigger(suffix)) BEFORE \(event) ON \(t) WHEN \(capturing) AND \(first) BEGIN
                   INSERT OR IGNORE INTO \(shadow) SELECT * FROM \(t) WHERE \(whereKey(row));
                   INSERT OR IGNORE INTO ferry_written(tbl, key, present) VALUES (\(tbl), \(keyJSON(row)), EXISTS (SELECT 1 FROM \(t) WHERE \(whereKey(row))));
                 END
                 """)
         }
-        let insertStamps = (created.map { ["\($0) = COALESCE(NEW.\($0), \(nowSQL))"] } ?? []) + (updated.map { ["\($0) = \(nowSQL)"] } ?? [])
-        out.append("""
+        let insertStamps =
+            (created.map { ["\($0) = COALESCE(NEW.\($0), \(nowSQL))"] } ?? [])
+            + (updated.map { ["\($0) = \(nowSQL)"] } ?? [])
+        out.append(
+            """
             CREATE TRIGGER \(trigger("ins")) AFTER INSERT ON \(t) WHEN \(capturing) BEGIN
               INSERT INTO ferry_outbox(id, tbl, op, key, vals, editedAt, baseUpdatedAt)
                 VALUES (\(uuidSQL), \(tbl), 'insert', \(keyJSON("NEW")), \(allValues), \(nowSQL), NULL);
@@ -299,7 +348,8 @@ public enum OutboxSchema {
             END
             """)
         let keyChange = pk.map { "NEW.\($0) IS NOT OLD.\($0)" }.joined(separator: " OR ")
-        out.append("""
+        out.append(
+            """
             CREATE TRIGGER \(trigger("upd")) AFTER UPDATE ON \(t) WHEN \(capturing) BEGIN
               SELECT RAISE(ABORT, \(SQLIdentifier.literal("ferry: the primary key of \(table.name) cannot change; delete the row and insert a new one"))) WHERE \(keyChange);
               INSERT OR IGNORE INTO ferry_base(tbl, key, updatedAt) SELECT \(tbl), \(keyJSON("OLD")), \(updated.map { "OLD.\($0)" } ?? "NULL")
@@ -312,7 +362,8 @@ public enum OutboxSchema {
               \(stamp(updated.map { ["\($0) = \(nowSQL)"] } ?? []))
             END
             """)
-        out.append("""
+        out.append(
+            """
             CREATE TRIGGER \(trigger("del")) AFTER DELETE ON \(t) WHEN \(capturing) BEGIN
               INSERT INTO ferry_outbox(id, tbl, op, key, vals, editedAt, baseUpdatedAt)
                 SELECT \(uuidSQL), \(tbl), 'delete', \(keyJSON("OLD")), '{}', \(nowSQL), \(baseOf("OLD"))

@@ -55,7 +55,8 @@ public struct RejectedEdit: Sendable, Equatable, Hashable, Codable, Identifiable
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, \(OutboxSchema.nowSQL))
             """,
             [
-                .text(change.id), .text(change.table), .text(change.op.rawValue), .text(key), .text(values), .text(outcome.rawValue),
+                .text(change.id), .text(change.table), .text(change.op.rawValue), .text(key), .text(values),
+                .text(outcome.rawValue),
                 .text(rule.rawValue), result.message.map { .text($0) } ?? .null, .text(change.editedAt),
             ])
     }
@@ -66,22 +67,32 @@ public struct RejectedEdit: Sendable, Equatable, Hashable, Codable, Identifiable
     /// let edits = try RejectedEdit.all(in: db)
     /// ```
     public static func all(in db: SQLiteConnection) throws -> [RejectedEdit] {
-        let hasTable = try db.scalar("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'ferry_rejected'")?.integer == 1
+        let hasTable =
+            try db.scalar("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'ferry_rejected'")?
+            .integer == 1
         guard hasTable else { return [] }
         let decoder = JSONDecoder()
-        return try db.query("SELECT id, tbl, op, key, vals, status, rule, reason, editedAt, answeredAt FROM ferry_rejected ORDER BY answeredAt, id")
-            .map { row in
-                guard let id = row[0].text, let table = row[1].text, let op = row[2].text.flatMap(Change.Operation.init(rawValue:)),
-                    let key = row[3].text, let values = row[4].text, let outcome = row[5].text.flatMap(Outcome.init(rawValue:)),
-                    let rule = row[6].text.flatMap(MergeRule.init(rawValue:)), let editedAt = row[8].text, let answeredAt = row[9].text
-                else {
-                    throw FerryError(.sqlite, "a row of ferry_rejected is malformed; it was not written by Ferry", path: db.path)
-                }
-                return RejectedEdit(
-                    id: id, table: table, operation: op, key: try decoder.decode([String: JSONValue].self, from: Data(key.utf8)),
-                    values: try decoder.decode([String: JSONValue].self, from: Data(values.utf8)), outcome: outcome, rule: rule,
-                    reason: row[7].text, editedAt: editedAt, answeredAt: answeredAt)
+        return try db.query(
+            "SELECT id, tbl, op, key, vals, status, rule, reason, editedAt, answeredAt FROM ferry_rejected ORDER BY answeredAt, id"
+        )
+        .map { row in
+            guard let id = row[0].text, let table = row[1].text,
+                let op = row[2].text.flatMap(Change.Operation.init(rawValue:)),
+                let key = row[3].text, let values = row[4].text,
+                let outcome = row[5].text.flatMap(Outcome.init(rawValue:)),
+                let rule = row[6].text.flatMap(MergeRule.init(rawValue:)), let editedAt = row[8].text,
+                let answeredAt = row[9].text
+            else {
+                throw FerryError(
+                    .sqlite, "a row of ferry_rejected is malformed; it was not written by Ferry", path: db.path)
             }
+            return RejectedEdit(
+                id: id, table: table, operation: op,
+                key: try decoder.decode([String: JSONValue].self, from: Data(key.utf8)),
+                values: try decoder.decode([String: JSONValue].self, from: Data(values.utf8)), outcome: outcome,
+                rule: rule,
+                reason: row[7].text, editedAt: editedAt, answeredAt: answeredAt)
+        }
     }
 
     /// Forgets the given edits (the app showed them). Returns how many were removed.
@@ -91,7 +102,9 @@ public struct RejectedEdit: Sendable, Equatable, Hashable, Codable, Identifiable
     /// ```
     @discardableResult
     public static func acknowledge(_ ids: [String], in db: SQLiteConnection) throws -> Int {
-        let hasTable = try db.scalar("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'ferry_rejected'")?.integer == 1
+        let hasTable =
+            try db.scalar("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'ferry_rejected'")?
+            .integer == 1
         guard hasTable else { return 0 }
         return try db.transaction {
             var removed = 0

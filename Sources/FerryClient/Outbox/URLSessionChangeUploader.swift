@@ -1,7 +1,8 @@
 import FerryCore
 import Foundation
+
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// `POST {server}/v1/datasets/{dataset}/changes` over a ``URLSessionTransport``'s session: the default uploader of
@@ -24,7 +25,8 @@ public struct URLSessionChangeUploader: ChangeUploader {
     public var maxResponseBytes: Int
 
     public init(
-        server: URL, transport: URLSessionTransport = .shared, timeout: Duration = .seconds(60), headers: [(String, String)] = [],
+        server: URL, transport: URLSessionTransport = .shared, timeout: Duration = .seconds(60),
+        headers: [(String, String)] = [],
         maxResponseBytes: Int = 64 << 20
     ) {
         self.server = server
@@ -54,21 +56,25 @@ public struct URLSessionChangeUploader: ChangeUploader {
                 for try await chunk in body {
                     data.append(chunk)
                     guard data.count <= limit else {
-                        throw FerryError(.network, "the server's answer to the upload is larger than \(limit) bytes; edits stay queued")
+                        throw FerryError(
+                            .network,
+                            "the server's answer to the upload is larger than \(limit) bytes; edits stay queued")
                     }
                 }
                 return (head.status, data)
             }
         } catch let error as FerryError where error.code == .offline {
             throw FerryError(
-                .offline, "cannot reach \(server.absoluteString) to upload edits; they stay queued and will be sent later",
+                .offline,
+                "cannot reach \(server.absoluteString) to upload edits; they stay queued and will be sent later",
                 underlying: error.underlying)
         } catch let error as FerryError {
             throw error
         } catch {
             // The answer broke off: the server may have merged the batch; its change ids make a resend safe.
             throw FerryError(
-                .offline, "the answer to the upload from \(server.absoluteString) broke off; edits stay queued and will be sent later",
+                .offline,
+                "the answer to the upload from \(server.absoluteString) broke off; edits stay queued and will be sent later",
                 underlying: error)
         }
         return try ChangeUploadResponse.results(status: status, data: data, url: url.absoluteString)

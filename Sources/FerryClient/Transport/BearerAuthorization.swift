@@ -28,9 +28,12 @@ package enum BearerAuthorization {
         if status == 403 {
             return FerryError(
                 .unauthorized,
-                "the server refused this access token for \(url) (403): it does not grant this dataset; sign in with an account that has access and retry; local data and queued edits are kept")
+                "the server refused this access token for \(url) (403): it does not grant this dataset; sign in with an account that has access and retry; local data and queued edits are kept"
+            )
         }
         return FerryError(
-            .unauthorized, "the server refused the access token (401): re-authenticate and retry; local data and queued edits are kept")
+            .unauthorized,
+            "the server refused the access token (401): re-authenticate and retry; local data and queued edits are kept"
+        )
     }
 }

@@ -1,7 +1,8 @@
 import FerryCore
 import Foundation
+
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// What went wrong when a TLS connection to the server failed. A front end maps it to its own setting (the `ferry`
@@ -50,7 +51,9 @@ package enum TransportFailure {
     package static func tlsProblem(_ error: (any Error)?) -> TLSProblem? {
         guard let error else { return nil }
         if let classified = error as? ClassifiedTLSFailure { return classified.problem }
-        if let url = error as? URLError { return tlsProblem(url.code) ?? (url.code == .unknown ? curlTLSProblem(url.localizedDescription) : nil) }
+        if let url = error as? URLError {
+            return tlsProblem(url.code) ?? (url.code == .unknown ? curlTLSProblem(url.localizedDescription) : nil)
+        }
         return nil
     }
 
@@ -59,7 +62,9 @@ package enum TransportFailure {
     /// FerryClientNIO reads BoringSSL's. Apple's URLSession uses the specific codes instead.
     static func curlTLSProblem(_ message: String) -> TLSProblem? {
         let text = message.lowercased()
-        if text.contains("does not match target host") || text.contains("no alternative certificate subject name matches") {
+        if text.contains("does not match target host")
+            || text.contains("no alternative certificate subject name matches")
+        {
             return .wrongHost
         }
         if text.hasPrefix("ssl certificate problem") || text.contains("certificate verify failed")
@@ -77,7 +82,8 @@ package enum TransportFailure {
     /// ``URLSessionTransport`` evaluated the certificate itself (a private CA), which tells the two apart.
     static func tlsProblem(_ code: URLError.Code) -> TLSProblem? {
         switch code {
-        case .serverCertificateUntrusted, .serverCertificateHasUnknownRoot, .serverCertificateHasBadDate, .serverCertificateNotYetValid:
+        case .serverCertificateUntrusted, .serverCertificateHasUnknownRoot, .serverCertificateHasBadDate,
+            .serverCertificateNotYetValid:
             return .untrustedCertificate
         case .secureConnectionFailed, .clientCertificateRejected, .clientCertificateRequired:
             return .handshake
@@ -118,12 +124,14 @@ package enum TransportFailure {
     /// Anything not recognised is described as is.
     static func plainReason(_ error: URLError) -> String {
         switch error.code {
-        case .cannotConnectToHost: return "connection refused: nothing listens there (is the server running, and is the port right?)"
+        case .cannotConnectToHost:
+            return "connection refused: nothing listens there (is the server running, and is the port right?)"
         case .networkConnectionLost: return "the connection was reset"
         case .notConnectedToInternet: return "this device is not connected to a network"
         case .cannotFindHost, .dnsLookupFailed: return "the host name cannot be resolved"
         case .timedOut: return "the connection timed out"
-        case .internationalRoamingOff, .dataNotAllowed, .callIsActive: return "the device does not allow data on this network now"
+        case .internationalRoamingOff, .dataNotAllowed, .callIsActive:
+            return "the device does not allow data on this network now"
         default: return error.localizedDescription
         }
     }

@@ -21,9 +21,11 @@ public struct TrustedCertificates: Sendable {
     public init(pemFile: URL) throws {
         self.pemFile = pemFile
         var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: pemFile.path, isDirectory: &isDirectory), !isDirectory.boolValue else {
+        guard FileManager.default.fileExists(atPath: pemFile.path, isDirectory: &isDirectory), !isDirectory.boolValue
+        else {
             throw FerryError(
-                .notFound, "the CA file does not exist: pass a PEM file with the certificate of the CA that signed the server's certificate",
+                .notFound,
+                "the CA file does not exist: pass a PEM file with the certificate of the CA that signed the server's certificate",
                 path: pemFile.path)
         }
         guard FileManager.default.isReadableFile(atPath: pemFile.path) else {
@@ -59,7 +61,8 @@ public struct TrustedCertificates: Sendable {
             // A DER certificate is a SEQUENCE (0x30) of at least a few bytes.
             guard let der = Data(base64Encoded: String(base64)), der.count > 16, der.first == 0x30 else {
                 throw FerryError(
-                    .badInput, "certificate \(certificates.count + 1) in the CA file is not valid base64 DER: is the file cut or edited?",
+                    .badInput,
+                    "certificate \(certificates.count + 1) in the CA file is not valid base64 DER: is the file cut or edited?",
                     path: path)
             }
             certificates.append(der)

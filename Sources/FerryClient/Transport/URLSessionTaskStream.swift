@@ -1,7 +1,8 @@
 import FerryCore
 import Foundation
+
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// One data task's response, as its delegate delivers it, turned into an awaitable head and an async body: the
@@ -90,7 +91,9 @@ final class URLSessionTaskStream: @unchecked Sendable {
 
     /// With the lock held: records the response the first time one is there, and hands back the head's waiter to
     /// resume (outside the lock).
-    private func takeHead(_ response: URLResponse?) -> (CheckedContinuation<HTTPURLResponse, any Error>, HTTPURLResponse)? {
+    private func takeHead(_ response: URLResponse?) -> (
+        CheckedContinuation<HTTPURLResponse, any Error>, HTTPURLResponse
+    )? {
         guard self.response == nil, let http = response as? HTTPURLResponse else { return nil }
         self.response = http
         guard let waiter = headWaiter else { return nil }

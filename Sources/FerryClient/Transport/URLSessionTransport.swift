@@ -1,7 +1,8 @@
 import FerryCore
 import Foundation
+
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// The default ``SnapshotTransport``: Foundation's `URLSession` (FoundationNetworking, on curl, on Linux), the body
@@ -48,16 +49,17 @@ public final class URLSessionTransport: SnapshotTransport {
     ///     `FerryError.Code.badInput` (FoundationNetworking cannot honour it; FerryClientNIO can).
     ///   - highWaterMark: see ``highWaterMark``. Default 4 MiB; ignored with FoundationNetworking.
     public init(
-        configuration: URLSessionConfiguration = .ephemeral, requestTimeout: Duration = .seconds(60), resourceTimeout: Duration = .seconds(6 * 3600),
+        configuration: URLSessionConfiguration = .ephemeral, requestTimeout: Duration = .seconds(60),
+        resourceTimeout: Duration = .seconds(6 * 3600),
         trusting ca: TrustedCertificates? = nil, highWaterMark: Int = 4 << 20
     ) throws {
         #if !canImport(Security)
-        if let ca {
-            throw FerryError(
-                .badInput,
-                "URLSessionTransport cannot trust a private CA on this platform: FoundationNetworking has no server-trust hook; use AsyncHTTPClientTransport from FerryClientNIO (makeHTTPClient(trusting:)) or add the CA to the system's trust store",
-                path: ca.pemFile.path)
-        }
+            if let ca {
+                throw FerryError(
+                    .badInput,
+                    "URLSessionTransport cannot trust a private CA on this platform: FoundationNetworking has no server-trust hook; use AsyncHTTPClientTransport from FerryClientNIO (makeHTTPClient(trusting:)) or add the CA to the system's trust store",
+                    path: ca.pemFile.path)
+            }
         #endif
         let configuration = configuration.copy() as? URLSessionConfiguration ?? configuration
         configuration.urlCache = nil
@@ -65,10 +67,10 @@ public final class URLSessionTransport: SnapshotTransport {
         configuration.timeoutIntervalForRequest = Self.seconds(requestTimeout)
         configuration.timeoutIntervalForResource = Self.seconds(resourceTimeout)
         #if canImport(FoundationNetworking)
-        // See the type's doc: a suspended FoundationNetworking task restarts from byte 0 when resumed.
-        self.highWaterMark = nil
+            // See the type's doc: a suspended FoundationNetworking task restarts from byte 0 when resumed.
+            self.highWaterMark = nil
         #else
-        self.highWaterMark = max(highWaterMark, 64 << 10)
+            self.highWaterMark = max(highWaterMark, 64 << 10)
         #endif
         delegate = URLSessionTransportDelegate(trusting: ca)
         session = URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
@@ -164,7 +166,8 @@ public final class URLSessionTransport: SnapshotTransport {
         return TransportFailure.error(
             cause, url: url,
             offline: FerryError(
-                .offline, "cannot reach \(url): \(reason); offline is normal: the app keeps using database.db, try again later",
+                .offline,
+                "cannot reach \(url): \(reason); offline is normal: the app keeps using database.db, try again later",
                 underlying: error))
     }
 }

@@ -1,10 +1,11 @@
 import FerryCore
 import Foundation
+
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 #if canImport(Security)
-import Security
+    import Security
 #endif
 
 /// The delegate of a ``URLSessionTransport``'s session: hands each data task's bytes and end to the
@@ -15,13 +16,13 @@ final class URLSessionTransportDelegate: NSObject, URLSessionDataDelegate, @unch
     private let lock = NSLock()
     private var streams: [Int: URLSessionTaskStream] = [:]
     #if canImport(Security)
-    /// The private CA's certificates, nil to use the system's trust store (the session's default handling).
-    private let anchors: [SecCertificate]?
+        /// The private CA's certificates, nil to use the system's trust store (the session's default handling).
+        private let anchors: [SecCertificate]?
     #endif
 
     init(trusting ca: TrustedCertificates?) {
         #if canImport(Security)
-        anchors = ca.map { $0.derCertificates.compactMap { SecCertificateCreateWithData(nil, $0 as CFData) } }
+            anchors = ca.map { $0.derCertificates.compactMap { SecCertificateCreateWithData(nil, $0 as CFData) } }
         #endif
         super.init()
     }
@@ -53,30 +54,30 @@ final class URLSessionTransportDelegate: NSObject, URLSessionDataDelegate, @unch
     }
 
     #if canImport(Security)
-    /// A private CA: the server's chain must lead to one of its certificates (and to no other root), and the
-    /// certificate must name the host. A failure is recorded on the task's stream (so the error says untrusted or
-    /// wrong host rather than "cancelled") and the connection is refused.
-    func urlSession(
-        _ session: URLSession, task: URLSessionTask, didReceive challenge: URLAuthenticationChallenge,
-        completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void
-    ) {
-        guard let anchors, challenge.protectionSpace.authenticationMethod == NSURLAuthenticationMethodServerTrust,
-            let trust = challenge.protectionSpace.serverTrust
-        else {
-            completionHandler(.performDefaultHandling, nil)
-            return
+        /// A private CA: the server's chain must lead to one of its certificates (and to no other root), and the
+        /// certificate must name the host. A failure is recorded on the task's stream (so the error says untrusted or
+        /// wrong host rather than "cancelled") and the connection is refused.
+        func urlSession(
+            _ session: URLSession, task: URLSessionTask, didReceive challenge: URLAuthenticationChallenge,
+            completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void
+        ) {
+            guard let anchors, challenge.protectionSpace.authenticationMethod == NSURLAuthenticationMethodServerTrust,
+                let trust = challenge.protectionSpace.serverTrust
+            else {
+                completionHandler(.performDefaultHandling, nil)
+                return
+            }
+            SecTrustSetPolicies(trust, SecPolicyCreateSSL(true, challenge.protectionSpace.host as CFString))
+            SecTrustSetAnchorCertificates(trust, anchors as CFArray)
+            SecTrustSetAnchorCertificatesOnly(trust, true)
+            var error: CFError?
+            if SecTrustEvaluateWithError(trust, &error) {
+                completionHandler(.useCredential, URLCredential(trust: trust))
+                return
+            }
+            let hostMismatch = error.map { CFErrorGetCode($0) == Int(errSecHostNameMismatch) } ?? false
+            stream(for: task)?.setTLSProblem(hostMismatch ? .wrongHost : .untrustedCertificate)
+            completionHandler(.cancelAuthenticationChallenge, nil)
         }
-        SecTrustSetPolicies(trust, SecPolicyCreateSSL(true, challenge.protectionSpace.host as CFString))
-        SecTrustSetAnchorCertificates(trust, anchors as CFArray)
-        SecTrustSetAnchorCertificatesOnly(trust, true)
-        var error: CFError?
-        if SecTrustEvaluateWithError(trust, &error) {
-            completionHandler(.useCredential, URLCredential(trust: trust))
-            return
-        }
-        let hostMismatch = error.map { CFErrorGetCode($0) == Int(errSecHostNameMismatch) } ?? false
-        stream(for: task)?.setTLSProblem(hostMismatch ? .wrongHost : .untrustedCertificate)
-        completionHandler(.cancelAuthenticationChallenge, nil)
-    }
     #endif
 }

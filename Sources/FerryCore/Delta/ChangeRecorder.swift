@@ -35,7 +35,9 @@ public final class ChangeRecorder {
     public func changeset() throws -> Changeset {
         var size: Int32 = 0
         var bytes: UnsafeMutableRawPointer?
-        guard sqlite3session_changeset(session, &size, &bytes) == SQLITE_OK else { throw db.error("cannot build the changeset") }
+        guard sqlite3session_changeset(session, &size, &bytes) == SQLITE_OK else {
+            throw db.error("cannot build the changeset")
+        }
         defer { sqlite3_free(bytes) }
         return Changeset(data: bytes.map { Data(bytes: $0, count: Int(size)) } ?? Data())
     }

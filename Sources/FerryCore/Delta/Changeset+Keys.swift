@@ -38,7 +38,10 @@ extension Changeset {
                 var key: [SQLiteValue] = []
                 for column in primaryKey {
                     var value: OpaquePointer?
-                    let read = op == SQLITE_INSERT ? sqlite3changeset_new(iterator, column, &value) : sqlite3changeset_old(iterator, column, &value)
+                    let read =
+                        op == SQLITE_INSERT
+                        ? sqlite3changeset_new(iterator, column, &value)
+                        : sqlite3changeset_old(iterator, column, &value)
                     guard read == SQLITE_OK, let value else {
                         sqlite3changeset_finalize(iterator)
                         throw FerryError(.verification, "the changeset is malformed: a change has no primary key value")
@@ -51,7 +54,8 @@ extension Changeset {
             }
             let finalized = sqlite3changeset_finalize(iterator)
             guard rc == SQLITE_DONE, finalized == SQLITE_OK else {
-                throw FerryError(.verification, "the changeset is malformed (SQLite error \(rc == SQLITE_DONE ? finalized : rc))")
+                throw FerryError(
+                    .verification, "the changeset is malformed (SQLite error \(rc == SQLITE_DONE ? finalized : rc))")
             }
             return result
         }
@@ -80,10 +84,14 @@ extension ContentDigest {
     public static func of(_ touched: [String: Changeset.TouchedRows], in db: SQLiteConnection) throws -> ContentDigest {
         var digest = ContentDigest()
         for (table, rows) in touched.sorted(by: { $0.key < $1.key }) {
-            let names = try db.query("SELECT name FROM pragma_table_info(?) ORDER BY cid", [.text(table)]).compactMap { $0.first?.text }
+            let names = try db.query("SELECT name FROM pragma_table_info(?) ORDER BY cid", [.text(table)]).compactMap {
+                $0.first?.text
+            }
             let keyColumns = try rows.primaryKey.map { index -> String in
                 guard Int(index) < names.count else {
-                    throw FerryError(.verification, "the patch's table '\(table)' has more columns than the database's", path: db.path)
+                    throw FerryError(
+                        .verification, "the patch's table '\(table)' has more columns than the database's",
+                        path: db.path)
                 }
                 return SQLIdentifier.quote(names[Int(index)])
             }

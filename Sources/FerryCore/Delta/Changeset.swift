@@ -34,19 +34,24 @@ public struct Changeset: Sendable, Equatable {
         }
         defer { sqlite3session_delete(session) }
         // SQLite 3.40 returns an empty diff unless the tables are attached to the session first.
-        guard sqlite3session_attach(session, nil) == SQLITE_OK else { throw db.error("cannot attach tables to the session") }
+        guard sqlite3session_attach(session, nil) == SQLITE_OK else {
+            throw db.error("cannot attach tables to the session")
+        }
         for table in tables {
             var message: UnsafeMutablePointer<CChar>?
             let rc = sqlite3session_diff(session, "ferry_old", table, &message)
             if rc != SQLITE_OK {
                 let text = message.map { String(cString: $0) } ?? db.lastErrorMessage
                 sqlite3_free(message)
-                throw FerryError(.sqlite, "cannot diff table '\(table)' against \(old.lastPathComponent): \(text)", path: new.path)
+                throw FerryError(
+                    .sqlite, "cannot diff table '\(table)' against \(old.lastPathComponent): \(text)", path: new.path)
             }
         }
         var size: Int32 = 0
         var bytes: UnsafeMutableRawPointer?
-        let rc = patchset ? sqlite3session_patchset(session, &size, &bytes) : sqlite3session_changeset(session, &size, &bytes)
+        let rc =
+            patchset
+            ? sqlite3session_patchset(session, &size, &bytes) : sqlite3session_changeset(session, &size, &bytes)
         guard rc == SQLITE_OK else { throw db.error("cannot build the changeset") }
         defer { sqlite3_free(bytes) }
         return Changeset(data: bytes.map { Data(bytes: $0, count: Int(size)) } ?? Data())
@@ -68,11 +73,16 @@ public struct Changeset: Sendable, Equatable {
             let rc = copy.withUnsafeMutableBytes { raw in
                 sqlite3changegroup_add(group, Int32(raw.count), raw.baseAddress)
             }
-            guard rc == SQLITE_OK else { throw FerryError(.verification, "changeset \(index + 1) of \(parts.count) is malformed (SQLite error \(rc))") }
+            guard rc == SQLITE_OK else {
+                throw FerryError(
+                    .verification, "changeset \(index + 1) of \(parts.count) is malformed (SQLite error \(rc))")
+            }
         }
         var size: Int32 = 0
         var bytes: UnsafeMutableRawPointer?
-        guard sqlite3changegroup_output(group, &size, &bytes) == SQLITE_OK else { throw FerryError(.sqlite, "cannot combine changesets") }
+        guard sqlite3changegroup_output(group, &size, &bytes) == SQLITE_OK else {
+            throw FerryError(.sqlite, "cannot combine changesets")
+        }
         defer { sqlite3_free(bytes) }
         return Changeset(data: bytes.map { Data(bytes: $0, count: Int(size)) } ?? Data())
     }
@@ -96,7 +106,10 @@ public struct Changeset: Sendable, Equatable {
             }
             let finalized = sqlite3changeset_finalize(iterator)
             guard rc == SQLITE_DONE, finalized == SQLITE_OK else {
-                throw FerryError(.verification, "the changeset is malformed (SQLite error \(rc == SQLITE_DONE ? finalized : rc) after \(count) changes)")
+                throw FerryError(
+                    .verification,
+                    "the changeset is malformed (SQLite error \(rc == SQLITE_DONE ? finalized : rc) after \(count) changes)"
+                )
             }
             return count
         }
@@ -178,7 +191,10 @@ public struct Changeset: Sendable, Equatable {
                     }, pointer, nil, nil, 0)
             }
             if let conflict = context.aborted {
-                throw FerryError(.verification, "the patch does not fit this database: a \(conflict.kind) conflict in table '\(conflict.table)'; nothing was changed", path: db.path)
+                throw FerryError(
+                    .verification,
+                    "the patch does not fit this database: a \(conflict.kind) conflict in table '\(conflict.table)'; nothing was changed",
+                    path: db.path)
             }
             guard rc == SQLITE_OK else { throw db.error("cannot apply the patch") }
         }

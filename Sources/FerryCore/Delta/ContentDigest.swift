@@ -34,7 +34,9 @@ public struct ContentDigest: Sendable, Equatable, CustomStringConvertible {
     }
 
     /// Adds the hash of every row `SELECT * FROM table [WHERE …]` returns.
-    public mutating func add(rowsOf table: String, in db: SQLiteConnection, where condition: String = "", _ parameters: [SQLiteValue] = []) throws {
+    public mutating func add(
+        rowsOf table: String, in db: SQLiteConnection, where condition: String = "", _ parameters: [SQLiteValue] = []
+    ) throws {
         let statement = try db.prepare("SELECT * FROM \(SQLIdentifier.quote(table)) \(condition)")
         try add(rowsOf: table, statement, parameters)
     }
@@ -51,14 +53,18 @@ public struct ContentDigest: Sendable, Equatable, CustomStringConvertible {
     }
 
     /// Subtracts the rows a prepared `SELECT * FROM table …` returns for `parameters`.
-    public mutating func subtract(rowsOf table: String, _ statement: SQLiteStatement, _ parameters: [SQLiteValue]) throws {
+    public mutating func subtract(rowsOf table: String, _ statement: SQLiteStatement, _ parameters: [SQLiteValue])
+        throws
+    {
         var removed = ContentDigest()
         try removed.add(rowsOf: table, statement, parameters)
         subtract(removed)
     }
 
     /// Subtracts the hash of every row the query returns (the rows a patch is about to replace).
-    public mutating func subtract(rowsOf table: String, in db: SQLiteConnection, where condition: String = "", _ parameters: [SQLiteValue] = []) throws {
+    public mutating func subtract(
+        rowsOf table: String, in db: SQLiteConnection, where condition: String = "", _ parameters: [SQLiteValue] = []
+    ) throws {
         var removed = ContentDigest()
         try removed.add(rowsOf: table, in: db, where: condition, parameters)
         subtract(removed)
@@ -70,7 +76,9 @@ public struct ContentDigest: Sendable, Equatable, CustomStringConvertible {
 
     /// Parses 64 hex digits as written by ``description``.
     public init?(hex: String) {
-        guard hex.utf8.count == 64, hex.utf8.allSatisfy({ ($0 >= 48 && $0 <= 57) || ($0 >= 97 && $0 <= 102) }) else { return nil }
+        guard hex.utf8.count == 64, hex.utf8.allSatisfy({ ($0 >= 48 && $0 <= 57) || ($0 >= 97 && $0 <= 102) }) else {
+            return nil
+        }
         let chars = Array(hex)
         func limb(_ i: Int) -> UInt64? { UInt64(String(chars[(i * 16)..<(i * 16 + 16)]), radix: 16) }
         guard let a = limb(0), let b = limb(1), let c = limb(2), let d = limb(3) else { return nil }

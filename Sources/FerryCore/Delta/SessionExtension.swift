@@ -12,20 +12,26 @@ public enum SessionExtension {
     /// that does not list them among its compile options (a vendor's SQLite may not) still passes when a session
     /// can be created and records a change: that is what patches use.
     public static let missingOptions: [String] = {
-        let listed = ["ENABLE_SESSION", "ENABLE_PREUPDATE_HOOK"].filter { (option: String) in sqlite3_compileoption_used(option) == 0 }
+        let listed = ["ENABLE_SESSION", "ENABLE_PREUPDATE_HOOK"].filter { (option: String) in
+            sqlite3_compileoption_used(option) == 0
+        }
         return listed.isEmpty || sessionWorks() ? [] : listed
     }()
 
     /// Creates a session on an in-memory database, writes one row and asks for its changeset.
     private static func sessionWorks() -> Bool {
         var db: OpaquePointer?
-        guard sqlite3_open_v2(":memory:", &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nil) == SQLITE_OK, let db else { return false }
+        guard sqlite3_open_v2(":memory:", &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nil) == SQLITE_OK, let db
+        else { return false }
         defer { sqlite3_close_v2(db) }
-        guard sqlite3_exec(db, "CREATE TABLE t(id INTEGER PRIMARY KEY)", nil, nil, nil) == SQLITE_OK else { return false }
+        guard sqlite3_exec(db, "CREATE TABLE t(id INTEGER PRIMARY KEY)", nil, nil, nil) == SQLITE_OK else {
+            return false
+        }
         var session: OpaquePointer?
         guard sqlite3session_create(db, "main", &session) == SQLITE_OK, let session else { return false }
         defer { sqlite3session_delete(session) }
-        guard sqlite3session_attach(session, nil) == SQLITE_OK, sqlite3_exec(db, "INSERT INTO t VALUES (1)", nil, nil, nil) == SQLITE_OK
+        guard sqlite3session_attach(session, nil) == SQLITE_OK,
+            sqlite3_exec(db, "INSERT INTO t VALUES (1)", nil, nil, nil) == SQLITE_OK
         else { return false }
         var size: Int32 = 0
         var changes: UnsafeMutableRawPointer?

@@ -51,19 +51,28 @@ public enum ScopeSQL {
         }
         indices.append(sql.unicodeScalars.endIndex)
 
-        func isIdent(_ c: Unicode.Scalar) -> Bool { c == "_" || c == "$" || c.properties.isAlphabetic || ("0"..."9").contains(c) }
+        func isIdent(_ c: Unicode.Scalar) -> Bool {
+            c == "_" || c == "$" || c.properties.isAlphabetic || ("0"..."9").contains(c)
+        }
         let word = Array(":scope".unicodeScalars)
         var out: [Range<String.Index>] = []
         var i = 0
         while i < chars.count {
             let c = chars[i]
             if c == "'" {
-                let backslashEscapes = i > 0 && (chars[i - 1] == "E" || chars[i - 1] == "e") && (i < 2 || !isIdent(chars[i - 2]))
+                let backslashEscapes =
+                    i > 0 && (chars[i - 1] == "E" || chars[i - 1] == "e") && (i < 2 || !isIdent(chars[i - 2]))
                 i += 1
                 while i < chars.count {
-                    if backslashEscapes && chars[i] == "\\" { i += 2; continue }
+                    if backslashEscapes && chars[i] == "\\" {
+                        i += 2
+                        continue
+                    }
                     if chars[i] == "'" {
-                        if i + 1 < chars.count && chars[i + 1] == "'" { i += 2; continue }
+                        if i + 1 < chars.count && chars[i + 1] == "'" {
+                            i += 2
+                            continue
+                        }
                         break
                     }
                     i += 1
@@ -73,7 +82,10 @@ public enum ScopeSQL {
                 i += 1
                 while i < chars.count {
                     if chars[i] == "\"" {
-                        if i + 1 < chars.count && chars[i + 1] == "\"" { i += 2; continue }
+                        if i + 1 < chars.count && chars[i + 1] == "\"" {
+                            i += 2
+                            continue
+                        }
                         break
                     }
                     i += 1
@@ -85,20 +97,34 @@ public enum ScopeSQL {
                 var depth = 1
                 i += 2
                 while i < chars.count && depth > 0 {
-                    if chars[i] == "/" && i + 1 < chars.count && chars[i + 1] == "*" { depth += 1; i += 2 }
-                    else if chars[i] == "*" && i + 1 < chars.count && chars[i + 1] == "/" { depth -= 1; i += 2 }
-                    else { i += 1 }
+                    if chars[i] == "/" && i + 1 < chars.count && chars[i + 1] == "*" {
+                        depth += 1
+                        i += 2
+                    } else if chars[i] == "*" && i + 1 < chars.count && chars[i + 1] == "/" {
+                        depth -= 1
+                        i += 2
+                    } else {
+                        i += 1
+                    }
                 }
             } else if c == "$" && (i == 0 || !isIdent(chars[i - 1])) {
                 // $tag$ … $tag$ (tag may be empty); a $1 parameter is not a dollar quote.
                 var j = i + 1
-                while j < chars.count && chars[j] != "$" && isIdent(chars[j]) && !(j == i + 1 && ("0"..."9").contains(chars[j])) { j += 1 }
-                guard j < chars.count, chars[j] == "$" else { i += 1; continue }
+                while j < chars.count && chars[j] != "$" && isIdent(chars[j])
+                    && !(j == i + 1 && ("0"..."9").contains(chars[j]))
+                { j += 1 }
+                guard j < chars.count, chars[j] == "$" else {
+                    i += 1
+                    continue
+                }
                 let tag = Array(chars[i...j])
                 var k = j + 1
                 var closed = false
                 while k + tag.count <= chars.count {
-                    if Array(chars[k..<(k + tag.count)]) == tag { closed = true; break }
+                    if Array(chars[k..<(k + tag.count)]) == tag {
+                        closed = true
+                        break
+                    }
                     k += 1
                 }
                 i = closed ? k + tag.count : chars.count
@@ -155,7 +181,8 @@ extension Template {
             let inner = "ferry_p\(depth)"
             let parentRows = rowsSQL(tableAt: parentIndex, scopeExpression: scopeExpression, depth: depth + 1)
             conditions.append(
-                "\(alias).\(SQLIdentifier.quote(parent.column)) IN (SELECT \(inner).\(SQLIdentifier.quote(parentKey)) FROM (\(parentRows)) AS \(inner))")
+                "\(alias).\(SQLIdentifier.quote(parent.column)) IN (SELECT \(inner).\(SQLIdentifier.quote(parentKey)) FROM (\(parentRows)) AS \(inner))"
+            )
         }
         return "SELECT * FROM \(source) AS \(alias) WHERE \(conditions.joined(separator: " AND "))"
     }

@@ -125,7 +125,8 @@ public struct Template: Sendable, Equatable {
         public var parent: Parent?
 
         public init(
-            name: String, source: String? = nil, query: String? = nil, primaryKey: [String]? = nil, exclude: [String] = [],
+            name: String, source: String? = nil, query: String? = nil, primaryKey: [String]? = nil,
+            exclude: [String] = [],
             indexes: [String] = [], writable: Bool = false, merge: MergeRule = .newestWins, filter: String? = nil,
             parent: Parent? = nil
         ) {
@@ -158,7 +159,9 @@ public struct Template: Sendable, Equatable {
     /// Reads and validates a template file (syntax and values; not yet against PostgreSQL).
     public static func load(path: String) throws -> Template {
         guard let data = FileManager.default.contents(atPath: path) else {
-            throw FerryError(.badTemplate, Self.unreadableFileMessage + ": check that the path names an existing, readable file", path: path)
+            throw FerryError(
+                .badTemplate, Self.unreadableFileMessage + ": check that the path names an existing, readable file",
+                path: path)
         }
         guard let text = String(data: data, encoding: .utf8) else {
             throw FerryError(.badTemplate, "the template is not UTF-8 text", path: path)
@@ -181,7 +184,8 @@ public struct Template: Sendable, Equatable {
     public func resolvingPrimaryKeys(using pg: PostgresConnection) throws -> Template {
         var copy = self
         for i in copy.tables.indices where copy.tables[i].primaryKey == nil {
-            copy.tables[i].primaryKey = try TemplateValidator.sourcePrimaryKey(of: copy.tables[i], index: i, template: self, pg: pg)
+            copy.tables[i].primaryKey = try TemplateValidator.sourcePrimaryKey(
+                of: copy.tables[i], index: i, template: self, pg: pg)
         }
         return copy
     }

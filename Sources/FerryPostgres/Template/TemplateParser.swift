@@ -10,7 +10,9 @@ struct TemplateParser {
     static let scopeKeys = ["values", "token"]
     static let parentKeys = ["table", "column"]
     static let timestampKeys = ["created", "updated"]
-    static let tableKeys = ["name", "source", "query", "primaryKey", "exclude", "indexes", "writable", "merge", "filter", "parent"]
+    static let tableKeys = [
+        "name", "source", "query", "primaryKey", "exclude", "indexes", "writable", "merge", "filter", "parent",
+    ]
 
     func fail(_ key: String?, _ message: String, at node: Node? = nil) -> FerryError {
         var text = message
@@ -23,7 +25,8 @@ struct TemplateParser {
         do {
             root = try Yams.compose(yaml: yaml)
         } catch let error as YamlError {
-            throw FerryError(.badTemplate, "not valid YAML: \(Self.describe(error)); fix the syntax at that line", path: path)
+            throw FerryError(
+                .badTemplate, "not valid YAML: \(Self.describe(error)); fix the syntax at that line", path: path)
         } catch {
             throw FerryError(.badTemplate, "not valid YAML: \(error)", path: path)
         }
@@ -37,13 +40,16 @@ struct TemplateParser {
         }
         let dataset = try string(datasetNode, key: "dataset")
         guard DatasetName.isValid(dataset) else {
-            throw fail("dataset", "dataset name '\(dataset)' is invalid: use 1-64 characters from a-z, 0-9, '_' and '-'", at: datasetNode)
+            throw fail(
+                "dataset", "dataset name '\(dataset)' is invalid: use 1-64 characters from a-z, 0-9, '_' and '-'",
+                at: datasetNode)
         }
 
         var schemaVersion = 1
         if let node = top["schemaVersion"] {
             guard let scalar = node.scalar, let value = Int(scalar.string), value >= 1 else {
-                throw fail("schemaVersion", "schemaVersion must be a whole number >= 1, e.g. `schemaVersion: 1`", at: node)
+                throw fail(
+                    "schemaVersion", "schemaVersion must be a whole number >= 1, e.g. `schemaVersion: 1`", at: node)
             }
             schemaVersion = value
         }
@@ -56,18 +62,25 @@ struct TemplateParser {
         }
 
         guard let tablesNode = top["tables"] else {
-            throw fail("tables", "missing required key `tables`: list the tables to export, e.g. `tables: [{name: trips}]`")
+            throw fail(
+                "tables", "missing required key `tables`: list the tables to export, e.g. `tables: [{name: trips}]`")
         }
         guard case .sequence(let sequence) = tablesNode else {
-            throw fail("tables", "`tables` must be a list of tables (each item starting with `- name:`)", at: tablesNode)
+            throw fail(
+                "tables", "`tables` must be a list of tables (each item starting with `- name:`)", at: tablesNode)
         }
-        guard !sequence.isEmpty else { throw fail("tables", "`tables` is empty: list at least one table", at: tablesNode) }
+        guard !sequence.isEmpty else {
+            throw fail("tables", "`tables` is empty: list at least one table", at: tablesNode)
+        }
         var tables: [Template.Table] = []
         var seen: Set<String> = []
         for (i, node) in sequence.enumerated() {
             let table = try parseTable(node, index: i)
             guard seen.insert(table.name.lowercased()).inserted else {
-                throw fail("tables[\(i)].name", "table name '\(table.name)' appears twice: SQLite table names must be unique (case-insensitive)", at: node)
+                throw fail(
+                    "tables[\(i)].name",
+                    "table name '\(table.name)' appears twice: SQLite table names must be unique (case-insensitive)",
+                    at: node)
             }
             tables.append(table)
         }
@@ -78,7 +91,10 @@ struct TemplateParser {
             let base = URL(fileURLWithPath: path).deletingLastPathComponent()
             let resolved = file.hasPrefix("/") ? URL(fileURLWithPath: file) : base.appendingPathComponent(file)
             guard FileManager.default.isReadableFile(atPath: resolved.path) else {
-                throw fail("schema", "schema file '\(file)' not found at \(resolved.path): the path is relative to the template's folder", at: node)
+                throw fail(
+                    "schema",
+                    "schema file '\(file)' not found at \(resolved.path): the path is relative to the template's folder",
+                    at: node)
             }
             schema = resolved.standardizedFileURL.path
         }
@@ -86,23 +102,32 @@ struct TemplateParser {
         if let node = top["scope"] { scope = try parseScope(node) }
         try checkScopeUse(tables, scope: scope, sequence: sequence)
         try checkParents(tables, sequence: sequence)
-        return Template(path: path, dataset: dataset, schemaVersion: schemaVersion, timestamps: timestamps, tables: tables, schema: schema, scope: scope)
+        return Template(
+            path: path, dataset: dataset, schemaVersion: schemaVersion, timestamps: timestamps, tables: tables,
+            schema: schema, scope: scope)
     }
 
     func parseScope(_ node: Node) throws -> Template.Scope {
         let map = try mapping(node, key: "scope", allowed: Self.scopeKeys)
         guard let valuesNode = map["values"] else {
-            throw fail("scope.values", "missing required key `values`: a one-column SELECT (`SELECT DISTINCT access_tier FROM users`) or a list (`[0, 1, 2]`)", at: node)
+            throw fail(
+                "scope.values",
+                "missing required key `values`: a one-column SELECT (`SELECT DISTINCT access_tier FROM users`) or a list (`[0, 1, 2]`)",
+                at: node)
         }
         let values: Template.Scope.Values
         switch valuesNode {
         case .sequence(let items):
-            guard !items.isEmpty else { throw fail("scope.values", "the list of scope values is empty: give at least one value", at: valuesNode) }
+            guard !items.isEmpty else {
+                throw fail("scope.values", "the list of scope values is empty: give at least one value", at: valuesNode)
+            }
             var list: [String] = []
             for (i, item) in items.enumerated() {
                 var text = try string(item, key: "scope.values[\(i)]")
                 if let number = Int(text) { text = String(number) }
-                guard !list.contains(text) else { throw fail("scope.values[\(i)]", "scope value '\(text)' is listed twice", at: item) }
+                guard !list.contains(text) else {
+                    throw fail("scope.values[\(i)]", "scope value '\(text)' is listed twice", at: item)
+                }
                 list.append(text)
             }
             values = .list(list)
@@ -111,11 +136,17 @@ struct TemplateParser {
             values = .query(query)
         }
         guard let tokenNode = map["token"] else {
-            throw fail("scope.token", "missing required key `token`: a SELECT mapping $1, the SHA-256 hex of a bearer token, to its scope, e.g. `SELECT access_tier FROM users WHERE api_token_sha256 = $1`", at: node)
+            throw fail(
+                "scope.token",
+                "missing required key `token`: a SELECT mapping $1, the SHA-256 hex of a bearer token, to its scope, e.g. `SELECT access_tier FROM users WHERE api_token_sha256 = $1`",
+                at: node)
         }
         let token = try trimmedSQL(tokenNode, key: "scope.token")
         guard token.contains("$1") else {
-            throw fail("scope.token", "the token query must use $1 (the SHA-256 hex of the bearer token), e.g. `… WHERE api_token_sha256 = $1`", at: tokenNode)
+            throw fail(
+                "scope.token",
+                "the token query must use $1 (the SHA-256 hex of the bearer token), e.g. `… WHERE api_token_sha256 = $1`",
+                at: tokenNode)
         }
         guard !ScopeSQL.usesScope(token), !ScopeSQL.usesScope(values.query ?? "") else {
             throw fail("scope", "`:scope` cannot be used inside the scope section itself", at: node)
@@ -128,10 +159,16 @@ struct TemplateParser {
         guard scope == nil else { return }
         for (i, table) in tables.enumerated() {
             if let filter = table.filter, ScopeSQL.usesScope(filter) {
-                throw fail("tables[\(i)].filter", "table '\(table.name)': the filter uses :scope but the template has no `scope:` section; add one (see docs/templates.md) or remove :scope", at: sequence[i])
+                throw fail(
+                    "tables[\(i)].filter",
+                    "table '\(table.name)': the filter uses :scope but the template has no `scope:` section; add one (see docs/templates.md) or remove :scope",
+                    at: sequence[i])
             }
             if let query = table.query, ScopeSQL.usesScope(query) {
-                throw fail("tables[\(i)].query", "table '\(table.name)': the query uses :scope but the template has no `scope:` section; add one (see docs/templates.md) or remove :scope", at: sequence[i])
+                throw fail(
+                    "tables[\(i)].query",
+                    "table '\(table.name)': the query uses :scope but the template has no `scope:` section; add one (see docs/templates.md) or remove :scope",
+                    at: sequence[i])
             }
         }
     }
@@ -147,7 +184,9 @@ struct TemplateParser {
             guard tables.contains(where: { $0.name == parent.table }) else {
                 let names = tables.map(\.name).filter { $0 != table.name }
                 var message = "table '\(table.name)': parent '\(parent.table)' is not a table of this template"
-                if let guess = Self.suggestion(for: parent.table, among: names) { message += "; did you mean `\(guess)`?" }
+                if let guess = Self.suggestion(for: parent.table, among: names) {
+                    message += "; did you mean `\(guess)`?"
+                }
                 message += " Tables: \(names.joined(separator: ", "))"
                 throw fail(at, message, at: sequence[i])
             }
@@ -155,7 +194,10 @@ struct TemplateParser {
             var current = parent.table
             while let next = tables.first(where: { $0.name == current }) {
                 if chain.contains(current) {
-                    throw fail(at, "parent cycle: \((chain + [current]).joined(separator: " → ")); a parent chain must end at a table without a parent", at: sequence[i])
+                    throw fail(
+                        at,
+                        "parent cycle: \((chain + [current]).joined(separator: " → ")); a parent chain must end at a table without a parent",
+                        at: sequence[i])
                 }
                 chain.append(current)
                 guard let up = next.parent?.table else { break }
@@ -176,34 +218,52 @@ struct TemplateParser {
         let at = "tables[\(i)]"
         let map = try mapping(node, key: at, allowed: Self.tableKeys)
         guard let nameNode = map["name"] else {
-            throw fail("\(at).name", "missing required key `name` (the SQLite table name), e.g. `- name: campgrounds`", at: node)
+            throw fail(
+                "\(at).name", "missing required key `name` (the SQLite table name), e.g. `- name: campgrounds`",
+                at: node)
         }
         let name = try string(nameNode, key: "\(at).name")
         guard SQLIdentifier.isPlain(name) else {
-            throw fail("\(at).name", "table name '\(name)' is invalid: use letters, digits and '_' (not starting with a digit)", at: nameNode)
+            throw fail(
+                "\(at).name",
+                "table name '\(name)' is invalid: use letters, digits and '_' (not starting with a digit)", at: nameNode
+            )
         }
         let lower = name.lowercased()
         guard !lower.hasPrefix("sqlite_"), !lower.hasPrefix("ferry_") else {
-            throw fail("\(at).name", "table name '\(name)' is reserved: names starting with sqlite_ or ferry_ belong to SQLite and Ferry", at: nameNode)
+            throw fail(
+                "\(at).name",
+                "table name '\(name)' is reserved: names starting with sqlite_ or ferry_ belong to SQLite and Ferry",
+                at: nameNode)
         }
         var table = Template.Table(name: name)
         if let node = map["source"] {
             let source = try string(node, key: "\(at).source")
             guard SQLIdentifier.isQualified(source) else {
-                throw fail("\(at).source", "source '\(source)' is not a table name: write `table` or `schema.table` (letters, digits, '_')", at: node)
+                throw fail(
+                    "\(at).source",
+                    "source '\(source)' is not a table name: write `table` or `schema.table` (letters, digits, '_')",
+                    at: node)
             }
             table.source = source
         }
         if let node = map["query"] {
             var query = try string(node, key: "\(at).query").trimmingCharacters(in: .whitespacesAndNewlines)
-            while query.hasSuffix(";") { query = String(query.dropLast()).trimmingCharacters(in: .whitespacesAndNewlines) }
-            guard !query.isEmpty else { throw fail("\(at).query", "query is empty: write a SELECT or remove the key", at: node) }
+            while query.hasSuffix(";") {
+                query = String(query.dropLast()).trimmingCharacters(in: .whitespacesAndNewlines)
+            }
+            guard !query.isEmpty else {
+                throw fail("\(at).query", "query is empty: write a SELECT or remove the key", at: node)
+            }
             table.query = query
         }
         if let node = map["primaryKey"] {
             let columns = try columnList(node, key: "\(at).primaryKey")
             guard !columns.isEmpty else {
-                throw fail("\(at).primaryKey", "primaryKey is empty: name the key column(s), e.g. `primaryKey: [id]`, or remove the key to use the source's", at: node)
+                throw fail(
+                    "\(at).primaryKey",
+                    "primaryKey is empty: name the key column(s), e.g. `primaryKey: [id]`, or remove the key to use the source's",
+                    at: node)
             }
             table.primaryKey = columns
         }
@@ -212,8 +272,11 @@ struct TemplateParser {
             let statements = try stringList(node, key: "\(at).indexes")
             for (j, sql) in statements.enumerated() {
                 let words = sql.split(whereSeparator: \.isWhitespace).prefix(3).map { $0.uppercased() }
-                guard words.starts(with: ["CREATE", "INDEX"]) || words.starts(with: ["CREATE", "UNIQUE", "INDEX"]) else {
-                    throw fail("\(at).indexes[\(j)]", "each index must be a `CREATE INDEX name ON \(name)(column)` statement", at: node)
+                guard words.starts(with: ["CREATE", "INDEX"]) || words.starts(with: ["CREATE", "UNIQUE", "INDEX"])
+                else {
+                    throw fail(
+                        "\(at).indexes[\(j)]", "each index must be a `CREATE INDEX name ON \(name)(column)` statement",
+                        at: node)
                 }
             }
             table.indexes = statements
@@ -236,13 +299,16 @@ struct TemplateParser {
         if let node = map["parent"] {
             let parent = try mapping(node, key: "\(at).parent", allowed: Self.parentKeys)
             guard let tableNode = parent["table"], let columnNode = parent["column"] else {
-                throw fail("\(at).parent", "parent needs both keys: `parent: { table: campgrounds, column: campground_id }`", at: node)
+                throw fail(
+                    "\(at).parent", "parent needs both keys: `parent: { table: campgrounds, column: campground_id }`",
+                    at: node)
             }
             let parentTable = try string(tableNode, key: "\(at).parent.table")
             guard SQLIdentifier.isPlain(parentTable) else {
                 throw fail("\(at).parent.table", "'\(parentTable)' is not a table name of this template", at: tableNode)
             }
-            table.parent = Template.Parent(table: parentTable, column: try column(columnNode, key: "\(at).parent.column"))
+            table.parent = Template.Parent(
+                table: parentTable, column: try column(columnNode, key: "\(at).parent.column"))
         }
         return table
     }
@@ -252,7 +318,8 @@ struct TemplateParser {
     /// A mapping with string keys, rejecting keys not in `allowed` with a "did you mean" hint.
     func mapping(_ node: Node, key: String?, allowed: [String]) throws -> [String: Node] {
         guard case .mapping(let mapping) = node else {
-            throw fail(key, "\(key.map { "`\($0)`" } ?? "the template") must be a mapping of `key: value` lines", at: node)
+            throw fail(
+                key, "\(key.map { "`\($0)`" } ?? "the template") must be a mapping of `key: value` lines", at: node)
         }
         var out: [String: Node] = [:]
         for (k, v) in mapping {
@@ -292,7 +359,8 @@ struct TemplateParser {
     func stringList(_ node: Node, key: String) throws -> [String] {
         switch node {
         case .scalar: return [try string(node, key: key)]
-        case .sequence(let items): return try items.enumerated().map { try string($0.element, key: "\(key)[\($0.offset)]") }
+        case .sequence(let items):
+            return try items.enumerated().map { try string($0.element, key: "\(key)[\($0.offset)]") }
         default: throw fail(key, "`\(key)` must be a list, e.g. `[a, b]`", at: node)
         }
     }
@@ -300,7 +368,8 @@ struct TemplateParser {
     func columnList(_ node: Node, key: String) throws -> [String] {
         switch node {
         case .scalar: return [try column(node, key: key)]
-        case .sequence(let items): return try items.enumerated().map { try column($0.element, key: "\(key)[\($0.offset)]") }
+        case .sequence(let items):
+            return try items.enumerated().map { try column($0.element, key: "\(key)[\($0.offset)]") }
         default: throw fail(key, "`\(key)` must be a list of column names, e.g. `[id]`", at: node)
         }
     }
@@ -316,7 +385,8 @@ struct TemplateParser {
     }
 
     static func editDistance(_ a: String, _ b: String) -> Int {
-        let a = Array(a.utf8), b = Array(b.utf8)
+        let a = Array(a.utf8)
+        let b = Array(b.utf8)
         var previous = Array(0...b.count)
         for i in 1...max(a.count, 1) where !a.isEmpty {
             var current = [i] + Array(repeating: 0, count: b.count)
@@ -330,7 +400,8 @@ struct TemplateParser {
 
     static func describe(_ error: YamlError) -> String {
         switch error {
-        case .scanner(_, let problem, let mark, _), .parser(_, let problem, let mark, _), .composer(_, let problem, let mark, _):
+        case .scanner(_, let problem, let mark, _), .parser(_, let problem, let mark, _),
+            .composer(_, let problem, let mark, _):
             return "\(problem) at line \(mark.line), column \(mark.column)"
         default:
             return "\(error)"

@@ -16,10 +16,15 @@ package enum TemplateValidator {
         do {
             let token = try pg.describe(scope.token)
             guard token.count == 1 else {
-                throw fail(template, "scope.token", "the token query returns \(token.count) columns; it must return one: the scope value")
+                throw fail(
+                    template, "scope.token",
+                    "the token query returns \(token.count) columns; it must return one: the scope value")
             }
         } catch let error as FerryError where error.code == .database {
-            throw fail(template, "scope.token", "the token query fails in PostgreSQL: \(error.message); it must be one SELECT using $1, the token's SHA-256 hex")
+            throw fail(
+                template, "scope.token",
+                "the token query fails in PostgreSQL: \(error.message); it must be one SELECT using $1, the token's SHA-256 hex"
+            )
         }
         switch scope.values {
         case .list(let values):
@@ -27,10 +32,14 @@ package enum TemplateValidator {
         case .query(let sql):
             let columns: [(name: String, oid: UInt32)]
             do { columns = try pg.describe(sql) } catch let error as FerryError {
-                throw fail(template, "scope.values", "the scope values query fails in PostgreSQL: \(error.message); it must be one SELECT of one column")
+                throw fail(
+                    template, "scope.values",
+                    "the scope values query fails in PostgreSQL: \(error.message); it must be one SELECT of one column")
             }
             guard columns.count == 1 else {
-                throw fail(template, "scope.values", "the scope values query returns \(columns.count) columns; it must return one")
+                throw fail(
+                    template, "scope.values",
+                    "the scope values query returns \(columns.count) columns; it must return one")
             }
             let rows = try pg.query("SELECT format_type($1::oid, NULL)", [String(columns[0].oid)])
             guard let name = rows.first?.first ?? nil else {
@@ -49,7 +58,11 @@ package enum TemplateValidator {
             values = list
         case .query(let sql):
             do {
-                values = Array(Set(try pg.query("SELECT v::text FROM (\(sql)) AS q(v) WHERE v IS NOT NULL").compactMap { $0.first ?? nil }))
+                values = Array(
+                    Set(
+                        try pg.query("SELECT v::text FROM (\(sql)) AS q(v) WHERE v IS NOT NULL").compactMap {
+                            $0.first ?? nil
+                        }))
             } catch let error as FerryError {
                 throw fail(template, "scope.values", "the scope values query fails in PostgreSQL: \(error.message)")
             }
@@ -62,15 +75,22 @@ package enum TemplateValidator {
         return values
     }
 
-    package static func checkSourceExists(_ table: Template.Table, index i: Int, template: Template, pg: PostgresConnection) throws {
+    package static func checkSourceExists(
+        _ table: Template.Table, index i: Int, template: Template, pg: PostgresConnection
+    ) throws {
         let rows = try pg.query("SELECT to_regclass($1) IS NOT NULL", [SQLIdentifier.quoteQualified(table.source)])
         guard rows.first?.first == "t" else {
-            throw fail(template, "tables[\(i)].source", "table '\(table.name)': PostgreSQL has no table '\(table.source)'; check the name (schema-qualify it as schema.table) and the database URL")
+            throw fail(
+                template, "tables[\(i)].source",
+                "table '\(table.name)': PostgreSQL has no table '\(table.source)'; check the name (schema-qualify it as schema.table) and the database URL"
+            )
         }
     }
 
     /// The source table's primary key columns, in key order.
-    package static func sourcePrimaryKey(of table: Template.Table, index i: Int, template: Template, pg: PostgresConnection) throws -> [String] {
+    package static func sourcePrimaryKey(
+        of table: Template.Table, index i: Int, template: Template, pg: PostgresConnection
+    ) throws -> [String] {
         try checkSourceExists(table, index: i, template: template, pg: pg)
         let rows = try pg.query(
             """
@@ -81,7 +101,10 @@ package enum TemplateValidator {
             """, [SQLIdentifier.quoteQualified(table.source)])
         let key = rows.compactMap { $0.first ?? nil }
         guard !key.isEmpty else {
-            throw fail(template, "tables[\(i)].primaryKey", "table '\(table.name)': source '\(table.source)' has no primary key; name the key column(s) with `primaryKey: [id]`")
+            throw fail(
+                template, "tables[\(i)].primaryKey",
+                "table '\(table.name)': source '\(table.source)' has no primary key; name the key column(s) with `primaryKey: [id]`"
+            )
         }
         return key
     }

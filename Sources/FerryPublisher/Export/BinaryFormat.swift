@@ -15,7 +15,10 @@ enum BinaryFormat {
     static func uuid(_ source: UnsafeRawPointer, into out: UnsafeMutablePointer<UInt8>) -> Int {
         var o = 0
         for i in 0..<16 {
-            if i == 4 || i == 6 || i == 8 || i == 10 { out[o] = UInt8(ascii: "-"); o += 1 }
+            if i == 4 || i == 6 || i == 8 || i == 10 {
+                out[o] = UInt8(ascii: "-")
+                o += 1
+            }
             let byte = source.load(fromByteOffset: i, as: UInt8.self)
             out[o] = hex(byte >> 4)
             out[o + 1] = hex(byte & 0x0f)
@@ -81,7 +84,10 @@ enum BinaryFormat {
 
     static func ascii(_ text: String, into out: UnsafeMutablePointer<UInt8>) -> Int {
         var n = 0
-        for byte in text.utf8.prefix(48) { out[n] = byte; n += 1 }
+        for byte in text.utf8.prefix(48) {
+            out[n] = byte
+            n += 1
+        }
         return n
     }
 

@@ -1,5 +1,6 @@
 import FerryCore
 import FerryPostgres
+
 /// How one exported column travels: the SELECT expression sent to PostgreSQL, how its binary COPY value is
 /// decoded, and the SQLite type (affinity) it gets. This is the type mapping of `docs/templates.md`:
 ///

@@ -71,7 +71,8 @@ final class CopyLoader {
             for i in 0..<11 where base.load(fromByteOffset: i, as: UInt8.self) != Self.signature[i] {
                 throw malformed("bad signature")
             }
-            let extensionLength = Int(Int32(bitPattern: UInt32(bigEndian: base.loadUnaligned(fromByteOffset: 15, as: UInt32.self))))
+            let extensionLength = Int(
+                Int32(bitPattern: UInt32(bigEndian: base.loadUnaligned(fromByteOffset: 15, as: UInt32.self))))
             guard extensionLength >= 0, 19 + extensionLength <= end else { throw malformed("bad header extension") }
             p = 19 + extensionLength
             headerSeen = true
@@ -81,13 +82,16 @@ final class CopyLoader {
             guard !finished else { throw malformed("data after the end marker") }
             guard p + 2 <= end else { throw malformed("truncated tuple") }
             let tupleStart = p
-            let fieldCount = Int(Int16(bitPattern: UInt16(bigEndian: base.loadUnaligned(fromByteOffset: p, as: UInt16.self))))
+            let fieldCount = Int(
+                Int16(bitPattern: UInt16(bigEndian: base.loadUnaligned(fromByteOffset: p, as: UInt16.self))))
             p += 2
             if fieldCount == -1 {
                 finished = true
                 continue
             }
-            guard fieldCount == columnCount else { throw malformed("tuple has \(fieldCount) fields, expected \(columnCount)") }
+            guard fieldCount == columnCount else {
+                throw malformed("tuple has \(fieldCount) fields, expected \(columnCount)")
+            }
             p = try readFields(base, p, end)
             let tuple = UnsafeRawBufferPointer(start: base + tupleStart, count: p - tupleStart)
             switch target {
@@ -97,12 +101,19 @@ final class CopyLoader {
                     try statement.step()
                 } catch let error as FerryError {
                     statement.reset()
-                    throw FerryError(.sqlite, "table '\(table)': cannot insert row \(rows + 1): \(error.message)"
-                        + (error.message.contains("UNIQUE") ? "; the primaryKey columns are not unique in PostgreSQL's rows: fix primaryKey" : ""),
+                    throw FerryError(
+                        .sqlite,
+                        "table '\(table)': cannot insert row \(rows + 1): \(error.message)"
+                            + (error.message.contains("UNIQUE")
+                                ? "; the primaryKey columns are not unique in PostgreSQL's rows: fix primaryKey" : ""),
                         path: error.path)
                 }
                 statement.reset()
-                if let index { try index.append(key: keyHash(base, index.hasher), row: index.hasher.hash(tuple), rowid: statement.connection.lastInsertRowID) }
+                if let index {
+                    try index.append(
+                        key: keyHash(base, index.hasher), row: index.hasher.hash(tuple),
+                        rowid: statement.connection.lastInsertRowID)
+                }
             case .diff(let diff):
                 let key = keyHash(base, diff.hasher)
                 let row = diff.hasher.hash(tuple)
@@ -122,7 +133,8 @@ final class CopyLoader {
         var p = start
         for c in 0..<kinds.count {
             guard p + 4 <= end else { throw malformed("truncated field") }
-            let length = Int(Int32(bitPattern: UInt32(bigEndian: base.loadUnaligned(fromByteOffset: p, as: UInt32.self))))
+            let length = Int(
+                Int32(bitPattern: UInt32(bigEndian: base.loadUnaligned(fromByteOffset: p, as: UInt32.self))))
             p += 4
             if length < 0 {
                 offsets[c] = -1
@@ -160,7 +172,9 @@ final class CopyLoader {
         for c in keyColumns {
             let length = offsets[c] < 0 ? -1 : lengths[c]
             withUnsafeBytes(of: Int32(length).bigEndian) { keyBuffer.append(contentsOf: $0) }
-            if length > 0 { keyBuffer.append(contentsOf: UnsafeRawBufferPointer(start: base + offsets[c], count: length)) }
+            if length > 0 {
+                keyBuffer.append(contentsOf: UnsafeRawBufferPointer(start: base + offsets[c], count: length))
+            }
         }
         return keyBuffer.withUnsafeBytes { hasher.hash($0) }
     }
@@ -179,7 +193,9 @@ final class CopyLoader {
     }
 
     @inline(__always)
-    private func bind(_ kind: ColumnPlan.Kind, _ value: UnsafeRawPointer, _ length: Int, _ index: Int32, _ statement: SQLiteStatement) throws {
+    private func bind(
+        _ kind: ColumnPlan.Kind, _ value: UnsafeRawPointer, _ length: Int, _ index: Int32, _ statement: SQLiteStatement
+    ) throws {
         switch kind {
         case .text, .castText, .arrayJSON:
             statement.bindTextNoCopy(UnsafeRawBufferPointer(start: value, count: length), at: index)
@@ -203,7 +219,8 @@ final class CopyLoader {
             statement.bindDouble(Double(bitPattern: UInt64(bigEndian: value.loadUnaligned(as: UInt64.self))), at: index)
         case .float4:
             guard length == 4 else { throw malformed("float4 of \(length) bytes") }
-            statement.bindDouble(Double(Float(bitPattern: UInt32(bigEndian: value.loadUnaligned(as: UInt32.self)))), at: index)
+            statement.bindDouble(
+                Double(Float(bitPattern: UInt32(bigEndian: value.loadUnaligned(as: UInt32.self)))), at: index)
         case .bytea:
             statement.bindBlobNoCopy(UnsafeRawBufferPointer(start: value, count: length), at: index)
         case .jsonb:

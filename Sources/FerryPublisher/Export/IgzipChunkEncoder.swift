@@ -24,7 +24,8 @@ extension Gzip.ChunkEncoding {
 final class IgzipChunkEncoder: GzipChunkEncoder {
     /// 82 KB: zero-filled on the heap, never built as a Swift value (which could put it on a thread's stack).
     private let stream: UnsafeMutablePointer<isal_zstream> = {
-        let raw = UnsafeMutableRawPointer.allocate(byteCount: MemoryLayout<isal_zstream>.size, alignment: MemoryLayout<isal_zstream>.alignment)
+        let raw = UnsafeMutableRawPointer.allocate(
+            byteCount: MemoryLayout<isal_zstream>.size, alignment: MemoryLayout<isal_zstream>.alignment)
         raw.initializeMemory(as: UInt8.self, repeating: 0, count: MemoryLayout<isal_zstream>.size)
         return raw.bindMemory(to: isal_zstream.self, capacity: 1)
     }()
@@ -51,12 +52,15 @@ final class IgzipChunkEncoder: GzipChunkEncoder {
         levelBuffer.deallocate()
     }
 
-    func encode(_ input: UnsafeRawBufferPointer, dictionary: UnsafeRawBufferPointer, last: Bool, path: String) throws -> Data {
+    func encode(_ input: UnsafeRawBufferPointer, dictionary: UnsafeRawBufferPointer, last: Bool, path: String) throws
+        -> Data
+    {
         // Reset keeps the level, its buffer and the wrapper; it clears the history, the flush and end_of_stream.
         isal_deflate_reset(stream)
         if !dictionary.isEmpty {
             let rc = isal_deflate_set_dict(
-                stream, UnsafeMutablePointer(mutating: dictionary.baseAddress!.assumingMemoryBound(to: UInt8.self)), UInt32(dictionary.count))
+                stream, UnsafeMutablePointer(mutating: dictionary.baseAddress!.assumingMemoryBound(to: UInt8.self)),
+                UInt32(dictionary.count))
             guard rc == COMP_OK else { throw FerryError(.io, "igzip could not set the dictionary (\(rc))", path: path) }
         }
         stream.pointee.flush = UInt16(last ? NO_FLUSH : SYNC_FLUSH)
@@ -74,13 +78,16 @@ final class IgzipChunkEncoder: GzipChunkEncoder {
             // Done when every input byte is in the output and igzip is between blocks (the flush's stored block, or
             // the final block, written): room left over proves it had nothing more to write.
             let state = stream.pointee.internal_state.state
-            let finished = stream.pointee.avail_in == 0 && stream.pointee.avail_out > 0 && (last ? state == ZSTATE_END : state == ZSTATE_NEW_HDR)
+            let finished =
+                stream.pointee.avail_in == 0 && stream.pointee.avail_out > 0
+                && (last ? state == ZSTATE_END : state == ZSTATE_NEW_HDR)
             return (room.count - Int(stream.pointee.avail_out), finished)
         }
     }
 
     /// ISA-L's gzip CRC-32 (the reflected IEEE polynomial, zlib's `crc32`), carry-less-multiply accelerated.
     func crc32(_ input: UnsafeRawBufferPointer) -> UInt32 {
-        input.isEmpty ? 0 : crc32_gzip_refl(0, input.baseAddress!.assumingMemoryBound(to: UInt8.self), UInt64(input.count))
+        input.isEmpty
+            ? 0 : crc32_gzip_refl(0, input.baseAddress!.assumingMemoryBound(to: UInt8.self), UInt64(input.count))
     }
 }

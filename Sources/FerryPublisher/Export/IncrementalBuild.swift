@@ -1,8 +1,9 @@
 import FerryCore
 import FerryStore
 import Foundation
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// What an incremental build starts from: a scope's current version, its file and its row index.
@@ -75,7 +76,8 @@ final class IncrementalBuild: @unchecked Sendable {
             throw IncrementalUnavailable(description: error.description)
         }
         guard index.header.plans == plans else {
-            throw IncrementalUnavailable(description: "the template, schema or Ferry's encoding changed since version \(base.version)")
+            throw IncrementalUnavailable(
+                description: "the template, schema or Ferry's encoding changed since version \(base.version)")
         }
         guard FileManager.default.fileExists(atPath: base.snapshot.path) else {
             throw IncrementalUnavailable(description: "version \(base.version)'s file is missing")
@@ -91,12 +93,12 @@ final class IncrementalBuild: @unchecked Sendable {
     /// only means no prefetch.
     private static func prefetch(_ file: URL) {
         #if os(Linux)
-        Thread.detachNewThread {
-            let fd = open(file.path, O_RDONLY | O_CLOEXEC)
-            guard fd >= 0 else { return }
-            defer { Glibc.close(fd) }
-            _ = posix_fadvise(fd, 0, 0, POSIX_FADV_WILLNEED)  // advice: ignoring its result loses nothing
-        }
+            Thread.detachNewThread {
+                let fd = open(file.path, O_RDONLY | O_CLOEXEC)
+                guard fd >= 0 else { return }
+                defer { Glibc.close(fd) }
+                _ = posix_fadvise(fd, 0, 0, POSIX_FADV_WILLNEED)  // advice: ignoring its result loses nothing
+            }
         #endif
     }
 
@@ -145,7 +147,8 @@ final class IncrementalBuild: @unchecked Sendable {
         let db = try SQLiteConnection(path: file.path)
         // A temp file nobody else sees, fsynced before it is stored (as a fresh export's).
         try db.execute(
-            "PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA locking_mode = EXCLUSIVE; PRAGMA cache_size = -16384; PRAGMA secure_delete = ON")
+            "PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA locking_mode = EXCLUSIVE; PRAGMA cache_size = -16384; PRAGMA secure_delete = ON"
+        )
         try db.execute("BEGIN")
         recorder = try ChangeRecorder(db, tables: recordedTables)
         self.db = db
@@ -154,7 +157,9 @@ final class IncrementalBuild: @unchecked Sendable {
 
     /// The copy, waiting for it.
     func openDatabase() throws -> SQLiteConnection {
-        guard let db = try database(wait: true) else { throw IncrementalUnavailable(description: "the copy of version \(base.version) did not open") }
+        guard let db = try database(wait: true) else {
+            throw IncrementalUnavailable(description: "the copy of version \(base.version) did not open")
+        }
         return db
     }
 
@@ -241,7 +246,8 @@ final class TableDiff {
     private func prepared(_ db: SQLiteConnection) throws -> Statements {
         if let statements { return statements }
         let table = SQLIdentifier.quote(plan.name)
-        let assignments = plan.columns.enumerated().map { "\(SQLIdentifier.quote($1.name)) = ?\($0 + 1)" }.joined(separator: ", ")
+        let assignments = plan.columns.enumerated().map { "\(SQLIdentifier.quote($1.name)) = ?\($0 + 1)" }.joined(
+            separator: ", ")
         let made = Statements(
             update: try db.prepare("UPDATE \(table) SET \(assignments) WHERE rowid = ?\(plan.columns.count + 1)"),
             insert: try db.prepare(plan.insertSQL),
@@ -257,7 +263,9 @@ final class TableDiff {
     @inline(__always)
     func handle(key: UInt64, row: UInt64, tuple: UnsafeRawBufferPointer, loader: CopyLoader) throws -> Int64? {
         let found: Int?
-        do { found = try old.take(key) } catch let error as RowIndexUnusable { throw IncrementalUnavailable(description: error.description) }
+        do { found = try old.take(key) } catch let error as RowIndexUnusable {
+            throw IncrementalUnavailable(description: error.description)
+        }
         let rowid = found.map { old.rowids[$0] }
         if let found, old.rows[found] == row {
             counts.unchanged += 1
@@ -274,7 +282,10 @@ final class TableDiff {
     }
 
     /// Writes one change to the copy; returns its rowid.
-    private func apply(_ db: SQLiteConnection, key: UInt64, row: UInt64, rowid: Int64?, tuple: UnsafeRawBufferPointer, loader: CopyLoader) throws -> Int64 {
+    private func apply(
+        _ db: SQLiteConnection, key: UInt64, row: UInt64, rowid: Int64?, tuple: UnsafeRawBufferPointer,
+        loader: CopyLoader
+    ) throws -> Int64 {
         let s = try prepared(db)
         if let rowid {
             try removed.add(rowsOf: plan.name, s.select, [.integer(rowid)])
@@ -282,7 +293,10 @@ final class TableDiff {
             s.update.bindInt64(rowid, at: Int32(plan.columns.count + 1))
             try write(s.update, "rewrite")
             guard db.changes == 1 else {
-                throw IncrementalUnavailable(description: "table '\(plan.name)': rowid \(rowid) of the row index is not in version \(build.base.version)'s file")
+                throw IncrementalUnavailable(
+                    description:
+                        "table '\(plan.name)': rowid \(rowid) of the row index is not in version \(build.base.version)'s file"
+                )
             }
             try added.add(rowsOf: plan.name, s.select, [.integer(rowid)])
             counts.updated += 1
@@ -302,7 +316,8 @@ final class TableDiff {
         try pendingBytes.withUnsafeBytes { bytes in
             for change in pending {
                 let tuple = UnsafeRawBufferPointer(rebasing: bytes[change.start..<change.end])
-                let rowid = try apply(db, key: change.key, row: change.row, rowid: change.rowid, tuple: tuple, loader: loader)
+                let rowid = try apply(
+                    db, key: change.key, row: change.row, rowid: change.rowid, tuple: tuple, loader: loader)
                 if change.rowid == nil { try index.append(key: change.key, row: change.row, rowid: rowid) }
             }
         }
@@ -315,7 +330,8 @@ final class TableDiff {
         do { try statement.step() } catch let error as FerryError {
             // A constraint the new rows only meet once every change is in (two rows swapping a UNIQUE value, say):
             // a build from scratch inserts them all into empty tables.
-            throw IncrementalUnavailable(description: "table '\(plan.name)': cannot \(what) a row in the copy: \(error.message)")
+            throw IncrementalUnavailable(
+                description: "table '\(plan.name)': cannot \(what) a row in the copy: \(error.message)")
         }
     }
 

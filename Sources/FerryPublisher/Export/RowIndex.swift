@@ -64,7 +64,8 @@ struct RowHasher: Equatable {
     var hex: String { String(format: "%016llx%016llx", k0, k1) }
 
     init?(hex: String) {
-        guard hex.utf8.count == 32, let a = UInt64(hex.prefix(16), radix: 16), let b = UInt64(hex.suffix(16), radix: 16) else { return nil }
+        guard hex.utf8.count == 32, let a = UInt64(hex.prefix(16), radix: 16), let b = UInt64(hex.suffix(16), radix: 16)
+        else { return nil }
         self.init(k0: a, k1: b)
     }
 
@@ -104,10 +105,20 @@ struct RowHasher: Equatable {
 
     @inline(__always)
     private static func round(_ v0: inout UInt64, _ v1: inout UInt64, _ v2: inout UInt64, _ v3: inout UInt64) {
-        v0 &+= v1; v1 = v1.rotated(13); v1 ^= v0; v0 = v0.rotated(32)
-        v2 &+= v3; v3 = v3.rotated(16); v3 ^= v2
-        v0 &+= v3; v3 = v3.rotated(21); v3 ^= v0
-        v2 &+= v1; v1 = v1.rotated(17); v1 ^= v2; v2 = v2.rotated(32)
+        v0 &+= v1
+        v1 = v1.rotated(13)
+        v1 ^= v0
+        v0 = v0.rotated(32)
+        v2 &+= v3
+        v3 = v3.rotated(16)
+        v3 ^= v2
+        v0 &+= v3
+        v3 = v3.rotated(21)
+        v3 ^= v0
+        v2 &+= v1
+        v1 = v1.rotated(17)
+        v1 ^= v2
+        v2 = v2.rotated(32)
     }
 }
 
@@ -132,7 +143,9 @@ final class RowIndexWriter {
         self.plans = plans
         self.hasher = hasher
         try? FileManager.default.removeItem(at: url)  // a leftover of an interrupted run, if any; createFile reports a real problem
-        guard FileManager.default.createFile(atPath: url.path, contents: nil), let handle = FileHandle(forWritingAtPath: url.path) else {
+        guard FileManager.default.createFile(atPath: url.path, contents: nil),
+            let handle = FileHandle(forWritingAtPath: url.path)
+        else {
             throw FerryError(.io, "cannot create the row index", path: url.path)
         }
         self.handle = handle
@@ -186,7 +199,12 @@ final class RowIndexWriter {
         guard used > 0 else { return }
         let bytes = UnsafeRawBufferPointer(rebasing: buffer[0..<used])
         current?.hash.update(bufferPointer: bytes)
-        do { try handle.write(contentsOf: Data(bytesNoCopy: UnsafeMutableRawPointer(mutating: bytes.baseAddress!), count: used, deallocator: .none)) } catch {
+        do {
+            try handle.write(
+                contentsOf: Data(
+                    bytesNoCopy: UnsafeMutableRawPointer(mutating: bytes.baseAddress!), count: used, deallocator: .none)
+            )
+        } catch {
             throw FerryError(.io, "cannot write the row index: \(error.localizedDescription)", path: url.path)
         }
         used = 0
@@ -211,34 +229,45 @@ struct RowIndexReader {
             let handle = try FileHandle(forReadingFrom: url)
             defer { try? handle.close() }  // read-only: closing cannot lose anything
             let size = Int(try handle.seekToEnd())
-            guard size >= 12 else { throw RowIndexUnusable(description: "row index \(url.lastPathComponent) is truncated") }
+            guard size >= 12 else {
+                throw RowIndexUnusable(description: "row index \(url.lastPathComponent) is truncated")
+            }
             try handle.seek(toOffset: UInt64(size - 12))
             let trailer = [UInt8](try handle.read(upToCount: 12) ?? Data())
             guard trailer.count == 12, Array(trailer[4...]) == RowIndex.magic else {
                 throw RowIndexUnusable(description: "row index \(url.lastPathComponent) has no trailer")
             }
-            let headerLength = Int(UInt32(trailer[0]) | UInt32(trailer[1]) << 8 | UInt32(trailer[2]) << 16 | UInt32(trailer[3]) << 24)
-            guard headerLength <= size - 12 else { throw RowIndexUnusable(description: "row index \(url.lastPathComponent) has a bad header length") }
+            let headerLength = Int(
+                UInt32(trailer[0]) | UInt32(trailer[1]) << 8 | UInt32(trailer[2]) << 16 | UInt32(trailer[3]) << 24)
+            guard headerLength <= size - 12 else {
+                throw RowIndexUnusable(description: "row index \(url.lastPathComponent) has a bad header length")
+            }
             try handle.seek(toOffset: UInt64(size - 12 - headerLength))
             let headerData = try handle.read(upToCount: headerLength) ?? Data()
             let header: RowIndex.Header
             do { header = try JSONDecoder().decode(RowIndex.Header.self, from: headerData) } catch {
-                throw RowIndexUnusable(description: "row index \(url.lastPathComponent) has an unreadable header: \(error)")
+                throw RowIndexUnusable(
+                    description: "row index \(url.lastPathComponent) has an unreadable header: \(error)")
             }
             guard header.format == 1, let hasher = RowHasher(hex: header.key) else {
-                throw RowIndexUnusable(description: "row index \(url.lastPathComponent) has format \(header.format) or a bad key")
+                throw RowIndexUnusable(
+                    description: "row index \(url.lastPathComponent) has format \(header.format) or a bad key")
             }
             var offsets: [String: (Int, RowIndex.Segment)] = [:]
             var offset = 0
             for segment in header.tables {
                 guard segment.count >= 0, segment.count <= Int(Int32.max), offsets[segment.name] == nil else {
-                    throw RowIndexUnusable(description: "row index \(url.lastPathComponent) has a bad segment for '\(segment.name)'")
+                    throw RowIndexUnusable(
+                        description: "row index \(url.lastPathComponent) has a bad segment for '\(segment.name)'")
                 }
                 offsets[segment.name] = (offset, segment)
                 offset += segment.count * RowIndex.entrySize
             }
             guard offset == size - 12 - headerLength else {
-                throw RowIndexUnusable(description: "row index \(url.lastPathComponent) is \(size) bytes, its header describes \(offset + 12 + headerLength)")
+                throw RowIndexUnusable(
+                    description:
+                        "row index \(url.lastPathComponent) is \(size) bytes, its header describes \(offset + 12 + headerLength)"
+                )
             }
             self.header = header
             self.hasher = hasher
@@ -246,7 +275,8 @@ struct RowIndexReader {
         } catch let error as RowIndexUnusable {
             throw error
         } catch {
-            throw RowIndexUnusable(description: "cannot read row index \(url.lastPathComponent): \(error.localizedDescription)")
+            throw RowIndexUnusable(
+                description: "cannot read row index \(url.lastPathComponent): \(error.localizedDescription)")
         }
     }
 
@@ -269,13 +299,15 @@ struct RowIndexReader {
                 read += chunk.count
             }
             guard read == total, checksum.finalize().hex == segment.sha256 else {
-                throw RowIndexUnusable(description: "row index \(url.lastPathComponent): table '\(name)' does not match its checksum")
+                throw RowIndexUnusable(
+                    description: "row index \(url.lastPathComponent): table '\(name)' does not match its checksum")
             }
             return table
         } catch let error as RowIndexUnusable {
             throw error
         } catch {
-            throw RowIndexUnusable(description: "cannot read row index \(url.lastPathComponent): \(error.localizedDescription)")
+            throw RowIndexUnusable(
+                description: "cannot read row index \(url.lastPathComponent): \(error.localizedDescription)")
         }
     }
 }

@@ -20,7 +20,8 @@ final class ExportSession: @unchecked Sendable {
         pg = try PostgresConnection(url: databaseURL)
         try Self.begin(pg)
         scopeTypeName = try TemplateValidator.scopeTypeName(for: template, pg: pg)
-        plans = try TemplateValidator.plans(for: template, pg: pg, scopeExpression: scopeTypeName.map(ScopeSQL.expression(typeName:)))
+        plans = try TemplateValidator.plans(
+            for: template, pg: pg, scopeExpression: scopeTypeName.map(ScopeSQL.expression(typeName:)))
     }
 
     /// Opens another session on the snapshot `snapshotID` that a first session exported.
@@ -46,7 +47,9 @@ final class ExportSession: @unchecked Sendable {
 
     private static func begin(_ pg: PostgresConnection) throws {
         // Fixed session settings make every text conversion (casts, to_json) independent of server defaults.
-        try pg.execute("SET TIME ZONE 'UTC'; SET DateStyle = 'ISO, YMD'; SET IntervalStyle = 'iso_8601'; SET extra_float_digits = 3")
+        try pg.execute(
+            "SET TIME ZONE 'UTC'; SET DateStyle = 'ISO, YMD'; SET IntervalStyle = 'iso_8601'; SET extra_float_digits = 3"
+        )
         try pg.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
     }
 }
@@ -116,10 +119,13 @@ final class SnapshotExporter {
         if let scope { _ = try pg.query(ScopeSQL.setScopeSQL, [scope]) }
         self.scope = scope
         let ddl = try schemaDDL()
-        let plansDigest = Self.planDigest(dataset: template.dataset, schemaVersion: template.schemaVersion, plans: plans, schemaDDL: ddl)
+        let plansDigest = Self.planDigest(
+            dataset: template.dataset, schemaVersion: template.schemaVersion, plans: plans, schemaDDL: ddl)
         let indexFile = file.deletingPathExtension().appendingPathExtension("rows")
-        let job = Job(plans: plans, pg: pg, file: file, indexFile: indexFile, version: version, createdAt: createdAt, schemaDDL: ddl, plansDigest: plansDigest,
-                      unchangedDigest: unchangedDigest, gzipLevel: gzipLevel, keep: keep)
+        let job = Job(
+            plans: plans, pg: pg, file: file, indexFile: indexFile, version: version, createdAt: createdAt,
+            schemaDDL: ddl, plansDigest: plansDigest,
+            unchangedDigest: unchangedDigest, gzipLevel: gzipLevel, keep: keep)
         if let base {
             // Any reason the copy cannot take the changes (SQLite refusing one, the copy failing its checks) is a
             // reason to build from scratch, not to fail: PostgreSQL's snapshot is still open, so the rows read again
@@ -132,9 +138,12 @@ final class SnapshotExporter {
             } catch let error as FerryError where error.code == .sqlite {
                 reason = error.description
             }
-            var metadata: Logger.Metadata = ["dataset": "\(template.dataset)", "from": "\(base.version)", "reason": "\(reason ?? "")"]
+            var metadata: Logger.Metadata = [
+                "dataset": "\(template.dataset)", "from": "\(base.version)", "reason": "\(reason ?? "")",
+            ]
             if let scope { metadata["scope"] = "\(scope)" }
-            logger.warning("cannot build this version from the current one; building the file from scratch", metadata: metadata)
+            logger.warning(
+                "cannot build this version from the current one; building the file from scratch", metadata: metadata)
             try DurableFile.remove(file)
             try DurableFile.remove(indexFile)
         }
@@ -189,13 +198,16 @@ final class SnapshotExporter {
 
     private func tableInfo(_ plan: TablePlan, rows: Int) -> SnapshotMetadata.TableInfo {
         SnapshotMetadata.TableInfo(
-            name: plan.name, primaryKey: plan.primaryKey, columns: plan.columns.map(\.name), writable: plan.table.writable,
+            name: plan.name, primaryKey: plan.primaryKey, columns: plan.columns.map(\.name),
+            writable: plan.table.writable,
             merge: plan.table.merge, createdColumn: plan.createdColumn, updatedColumn: plan.updatedColumn, rows: rows)
     }
 
     /// Builds the file from the scope's current version (``IncrementalBuild``).
     private func writeIncremental(_ job: Job, base: IncrementalBase) throws -> ExportResult {
-        let build = try IncrementalBuild(base: base, file: job.file, plans: job.plansDigest, recordedTables: job.plans.map(\.name) + ["ferry_tables"])
+        let build = try IncrementalBuild(
+            base: base, file: job.file, plans: job.plansDigest, recordedTables: job.plans.map(\.name) + ["ferry_tables"]
+        )
         defer { build.close() }
         let index = try RowIndexWriter(url: job.indexFile, plans: job.plansDigest, hasher: build.hasher)
         var digest = startDigest(job)
@@ -214,7 +226,9 @@ final class SnapshotExporter {
                 digest.update("kept=\(plan.name)@\(base.snapshot.lastPathComponent)\n")
                 kept.append(plan.name)
             } else {
-                let loader = CopyLoader(columns: plan.columns, target: .diff(diff), table: plan.name, keyColumns: Self.keyColumns(plan), index: index)
+                let loader = CopyLoader(
+                    columns: plan.columns, target: .diff(diff), table: plan.name, keyColumns: Self.keyColumns(plan),
+                    index: index)
                 rows = try phases.time(.extract) {
                     let rows = try load(plan, with: loader, from: job.pg, digest: &digest)
                     try diff.finish(loader: loader)
@@ -236,11 +250,15 @@ final class SnapshotExporter {
             build.close()
             try DurableFile.remove(job.file)
             try DurableFile.remove(job.indexFile)
-            var result = ExportResult(tables: counts, dataDigest: dataDigest, contentDigest: nil, prepared: nil, phases: phases, incremental: build.counts)
+            var result = ExportResult(
+                tables: counts, dataDigest: dataDigest, contentDigest: nil, prepared: nil, phases: phases,
+                incremental: build.counts)
             result.keptTables = kept
             return result
         }
-        let metadata = SnapshotMetadata(dataset: template.dataset, version: job.version, schemaVersion: template.schemaVersion, createdAt: job.createdAt, tables: infos)
+        let metadata = SnapshotMetadata(
+            dataset: template.dataset, version: job.version, schemaVersion: template.schemaVersion,
+            createdAt: job.createdAt, tables: infos)
         let changeset = try phases.time(.commit) { try build.finish(metadata: metadata) }
         phases.add(.clone, build.cloneSeconds)
         let free = try build.freeShare()
@@ -249,7 +267,9 @@ final class SnapshotExporter {
         if free > Self.rebuildFreeShare {
             logger.info(
                 "the scope's next publish builds its file from scratch",
-                metadata: ["dataset": "\(template.dataset)", "scope": "\(scope ?? "")", "freePages": "\(Int(free * 100))%"])
+                metadata: [
+                    "dataset": "\(template.dataset)", "scope": "\(scope ?? "")", "freePages": "\(Int(free * 100))%",
+                ])
             try DurableFile.remove(job.indexFile)
             rowIndex = nil
         } else {
@@ -277,11 +297,15 @@ final class SnapshotExporter {
             // A fresh temp file nobody else sees: no journal needed. It is fsynced before it is committed to the store.
             // A 16 MiB page cache: rows arrive in key order (appends) and CREATE INDEX sorts in a buffer as large as
             // the cache on top of it, so this bounds the export's peak memory (bench, 2M rows: 110 MB at 32 MiB).
-            try db.execute("PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA locking_mode = EXCLUSIVE; PRAGMA cache_size = -16384")
+            try db.execute(
+                "PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA locking_mode = EXCLUSIVE; PRAGMA cache_size = -16384"
+            )
             try db.execute("BEGIN")
             if let ddl = job.schemaDDL, let schema = template.schema {
                 do { try db.execute(ddl) } catch let error as FerryError {
-                    throw FerryError(.badTemplate, "the schema file \(schema) fails in SQLite: \(error.message); fix its DDL", path: template.path, key: "schema")
+                    throw FerryError(
+                        .badTemplate, "the schema file \(schema) fails in SQLite: \(error.message); fix its DDL",
+                        path: template.path, key: "schema")
                 }
             } else {
                 for plan in job.plans { try db.execute(plan.createSQL) }
@@ -299,10 +323,15 @@ final class SnapshotExporter {
             for plan in job.plans {
                 let statement: SQLiteStatement
                 do { statement = try db.prepare(plan.insertSQL) } catch let error as FerryError {
-                    throw FerryError(.badTemplate, "table '\(plan.name)': cannot insert into SQLite: \(error.message); make the schema file create this table with these columns: \(plan.columns.map(\.name).joined(separator: ", "))", path: template.path, key: template.schema == nil ? "tables[\(plan.index)]" : "schema")
+                    throw FerryError(
+                        .badTemplate,
+                        "table '\(plan.name)': cannot insert into SQLite: \(error.message); make the schema file create this table with these columns: \(plan.columns.map(\.name).joined(separator: ", "))",
+                        path: template.path, key: template.schema == nil ? "tables[\(plan.index)]" : "schema")
                 }
                 index?.beginTable(plan.name)
-                let loader = CopyLoader(columns: plan.columns, target: .insert(statement), table: plan.name, keyColumns: Self.keyColumns(plan), index: index)
+                let loader = CopyLoader(
+                    columns: plan.columns, target: .insert(statement), table: plan.name,
+                    keyColumns: Self.keyColumns(plan), index: index)
                 let rows = try phases.time(.extract) { try load(plan, with: loader, from: job.pg, digest: &digest) }
                 try index?.endTable()
                 counts[plan.name] = rows
@@ -313,20 +342,26 @@ final class SnapshotExporter {
             if dataDigest == job.unchangedDigest {
                 index = nil
                 try DurableFile.remove(job.indexFile)
-                return ExportResult(tables: counts, dataDigest: dataDigest, contentDigest: nil, prepared: nil, phases: phases)
+                return ExportResult(
+                    tables: counts, dataDigest: dataDigest, contentDigest: nil, prepared: nil, phases: phases)
             }
 
             try phases.time(.indexes) {
                 for plan in job.plans {
                     for (j, sql) in plan.table.indexes.enumerated() {
                         do { try db.execute(sql) } catch let error as FerryError {
-                            throw FerryError(.badTemplate, "table '\(plan.name)': index fails in SQLite: \(error.message); fix the statement", path: template.path, key: "tables[\(plan.index)].indexes[\(j)]")
+                            throw FerryError(
+                                .badTemplate,
+                                "table '\(plan.name)': index fails in SQLite: \(error.message); fix the statement",
+                                path: template.path, key: "tables[\(plan.index)].indexes[\(j)]")
                         }
                     }
                 }
             }
             try phases.time(.commit) {
-                let metadata = SnapshotMetadata(dataset: template.dataset, version: job.version, schemaVersion: template.schemaVersion, createdAt: job.createdAt, tables: infos)
+                let metadata = SnapshotMetadata(
+                    dataset: template.dataset, version: job.version, schemaVersion: template.schemaVersion,
+                    createdAt: job.createdAt, tables: infos)
                 try metadata.write(to: db)
                 try db.execute("COMMIT")
             }
@@ -340,13 +375,19 @@ final class SnapshotExporter {
 
     /// Reads the finished file twice side by side (the machine's second core): the checks (and, for a fresh file,
     /// the content digest) on a thread of their own, the stored object's fsync, hash and gzip copy on this one.
-    private func check(_ job: Job, counts: [String: Int], dataDigest: String, digestFromFile: Bool, phases: inout PublishPhases) throws -> ExportResult {
+    private func check(
+        _ job: Job, counts: [String: Int], dataDigest: String, digestFromFile: Bool, phases: inout PublishPhases
+    ) throws -> ExportResult {
         let tables = job.plans.map(\.name)
         let (file, checked) = (job.file, counts)
-        let verification = ThreadJob(name: "ferry.verify") { try Self.verify(file, tables: tables, counts: checked, digest: digestFromFile) }
+        let verification = ThreadJob(name: "ferry.verify") {
+            try Self.verify(file, tables: tables, counts: checked, digest: digestFromFile)
+        }
         let prepared: FileSnapshotStore.PreparedObject
         do {
-            prepared = try phases.time(.store) { try FileSnapshotStore.PreparedObject(file: file, encoding: .igzip(level: job.gzipLevel)) }
+            prepared = try phases.time(.store) {
+                try FileSnapshotStore.PreparedObject(file: file, encoding: .igzip(level: job.gzipLevel))
+            }
         } catch {
             // The verification thread still reads the file: let it finish before the caller clears tmp/. This
             // error is the one to report; the verification's outcome no longer matters.
@@ -354,12 +395,16 @@ final class SnapshotExporter {
             throw error
         }
         let (contentDigest, checkPhases): (ContentDigest?, PublishPhases)
-        do { (contentDigest, checkPhases) = try verification.join() } catch let error as FerryError where !digestFromFile && error.code == .verification {
+        do { (contentDigest, checkPhases) = try verification.join() } catch let error as FerryError
+            where !digestFromFile && error.code == .verification
+        {
             try? prepared.discard()  // tmp/ is cleared anyway; the failed check is what matters
             throw IncrementalUnavailable(description: error.message)
         }
         phases.add(checkPhases)
-        return ExportResult(tables: counts, dataDigest: dataDigest, contentDigest: contentDigest?.description, prepared: prepared, phases: phases)
+        return ExportResult(
+            tables: counts, dataDigest: dataDigest, contentDigest: contentDigest?.description, prepared: prepared,
+            phases: phases)
     }
 
     /// Checks a finished file on a read-only connection of its own: `PRAGMA quick_check`, each table's row
@@ -371,7 +416,9 @@ final class SnapshotExporter {
     /// incremental build, moved by every row written, each read back), proves their content. What
     /// `integrity_check` adds is an index-vs-table comparison for every index, indexes SQLite itself maintains: a
     /// second pass over the whole file that proves nothing the steps here leave open.
-    private static func verify(_ file: URL, tables: [String], counts: [String: Int], digest: Bool) throws -> (ContentDigest?, PublishPhases) {
+    private static func verify(_ file: URL, tables: [String], counts: [String: Int], digest: Bool) throws -> (
+        ContentDigest?, PublishPhases
+    ) {
         var phases = PublishPhases()
         let db = try SQLiteConnection(path: file.path, mode: .readOnly)
         try phases.time(.quickCheck) { try db.checkIntegrity(quick: true) }
@@ -379,7 +426,10 @@ final class SnapshotExporter {
             for table in tables {
                 let stored = try db.scalar("SELECT count(*) FROM \(SQLIdentifier.quote(table))")?.integer ?? -1
                 guard stored == Int64(counts[table] ?? -2) else {
-                    throw FerryError(.verification, "table '\(table)': SQLite holds \(stored) rows but PostgreSQL sent \(counts[table] ?? 0); nothing was published", path: file.path)
+                    throw FerryError(
+                        .verification,
+                        "table '\(table)': SQLite holds \(stored) rows but PostgreSQL sent \(counts[table] ?? 0); nothing was published",
+                        path: file.path)
                 }
             }
         }
@@ -392,14 +442,17 @@ final class SnapshotExporter {
     /// the calling thread receives CopyData messages from libpq, hashes them and copies them into batches; a thread
     /// of its own hands the batches to `loader` (SQLite INSERTs, or the incremental diff). A ``BatchQueue`` of a few
     /// 1 MB batches between them keeps memory flat when SQLite is the slower side.
-    func load(_ plan: TablePlan, with loader: CopyLoader, from pg: PostgresConnection, digest: inout StreamingSHA256) throws -> Int {
+    func load(_ plan: TablePlan, with loader: CopyLoader, from pg: PostgresConnection, digest: inout StreamingSHA256)
+        throws -> Int
+    {
         let start = ContinuousClock.now
         var lastReport = start
         var nextCheck = 16_384
         let progress = self.progress
         let dataset = template.dataset
         let scope = self.scope
-        progress?(PublishProgress(dataset: dataset, table: plan.name, rows: 0, seconds: 0, finished: false, scope: scope))
+        progress?(
+            PublishProgress(dataset: dataset, table: plan.name, rows: 0, seconds: 0, finished: false, scope: scope))
         // The closure cannot capture an inout parameter: hash into a local copy and hand it back.
         digest.update("rows=\(plan.name)\n")
         var localDigest = digest
@@ -415,7 +468,10 @@ final class SnapshotExporter {
                         let now = ContinuousClock.now
                         if now - lastReport >= .milliseconds(250) {
                             lastReport = now
-                            progress(PublishProgress(dataset: dataset, table: table, rows: loader.rows, seconds: (now - start).seconds, finished: false, scope: scope))
+                            progress(
+                                PublishProgress(
+                                    dataset: dataset, table: table, rows: loader.rows, seconds: (now - start).seconds,
+                                    finished: false, scope: scope))
                         }
                     }
                 }
@@ -436,18 +492,26 @@ final class SnapshotExporter {
             // When the inserter stopped first, its error is the cause (the COPY only saw BatchQueue.Cancelled).
             try inserter.join()
             if let error = error as? FerryError, error.code == .database {
-                throw FerryError(.database, "table '\(plan.name)': \(error.message)", path: template.path, key: "tables[\(plan.index)]")
+                throw FerryError(
+                    .database, "table '\(plan.name)': \(error.message)", path: template.path,
+                    key: "tables[\(plan.index)]")
             }
             throw error
         }
         try inserter.join()
         digest = localDigest
         guard loader.finished, sent == loader.rows else {
-            throw FerryError(.verification, "table '\(plan.name)': PostgreSQL reported \(sent) rows but \(loader.rows) arrived complete; nothing was published")
+            throw FerryError(
+                .verification,
+                "table '\(plan.name)': PostgreSQL reported \(sent) rows but \(loader.rows) arrived complete; nothing was published"
+            )
         }
         let seconds = (ContinuousClock.now - start).seconds
-        progress?(PublishProgress(dataset: dataset, table: plan.name, rows: loader.rows, seconds: seconds, finished: true, scope: scope))
-        logger.debug("exported table", metadata: ["table": "\(plan.name)", "rows": "\(loader.rows)", "seconds": "\(seconds)"])
+        progress?(
+            PublishProgress(
+                dataset: dataset, table: plan.name, rows: loader.rows, seconds: seconds, finished: true, scope: scope))
+        logger.debug(
+            "exported table", metadata: ["table": "\(plan.name)", "rows": "\(loader.rows)", "seconds": "\(seconds)"])
         return loader.rows
     }
 }

@@ -1,5 +1,6 @@
 import FerryCore
 import FerryPostgres
+
 /// One table's export, resolved against PostgreSQL: its columns, key, and the SQL on both sides.
 struct TablePlan {
     let index: Int
@@ -28,7 +29,9 @@ struct TablePlan {
     /// Derived SQLite DDL: column affinities from the type mapping, the primary key from the template or source.
     /// A single INTEGER key becomes the rowid, as SQLite does for `INTEGER PRIMARY KEY`.
     var createSQL: String {
-        var parts = columns.map { "\(SQLIdentifier.quote($0.name)) \($0.sqliteType)" + (primaryKey.contains($0.name) ? " NOT NULL" : "") }
+        var parts = columns.map {
+            "\(SQLIdentifier.quote($0.name)) \($0.sqliteType)" + (primaryKey.contains($0.name) ? " NOT NULL" : "")
+        }
         parts.append("PRIMARY KEY (\(primaryKey.map(SQLIdentifier.quote).joined(separator: ", ")))")
         return "CREATE TABLE \(SQLIdentifier.quote(name)) (\n  \(parts.joined(separator: ",\n  "))\n)"
     }
@@ -42,10 +45,12 @@ struct TablePlan {
     /// What the digest covers besides the rows: anything that changes the SQLite file's tables.
     var definition: String {
         let cols = columns.map { "\($0.name):\($0.typeName):\($0.sqliteType)" }.joined(separator: ",")
-        return "table=\(name)|source=\(table.source)|query=\(table.query ?? "")|columns=\(cols)|pk=\(primaryKey.joined(separator: ","))"
+        return
+            "table=\(name)|source=\(table.source)|query=\(table.query ?? "")|columns=\(cols)|pk=\(primaryKey.joined(separator: ","))"
             + "|writable=\(table.writable)|merge=\(table.merge.rawValue)|created=\(createdColumn ?? "")|updated=\(updatedColumn ?? "")"
             + "|indexes=\(table.indexes.joined(separator: ";"))"
-            + (table.filter == nil && table.parent == nil ? "" : "|filter=\(table.filter ?? "")|parent=\(table.parent.map { "\($0.table).\($0.column)" } ?? "")")
+            + (table.filter == nil && table.parent == nil
+                ? "" : "|filter=\(table.filter ?? "")|parent=\(table.parent.map { "\($0.table).\($0.column)" } ?? "")")
             + "\n"
     }
 }

@@ -4,7 +4,9 @@ import FerryPostgres
 extension TemplateValidator {
     /// Resolves every table, in template order. Run it inside the export transaction so it sees the same snapshot.
     /// `scopeExpression` is what `:scope` stands for (``ScopeSQL/expression(typeName:)``), nil without `scope:`.
-    static func plans(for unresolved: Template, pg: PostgresConnection, scopeExpression: String? = nil) throws -> [TablePlan] {
+    static func plans(for unresolved: Template, pg: PostgresConnection, scopeExpression: String? = nil) throws
+        -> [TablePlan]
+    {
         var described: [(Int, [(name: String, oid: UInt32)])] = []
         let needsParentKeys = unresolved.tables.contains { $0.parent != nil }
         let template = needsParentKeys ? try unresolved.resolvingPrimaryKeys(using: pg) : unresolved
@@ -15,23 +17,36 @@ extension TemplateValidator {
             do {
                 columns = try pg.describe("SELECT * FROM (\(query)) AS q")
             } catch let error as FerryError {
-                throw fail(template, "tables[\(i)].query", "table '\(table.name)': the query fails in PostgreSQL: \(error.message); fix the query (it must be one SELECT)")
+                throw fail(
+                    template, "tables[\(i)].query",
+                    "table '\(table.name)': the query fails in PostgreSQL: \(error.message); fix the query (it must be one SELECT)"
+                )
             }
             if let parent = table.parent {
                 guard columns.contains(where: { $0.name == parent.column }) else {
-                    throw fail(template, "tables[\(i)].parent.column", "table '\(table.name)' has no column '\(parent.column)' to link to its parent; columns are: \(columns.map(\.name).joined(separator: ", "))")
+                    throw fail(
+                        template, "tables[\(i)].parent.column",
+                        "table '\(table.name)' has no column '\(parent.column)' to link to its parent; columns are: \(columns.map(\.name).joined(separator: ", "))"
+                    )
                 }
                 let parentKey = template.table(named: parent.table)?.primaryKey ?? []
                 guard parentKey.count == 1 else {
-                    throw fail(template, "tables[\(i)].parent.table", "table '\(table.name)': parent '\(parent.table)' has a \(parentKey.count)-column primary key; a parent needs a single-column key that `\(parent.column)` holds")
+                    throw fail(
+                        template, "tables[\(i)].parent.table",
+                        "table '\(table.name)': parent '\(parent.table)' has a \(parentKey.count)-column primary key; a parent needs a single-column key that `\(parent.column)` holds"
+                    )
                 }
             }
             if table.filter != nil || table.parent != nil {
                 let key = table.filter != nil ? "tables[\(i)].filter" : "tables[\(i)].parent"
                 do {
-                    _ = try pg.describe("SELECT * FROM (\(template.rowsSQL(tableAt: i, scopeExpression: scopeExpression))) AS q")
+                    _ = try pg.describe(
+                        "SELECT * FROM (\(template.rowsSQL(tableAt: i, scopeExpression: scopeExpression))) AS q")
                 } catch let error as FerryError {
-                    throw fail(template, key, "table '\(table.name)': the \(table.filter != nil ? "filter" : "parent link") fails in PostgreSQL: \(error.message); the filter must be a boolean over the source's columns, e.g. `tier <= :scope`")
+                    throw fail(
+                        template, key,
+                        "table '\(table.name)': the \(table.filter != nil ? "filter" : "parent link") fails in PostgreSQL: \(error.message); the filter must be a boolean over the source's columns, e.g. `tier <= :scope`"
+                    )
                 }
             }
             described.append((i, columns))
@@ -44,43 +59,67 @@ extension TemplateValidator {
             let at = "tables[\(i)]"
             var seen: Set<String> = []
             for column in columns where !seen.insert(column.name).inserted {
-                throw fail(template, "\(at).query", "table '\(table.name)': the query returns column '\(column.name)' twice; give each column a distinct name with AS")
+                throw fail(
+                    template, "\(at).query",
+                    "table '\(table.name)': the query returns column '\(column.name)' twice; give each column a distinct name with AS"
+                )
             }
             let names = columns.map(\.name)
             for (j, excluded) in table.exclude.enumerated() where !names.contains(excluded) {
-                throw fail(template, "\(at).exclude[\(j)]", "table '\(table.name)' has no column '\(excluded)' to exclude; columns are: \(names.joined(separator: ", "))")
+                throw fail(
+                    template, "\(at).exclude[\(j)]",
+                    "table '\(table.name)' has no column '\(excluded)' to exclude; columns are: \(names.joined(separator: ", "))"
+                )
             }
             let kept = columns.filter { !table.exclude.contains($0.name) }
-            guard !kept.isEmpty else { throw fail(template, "\(at).exclude", "table '\(table.name)': every column is excluded; export at least the key") }
+            guard !kept.isEmpty else {
+                throw fail(
+                    template, "\(at).exclude",
+                    "table '\(table.name)': every column is excluded; export at least the key")
+            }
             for column in kept where !SQLIdentifier.isQuotable(column.name) {
-                throw fail(template, "\(at).query", "table '\(table.name)': column name '\(column.name)' cannot be used; rename it with AS")
+                throw fail(
+                    template, "\(at).query",
+                    "table '\(table.name)': column name '\(column.name)' cannot be used; rename it with AS")
             }
             let primaryKey = try table.primaryKey ?? sourcePrimaryKey(of: table, index: i, template: template, pg: pg)
             let keptNames = kept.map(\.name)
             for (j, key) in primaryKey.enumerated() where !keptNames.contains(key) {
-                let why = table.exclude.contains(key) ? "is excluded" : "is not among the exported columns (\(keptNames.joined(separator: ", ")))"
-                throw fail(template, "\(at).primaryKey\(table.primaryKey == nil ? "" : "[\(j)]")", "table '\(table.name)': key column '\(key)' \(why); export it or set primaryKey")
+                let why =
+                    table.exclude.contains(key)
+                    ? "is excluded" : "is not among the exported columns (\(keptNames.joined(separator: ", ")))"
+                throw fail(
+                    template, "\(at).primaryKey\(table.primaryKey == nil ? "" : "[\(j)]")",
+                    "table '\(table.name)': key column '\(key)' \(why); export it or set primaryKey")
             }
             let created = keptNames.contains(template.timestamps.created) ? template.timestamps.created : nil
             let updated = keptNames.contains(template.timestamps.updated) ? template.timestamps.updated : nil
             if table.writable && table.merge == .newestWins && updated == nil {
-                throw fail(template, "timestamps.updated", "table '\(table.name)' is writable with merge newest-wins but has no '\(template.timestamps.updated)' column to compare; add the column to the table/query, set `timestamps: {updated: …}`, or choose another merge rule")
+                throw fail(
+                    template, "timestamps.updated",
+                    "table '\(table.name)' is writable with merge newest-wins but has no '\(template.timestamps.updated)' column to compare; add the column to the table/query, set `timestamps: {updated: …}`, or choose another merge rule"
+                )
             }
             let plansForColumns = kept.map { column -> ColumnPlan in
-                let info = types[column.oid] ?? (name: "oid \(column.oid)", oid: column.oid, typtype: "b", category: "U")
-                return ColumnPlan(name: column.name, typeOID: info.oid, typeName: info.name, kind: ColumnPlan.kind(oid: info.oid, typtype: info.typtype, category: info.category))
+                let info =
+                    types[column.oid] ?? (name: "oid \(column.oid)", oid: column.oid, typtype: "b", category: "U")
+                return ColumnPlan(
+                    name: column.name, typeOID: info.oid, typeName: info.name,
+                    kind: ColumnPlan.kind(oid: info.oid, typtype: info.typtype, category: info.category))
             }
             plans.append(
                 TablePlan(
-                    index: i, table: table, columns: plansForColumns, primaryKey: primaryKey, createdColumn: created, updatedColumn: updated,
+                    index: i, table: table, columns: plansForColumns, primaryKey: primaryKey, createdColumn: created,
+                    updatedColumn: updated,
                     rowsQuery: template.rowsSQL(tableAt: i, scopeExpression: scopeExpression)))
         }
         return plans
     }
 
-
     /// Type name, base OID (for domains), typtype and category of each OID.
-    static func typeInfo(oids: Set<UInt32>, pg: PostgresConnection) throws -> [UInt32: (name: String, oid: UInt32, typtype: String, category: String)] {
+    static func typeInfo(oids: Set<UInt32>, pg: PostgresConnection) throws -> [UInt32: (
+        name: String, oid: UInt32, typtype: String, category: String
+    )] {
         guard !oids.isEmpty else { return [:] }
         let list = "{" + oids.map(String.init).joined(separator: ",") + "}"
         let rows = try pg.query(

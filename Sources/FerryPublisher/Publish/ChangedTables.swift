@@ -16,7 +16,9 @@ enum ChangedTables {
                 try pg.execute("SAVEPOINT ferry_explain")
                 let rows = try pg.query("EXPLAIN (VERBOSE, FORMAT JSON) " + plan.rowsQuery)
                 try pg.execute("RELEASE SAVEPOINT ferry_explain")
-                guard let text = rows.first?.first ?? nil, let json = try JSONSerialization.jsonObject(with: Data(text.utf8)) as Any? else {
+                guard let text = rows.first?.first ?? nil,
+                    let json = try JSONSerialization.jsonObject(with: Data(text.utf8)) as Any?
+                else {
                     out[plan.name] = []
                     continue
                 }
@@ -41,7 +43,9 @@ enum ChangedTables {
                 read.insert(table)
                 continue
             }
-            if !reads.isDisjoint(with: qualified) || reads.contains(where: { bare.contains(String($0.split(separator: ".").last ?? "")) }) {
+            if !reads.isDisjoint(with: qualified)
+                || reads.contains(where: { bare.contains(String($0.split(separator: ".").last ?? "")) })
+            {
                 read.insert(table)
             }
         }

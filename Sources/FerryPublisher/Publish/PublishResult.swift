@@ -61,7 +61,9 @@ public struct PublishResult: Encodable, Sendable, Equatable {
         }
 
         /// `scope.version`, `scope.sha256`, …: the scope's current version.
-        public subscript<T>(dynamicMember keyPath: KeyPath<PublishedVersion, T>) -> T { manifest.current[keyPath: keyPath] }
+        public subscript<T>(dynamicMember keyPath: KeyPath<PublishedVersion, T>) -> T {
+            manifest.current[keyPath: keyPath]
+        }
 
         private enum CodingKeys: String, CodingKey { case scope, unchanged, shared }
 
@@ -75,7 +77,10 @@ public struct PublishResult: Encodable, Sendable, Equatable {
     }
 
     /// The result of publishing `stored`: its implicit scope's manifest, or one ``Scope`` per scope.
-    init(stored: StoredManifest, unchangedScopes: Set<String?>, unchanged: Bool, seconds: Double, phases: PublishPhases, incremental: IncrementalCounts? = nil) {
+    init(
+        stored: StoredManifest, unchangedScopes: Set<String?>, unchanged: Bool, seconds: Double, phases: PublishPhases,
+        incremental: IncrementalCounts? = nil
+    ) {
         dataset = stored.dataset
         self.phases = phases
         self.incremental = incremental
@@ -88,7 +93,8 @@ public struct PublishResult: Encodable, Sendable, Equatable {
             let sharing = Dictionary(grouping: stored.scopes, by: \.current.sha256)
             scopes = stored.scopes.map { entry in
                 Scope(
-                    scope: entry.scope ?? "", manifest: entry.manifest(dataset: stored.dataset), unchanged: unchangedScopes.contains(entry.scope),
+                    scope: entry.scope ?? "", manifest: entry.manifest(dataset: stored.dataset),
+                    unchanged: unchangedScopes.contains(entry.scope),
                     shared: (sharing[entry.current.sha256]?.count ?? 0) > 1)
             }
         } else {
@@ -97,12 +103,16 @@ public struct PublishResult: Encodable, Sendable, Equatable {
     }
 
     /// `result.sha256`, `result.tables`, …: the unscoped dataset's current version; nil for a scoped dataset.
-    public subscript<T>(dynamicMember keyPath: KeyPath<PublishedVersion, T>) -> T? { manifest?.current[keyPath: keyPath] }
+    public subscript<T>(dynamicMember keyPath: KeyPath<PublishedVersion, T>) -> T? {
+        manifest?.current[keyPath: keyPath]
+    }
 
     /// Retained versions after this publish, ascending; nil for a scoped dataset.
     public var versions: [Int]? { manifest?.versions }
 
-    private enum CodingKeys: String, CodingKey { case dataset, version, createdAt, schemaVersion, scopes, seconds, unchanged, phases, incremental }
+    private enum CodingKeys: String, CodingKey {
+        case dataset, version, createdAt, schemaVersion, scopes, seconds, unchanged, phases, incremental
+    }
 
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)

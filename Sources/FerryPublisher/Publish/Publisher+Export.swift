@@ -33,14 +33,16 @@ extension Publisher {
         let createdAt = Timestamp.format(Date())
 
         let main = try ExportSession(template: template, databaseURL: configuration.databaseURL)
-        let scopes: [String?] = template.scope == nil ? [nil] : try TemplateValidator.scopeValues(for: template, pg: main.pg)
+        let scopes: [String?] =
+            template.scope == nil ? [nil] : try TemplateValidator.scopeValues(for: template, pg: main.pg)
         if scopes.isEmpty {
             logger.warning("the scope values are empty: no scope gets a snapshot", metadata: ["dataset": "\(dataset)"])
         }
         let gzipLevel = min(3, max(0, configuration.gzipLevel))
         var keep: Set<String> = []
         if let changed, template.scope == nil {
-            let read = ChangedTables.tablesToRead(relations: ChangedTables.relations(of: main.plans, pg: main.pg), changed: changed)
+            let read = ChangedTables.tablesToRead(
+                relations: ChangedTables.relations(of: main.plans, pg: main.pg), changed: changed)
             keep = Set(main.plans.map(\.name)).subtracting(read)
         }
         // A switch between scoped and unscoped starts every scope afresh.
@@ -49,13 +51,16 @@ extension Publisher {
         var bases: [String?: IncrementalBase] = [:]
         for entry in comparable?.scopes ?? [] {
             unchangedDigests[entry.scope] = entry.current.dataDigest
-            if configuration.incremental, let comparable { bases[entry.scope] = incrementalBase(entry.current, in: comparable, store: store) }
+            if configuration.incremental, let comparable {
+                bases[entry.scope] = incrementalBase(entry.current, in: comparable, store: store)
+            }
         }
         let exports: [ScopeExport]
         do {
             exports = try exportAll(
                 scopes: scopes, main: main, template: template, tmp: tmp, version: version, createdAt: createdAt,
-                unchangedDigests: unchangedDigests, bases: bases, gzipLevel: gzipLevel, keep: keep, isCancelled: isCancelled)
+                unchangedDigests: unchangedDigests, bases: bases, gzipLevel: gzipLevel, keep: keep,
+                isCancelled: isCancelled)
             // The last moment to stop: from here on, files go into the store.
             if isCancelled() { throw CancellationError() }
         } catch {
@@ -69,7 +74,11 @@ extension Publisher {
         for export in exports { if let counts = export.result.incremental { incremental.add(counts) } }
         let builtIncrementally = exports.filter { $0.result.incremental != nil }.count
         let kept = Set(exports.flatMap(\.result.keptTables)).sorted()
-        if !kept.isEmpty { logger.info("tables kept from the current version without reading them", metadata: ["dataset": "\(dataset)", "tables": "\(kept)"]) }
+        if !kept.isEmpty {
+            logger.info(
+                "tables kept from the current version without reading them",
+                metadata: ["dataset": "\(dataset)", "tables": "\(kept)"])
+        }
         var entries: [ScopeEntry] = []
         var unchangedScopes: Set<String?> = []
         var storedByDigest: [String: FileSnapshotStore.StoredObject] = [:]
@@ -79,7 +88,8 @@ extension Publisher {
                 try export.result.prepared?.discard()
                 try DurableFile.remove(export.file)
                 if let rowIndex = export.result.rowIndex { try DurableFile.remove(rowIndex) }
-                entries.append(ScopeEntry(scope: export.scope, retained: Array(before.retained.suffix(configuration.keep))))
+                entries.append(
+                    ScopeEntry(scope: export.scope, retained: Array(before.retained.suffix(configuration.keep))))
                 unchangedScopes.insert(export.scope)
                 continue
             }
@@ -91,7 +101,9 @@ extension Publisher {
                 object = shared
             } else {
                 object = try phases.time(.store) {
-                    let prepared = try export.result.prepared ?? FileSnapshotStore.PreparedObject(file: export.file, encoding: .igzip(level: gzipLevel))
+                    let prepared =
+                        try export.result.prepared
+                        ?? FileSnapshotStore.PreparedObject(file: export.file, encoding: .igzip(level: gzipLevel))
                     let object = try store.storeObject(dataset: dataset, prepared: prepared)
                     if let rowIndex = export.result.rowIndex {
                         try DurableFile.rename(rowIndex, to: store.rowIndexURL(dataset: dataset, sha256: object.sha256))
@@ -102,11 +114,14 @@ extension Publisher {
             }
             var record = VersionRecord(
                 published: PublishedVersion(
-                    version: version, sha256: object.sha256, size: object.size, gzipSize: object.gzipSize, createdAt: createdAt,
-                    schemaVersion: template.schemaVersion, tables: export.result.tables, contentDigest: export.result.contentDigest),
+                    version: version, sha256: object.sha256, size: object.size, gzipSize: object.gzipSize,
+                    createdAt: createdAt,
+                    schemaVersion: template.schemaVersion, tables: export.result.tables,
+                    contentDigest: export.result.contentDigest),
                 dataDigest: export.result.dataDigest)
             let retained = Array(((before?.retained ?? []) + [record]).suffix(configuration.keep))
-            if configuration.patches, let before, let comparable, before.current.schemaVersion == template.schemaVersion {
+            if configuration.patches, let before, let comparable, before.current.schemaVersion == template.schemaVersion
+            {
                 record.published.patches = phases.time(.patches) {
                     patches(
                         to: record, tables: export.result.tables.keys.sorted() + ["ferry_tables"], after: before,
@@ -125,7 +140,9 @@ extension Publisher {
         let sameScopes = comparable.map { Set($0.scopes.map(\.scope)) == Set(scopes) } ?? false
         let unchanged = !newVersion && sameScopes
         if let previous, previous == manifest {
-            logger.info("data unchanged; no new version", metadata: ["dataset": "\(dataset)", "version": "\(previous.lastVersion)"])
+            logger.info(
+                "data unchanged; no new version",
+                metadata: ["dataset": "\(dataset)", "version": "\(previous.lastVersion)"])
             var result = PublishResult(
                 stored: previous, unchangedScopes: unchangedScopes, unchanged: true, seconds: seconds(), phases: phases,
                 incremental: builtIncrementally > 0 ? incremental : nil)
@@ -138,10 +155,12 @@ extension Publisher {
             newVersion ? "published" : "retention changed; no new version",
             metadata: [
                 "dataset": "\(dataset)", "version": "\(manifest.lastVersion)", "scopes": "\(entries.count)",
-                "files": "\(Set(entries.map(\.current.sha256)).count)", "dropped": "\(dropped.count)", "seconds": "\(seconds())",
+                "files": "\(Set(entries.map(\.current.sha256)).count)", "dropped": "\(dropped.count)",
+                "seconds": "\(seconds())",
             ])
         var result = PublishResult(
-            stored: manifest, unchangedScopes: unchangedScopes, unchanged: unchanged, seconds: seconds(), phases: phases,
+            stored: manifest, unchangedScopes: unchangedScopes, unchanged: unchanged, seconds: seconds(),
+            phases: phases,
             incremental: builtIncrementally > 0 ? incremental : nil)
         result.keptTables = kept
         return result
@@ -154,15 +173,19 @@ extension Publisher {
     /// is not stored. Patches only save bytes: a failure is logged and the scope simply has none (its devices take
     /// the full download).
     func patches(
-        to record: VersionRecord, tables: [String], after before: ScopeEntry, from bases: [VersionRecord], in previous: StoredManifest,
+        to record: VersionRecord, tables: [String], after before: ScopeEntry, from bases: [VersionRecord],
+        in previous: StoredManifest,
         store: FileSnapshotStore, diff recorded: Changeset? = nil
     ) -> [PatchRef]? {
         let dataset = previous.dataset
         let previousCurrent = before.current
         do {
-            let diff = try recorded ?? Changeset.diff(
-                from: store.files(of: previousCurrent, in: previous).snapshot, to: store.objectURL(dataset: dataset, sha256: record.sha256),
-                tables: tables)
+            let diff =
+                try recorded
+                ?? Changeset.diff(
+                    from: store.files(of: previousCurrent, in: previous).snapshot,
+                    to: store.objectURL(dataset: dataset, sha256: record.sha256),
+                    tables: tables)
             var refs: [PatchRef] = []
             for base in bases {
                 let from = base.version
@@ -175,26 +198,33 @@ extension Publisher {
                     continue
                 }
                 if let ref = try store.storePatch(
-                    dataset: dataset, changeset: changeset, from: from, base: base.sha256, to: record.version, limit: record.gzipSize) {
+                    dataset: dataset, changeset: changeset, from: from, base: base.sha256, to: record.version,
+                    limit: record.gzipSize)
+                {
                     refs.append(ref)
                 }
             }
             return refs.isEmpty ? nil : refs
         } catch {
             logger.warning(
-                "no patches for this version; devices take the full download", metadata: ["dataset": "\(dataset)", "version": "\(record.version)", "error": "\(error)"])
+                "no patches for this version; devices take the full download",
+                metadata: ["dataset": "\(dataset)", "version": "\(record.version)", "error": "\(error)"])
             return nil
         }
     }
 
     /// What a scope's next version can be built from: its current version, when that version's file, row index
     /// and content digest are at hand.
-    private func incrementalBase(_ current: VersionRecord, in manifest: StoredManifest, store: FileSnapshotStore) -> IncrementalBase? {
+    private func incrementalBase(_ current: VersionRecord, in manifest: StoredManifest, store: FileSnapshotStore)
+        -> IncrementalBase?
+    {
         let rowIndex = store.rowIndexURL(dataset: manifest.dataset, sha256: current.sha256)
         guard FileManager.default.fileExists(atPath: rowIndex.path), let hex = current.published.contentDigest,
             let digest = ContentDigest(hex: hex)
         else { return nil }
-        return IncrementalBase(version: current.version, snapshot: store.files(of: current, in: manifest).snapshot, rowIndex: rowIndex, contentDigest: digest)
+        return IncrementalBase(
+            version: current.version, snapshot: store.files(of: current, in: manifest).snapshot, rowIndex: rowIndex,
+            contentDigest: digest)
     }
 
     /// Exports every scope into `tmp`, `configuration.parallelism` at a time; the first error stops the rest.
@@ -207,13 +237,16 @@ extension Publisher {
         let workers = max(1, min(configuration.parallelism, scopes.count))
         let snapshotID = workers > 1 ? try main.exportSnapshot() : ""
         let state = Locked(ExportState(results: Array(repeating: nil, count: scopes.count)))
-        let (databaseURL, progress, afterTable, logger) = (configuration.databaseURL, configuration.progress, afterTable, self.logger)
+        let (databaseURL, progress, afterTable, logger) = (
+            configuration.databaseURL, configuration.progress, afterTable, self.logger
+        )
         let plans = main.plans
         // Each worker owns one session; worker 0 uses the one that exported the snapshot, which stays open (and so
         // keeps the snapshot importable) until every worker is done.
         DispatchQueue.concurrentPerform(iterations: workers) { worker in
             do {
-                let session = worker == 0 ? main : try ExportSession(joining: snapshotID, databaseURL: databaseURL, plans: plans)
+                let session =
+                    worker == 0 ? main : try ExportSession(joining: snapshotID, databaseURL: databaseURL, plans: plans)
                 let exporter = SnapshotExporter(template: template, logger: logger)
                 exporter.progress = progress
                 exporter.afterTable = { table in
@@ -223,8 +256,10 @@ extension Publisher {
                 while let index = state.withLock({ $0.next(limit: scopes.count) }) {
                     let file = tmp.appendingPathComponent("\(version)-\(index).sqlite")
                     let result = try exporter.write(
-                        plans: plans, from: session.pg, to: file, version: version, createdAt: createdAt, scope: scopes[index],
-                        unchangedDigest: unchangedDigests[scopes[index]], gzipLevel: gzipLevel, base: bases[scopes[index]], keep: keep)
+                        plans: plans, from: session.pg, to: file, version: version, createdAt: createdAt,
+                        scope: scopes[index],
+                        unchangedDigest: unchangedDigests[scopes[index]], gzipLevel: gzipLevel,
+                        base: bases[scopes[index]], keep: keep)
                     state.withLock { $0.results[index] = ScopeExport(scope: scopes[index], file: file, result: result) }
                 }
             } catch {

@@ -52,7 +52,8 @@ public struct Publisher: Sendable {
         public var parallelism: Int = max(1, min(4, ProcessInfo.processInfo.activeProcessorCount))
 
         public init(
-            templatePath: String, databaseURL: String, store: URL, keep: Int = 5, waitForLock: Bool = false, gzipLevel: Int = 2,
+            templatePath: String, databaseURL: String, store: URL, keep: Int = 5, waitForLock: Bool = false,
+            gzipLevel: Int = 2,
             progress: (@Sendable (PublishProgress) -> Void)? = nil
         ) {
             self.templatePath = templatePath
@@ -93,7 +94,10 @@ public struct Publisher: Sendable {
             try await withCheckedThrowingContinuation { continuation in
                 let job = self
                 Thread.detachNewThread {
-                    continuation.resume(with: Result { try job.publishBlocking(changedTables: changedTables, isCancelled: { cancelled.current }) })
+                    continuation.resume(
+                        with: Result {
+                            try job.publishBlocking(changedTables: changedTables, isCancelled: { cancelled.current })
+                        })
                 }
             }
         } onCancel: {
@@ -103,10 +107,14 @@ public struct Publisher: Sendable {
 
     /// Publishes once on the calling thread.
     /// `isCancelled` is asked between phases, as in ``publish(changedTables:)``.
-    public func publishBlocking(changedTables: Set<String>? = nil, isCancelled: @escaping @Sendable () -> Bool = { false }) throws -> PublishResult {
+    public func publishBlocking(
+        changedTables: Set<String>? = nil, isCancelled: @escaping @Sendable () -> Bool = { false }
+    ) throws -> PublishResult {
         let started = ContinuousClock.now
         guard configuration.keep >= 1 else {
-            throw FerryError(.badInput, "keep must be at least 1 (it is \(configuration.keep)): the current version is always kept", key: "keep")
+            throw FerryError(
+                .badInput, "keep must be at least 1 (it is \(configuration.keep)): the current version is always kept",
+                key: "keep")
         }
         let template = try Template.load(path: configuration.templatePath)
         let dataset = template.dataset
@@ -115,13 +123,21 @@ public struct Publisher: Sendable {
         do {
             lock = try store.lock(dataset: dataset, wait: configuration.waitForLock)
         } catch let error as FerryError where error.code == .store {
-            throw FerryError(.store, "dataset '\(dataset)' is being published by another ferry process (lock held); wait for it to finish or stop it, then retry", path: error.path)
+            throw FerryError(
+                .store,
+                "dataset '\(dataset)' is being published by another ferry process (lock held); wait for it to finish or stop it, then retry",
+                path: error.path)
         }
         defer { lock.unlock() }
 
         let removed = try store.cleanLeftovers(dataset: dataset)
-        if removed > 0 { logger.info("removed leftovers of an interrupted publish", metadata: ["dataset": "\(dataset)", "files": "\(removed)"]) }
+        if removed > 0 {
+            logger.info(
+                "removed leftovers of an interrupted publish",
+                metadata: ["dataset": "\(dataset)", "files": "\(removed)"])
+        }
         if isCancelled() { throw CancellationError() }
-        return try publish(template: template, store: store, started: started, changed: changedTables, isCancelled: isCancelled)
+        return try publish(
+            template: template, store: store, started: started, changed: changedTables, isCancelled: isCancelled)
     }
 }

@@ -38,8 +38,10 @@ public struct OnChangeSchedule: Service {
     ///   - onRun: called after every publish with why it ran and its outcome (metrics, tests, a status page).
     ///   - onListening: called each time the LISTEN is in place, with whether it was a reconnect (tests).
     public init(
-        publisher: Publisher, channel: String, debounce: Duration = .milliseconds(500), maxDelay: Duration = .seconds(5),
-        every: Duration? = nil, logger: Logger, onRun: (@Sendable (Reason, Result<PublishResult, any Error>) -> Void)? = nil,
+        publisher: Publisher, channel: String, debounce: Duration = .milliseconds(500),
+        maxDelay: Duration = .seconds(5),
+        every: Duration? = nil, logger: Logger,
+        onRun: (@Sendable (Reason, Result<PublishResult, any Error>) -> Void)? = nil,
         onListening: (@Sendable (Bool) -> Void)? = nil
     ) {
         self.publisher = publisher
@@ -57,7 +59,11 @@ public struct OnChangeSchedule: Service {
         let wake = WakeSignal()
         let events = PostgresListener.events(url: publisher.configuration.databaseURL, channel: channel)
         logger.info(
-            "publishing on change", metadata: ["template": "\(publisher.configuration.templatePath)", "channel": "\(channel)", "every": "\(every.map { "\($0)" } ?? "off")"])
+            "publishing on change",
+            metadata: [
+                "template": "\(publisher.configuration.templatePath)", "channel": "\(channel)",
+                "every": "\(every.map { "\($0)" } ?? "off")",
+            ])
         await withTaskGroup(of: Void.self) { group in
             group.addTask { [logger, onListening] in
                 for await event in events {
@@ -65,7 +71,9 @@ public struct OnChangeSchedule: Service {
                     case .listening(let reconnected):
                         onListening?(reconnected)
                         if reconnected {
-                            logger.info("LISTEN connection back; publishing once to catch up", metadata: ["channel": "\(channel)"])
+                            logger.info(
+                                "LISTEN connection back; publishing once to catch up",
+                                metadata: ["channel": "\(channel)"])
                             pending.withLock { $0.note(.reconnect, table: nil, at: .now) }
                             wake.signal()
                         }
@@ -74,7 +82,9 @@ public struct OnChangeSchedule: Service {
                         pending.withLock { $0.note(.change, table: table, at: .now) }
                         wake.signal()
                     case .lost(let message):
-                        logger.warning("LISTEN connection lost; reconnecting", metadata: ["channel": "\(channel)", "error": "\(message)"])
+                        logger.warning(
+                            "LISTEN connection lost; reconnecting",
+                            metadata: ["channel": "\(channel)", "error": "\(message)"])
                     }
                 }
             }
@@ -97,10 +107,15 @@ public struct OnChangeSchedule: Service {
                     outcome = .success(result)
                     logger.info(
                         result.unchanged ? "publish on change: unchanged" : "publish on change: new version",
-                        metadata: ["reason": "\(reason.rawValue)", "dataset": "\(result.dataset)", "version": "\(result.version)", "seconds": "\(result.seconds)"])
+                        metadata: [
+                            "reason": "\(reason.rawValue)", "dataset": "\(result.dataset)",
+                            "version": "\(result.version)", "seconds": "\(result.seconds)",
+                        ])
                 } catch {
                     outcome = .failure(error)
-                    logger.error("publish on change failed; retrying at the next change or tick", metadata: ["reason": "\(reason.rawValue)", "error": "\(error)"])
+                    logger.error(
+                        "publish on change failed; retrying at the next change or tick",
+                        metadata: ["reason": "\(reason.rawValue)", "error": "\(error)"])
                 }
                 lastPublish = .now
                 onRun?(reason, outcome)

@@ -20,7 +20,10 @@ public struct PublishInterval: Sendable, Equatable, CustomStringConvertible {
     /// Parses `30s`, `15m`, `2h`, `30d`; throws `.badInput` with the accepted forms otherwise.
     public init(parsing text: String) throws {
         let trimmed = text.trimmingCharacters(in: .whitespaces)
-        let bad = FerryError(.badInput, "'\(text)' is not a duration: write a whole number followed by s, m, h or d, e.g. 30s, 15m, 2h or 30d", key: "every")
+        let bad = FerryError(
+            .badInput,
+            "'\(text)' is not a duration: write a whole number followed by s, m, h or d, e.g. 30s, 15m, 2h or 30d",
+            key: "every")
         guard let unit = trimmed.last, let number = Int(trimmed.dropLast()), number >= 1 else { throw bad }
         let multiplier: Int
         switch unit {

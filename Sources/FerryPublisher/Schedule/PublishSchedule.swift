@@ -30,7 +30,10 @@ public struct PublishSchedule: Service {
     }
 
     /// Any period, including sub-second ones (tests).
-    init(publisher: Publisher, period: Duration, logger: Logger, onRun: (@Sendable (Result<PublishResult, any Error>) -> Void)?) {
+    init(
+        publisher: Publisher, period: Duration, logger: Logger,
+        onRun: (@Sendable (Result<PublishResult, any Error>) -> Void)?
+    ) {
         self.publisher = publisher
         self.interval = PublishInterval(seconds: max(1, Int(period.components.seconds)))
         self.period = period
@@ -41,7 +44,9 @@ public struct PublishSchedule: Service {
     public func run() async throws {
         let clock = ContinuousClock()
         var tick = clock.now
-        logger.info("publish schedule started", metadata: ["template": "\(publisher.configuration.templatePath)", "every": "\(interval)"])
+        logger.info(
+            "publish schedule started",
+            metadata: ["template": "\(publisher.configuration.templatePath)", "every": "\(interval)"])
         while !Task.isShuttingDownGracefully && !Task.isCancelled {
             let outcome: Result<PublishResult, any Error>
             do {
@@ -49,7 +54,9 @@ public struct PublishSchedule: Service {
                 outcome = .success(result)
                 logger.info(
                     result.unchanged ? "scheduled publish: unchanged" : "scheduled publish: new version",
-                    metadata: ["dataset": "\(result.dataset)", "version": "\(result.version)", "seconds": "\(result.seconds)"])
+                    metadata: [
+                        "dataset": "\(result.dataset)", "version": "\(result.version)", "seconds": "\(result.seconds)",
+                    ])
             } catch {
                 outcome = .failure(error)
                 logger.error("scheduled publish failed; retrying at the next tick", metadata: ["error": "\(error)"])

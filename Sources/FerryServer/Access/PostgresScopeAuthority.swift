@@ -29,9 +29,13 @@ public final class PostgresScopeAuthority: ScopeAuthority, Service {
     }
 
     /// Connects and checks the template's scope queries against PostgreSQL (errors name the template and key).
-    public static func start(template: Template, databaseURL: String, connections: Int = 2, logger: Logger) async throws -> PostgresScopeAuthority {
+    public static func start(template: Template, databaseURL: String, connections: Int = 2, logger: Logger) async throws
+        -> PostgresScopeAuthority
+    {
         guard let scope = template.scope else {
-            throw FerryError(.badTemplate, "dataset '\(template.dataset)' has no `scope:` section, so it needs no token check", path: template.path, key: "scope")
+            throw FerryError(
+                .badTemplate, "dataset '\(template.dataset)' has no `scope:` section, so it needs no token check",
+                path: template.path, key: "scope")
         }
         let pool = PostgresPool(url: databaseURL, size: connections)
         do {
@@ -49,7 +53,9 @@ public final class PostgresScopeAuthority: ScopeAuthority, Service {
         let rows = try await pool.withConnection { pg in try pg.run(sql, [hash]) }
         let scopes = Set(rows.compactMap { $0.first ?? nil })
         if scopes.count > 1 {
-            logger.warning("a token maps to several scopes; refusing it (fix the scope.token query)", metadata: ["dataset": "\(dataset)"])
+            logger.warning(
+                "a token maps to several scopes; refusing it (fix the scope.token query)",
+                metadata: ["dataset": "\(dataset)"])
             return nil
         }
         return scopes.first

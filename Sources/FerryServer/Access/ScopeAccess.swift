@@ -104,8 +104,12 @@ public struct DatasetAccess: Sendable {
 
         static func isTokenByte(_ byte: UInt8) -> Bool {
             switch byte {
-            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"): true
-            case UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"), UInt8(ascii: "+"), UInt8(ascii: "/"), UInt8(ascii: "="): true
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+                UInt8(ascii: "0")...UInt8(ascii: "9"):
+                true
+            case UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"), UInt8(ascii: "+"),
+                UInt8(ascii: "/"), UInt8(ascii: "="):
+                true
             default: false
             }
         }
@@ -115,9 +119,11 @@ public struct DatasetAccess: Sendable {
     static func bearerToken(_ request: Request, dataset: String) throws -> String {
         switch Credential(request.headers[.authorization]) {
         case .missing:
-            throw unauthorized("dataset '\(dataset)' needs an access token: send `Authorization: Bearer <token>`", invalidToken: false)
+            throw unauthorized(
+                "dataset '\(dataset)' needs an access token: send `Authorization: Bearer <token>`", invalidToken: false)
         case .notBearer:
-            throw unauthorized("dataset '\(dataset)' needs a bearer token: send `Authorization: Bearer <token>`", invalidToken: false)
+            throw unauthorized(
+                "dataset '\(dataset)' needs a bearer token: send `Authorization: Bearer <token>`", invalidToken: false)
         case .malformed:
             throw unauthorized("the access token is malformed; re-authenticate", invalidToken: true)
         case .bearer(let token):
@@ -127,7 +133,8 @@ public struct DatasetAccess: Sendable {
 
     static func unauthorized(_ message: String, invalidToken: Bool) -> ServerError {
         var headers = HTTPFields()
-        headers[.wwwAuthenticate] = invalidToken ? #"Bearer realm="ferry", error="invalid_token""# : #"Bearer realm="ferry""#
+        headers[.wwwAuthenticate] =
+            invalidToken ? #"Bearer realm="ferry", error="invalid_token""# : #"Bearer realm="ferry""#
         return ServerError(.unauthorized, code: "unauthorized", message, headers: headers)
     }
 
@@ -147,25 +154,33 @@ public struct DatasetAccess: Sendable {
             scope = try await resolver.scope(forToken: token)
         } catch {
             // The error may quote the query's parameter (the token's hash): log only its kind.
-            logger.error("the token query failed", metadata: ["dataset": .string(dataset), "error": .string(String(describing: type(of: error)))])
-            throw ServerError(.serviceUnavailable, code: "unavailable", "the access token cannot be checked right now; retry later")
+            logger.error(
+                "the token query failed",
+                metadata: ["dataset": .string(dataset), "error": .string(String(describing: type(of: error)))])
+            throw ServerError(
+                .serviceUnavailable, code: "unavailable", "the access token cannot be checked right now; retry later")
         }
         guard let scope else {
-            throw Self.unauthorized("the access token is not valid (unknown or revoked); re-authenticate", invalidToken: true)
+            throw Self.unauthorized(
+                "the access token is not valid (unknown or revoked); re-authenticate", invalidToken: true)
         }
         return scope
     }
 
     /// What `request` may read of dataset `name`: the public view, or its scope's. 404 for an unknown dataset or a
     /// scope with no snapshot yet.
-    func view(_ request: Request, dataset name: String) async throws -> (view: SnapshotCatalog.SnapshotView, scoped: Bool) {
+    func view(_ request: Request, dataset name: String) async throws -> (
+        view: SnapshotCatalog.SnapshotView, scoped: Bool
+    ) {
         let (view, scope) = try await viewAndScope(request, dataset: name)
         return (view, scope != nil)
     }
 
     /// ``view(_:dataset:)`` with the scope it was chosen for (nil for a public dataset), so a long-poll can read the
     /// same scope's next view without asking the token authority again (``view(dataset:scope:)``).
-    func viewAndScope(_ request: Request, dataset name: String) async throws -> (view: SnapshotCatalog.SnapshotView, scope: String?) {
+    func viewAndScope(_ request: Request, dataset name: String) async throws -> (
+        view: SnapshotCatalog.SnapshotView, scope: String?
+    ) {
         guard let access = catalog.access(name) else { throw SnapshotResponder.unknownDataset(name) }
         switch access {
         case .everyone(let view):
@@ -190,18 +205,22 @@ public struct DatasetAccess: Sendable {
         case (nil, _):
             throw SnapshotResponder.unknownDataset(name)
         default:
-            throw ServerError(.serviceUnavailable, code: "unavailable", "dataset '\(name)' changed its access rules; ask again")
+            throw ServerError(
+                .serviceUnavailable, code: "unavailable", "dataset '\(name)' changed its access rules; ask again")
         }
     }
 
     static func noScopeSnapshot(_ name: String) -> ServerError {
-        ServerError(.notFound, code: .notFound, "dataset '\(name)' has no snapshot for your access scope yet; it appears at the next publish")
+        ServerError(
+            .notFound, code: .notFound,
+            "dataset '\(name)' has no snapshot for your access scope yet; it appears at the next publish")
     }
 
     /// What ``view(_:dataset:)`` would answer, when it can be known without waiting: the public view, or the view of
     /// the scope a fresh cache entry gives the request's token. Nil whenever the route would answer an error or
     /// would have to ask the token authority (``NotModifiedHandler`` then passes the request on).
-    func cachedView(_ headers: HTTPFields, dataset name: String) -> (view: SnapshotCatalog.SnapshotView, scoped: Bool)? {
+    func cachedView(_ headers: HTTPFields, dataset name: String) -> (view: SnapshotCatalog.SnapshotView, scoped: Bool)?
+    {
         guard let access = catalog.access(name) else { return nil }
         switch access {
         case .everyone(let view):

@@ -1,10 +1,11 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import FerryCore
 import NIOCore
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 
 /// A read-only file descriptor shared by every response that streams the file; closed when the last reference
 /// goes. Holding it keeps the bytes readable after retention unlinks the path, so a download in flight finishes.
@@ -92,8 +93,8 @@ final class OpenFile: Sendable {
 
 private func systemOpen(_ path: String, _ flags: Int32) -> Int32 {
     #if canImport(Glibc)
-    return Glibc.open(path, flags)
+        return Glibc.open(path, flags)
     #else
-    return Darwin.open(path, flags)
+        return Darwin.open(path, flags)
     #endif
 }

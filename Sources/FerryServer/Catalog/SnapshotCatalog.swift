@@ -39,7 +39,10 @@ public final class SnapshotCatalog: Service, Sendable {
         /// retained version's SQLite file and gzip copy, and each patch.
         let objects: [ObjectName: VersionEntry.Representation]
 
-        init(manifest: Manifest, scoped: Bool, latest: VersionEntry, versions: [Int: VersionEntry], patches: [PatchKey: VersionEntry]) throws {
+        init(
+            manifest: Manifest, scoped: Bool, latest: VersionEntry, versions: [Int: VersionEntry],
+            patches: [PatchKey: VersionEntry]
+        ) throws {
             self.manifest = manifest
             manifestBody = ByteBuffer(bytes: try manifest.jsonData())
             var headers = HTTPFields()
@@ -52,7 +55,9 @@ public final class SnapshotCatalog: Service, Sendable {
             self.versions = versions
             self.patches = patches
             var index: [ObjectName: VersionEntry.Representation] = [:]
-            for entry in versions.values { for representation in entry.representations { index[representation.object] = representation } }
+            for entry in versions.values {
+                for representation in entry.representations { index[representation.object] = representation }
+            }
             for entry in patches.values { index[entry.identity.object] = entry.identity }
             objects = index
         }
@@ -60,7 +65,9 @@ public final class SnapshotCatalog: Service, Sendable {
         /// The manifest's 304 fields when `If-None-Match` is `*` or names the latest snapshot's checksum; nil
         /// otherwise. Shared by the route and ``NotModifiedHandler``.
         func manifestNotModified(_ headers: HTTPFields) -> HTTPFields? {
-            guard let value = headers[.ifNoneMatch], let condition = ConditionalHeaders.noneMatch(value[...]) else { return nil }
+            guard let value = headers[.ifNoneMatch], let condition = ConditionalHeaders.noneMatch(value[...]) else {
+                return nil
+            }
             switch condition {
             case .any: return manifestNotModified
             case .tags(let tags): return tags.contains { $0 == manifest.sha256 } ? manifestNotModified : nil
@@ -217,9 +224,12 @@ public final class SnapshotCatalog: Service, Sendable {
                 changed = true
                 touched.append(name)
                 if previous?.lastVersion != loaded.lastVersion || previous?.isScoped != loaded.isScoped {
-                    var metadata: Logger.Metadata = ["dataset": .string(name), "version": .stringConvertible(loaded.lastVersion)]
+                    var metadata: Logger.Metadata = [
+                        "dataset": .string(name), "version": .stringConvertible(loaded.lastVersion),
+                    ]
                     switch loaded.access {
-                    case .everyone(let view): metadata["retained"] = .string(view.manifest.versions.map(String.init).joined(separator: ","))
+                    case .everyone(let view):
+                        metadata["retained"] = .string(view.manifest.versions.map(String.init).joined(separator: ","))
                     case .scoped(let views): metadata["scopes"] = .stringConvertible(views.count)
                     }
                     logger.info("serving dataset", metadata: metadata)
@@ -261,7 +271,9 @@ public final class SnapshotCatalog: Service, Sendable {
             throw FerryError(.io, "cannot read manifest", path: manifestPath)
         }
         guard manifest.dataset == name else {
-            throw FerryError(.store, "manifest names dataset '\(manifest.dataset)' but lives in '\(name)'", path: manifestPath, key: "dataset")
+            throw FerryError(
+                .store, "manifest names dataset '\(manifest.dataset)' but lives in '\(name)'", path: manifestPath,
+                key: "dataset")
         }
         var objects: [String: OpenObject] = [:]
         var patchFiles: [String: OpenFile] = [:]
@@ -273,28 +285,38 @@ public final class SnapshotCatalog: Service, Sendable {
             for record in entry.retained {
                 for patch in record.patches ?? [] {
                     let path = store.patchURL(dataset: name, sha256: patch.sha256).path
-                    guard let file = try patchFiles[patch.sha256] ?? previous?.patchFiles[patch.sha256] ?? OpenFile.open(path: path) else {
-                        logger.warning("a patch named by the manifest is missing; devices take the full download", metadata: ["path": .string(path)])
+                    guard
+                        let file = try patchFiles[patch.sha256] ?? previous?.patchFiles[patch.sha256]
+                            ?? OpenFile.open(path: path)
+                    else {
+                        logger.warning(
+                            "a patch named by the manifest is missing; devices take the full download",
+                            metadata: ["path": .string(path)])
                         continue
                     }
                     guard file.size == patch.size else {
-                        throw FerryError(.store, "patch is \(file.size) bytes but its record says \(patch.size)", path: path)
+                        throw FerryError(
+                            .store, "patch is \(file.size) bytes but its record says \(patch.size)", path: path)
                     }
                     patchFiles[patch.sha256] = file
-                    patches[PatchKey(from: patch.from, to: patch.to)] = .patch(dataset: name, patch, to: record, file: file, scoped: manifest.scoped)
+                    patches[PatchKey(from: patch.from, to: patch.to)] = .patch(
+                        dataset: name, patch, to: record, file: file, scoped: manifest.scoped)
                 }
                 let object: OpenObject
                 let files = store.files(of: record, in: manifest)
                 if let known = objects[record.sha256] ?? previous?.objects[record.sha256] {
                     object = known
-                } else if let opened = try openObject(snapshotPath: files.snapshot.path, gzipPath: files.gzip.path, record: record) {
+                } else if let opened = try openObject(
+                    snapshotPath: files.snapshot.path, gzipPath: files.gzip.path, record: record)
+                {
                     object = opened
                 } else {
                     continue
                 }
                 objects[record.sha256] = object
                 versions[record.version] = VersionEntry(
-                    dataset: name, record: record, snapshot: object.snapshot, gzipFile: object.gzip, gzipSHA256: object.gzipSHA256,
+                    dataset: name, record: record, snapshot: object.snapshot, gzipFile: object.gzip,
+                    gzipSHA256: object.gzipSHA256,
                     scoped: manifest.scoped)
             }
             guard let latest = versions[entry.current.version] else {
@@ -303,7 +325,8 @@ public final class SnapshotCatalog: Service, Sendable {
                     path: store.files(of: entry.current, in: manifest).snapshot.path)
             }
             let view = try SnapshotView(
-                manifest: entry.manifest(dataset: name), scoped: manifest.scoped, latest: latest, versions: versions, patches: patches)
+                manifest: entry.manifest(dataset: name), scoped: manifest.scoped, latest: latest, versions: versions,
+                patches: patches)
             if let scope = entry.scope { views[scope] = view } else { everyone = view }
         }
         let access: DatasetState.Access
@@ -325,7 +348,8 @@ public final class SnapshotCatalog: Service, Sendable {
     private func openObject(snapshotPath path: String, gzipPath: String, record: VersionRecord) throws -> OpenObject? {
         guard let snapshot = try OpenFile.open(path: path) else { return nil }
         guard snapshot.size == record.size else {
-            throw FerryError(.store, "snapshot is \(snapshot.size) bytes but its record says \(record.size)", path: path)
+            throw FerryError(
+                .store, "snapshot is \(snapshot.size) bytes but its record says \(record.size)", path: path)
         }
         if let file = try OpenFile.open(path: gzipPath) {
             if file.size == record.gzipSize {
@@ -379,8 +403,13 @@ extension SnapshotCatalog {
             }
             return CatalogStatus.Dataset(
                 name: name, scoped: dataset.isScoped,
-                views: views.map { .init(manifest: $0.manifest, retained: $0.versions.values.map(\.record).sorted { $0.version < $1.version }) })
+                views: views.map {
+                    .init(
+                        manifest: $0.manifest,
+                        retained: $0.versions.values.map(\.record).sorted { $0.version < $1.version })
+                })
         }
-        return CatalogStatus(datasets: datasets, lastPoll: current.lastPoll, unreadableManifests: current.failed.keys.sorted())
+        return CatalogStatus(
+            datasets: datasets, lastPoll: current.lastPoll, unreadableManifests: current.failed.keys.sorted())
     }
 }

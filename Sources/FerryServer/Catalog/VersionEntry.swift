@@ -36,7 +36,8 @@ final class VersionEntry: Sendable {
         let versionNotModified: HTTPFields
 
         init(
-            file: OpenFile, etag: String, opaqueTag: Substring, size: Int64, latestHeaders: HTTPFields, versionHeaders: HTTPFields,
+            file: OpenFile, etag: String, opaqueTag: Substring, size: Int64, latestHeaders: HTTPFields,
+            versionHeaders: HTTPFields,
             object: ObjectName
         ) {
             self.object = object
@@ -81,14 +82,18 @@ final class VersionEntry: Sendable {
     let gzip: Representation?
 
     /// `scoped`: the snapshot belongs to one scope, so shared caches must not keep it (`Cache-Control: private`).
-    init(dataset: String, record: VersionRecord, snapshot: OpenFile, gzipFile: OpenFile?, gzipSHA256: String?, scoped: Bool) {
+    init(
+        dataset: String, record: VersionRecord, snapshot: OpenFile, gzipFile: OpenFile?, gzipSHA256: String?,
+        scoped: Bool
+    ) {
         self.dataset = dataset
         self.version = record.version
         self.sha256 = record.sha256
         self.createdAt = record.createdAt
         self.record = record
         identity = Self.representation(
-            file: snapshot, tag: record.sha256, digestHex: record.sha256, encoding: nil, version: record.version, scoped: scoped,
+            file: snapshot, tag: record.sha256, digestHex: record.sha256, encoding: nil, version: record.version,
+            scoped: scoped,
             object: ObjectName(sha256: record.sha256, kind: .snapshot))
         if let gzipFile, let gzipSHA256 {
             gzip = Self.representation(
@@ -111,7 +116,8 @@ final class VersionEntry: Sendable {
     }
 
     private static func representation(
-        file: OpenFile, tag: String, digestHex: String, encoding: String?, version: Int, scoped: Bool, object: ObjectName
+        file: OpenFile, tag: String, digestHex: String, encoding: String?, version: Int, scoped: Bool,
+        object: ObjectName
     ) -> Representation {
         var base = HTTPFields()
         base[.contentType] = "application/vnd.sqlite3"

@@ -31,25 +31,35 @@ public struct ChangesRoute: ServerRouteGroup {
         let status = routes.configuration.statusBoard
         status.recordMergers(mergers)
         routes.on("/v1/datasets/{dataset}/changes", method: .post) { request, context in
-            try await self.respond(to: request, dataset: context.parameters.get("dataset") ?? "", access: access, status: status)
+            try await self.respond(
+                to: request, dataset: context.parameters.get("dataset") ?? "", access: access, status: status)
         }
     }
 
-    func respond(to request: Request, dataset: String, access: DatasetAccess, status: StatusBoard? = nil) async throws -> Response {
+    func respond(to request: Request, dataset: String, access: DatasetAccess, status: StatusBoard? = nil) async throws
+        -> Response
+    {
         guard DatasetName.isValid(dataset) else {
-            return Self.error(.badRequest, code: .badInput, "dataset name '\(dataset.prefix(64))' is invalid: use 1-64 characters from a-z, 0-9, '_' and '-'")
+            return Self.error(
+                .badRequest, code: .badInput,
+                "dataset name '\(dataset.prefix(64))' is invalid: use 1-64 characters from a-z, 0-9, '_' and '-'")
         }
         guard let merger = mergers[dataset] else {
-            return Self.error(.notFound, code: .notFound, "dataset '\(dataset)' accepts no changes (unknown, or no table is writable: true)")
+            return Self.error(
+                .notFound, code: .notFound,
+                "dataset '\(dataset)' accepts no changes (unknown, or no table is writable: true)")
         }
         // On a scoped dataset the token decides the scope every change is checked against (401 without one).
         let scope = merger.isScoped ? try await access.scope(of: request, dataset: dataset) : nil
         // A body over the limit is answered 413 as soon as that is known (from Content-Length, or after reading
         // the limit of a chunked body) and the connection is closed: the rest is never read or buffered.
         let tooLarge = Self.error(
-            .contentTooLarge, code: .badInput, "the request body is over the limit of \(limits.maxBodyBytes) bytes; send fewer changes per batch",
+            .contentTooLarge, code: .badInput,
+            "the request body is over the limit of \(limits.maxBodyBytes) bytes; send fewer changes per batch",
             closeConnection: true)
-        if let length = request.headers[.contentLength].flatMap({ Int($0) }), length > limits.maxBodyBytes { return tooLarge }
+        if let length = request.headers[.contentLength].flatMap({ Int($0) }), length > limits.maxBodyBytes {
+            return tooLarge
+        }
         let body: ByteBuffer
         do {
             body = try await request.body.collect(upTo: limits.maxBodyBytes)
@@ -69,18 +79,25 @@ public struct ChangesRoute: ServerRouteGroup {
             return Self.error(.badRequest, code: error.code, error.description)
         } catch {
             status?.recordUpload(dataset: dataset, results: nil)
-            return Self.error(.serviceUnavailable, code: .database, "the changes could not be applied; retry later (\(error))")
+            return Self.error(
+                .serviceUnavailable, code: .database, "the changes could not be applied; retry later (\(error))")
         }
         status?.recordUpload(dataset: dataset, results: results)
         var headers = HTTPFields()
         headers[.contentType] = "application/json"
-        return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: AnswerJSON.encode(results))))
+        return Response(
+            status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: AnswerJSON.encode(results))))
     }
 
     /// `{"error":{"code","message"}}`, the server's error shape.
-    static func error(_ status: HTTPResponse.Status, code: FerryError.Code, _ message: String, closeConnection: Bool = false) -> Response {
+    static func error(
+        _ status: HTTPResponse.Status, code: FerryError.Code, _ message: String, closeConnection: Bool = false
+    ) -> Response {
         struct Envelope: Encodable {
-            struct Body: Encodable { let code: String; let message: String }
+            struct Body: Encodable {
+                let code: String
+                let message: String
+            }
             let error: Body
         }
         // Encoding two strings cannot fail.

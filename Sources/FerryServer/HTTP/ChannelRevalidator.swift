@@ -76,7 +76,8 @@ struct ChannelRevalidator: Sendable {
 
     init(
         access: DatasetAccess, metrics: ServerMetrics, traffic: TrafficRecorder, logger: Logger,
-        onAnswer: (@Sendable (_ remembered: Bool) -> Void)? = nil, onDownload: (@Sendable (_ bytes: Int64?) -> Void)? = nil
+        onAnswer: (@Sendable (_ remembered: Bool) -> Void)? = nil,
+        onDownload: (@Sendable (_ bytes: Int64?) -> Void)? = nil
     ) {
         self.access = access
         self.metrics = metrics
@@ -85,7 +86,9 @@ struct ChannelRevalidator: Sendable {
         self.onAnswer = onAnswer
         self.onDownload = onDownload
         counters = Route.allCases.map {
-            Counters(requests: metrics.requestsCounter(route: $0.pattern, status: 304), notModified: metrics.notModifiedCounter(route: $0.pattern))
+            Counters(
+                requests: metrics.requestsCounter(route: $0.pattern, status: 304),
+                notModified: metrics.notModifiedCounter(route: $0.pattern))
         }
     }
 
@@ -174,7 +177,8 @@ struct ChannelRevalidator: Sendable {
             traffic.recordBytes(Int(bytes))
         }
         if logger.logLevel <= .debug {
-            logger.debug("\(line()) 200", metadata: ["route": .string(route.pattern), "bytes": .stringConvertible(bytes ?? 0)])
+            logger.debug(
+                "\(line()) 200", metadata: ["route": .string(route.pattern), "bytes": .stringConvertible(bytes ?? 0)])
         }
         onDownload?(bytes)
     }
@@ -183,7 +187,8 @@ struct ChannelRevalidator: Sendable {
     /// from its head alone, on a connection that stays open.
     static func isBodilessKeepAlive(_ headers: HTTPFields) -> Bool {
         (headers[.contentLength].map { $0 == "0" } ?? true) && headers[.transferEncoding] == nil
-            && (headers[.connection].map(Self.isKeepAlive) ?? true) && headers[.expect] == nil && headers[.upgrade] == nil
+            && (headers[.connection].map(Self.isKeepAlive) ?? true) && headers[.expect] == nil
+            && headers[.upgrade] == nil
     }
 
     /// `Connection: keep-alive` (browsers send it) changes nothing on the route either; any other value (`close`
@@ -193,7 +198,8 @@ struct ChannelRevalidator: Sendable {
     }
 
     static func notModified(_ entry: VersionEntry, request: HTTPRequest, latest: Bool) -> HTTPFields? {
-        let selected = SnapshotResponder.selectedRepresentation(of: entry, headers: request.headerFields, method: request.method)
+        let selected = SnapshotResponder.selectedRepresentation(
+            of: entry, headers: request.headerFields, method: request.method)
         return SnapshotResponder.notModified(entry, selected: selected, headers: request.headerFields, latest: latest)
     }
 
@@ -220,8 +226,11 @@ struct ChannelRevalidator: Sendable {
     static func parse(_ path: String) -> (dataset: String, target: Target)? {
         let prefix = "/v1/datasets/"
         guard path.utf8.starts(with: prefix.utf8) else { return nil }
-        let parts = path.utf8.dropFirst(prefix.utf8.count).split(separator: UInt8(ascii: "/"), maxSplits: 3, omittingEmptySubsequences: false)
-        guard parts.count == 2 || parts.count == 3, let name = String(parts[0]), DatasetName.isValid(name) else { return nil }
+        let parts = path.utf8.dropFirst(prefix.utf8.count).split(
+            separator: UInt8(ascii: "/"), maxSplits: 3, omittingEmptySubsequences: false)
+        guard parts.count == 2 || parts.count == 3, let name = String(parts[0]), DatasetName.isValid(name) else {
+            return nil
+        }
         let kind = parts[1]
         if parts.count == 2 {
             if kind.elementsEqual("manifest".utf8) { return (name, .manifest) }

@@ -36,7 +36,11 @@ final class FlushBeforeCloseHandler: ChannelOutboundHandler, RemovableChannelHan
         }
         if let existing = deferredClose {
             if let promise {
-                if let earlier = existing.promise { earlier.futureResult.cascade(to: promise) } else { deferredClose = (mode, promise) }
+                if let earlier = existing.promise {
+                    earlier.futureResult.cascade(to: promise)
+                } else {
+                    deferredClose = (mode, promise)
+                }
             }
         } else {
             deferredClose = (mode, promise)

@@ -59,7 +59,8 @@ final class RawNotModifiedHandler: ChannelInboundHandler, RemovableChannelHandle
         while buffer.readableBytes > 0 {
             // A head answered before, byte for byte, on a view still current: the same answer, without parsing.
             if let length = buffer.withUnsafeReadableBytes({ RevalidationMemo.headLength($0, limit: maxHeadBytes) }),
-                let remembered = revalidator.memo.answer(buffer.getSlice(at: buffer.readerIndex, length: length)!, catalog: revalidator.access.catalog)
+                let remembered = revalidator.memo.answer(
+                    buffer.getSlice(at: buffer.readerIndex, length: length)!, catalog: revalidator.access.catalog)
             {
                 buffer.moveReaderIndex(forwardBy: length)
                 answer(context, prefix: remembered.prefix)
@@ -84,7 +85,8 @@ final class RawNotModifiedHandler: ChannelInboundHandler, RemovableChannelHandle
             if let view = decided.publicView {
                 revalidator.memo.remember(
                     buffer.getSlice(at: buffer.readerIndex, length: head.length)!,
-                    RevalidationMemo.Entry(dataset: decided.dataset, view: view, route: decided.route, prefix: prefix, line: line))
+                    RevalidationMemo.Entry(
+                        dataset: decided.dataset, view: view, route: decided.route, prefix: prefix, line: line))
             }
             buffer.moveReaderIndex(forwardBy: head.length)
             answer(context, prefix: prefix)
@@ -113,7 +115,8 @@ final class RawNotModifiedHandler: ChannelInboundHandler, RemovableChannelHandle
             // The handle borrows the descriptor and gives it back unclosed below (`takeDescriptorOwnership`).
             let borrowed = NIOFileHandle(_deprecatedTakingOwnershipOfDescriptor: file.descriptor)
             handle = borrowed
-            context.write(NIOAny(FileRegion(fileHandle: borrowed, readerIndex: 0, endIndex: Int(download.length))), promise: done)
+            context.write(
+                NIOAny(FileRegion(fileHandle: borrowed, readerIndex: 0, endIndex: Int(download.length))), promise: done)
         } else {
             context.write(NIOAny(head), promise: done)
         }
@@ -166,7 +169,9 @@ final class RawNotModifiedHandler: ChannelInboundHandler, RemovableChannelHandle
     }
 
     /// A response head up to its date: the status line, each field as `name: value`, then `Date: `.
-    private static func headPrefix(_ context: ChannelHandlerContext, status: StaticString, fields: HTTPFields) -> ByteBuffer {
+    private static func headPrefix(_ context: ChannelHandlerContext, status: StaticString, fields: HTTPFields)
+        -> ByteBuffer
+    {
         var prefix = context.channel.allocator.buffer(capacity: 384)
         prefix.writeStaticString(status)
         for field in fields {
@@ -255,10 +260,14 @@ struct RawRequestHead {
             let valueStart = i
             while i < end, bytes[i] == UInt8(ascii: "\t") || (bytes[i] >= 0x20 && bytes[i] <= 0x7E) { i += 1 }
             var valueEnd = i
-            while valueEnd > valueStart, bytes[valueEnd - 1] == UInt8(ascii: " ") || bytes[valueEnd - 1] == UInt8(ascii: "\t") { valueEnd -= 1 }
+            while valueEnd > valueStart,
+                bytes[valueEnd - 1] == UInt8(ascii: " ") || bytes[valueEnd - 1] == UInt8(ascii: "\t")
+            { valueEnd -= 1 }
             guard expect("\r\n") else { return nil }
             let lowered = rawName.lowercased()
-            guard !names.contains(lowered), names.count < maxFields, let name = HTTPField.Name(rawName) else { return nil }
+            guard !names.contains(lowered), names.count < maxFields, let name = HTTPField.Name(rawName) else {
+                return nil
+            }
             names.append(lowered)
             let value = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[valueStart..<valueEnd]), as: UTF8.self)
             if lowered == "host" {
@@ -272,16 +281,21 @@ struct RawRequestHead {
     }
 
     static func isPathByte(_ byte: UInt8) -> Bool {
-        (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z")) || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9"))
+        (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z"))
+            || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9"))
             || byte == UInt8(ascii: "_") || byte == UInt8(ascii: "-") || byte == UInt8(ascii: "/")
     }
 
     /// RFC 9110 §5.6.2 tchar.
     static func isTokenByte(_ byte: UInt8) -> Bool {
         switch byte {
-        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"): true
-        case UInt8(ascii: "!"), UInt8(ascii: "#"), UInt8(ascii: "$"), UInt8(ascii: "%"), UInt8(ascii: "&"), UInt8(ascii: "'"), UInt8(ascii: "*"),
-            UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "^"), UInt8(ascii: "_"), UInt8(ascii: "`"), UInt8(ascii: "|"),
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+            UInt8(ascii: "0")...UInt8(ascii: "9"):
+            true
+        case UInt8(ascii: "!"), UInt8(ascii: "#"), UInt8(ascii: "$"), UInt8(ascii: "%"), UInt8(ascii: "&"),
+            UInt8(ascii: "'"), UInt8(ascii: "*"),
+            UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "^"), UInt8(ascii: "_"),
+            UInt8(ascii: "`"), UInt8(ascii: "|"),
             UInt8(ascii: "~"):
             true
         default: false

@@ -46,19 +46,24 @@ struct RevalidatingHTTP1Channel: ServerChildChannel, HTTPChannelHandler {
                 withEncoderConfiguration: .init(),
                 withDecoderLimitConfiguration: limits
             )
-            let raw = revalidator.map { RawNotModifiedHandler(revalidator: $0, maxHeadBytes: configuration.httpDecoder.maxHeaderListSize, sendsFiles: sendsFiles) }
+            let raw = revalidator.map {
+                RawNotModifiedHandler(
+                    revalidator: $0, maxHeadBytes: configuration.httpDecoder.maxHeaderListSize, sendsFiles: sendsFiles)
+            }
             if let raw {
                 try pipeline.addHandler(raw, position: .before(try pipeline.handler(type: HTTPResponseEncoder.self)))
             }
             try pipeline.addHandler(HTTP1ToHTTPServerCodec(secure: false))
             try pipeline.addHandlers(configuration.additionalChannelHandlers())
-            try pipeline.addHandler(HTTPConnectionStateHandler(idleTimeout: configuration.idleTimeout.map { .init($0) }, logger: logger))
+            try pipeline.addHandler(
+                HTTPConnectionStateHandler(idleTimeout: configuration.idleTimeout.map { .init($0) }, logger: logger))
             if let revalidator {
                 try pipeline.addHandler(NotModifiedHandler(revalidator: revalidator))
                 // Nil when the server has neither timeout (then nothing is timed).
                 raw?.timeouts = try? pipeline.handler(type: ConnectionTimeoutHandler.self)
             }
-            return try NIOAsyncChannel(wrappingChannelSynchronously: channel, configuration: .init(isOutboundHalfClosureEnabled: true))
+            return try NIOAsyncChannel(
+                wrappingChannelSynchronously: channel, configuration: .init(isOutboundHalfClosureEnabled: true))
         }
     }
 

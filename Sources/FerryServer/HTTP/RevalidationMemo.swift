@@ -42,7 +42,9 @@ final class RevalidationMemo: Sendable {
 
     /// The answer remembered for `head` whose view `catalog` still serves.
     func answer(_ head: ByteBuffer, catalog: SnapshotCatalog) -> Entry? {
-        guard let entry = entries.withLock({ $0[head] }), case .everyone(let view) = catalog.access(entry.dataset), view === entry.view else { return nil }
+        guard let entry = entries.withLock({ $0[head] }), case .everyone(let view) = catalog.access(entry.dataset),
+            view === entry.view
+        else { return nil }
         return entry
     }
 

@@ -39,7 +39,8 @@ public struct ServerError: HTTPResponseError, CustomStringConvertible {
         var headers = self.headers
         headers[.contentType] = "application/json"
         headers[.cacheControl] = "no-store"
-        return Response(status: status, headers: headers, body: .init(byteBuffer: Self.body(code: code, message: message)))
+        return Response(
+            status: status, headers: headers, body: .init(byteBuffer: Self.body(code: code, message: message)))
     }
 
     static func body(code: String, message: String) -> ByteBuffer {

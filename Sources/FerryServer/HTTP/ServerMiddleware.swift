@@ -1,9 +1,9 @@
+import CoreMetrics
 import FerryCore
 import HTTPTypes
 import Hummingbird
 import Logging
 import NIOCore
-import CoreMetrics
 
 /// Outermost middleware: turns every error into Ferry's JSON error shape (405 with `Allow` for a known path with
 /// another method), counts requests by route and status and body bytes, and logs one debug line per request.
@@ -13,7 +13,9 @@ struct ServerMiddleware<Context: RequestContext>: RouterMiddleware {
     /// The status page's last hour of traffic (requests to the status page itself are left out).
     let traffic: TrafficRecorder
 
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
+        -> Response
+    {
         var response: Response
         do {
             response = try await next(request, context)
@@ -22,7 +24,8 @@ struct ServerMiddleware<Context: RequestContext>: RouterMiddleware {
         } catch let error as HTTPError where error.status == .notFound {
             let allowed = routes.withLock { $0.allowedMethods(path: request.uri.path) }
             if allowed.isEmpty {
-                response = ServerError(.notFound, code: .notFound, "no such endpoint: \(request.uri.path)").makeResponse()
+                response = ServerError(.notFound, code: .notFound, "no such endpoint: \(request.uri.path)")
+                    .makeResponse()
             } else {
                 let allow = allowed.map(\.rawValue).joined(separator: ", ")
                 response = ServerError(
@@ -32,10 +35,13 @@ struct ServerMiddleware<Context: RequestContext>: RouterMiddleware {
                 ).makeResponse()
             }
         } catch let error as any HTTPResponseError {
-            response = ServerError(error.status, code: "http-\(error.status.code)", error.status.reasonPhrase).makeResponse()
+            response = ServerError(error.status, code: "http-\(error.status.code)", error.status.reasonPhrase)
+                .makeResponse()
         } catch {
-            context.logger.error("request failed", metadata: ["path": .string(request.uri.path), "error": .string("\(error)")])
-            response = ServerError(.internalServerError, code: "internal", "the server failed to answer; see its log").makeResponse()
+            context.logger.error(
+                "request failed", metadata: ["path": .string(request.uri.path), "error": .string("\(error)")])
+            response = ServerError(.internalServerError, code: "internal", "the server failed to answer; see its log")
+                .makeResponse()
         }
         let route = context.endpointPath ?? "NotFound"
         metrics.recordRequest(route: route, status: response.status.code)
@@ -47,11 +53,12 @@ struct ServerMiddleware<Context: RequestContext>: RouterMiddleware {
                 // Streamed: count what is actually written, chunk by chunk.
                 let body = response.body
                 response.body = ResponseBody(contentLength: length) { writer in
-                    try await body.write(writer.map { buffer in
-                        counter.increment(by: buffer.readableBytes)
-                        traffic?.recordBytes(buffer.readableBytes)
-                        return buffer
-                    })
+                    try await body.write(
+                        writer.map { buffer in
+                            counter.increment(by: buffer.readableBytes)
+                            traffic?.recordBytes(buffer.readableBytes)
+                            return buffer
+                        })
                 }
             } else {
                 counter.increment(by: length)

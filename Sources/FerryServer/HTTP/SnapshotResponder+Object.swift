@@ -25,13 +25,15 @@ extension SnapshotResponder {
         guard let object = ObjectName(text) else {
             throw ServerError(
                 .badRequest, code: .badInput,
-                "object '\(text.prefix(80))' is malformed: use <sha256>.sqlite, <sha256>.sqlite.gz or <sha256>.patch.gz (64 lowercase hex digits)")
+                "object '\(text.prefix(80))' is malformed: use <sha256>.sqlite, <sha256>.sqlite.gz or <sha256>.patch.gz (64 lowercase hex digits)"
+            )
         }
         let (view, _) = try await access.view(request, dataset: name)
         guard let representation = view.objects[object] else {
             throw ServerError(
                 .notFound, code: .notFound,
-                "dataset '\(name)' has no object \(object) (objects of pruned versions are deleted); fetch the latest manifest")
+                "dataset '\(name)' has no object \(object) (objects of pruned versions are deleted); fetch the latest manifest"
+            )
         }
         if let value = request.headers[.ifNoneMatch], let condition = ConditionalHeaders.noneMatch(value[...]) {
             let matches: Bool
@@ -47,7 +49,8 @@ extension SnapshotResponder {
     /// The object lookup of a version URL (`patch: false`) or a patch URL (`patch: true`).
     func objectLookup(_ request: Request, context: some RequestContext, patch: Bool) async throws -> Response {
         let name = try Self.datasetName(context)
-        let entry = patch ? try await patchEntry(request, context: context) : try await versionEntry(request, context: context)
+        let entry =
+            patch ? try await patchEntry(request, context: context) : try await versionEntry(request, context: context)
         let selected = patch ? entry.identity : Self.select(request, entry: entry)
         let lookup = ObjectLookup(
             dataset: name, version: entry.version, object: selected.object.description,

@@ -17,14 +17,18 @@ extension SnapshotResponder {
         guard let key = PatchKey(text) else {
             throw ServerError(
                 .badRequest, code: .badInput,
-                "patch '\(text.prefix(40))' is malformed: use FROM-TO, two version numbers without leading zeros, FROM below TO")
+                "patch '\(text.prefix(40))' is malformed: use FROM-TO, two version numbers without leading zeros, FROM below TO"
+            )
         }
         let (view, _) = try await access.view(request, dataset: name)
         guard let entry = view.patches[key] else {
-            let available = view.patches.keys.filter { $0.to == view.manifest.version }.map(\.from).sorted().map(String.init).joined(separator: ", ")
+            let available = view.patches.keys.filter { $0.to == view.manifest.version }.map(\.from).sorted().map(
+                String.init
+            ).joined(separator: ", ")
             throw ServerError(
                 .notFound, code: .notFound,
-                "dataset '\(name)' has no patch from version \(key.from) to \(key.to) (patches to the latest version \(view.manifest.version) start at: \(available.isEmpty ? "none" : available)); fetch the full snapshot")
+                "dataset '\(name)' has no patch from version \(key.from) to \(key.to) (patches to the latest version \(view.manifest.version) start at: \(available.isEmpty ? "none" : available)); fetch the full snapshot"
+            )
         }
         return entry
     }

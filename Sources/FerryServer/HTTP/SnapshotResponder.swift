@@ -55,7 +55,8 @@ struct SnapshotResponder: Sendable {
             let retained = view.versions.keys.sorted().map(String.init).joined(separator: ", ")
             throw ServerError(
                 .notFound, code: .notFound,
-                "version \(number) of dataset '\(name)' is not retained (retained: \(retained)); fetch the latest snapshot")
+                "version \(number) of dataset '\(name)' is not retained (retained: \(retained)); fetch the latest snapshot"
+            )
         }
         return entry
     }
@@ -69,7 +70,8 @@ struct SnapshotResponder: Sendable {
             guard SHA256Hex.isValid(lowered) else {
                 throw ServerError(
                     .badRequest, code: .badInput,
-                    "checksum '\(checksum.prefix(80))' is malformed: use the 64 hex digits of the SHA-256 of your snapshot")
+                    "checksum '\(checksum.prefix(80))' is malformed: use the 64 hex digits of the SHA-256 of your snapshot"
+                )
             }
             checksumMatches = lowered == entry.sha256
         }
@@ -98,12 +100,15 @@ struct SnapshotResponder: Sendable {
 
     /// The answer with `selected`'s bytes once no precondition stopped it: `Range` (GET only) with `If-Range`
     /// (strong comparison) → 206 or 416, otherwise 200 (no body for HEAD). `what` names the bytes in a 416's message.
-    func answer(_ request: Request, _ selected: VersionEntry.Representation, fields: HTTPFields, what: String) throws -> Response {
+    func answer(_ request: Request, _ selected: VersionEntry.Representation, fields: HTTPFields, what: String) throws
+        -> Response
+    {
         let headers = request.headers
         var fields = fields
         let size = selected.size
         if let rangeHeader = request.method == .get ? headers[.range] : nil {
-            let ifRangeOK = headers[.ifRange].map { ConditionalHeaders.ifRangeMatches($0[...], tag: selected.opaqueTag) } ?? true
+            let ifRangeOK =
+                headers[.ifRange].map { ConditionalHeaders.ifRangeMatches($0[...], tag: selected.opaqueTag) } ?? true
             if ifRangeOK {
                 switch ByteRangeRequest.resolve(rangeHeader[...], size: size) {
                 case .ignore:
@@ -138,7 +143,8 @@ struct SnapshotResponder: Sendable {
     ) -> VersionEntry.Representation {
         let rangeHeader = method == .get ? headers[.range] : nil
         if let gzip = entry.gzip, let accept = headers[.acceptEncoding], ConditionalHeaders.acceptsGzip(accept[...]),
-            rangeHeader == nil || headers[.ifRange].map({ ConditionalHeaders.ifRangeMatches($0[...], tag: gzip.opaqueTag) }) == true
+            rangeHeader == nil
+                || headers[.ifRange].map({ ConditionalHeaders.ifRangeMatches($0[...], tag: gzip.opaqueTag) }) == true
         {
             return gzip
         }
@@ -152,13 +158,17 @@ struct SnapshotResponder: Sendable {
     static func notModified(
         _ entry: VersionEntry, selected: VersionEntry.Representation, headers: HTTPFields, latest: Bool
     ) -> HTTPFields? {
-        guard let value = headers[.ifNoneMatch], let condition = ConditionalHeaders.noneMatch(value[...]) else { return nil }
+        guard let value = headers[.ifNoneMatch], let condition = ConditionalHeaders.noneMatch(value[...]) else {
+            return nil
+        }
         switch condition {
         case .any:
             return selected.notModifiedFields(latest: latest)
         case .tags(let tags):
             for tag in tags {
-                if let held = entry.representation(matchingOpaqueTag: tag) { return held.notModifiedFields(latest: latest) }
+                if let held = entry.representation(matchingOpaqueTag: tag) {
+                    return held.notModifiedFields(latest: latest)
+                }
             }
             return nil
         }
@@ -189,7 +199,9 @@ struct SnapshotResponder: Sendable {
             let allocator = ByteBufferAllocator()
             @Sendable func read(_ offset: Int64) async throws -> ByteBuffer {
                 let count = Int(min(Int64(chunkSize), end + 1 - offset))
-                return try await threadPool.runIfActive { try file.read(offset: offset, count: count, allocator: allocator) }
+                return try await threadPool.runIfActive {
+                    try file.read(offset: offset, count: count, allocator: allocator)
+                }
             }
             var offset = start
             await budget.acquire()

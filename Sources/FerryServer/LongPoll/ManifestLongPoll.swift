@@ -20,7 +20,9 @@ import ServiceLifecycle
 /// let response = try await ManifestLongPoll.respond(request, dataset: "trips", access: access, wait: wait)
 /// ```
 enum ManifestLongPoll {
-    static func respond(_ request: Request, dataset name: String, access: DatasetAccess, wait: WaitPreference) async throws -> Response {
+    static func respond(_ request: Request, dataset name: String, access: DatasetAccess, wait: WaitPreference)
+        async throws -> Response
+    {
         let waiters = access.catalog.waiters
         let deadline = ContinuousClock.now + .seconds(wait.seconds)
         var generation = waiters.generation(name)

@@ -37,7 +37,9 @@ struct WaitPreference: Equatable, Sendable {
             guard parts.count == 2 else { return nil }
             var value = parts[1].trimmingCharacters(in: [" ", "\t"])[...]
             if value.count >= 2, value.first == "\"", value.last == "\"" { value = value.dropFirst().dropLast() }
-            guard !value.isEmpty, value.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else { return nil }
+            guard !value.isEmpty, value.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else {
+                return nil
+            }
             // A value too long for Int is still a valid delta-seconds: it asks for more than the maximum.
             seconds = min(Int(value) ?? Self.maxSeconds, Self.maxSeconds)
             return
@@ -55,7 +57,13 @@ struct WaitPreference: Equatable, Sendable {
         while index < text.endIndex {
             let byte = text.utf8[index]
             if quoted {
-                if escaped { escaped = false } else if byte == UInt8(ascii: "\\") { escaped = true } else if byte == UInt8(ascii: "\"") { quoted = false }
+                if escaped {
+                    escaped = false
+                } else if byte == UInt8(ascii: "\\") {
+                    escaped = true
+                } else if byte == UInt8(ascii: "\"") {
+                    quoted = false
+                }
             } else if byte == UInt8(ascii: "\"") {
                 quoted = true
             } else if byte == separator {

@@ -55,7 +55,8 @@ final class ServerMetrics: Sendable {
     func notModifiedCounter(route: String) -> Metrics.Counter {
         notModified.withLock { counters in
             if let counter = counters[route] { return counter }
-            let counter = Metrics.Counter(label: "ferry_http_not_modified_total", dimensions: [("route", route)], factory: factory)
+            let counter = Metrics.Counter(
+                label: "ferry_http_not_modified_total", dimensions: [("route", route)], factory: factory)
             counters[route] = counter
             return counter
         }
@@ -65,7 +66,8 @@ final class ServerMetrics: Sendable {
     func bytesCounter(route: String) -> Metrics.Counter {
         bytes.withLock { counters in
             if let counter = counters[route] { return counter }
-            let counter = Metrics.Counter(label: "ferry_http_response_bytes_total", dimensions: [("route", route)], factory: factory)
+            let counter = Metrics.Counter(
+                label: "ferry_http_response_bytes_total", dimensions: [("route", route)], factory: factory)
             counters[route] = counter
             return counter
         }
@@ -75,8 +77,10 @@ final class ServerMetrics: Sendable {
         let gauges = datasetGauges.withLock { gauges in
             if let pair = gauges[name] { return pair }
             let pair = (
-                version: Metrics.Gauge(label: "ferry_dataset_version", dimensions: [("dataset", name)], factory: factory),
-                age: Metrics.Gauge(label: "ferry_dataset_age_seconds", dimensions: [("dataset", name)], factory: factory)
+                version: Metrics.Gauge(
+                    label: "ferry_dataset_version", dimensions: [("dataset", name)], factory: factory),
+                age: Metrics.Gauge(
+                    label: "ferry_dataset_age_seconds", dimensions: [("dataset", name)], factory: factory)
             )
             gauges[name] = pair
             return pair
@@ -99,7 +103,9 @@ final class ServerMetrics: Sendable {
         let counter = pruned.withLock { counters in
             let key = Key(route: dataset, status: kind == "tombstones" ? 0 : 1)
             if let counter = counters[key] { return counter }
-            let counter = Metrics.Counter(label: "ferry_retention_pruned_total", dimensions: [("dataset", dataset), ("kind", kind)], factory: factory)
+            let counter = Metrics.Counter(
+                label: "ferry_retention_pruned_total", dimensions: [("dataset", dataset), ("kind", kind)],
+                factory: factory)
             counters[key] = counter
             return counter
         }
@@ -110,7 +116,9 @@ final class ServerMetrics: Sendable {
     /// whose clients never wait renders no new line.
     func setWaiting(_ count: Int) {
         let gauge = waiting.withLock { gauge -> Metrics.Gauge? in
-            if gauge == nil, count > 0 { gauge = Metrics.Gauge(label: "ferry_manifest_waiting_requests", factory: factory) }
+            if gauge == nil, count > 0 {
+                gauge = Metrics.Gauge(label: "ferry_manifest_waiting_requests", factory: factory)
+            }
             return gauge
         }
         gauge?.record(count)

@@ -26,7 +26,8 @@ final class RetentionService: Service {
     private let pruned = Locked([String: String]())
 
     init(
-        catalog: SnapshotCatalog, mergers: [String: ChangeMerger], changeRetention: Duration, sweepInterval: Duration, checkInterval: Duration,
+        catalog: SnapshotCatalog, mergers: [String: ChangeMerger], changeRetention: Duration, sweepInterval: Duration,
+        checkInterval: Duration,
         metrics: ServerMetrics?, logger: Logger
     ) {
         self.catalog = catalog
@@ -58,9 +59,13 @@ final class RetentionService: Service {
     /// Deletes each dataset's tombstones older than its oldest retained snapshot, once per new cutoff.
     func pruneTombstones() async {
         for (dataset, merger) in mergers.sorted(by: { $0.key < $1.key }) {
-            guard let cutoffText = catalog.dataset(dataset)?.oldestRetainedCreatedAt, pruned.withLock({ $0[dataset] }) != cutoffText else { continue }
+            guard let cutoffText = catalog.dataset(dataset)?.oldestRetainedCreatedAt,
+                pruned.withLock({ $0[dataset] }) != cutoffText
+            else { continue }
             guard let cutoff = Timestamp.parse(cutoffText) else {
-                logger.warning("the oldest retained snapshot has an unreadable createdAt; tombstones kept", metadata: ["dataset": "\(dataset)", "createdAt": "\(cutoffText)"])
+                logger.warning(
+                    "the oldest retained snapshot has an unreadable createdAt; tombstones kept",
+                    metadata: ["dataset": "\(dataset)", "createdAt": "\(cutoffText)"])
                 pruned.withLock { $0[dataset] = cutoffText }
                 continue
             }
@@ -68,9 +73,13 @@ final class RetentionService: Service {
                 let count = try await merger.pruneTombstones(before: cutoff)
                 pruned.withLock { $0[dataset] = cutoffText }
                 metrics?.recordPruned(dataset: dataset, kind: "tombstones", count: count)
-                logger.info("pruned tombstones older than the oldest retained snapshot", metadata: ["dataset": "\(dataset)", "before": "\(cutoffText)", "removed": "\(count)"])
+                logger.info(
+                    "pruned tombstones older than the oldest retained snapshot",
+                    metadata: ["dataset": "\(dataset)", "before": "\(cutoffText)", "removed": "\(count)"])
             } catch {
-                logger.warning("pruning tombstones failed; retrying at the next check", metadata: ["dataset": "\(dataset)", "error": "\(error)"])
+                logger.warning(
+                    "pruning tombstones failed; retrying at the next check",
+                    metadata: ["dataset": "\(dataset)", "error": "\(error)"])
             }
         }
     }
@@ -82,9 +91,13 @@ final class RetentionService: Service {
             do {
                 let count = try await merger.pruneProcessedChanges(before: cutoff)
                 metrics?.recordPruned(dataset: dataset, kind: "changes", count: count)
-                logger.info("pruned stored change answers", metadata: ["dataset": "\(dataset)", "before": "\(Timestamp.format(cutoff))", "removed": "\(count)"])
+                logger.info(
+                    "pruned stored change answers",
+                    metadata: ["dataset": "\(dataset)", "before": "\(Timestamp.format(cutoff))", "removed": "\(count)"])
             } catch {
-                logger.warning("pruning stored change answers failed; retrying at the next sweep", metadata: ["dataset": "\(dataset)", "error": "\(error)"])
+                logger.warning(
+                    "pruning stored change answers failed; retrying at the next sweep",
+                    metadata: ["dataset": "\(dataset)", "error": "\(error)"])
             }
         }
     }

@@ -26,17 +26,22 @@ struct StatusAccess: Sendable {
     func check(_ request: Request) throws {
         if let header = request.headers[.authorization] {
             let parts = header.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
-            guard parts.count == 2, parts[0].lowercased() == "bearer", matches(String(parts[1]).trimmingCharacters(in: .whitespaces)) else {
+            guard parts.count == 2, parts[0].lowercased() == "bearer",
+                matches(String(parts[1]).trimmingCharacters(in: .whitespaces))
+            else {
                 throw Self.unauthorized("the status token is wrong; send `Authorization: Bearer <status token>`")
             }
             return
         }
         if let query = request.uri.queryParameters.get("token") {
             guard !Self.proxyHeaders.contains(where: { request.headers[$0] != nil }) else {
-                throw Self.unauthorized("?token= is accepted only from this machine, not through a proxy; send `Authorization: Bearer <status token>`")
+                throw Self.unauthorized(
+                    "?token= is accepted only from this machine, not through a proxy; send `Authorization: Bearer <status token>`"
+                )
             }
             guard LoopbackPeerHandler.isLoopback(request) else {
-                throw Self.unauthorized("?token= is accepted only from this machine; send `Authorization: Bearer <status token>`")
+                throw Self.unauthorized(
+                    "?token= is accepted only from this machine; send `Authorization: Bearer <status token>`")
             }
             guard matches(query) else { throw Self.unauthorized("the status token is wrong") }
             return

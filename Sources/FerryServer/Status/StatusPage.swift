@@ -17,7 +17,8 @@ enum StatusPage {
             <body>
             """
         html += StatusPlot.patternDefinitions
-        html += "<header><h1>Ferry status</h1><p>Generated \(field("generatedAt", report.generatedAt, StatusFormat.time(report.generatedAt)))"
+        html +=
+            "<header><h1>Ferry status</h1><p>Generated \(field("generatedAt", report.generatedAt, StatusFormat.time(report.generatedAt)))"
         html += " · server up since \(field("startedAt", report.startedAt, StatusFormat.time(report.startedAt)))"
         html += #" · <a href="status.json">status.json</a> (same token)</p></header><main>"#
         html += health(report.health)
@@ -47,20 +48,27 @@ enum StatusPage {
         }
         html += "</p>"
         guard !health.datasets.isEmpty else { return html + "</section>" }
-        html += #"<div class="scroll"><table class="health"><thead><tr><th scope="col">Dataset</th><th scope="col">Uploads merged</th>"#
-        html += #"<th scope="col">Token check</th><th scope="col">Last in-process publish</th><th scope="col">Last upload</th></tr></thead><tbody>"#
+        html +=
+            #"<div class="scroll"><table class="health"><thead><tr><th scope="col">Dataset</th><th scope="col">Uploads merged</th>"#
+        html +=
+            #"<th scope="col">Token check</th><th scope="col">Last in-process publish</th><th scope="col">Last upload</th></tr></thead><tbody>"#
         for (index, dataset) in health.datasets.enumerated() {
             let path = "health.datasets.\(index)"
             html += "<tr><th scope=\"row\">\(field("\(path).name", dataset.name, dataset.name))</th>"
-            html += "<td data-label=\"Uploads merged\">\(field("\(path).merger", dataset.merger, dataset.merger ? "yes" : "no"))"
+            html +=
+                "<td data-label=\"Uploads merged\">\(field("\(path).merger", dataset.merger, dataset.merger ? "yes" : "no"))"
             html += connection(dataset.mergerConnection, path: "\(path).mergerConnection") + "</td>"
-            html += "<td data-label=\"Token check\">\(field("\(path).tokenCheck", dataset.tokenCheck, dataset.tokenCheck ? "yes" : "no"))"
+            html +=
+                "<td data-label=\"Token check\">\(field("\(path).tokenCheck", dataset.tokenCheck, dataset.tokenCheck ? "yes" : "no"))"
             html += connection(dataset.tokenCheckConnection, path: "\(path).tokenCheckConnection") + "</td>"
             html += "<td data-label=\"Last publish\">"
             if let publish = dataset.lastPublish {
                 let good = publish.outcome != "failed"
-                html += "<span class=\"\(good ? "good" : "bad")\">\(good ? "✓" : "✗") \(field("\(path).lastPublish.outcome", publish.outcome, publish.outcome))</span>"
-                if let version = publish.version { html += " v\(field("\(path).lastPublish.version", version, String(version)))" }
+                html +=
+                    "<span class=\"\(good ? "good" : "bad")\">\(good ? "✓" : "✗") \(field("\(path).lastPublish.outcome", publish.outcome, publish.outcome))</span>"
+                if let version = publish.version {
+                    html += " v\(field("\(path).lastPublish.version", version, String(version)))"
+                }
                 html += " at \(field("\(path).lastPublish.at", publish.at, StatusFormat.time(publish.at)))"
                 if let message = publish.message { html += "<br><small>\(StatusFormat.escape(message))</small>" }
             } else {
@@ -68,7 +76,8 @@ enum StatusPage {
             }
             html += "</td><td data-label=\"Last upload\">"
             if let upload = dataset.lastUpload {
-                html += "<span class=\"\(upload.succeeded ? "good" : "bad")\">\(upload.succeeded ? "✓ merged" : "✗ database failed")</span>"
+                html +=
+                    "<span class=\"\(upload.succeeded ? "good" : "bad")\">\(upload.succeeded ? "✓ merged" : "✗ database failed")</span>"
                 html += " at \(field("\(path).lastUpload.at", upload.at, StatusFormat.time(upload.at)))"
             } else {
                 html += "—"
@@ -84,12 +93,17 @@ enum StatusPage {
         guard let connection else { return "" }
         var html = "<br><small>PostgreSQL: "
         switch connection.state {
-        case "connected": html += "<span class=\"good\">✓ \(field("\(path).state", connection.state, "connected"))</span>"
+        case "connected":
+            html += "<span class=\"good\">✓ \(field("\(path).state", connection.state, "connected"))</span>"
         case "failing": html += "<span class=\"bad\">✗ \(field("\(path).state", connection.state, "failing"))</span>"
         default: html += field("\(path).state", connection.state, connection.state) + " (not used yet)"
         }
-        if let at = connection.lastSuccessAt { html += ", last answer \(field("\(path).lastSuccessAt", at, StatusFormat.time(at)))" }
-        if let at = connection.lastFailureAt { html += ", last failure \(field("\(path).lastFailureAt", at, StatusFormat.time(at)))" }
+        if let at = connection.lastSuccessAt {
+            html += ", last answer \(field("\(path).lastSuccessAt", at, StatusFormat.time(at)))"
+        }
+        if let at = connection.lastFailureAt {
+            html += ", last failure \(field("\(path).lastFailureAt", at, StatusFormat.time(at)))"
+        }
         if let error = connection.lastError { html += ": \(field("\(path).lastError", error, error))" }
         return html + "</small>"
     }
@@ -114,51 +128,68 @@ enum StatusPage {
         {
             let patch = dataset.retained[last].patches[index]
             html += item(
-                "Patch", field("\(path).retained.\(last).patches.\(index).size", patch.size, StatusFormat.bytes(patch.size)),
+                "Patch",
+                field("\(path).retained.\(last).patches.\(index).size", patch.size, StatusFormat.bytes(patch.size)),
                 note: "from " + field("\(path).retained.\(last).patches.\(index).from", patch.from, "v\(patch.from)"))
         }
         if let scopes = dataset.scopes {
             html += item("Scopes", field("\(path).scopes.count", scopes.count, StatusFormat.count(scopes.count)))
             html += item(
-                "Distinct files", field("\(path).scopes.distinctFiles", scopes.distinctFiles, StatusFormat.count(scopes.distinctFiles)),
-                note: field("\(path).scopes.distinctCurrentFiles", scopes.distinctCurrentFiles, "\(scopes.distinctCurrentFiles) current"))
+                "Distinct files",
+                field("\(path).scopes.distinctFiles", scopes.distinctFiles, StatusFormat.count(scopes.distinctFiles)),
+                note: field(
+                    "\(path).scopes.distinctCurrentFiles", scopes.distinctCurrentFiles,
+                    "\(scopes.distinctCurrentFiles) current"))
             html += item(
-                "Largest scope", field("\(path).scopes.largest.size", scopes.largest.size, StatusFormat.bytes(scopes.largest.size)),
-                note: field("\(path).scopes.largest.rows", scopes.largest.rows, "\(StatusFormat.count(scopes.largest.rows)) rows"))
+                "Largest scope",
+                field("\(path).scopes.largest.size", scopes.largest.size, StatusFormat.bytes(scopes.largest.size)),
+                note: field(
+                    "\(path).scopes.largest.rows", scopes.largest.rows,
+                    "\(StatusFormat.count(scopes.largest.rows)) rows"))
         }
         html += "</dl>"
         if dataset.scoped {
-            html += "<p class=\"note\">Sums over every scope's current snapshot; versions show the dataset as of each number.</p>"
+            html +=
+                "<p class=\"note\">Sums over every scope's current snapshot; versions show the dataset as of each number.</p>"
         }
         html += "<figure>"
         html += StatusPlot.versions(
-            name: "dataset-\(dataset.name)", title: "\(dataset.name): snapshot size and rows over retained versions", versions: dataset.retained)
+            name: "dataset-\(dataset.name)", title: "\(dataset.name): snapshot size and rows over retained versions",
+            versions: dataset.retained)
         let patched = dataset.retained.contains { !$0.patches.isEmpty }
         html += "<figcaption>Size (solid line, round markers)"
         if patched { html += ", patch from the previous version (dotted line, triangle markers, same scale)" }
-        html += " and rows (dashed line, square markers) per retained version, publish times in UTC.</figcaption></figure>"
-        html += #"<div class="scroll"><table><caption>Retained versions</caption><thead><tr><th scope="col">Version</th><th scope="col">Published (UTC)</th>"#
-        html += #"<th scope="col" class="num">Size</th><th scope="col" class="num">Gzip</th><th scope="col" class="num">Patches</th>"#
+        html +=
+            " and rows (dashed line, square markers) per retained version, publish times in UTC.</figcaption></figure>"
+        html +=
+            #"<div class="scroll"><table><caption>Retained versions</caption><thead><tr><th scope="col">Version</th><th scope="col">Published (UTC)</th>"#
+        html +=
+            #"<th scope="col" class="num">Size</th><th scope="col" class="num">Gzip</th><th scope="col" class="num">Patches</th>"#
         html += #"<th scope="col" class="num">Rows</th></tr></thead><tbody>"#
         for (number, version) in dataset.retained.enumerated().reversed() {
             let row = "\(path).retained.\(number)"
             html += "<tr><td>\(field("\(row).version", version.version, "v\(version.version)"))</td>"
-            html += "<td>\(field("\(row).createdAt", version.createdAt, StatusFormat.shortTime(version.createdAt)))</td>"
+            html +=
+                "<td>\(field("\(row).createdAt", version.createdAt, StatusFormat.shortTime(version.createdAt)))</td>"
             html += "<td class=\"num\">\(field("\(row).size", version.size, StatusFormat.bytes(version.size)))</td>"
-            html += "<td class=\"num\">\(field("\(row).gzipSize", version.gzipSize, StatusFormat.bytes(version.gzipSize)))</td>"
+            html +=
+                "<td class=\"num\">\(field("\(row).gzipSize", version.gzipSize, StatusFormat.bytes(version.gzipSize)))</td>"
             html += "<td class=\"num\">"
             html += version.patches.enumerated().reversed().map { index, patch in
                 field("\(row).patches.\(index).size", patch.size, StatusFormat.bytes(patch.size)) + " from "
                     + field("\(row).patches.\(index).from", patch.from, "v\(patch.from)")
             }.joined(separator: "<br>")
             html += version.patches.isEmpty ? "—</td>" : "</td>"
-            html += "<td class=\"num\">\(field("\(row).rows", version.rows, StatusFormat.count(version.rows)))</td></tr>"
+            html +=
+                "<td class=\"num\">\(field("\(row).rows", version.rows, StatusFormat.count(version.rows)))</td></tr>"
         }
         html += "</tbody></table></div>"
-        html += #"<div class="scroll"><table><caption>Rows per table (current)</caption><thead><tr><th scope="col">Table</th><th scope="col" class="num">Rows</th></tr></thead><tbody>"#
+        html +=
+            #"<div class="scroll"><table><caption>Rows per table (current)</caption><thead><tr><th scope="col">Table</th><th scope="col" class="num">Rows</th></tr></thead><tbody>"#
         for table in dataset.tables.keys.sorted() {
             let rows = dataset.tables[table] ?? 0
-            html += "<tr><td>\(StatusFormat.escape(table))</td><td class=\"num\">\(field("\(path).tables.\(table)", rows, StatusFormat.count(rows)))</td></tr>"
+            html +=
+                "<tr><td>\(StatusFormat.escape(table))</td><td class=\"num\">\(field("\(path).tables.\(table)", rows, StatusFormat.count(rows)))</td></tr>"
         }
         return html + "</tbody></table></div></article>"
     }
@@ -191,17 +222,21 @@ enum StatusPage {
 
     static func traffic(_ traffic: StatusReport.Traffic) -> String {
         let count = traffic.minutes.count
-        let ticks = count == 0 ? [] : [(0, "−\(count) min"), (count / 2, "−\(count - count / 2) min"), (count - 1, "now")]
-        var html = #"<section id="traffic"><h2>Traffic, last hour</h2><p class="note">One bar per minute, the newest on the right. "#
+        let ticks =
+            count == 0 ? [] : [(0, "−\(count) min"), (count / 2, "−\(count - count / 2) min"), (count - 1, "now")]
+        var html =
+            #"<section id="traffic"><h2>Traffic, last hour</h2><p class="note">One bar per minute, the newest on the right. "#
         html += "Requests to the status page itself are not counted.</p><div class=\"plots\">"
         html += figure(
             name: "requests", title: "Requests by answer", entries: requestSeries, traffic: traffic, ticks: ticks,
             format: { StatusFormat.count(Int($0)) })
         html += figure(
-            name: "bytes", title: "Bytes sent", entries: [("body bytes", 0, "bytes", { Double($0.bytes) })], traffic: traffic,
+            name: "bytes", title: "Bytes sent", entries: [("body bytes", 0, "bytes", { Double($0.bytes) })],
+            traffic: traffic,
             ticks: ticks, format: { StatusFormat.bytes(Int64($0)) })
         html += figure(
-            name: "uploads", title: "Uploaded changes by decision", entries: uploadSeries, traffic: traffic, ticks: ticks,
+            name: "uploads", title: "Uploaded changes by decision", entries: uploadSeries, traffic: traffic,
+            ticks: ticks,
             format: { StatusFormat.count(Int($0)) })
         return html + "</div></section>"
     }
@@ -211,10 +246,12 @@ enum StatusPage {
         format: @escaping (Double) -> String
     ) -> String {
         let series = entries.map { entry in
-            StatusPlot.Series(label: entry.label, style: entry.style, values: traffic.minutes.map { entry.value($0.counts) })
+            StatusPlot.Series(
+                label: entry.label, style: entry.style, values: traffic.minutes.map { entry.value($0.counts) })
         }
         var html = "<figure class=\"traffic\"><figcaption><strong>\(title)</strong></figcaption>"
-        html += StatusPlot.stackedBars(name: name, title: "\(title), per minute, last hour", series: series, tickLabels: ticks, format: format)
+        html += StatusPlot.stackedBars(
+            name: name, title: "\(title), per minute, last hour", series: series, tickLabels: ticks, format: format)
         html += "<ul class=\"legend\">"
         for entry in entries {
             let total = entry.value(traffic.totals)

@@ -49,7 +49,12 @@ enum StatusPlot {
     static func stackedBars(
         name: String, title: String, series: [Series], tickLabels: [(Int, String)], format: (Double) -> String
     ) -> String {
-        let width = 400.0, height = 170.0, left = 50.0, right = 8.0, top = 12.0, bottom = 24.0
+        let width = 400.0
+        let height = 170.0
+        let left = 50.0
+        let right = 8.0
+        let top = 12.0
+        let bottom = 24.0
         let count = series.first?.values.count ?? 0
         let totals = (0..<count).map { index in series.reduce(0) { $0 + $1.values[index] } }
         let peak = totals.max() ?? 0
@@ -70,14 +75,16 @@ enum StatusPlot {
                 d += "M\(n(x)) \(n(stackTop[index]))h\(n(max(1, slot - 1)))v\(n(barHeight))h\(n(-max(1, slot - 1)))Z"
             }
             if !d.isEmpty {
-                svg += #"<path class="series" data-series="\#(escape(entry.label))" d="\#(d)" fill="\#(fill(entry.style))" stroke='#222' stroke-width="0.4"/>"#
+                svg +=
+                    #"<path class="series" data-series="\#(escape(entry.label))" d="\#(d)" fill="\#(fill(entry.style))" stroke='#222' stroke-width="0.4"/>"#
             }
         }
         for (index, text) in tickLabels {
             svg += label(x: left + (Double(index) + 0.5) * slot, y: height - 6, anchor: "middle", text: text)
         }
         if peak == 0 {
-            svg += label(x: (left + width) / 2, y: (top + baseline) / 2, anchor: "middle", text: "none in the last hour")
+            svg += label(
+                x: (left + width) / 2, y: (top + baseline) / 2, anchor: "middle", text: "none in the last hour")
         }
         return svg + "</svg>"
     }
@@ -87,7 +94,10 @@ enum StatusPlot {
     /// versions, each in its own band with its own scale and a direct label at the newest point; the x axis names
     /// each version and its publish time (UTC).
     static func versions(name: String, title: String, versions: [StatusReport.Version]) -> String {
-        let width = 480.0, height = 232.0, left = 60.0, right = 104.0
+        let width = 480.0
+        let height = 232.0
+        let left = 60.0
+        let right = 104.0
         let bands = [(top: 12.0, bottom: 92.0), (top: 116.0, bottom: 196.0)]
         var svg = svgOpen(name: name, title: title, width: width, height: height)
         let count = versions.count
@@ -95,7 +105,10 @@ enum StatusPlot {
         func x(_ index: Int) -> Double { count > 1 ? left + Double(index) * step : (left + width - right) / 2 }
         let lines: [(label: String, values: [Double], format: (Double) -> String, dash: String, square: Bool)] = [
             ("size", versions.map { Double($0.size) }, { StatusFormat.bytes(Int64($0)) }, "", false),
-            ("rows", versions.map { Double($0.rows) }, { StatusFormat.count(Int($0)) }, #" stroke-dasharray="6 4""#, true),
+            (
+                "rows", versions.map { Double($0.rows) }, { StatusFormat.count(Int($0)) }, #" stroke-dasharray="6 4""#,
+                true
+            ),
         ]
         for (band, line) in zip(bands, lines) {
             let peak = max(line.values.max() ?? 0, 1)
@@ -106,18 +119,22 @@ enum StatusPlot {
             var d = ""
             var markers = ""
             for (index, value) in line.values.enumerated() {
-                let px = x(index), py = y(value)
+                let px = x(index)
+                let py = y(value)
                 d += (index == 0 ? "M" : "L") + "\(n(px)) \(n(py))"
-                markers += line.square
+                markers +=
+                    line.square
                     ? #"<rect x="\#(n(px - 3.5))" y="\#(n(py - 3.5))" width="7" height="7" fill='#E69F00' stroke='#222'/>"#
                     : #"<circle cx="\#(n(px))" cy="\#(n(py))" r="4" fill='#0072B2' stroke='#222'/>"#
             }
             if count == 1 { d += "h0.01" }  // a single version: a dot, still a non-empty path
             let colour = line.square ? "#B36B00" : "#0072B2"
-            svg += #"<path class="series" data-series="\#(line.label)" d="\#(d)" fill="none" stroke="\#(colour)" stroke-width="2"\#(line.dash)/>"#
+            svg +=
+                #"<path class="series" data-series="\#(line.label)" d="\#(d)" fill="none" stroke="\#(colour)" stroke-width="2"\#(line.dash)/>"#
             svg += markers
             if let last = line.values.last {
-                svg += label(x: x(count - 1) + 10, y: y(last) + 4, anchor: "start", text: "\(line.label) \(line.format(last))")
+                svg += label(
+                    x: x(count - 1) + 10, y: y(last) + 4, anchor: "start", text: "\(line.label) \(line.format(last))")
             }
             if line.label == "size" { svg += patchLine(versions: versions, x: x, y: y) }
         }
@@ -132,7 +149,8 @@ enum StatusPlot {
     /// Each version's patch from the previous retained version, in the size band on the size scale: a dotted line
     /// with triangle markers (broken where a version has no such patch) and a direct label at the newest one.
     /// Nothing when no version has one.
-    private static func patchLine(versions: [StatusReport.Version], x: (Int) -> Double, y: (Double) -> Double) -> String {
+    private static func patchLine(versions: [StatusReport.Version], x: (Int) -> Double, y: (Double) -> Double) -> String
+    {
         var d = ""
         var markers = ""
         var newest: (index: Int, size: Int64)?
@@ -142,7 +160,8 @@ enum StatusPlot {
                 drawing = false
                 continue
             }
-            let px = x(index), py = y(Double(patch.size))
+            let px = x(index)
+            let py = y(Double(patch.size))
             d += (drawing ? "L" : "M") + "\(n(px)) \(n(py))"
             drawing = true
             markers += #"<path d="M\#(n(px)) \#(n(py - 5))l4.5 8h-9Z" fill='#009E73' stroke='#222'/>"#
@@ -150,15 +169,19 @@ enum StatusPlot {
         }
         guard let newest else { return "" }
         d += "h0.01"  // a lone patch is still a visible, non-empty path
-        var svg = #"<path class="series" data-series="patch" d="\#(d)" fill="none" stroke='#007A5A' stroke-width="2" stroke-dasharray="2 3"/>"#
+        var svg =
+            #"<path class="series" data-series="patch" d="\#(d)" fill="none" stroke='#007A5A' stroke-width="2" stroke-dasharray="2 3"/>"#
         svg += markers
-        svg += label(x: x(newest.index) + 10, y: y(Double(newest.size)) - 8, anchor: "start", text: "patch \(StatusFormat.bytes(newest.size))")
+        svg += label(
+            x: x(newest.index) + 10, y: y(Double(newest.size)) - 8, anchor: "start",
+            text: "patch \(StatusFormat.bytes(newest.size))")
         return svg
     }
 
     private static func svgOpen(name: String, title: String, width: Double, height: Double) -> String {
         let title = escape(title)
-        return #"<svg class="plot" data-plot="\#(escape(name))" viewBox="0 0 \#(n(width)) \#(n(height))" role="img" aria-label="\#(title)" preserveAspectRatio="xMidYMid meet"><title>\#(title)</title>"#
+        return
+            #"<svg class="plot" data-plot="\#(escape(name))" viewBox="0 0 \#(n(width)) \#(n(height))" role="img" aria-label="\#(title)" preserveAspectRatio="xMidYMid meet"><title>\#(title)</title>"#
     }
 
     private static func axes(left: Double, right: Double, top: Double, baseline: Double) -> String {

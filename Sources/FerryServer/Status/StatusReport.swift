@@ -177,7 +177,8 @@ extension StatusReport {
     ) -> StatusReport {
         let boardState = board.current
         let datasets = catalog.datasets.compactMap { dataset(from: $0, now: now) }
-        var names = Set(datasets.map(\.name)).union(tokenChecks.keys).union(boardState.mergers).union(boardState.publishes.keys)
+        var names = Set(datasets.map(\.name)).union(tokenChecks.keys).union(boardState.mergers).union(
+            boardState.publishes.keys)
         names.formUnion(catalog.unreadableManifests)
         let health = names.sorted().map { name in
             DatasetHealth(
@@ -185,18 +186,23 @@ extension StatusReport {
                 mergerConnection: boardState.mergerHealth[name].map { Connection($0()) },
                 tokenCheckConnection: (tokenChecks[name] ?? nil).map(Connection.init),
                 lastPublish: boardState.publishes[name].map(publish(from:)),
-                lastUpload: boardState.uploads[name].map { Upload(at: Timestamp.format($0.at), succeeded: $0.succeeded) })
+                lastUpload: boardState.uploads[name].map {
+                    Upload(at: Timestamp.format($0.at), succeeded: $0.succeeded)
+                })
         }
         return StatusReport(
             generatedAt: Timestamp.format(now), startedAt: Timestamp.format(board.startedAt), datasets: datasets,
             traffic: traffic(board.traffic.window(endingAt: now)),
             health: Health(
-                lastPollAt: catalog.lastPoll.map(Timestamp.format), unreadableManifests: catalog.unreadableManifests, datasets: health))
+                lastPollAt: catalog.lastPoll.map(Timestamp.format), unreadableManifests: catalog.unreadableManifests,
+                datasets: health))
     }
 
     static func dataset(from dataset: CatalogStatus.Dataset, now: Date) -> Dataset? {
         let currents = dataset.views.map(\.manifest)
-        guard let newest = currents.max(by: { ($0.version, $0.createdAt) < ($1.version, $1.createdAt) }) else { return nil }
+        guard let newest = currents.max(by: { ($0.version, $0.createdAt) < ($1.version, $1.createdAt) }) else {
+            return nil
+        }
         var tables: [String: Int] = [:]
         for manifest in currents {
             tables.merge(manifest.tables, uniquingKeysWith: +)
@@ -208,11 +214,15 @@ extension StatusReport {
                 count: currents.count,
                 distinctFiles: Set(dataset.views.flatMap { $0.retained.map(\.sha256) }).count,
                 distinctCurrentFiles: Set(currents.map(\.sha256)).count,
-                largest: Largest(version: largest.version, size: largest.size, gzipSize: largest.gzipSize, rows: rows(largest.tables)))
+                largest: Largest(
+                    version: largest.version, size: largest.size, gzipSize: largest.gzipSize, rows: rows(largest.tables)
+                ))
         }
         return Dataset(
-            name: dataset.name, scoped: dataset.scoped, version: newest.version, createdAt: newest.createdAt, ageSeconds: ageSeconds,
-            size: currents.reduce(0) { $0 + $1.size }, gzipSize: currents.reduce(0) { $0 + $1.gzipSize }, tables: tables,
+            name: dataset.name, scoped: dataset.scoped, version: newest.version, createdAt: newest.createdAt,
+            ageSeconds: ageSeconds,
+            size: currents.reduce(0) { $0 + $1.size }, gzipSize: currents.reduce(0) { $0 + $1.gzipSize },
+            tables: tables,
             rows: rows(tables), retained: retained(dataset.views), scopes: scopes)
     }
 

@@ -45,7 +45,9 @@ struct StatusRoutes: ServerRouteGroup {
         }
         routes.on("/status.json", method: .get) { request, _ in
             let data = try report(request).jsonData()
-            return Response(status: .ok, headers: Self.headers(contentType: "application/json"), body: .init(byteBuffer: ByteBuffer(bytes: data)))
+            return Response(
+                status: .ok, headers: Self.headers(contentType: "application/json"),
+                body: .init(byteBuffer: ByteBuffer(bytes: data)))
         }
     }
 

@@ -149,7 +149,8 @@ extension ClientStatus {
         var lines = ["state: \(state.rawValue)"]
         lines.append("version: " + (version.map { "\($0)" } ?? "none") + (sha256.map { " (sha256 \($0))" } ?? ""))
         lines.append(
-            "pending: " + (pendingVersion.map { "version \($0)" } ?? (pendingSha256 == nil ? "none" : "unknown version"))
+            "pending: "
+                + (pendingVersion.map { "version \($0)" } ?? (pendingSha256 == nil ? "none" : "unknown version"))
                 + (pendingSha256.map { " (sha256 \($0))" } ?? ""))
         lines.append("outbox: \(outbox) local edit\(outbox == 1 ? "" : "s") waiting for upload")
         if let previousVersion { lines.append("previous: version \(previousVersion) (ferry rollback restores it)") }

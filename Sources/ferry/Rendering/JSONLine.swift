@@ -26,7 +26,8 @@ enum JSONLine {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         // SQLite can hold ±Infinity in a REAL column; JSON has no number for it.
-        encoder.nonConformingFloatEncodingStrategy = .convertToString(positiveInfinity: "Infinity", negativeInfinity: "-Infinity", nan: "NaN")
+        encoder.nonConformingFloatEncodingStrategy = .convertToString(
+            positiveInfinity: "Infinity", negativeInfinity: "-Infinity", nan: "NaN")
         return String(decoding: try encoder.encode(value), as: UTF8.self)
     }
 
@@ -68,7 +69,9 @@ enum JSONLine {
         }
 
         // A nested value is encoded whole by `encode(_:forKey:)`; nested containers are never needed.
-        mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key) -> KeyedEncodingContainer<NestedKey> {
+        mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key)
+            -> KeyedEncodingContainer<NestedKey>
+        {
             preconditionFailure("JSONLine: encode nested values with encode(_:forKey:)")
         }
 

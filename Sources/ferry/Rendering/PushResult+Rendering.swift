@@ -29,7 +29,8 @@ extension PushResult {
     var text: String {
         let s = summary
         guard sent > 0 else { return "nothing to push: the outbox is empty" }
-        var line = "pushed \(sent) edit\(sent == 1 ? "" : "s"): applied \(s.applied), rejected \(s.rejected), gone \(s.gone)"
+        var line =
+            "pushed \(sent) edit\(sent == 1 ? "" : "s"): applied \(s.applied), rejected \(s.rejected), gone \(s.gone)"
         line += ", invalid \(s.invalid), forbidden \(s.forbidden)"
         if s.unanswered > 0 { line += ", unanswered \(s.unanswered)" }
         return line + "; \(remaining) still queued"

@@ -1,4 +1,3 @@
-@testable import FerryClient
 import FerryCore
 import FerryGRDB
 import FerryPostgres
@@ -6,6 +5,8 @@ import FerryPublisher
 import Foundation
 import GRDB
 import Testing
+
+@testable import FerryClient
 
 /// Readers and writers of the app's pool while updates are applied in place: every read sees one whole version, and
 /// every write the app commits is accounted for (uploaded and answered, or still queued).
@@ -29,7 +30,8 @@ import Testing
             let readers = Task.detached {
                 while !stop.current {
                     let whole = try await pool.read { db -> Bool in
-                        let bags = try Int.fetchAll(db, sql: "SELECT DISTINCT bags FROM trips WHERE name != 'written-by-app'")
+                        let bags = try Int.fetchAll(
+                            db, sql: "SELECT DISTINCT bags FROM trips WHERE name != 'written-by-app'")
                         let version = try Int.fetchOne(db, sql: "SELECT version FROM ferry_snapshot") ?? -1
                         return bags.count == 1 && bags[0] == version - 1
                     }
@@ -46,7 +48,8 @@ import Testing
                     let value = n
                     try await pool.write { db in
                         try db.execute(
-                            sql: "INSERT INTO trips (id, name, passengers, bags, createdAt, updatedAt) VALUES (?, 'written-by-app', ?, 0, '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z')",
+                            sql:
+                                "INSERT INTO trips (id, name, passengers, bags, createdAt, updatedAt) VALUES (?, 'written-by-app', ?, 0, '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z')",
                             arguments: [UUID().uuidString.lowercased(), value])
                     }
                     written.withLock { $0.append(value) }
@@ -56,7 +59,9 @@ import Testing
 
             // 50 rounds of publish + automatic in-place apply, with a push every 5 and a rollback every 10
             for round in 2...51 {
-                try world.postgres(#"UPDATE trips SET bags = \#(round), "updatedAt" = date_trunc('milliseconds', now()) WHERE name != 'written-by-app'"#)
+                try world.postgres(
+                    #"UPDATE trips SET bags = \#(round), "updatedAt" = date_trunc('milliseconds', now()) WHERE name != 'written-by-app'"#
+                )
                 let version = try await world.publish().version
                 try await world.waitForVersion(version)
                 _ = try await ferry.checkForUpdates()
@@ -73,9 +78,10 @@ import Testing
             #expect(reads.current > 50)
             let committed = Set(written.current)
             let server = Set(
-                try world.database.connect().query("SELECT passengers FROM trips WHERE name = 'written-by-app'", []).compactMap {
-                    ($0.first ?? nil).flatMap { Int($0) }
-                })
+                try world.database.connect().query("SELECT passengers FROM trips WHERE name = 'written-by-app'", [])
+                    .compactMap {
+                        ($0.first ?? nil).flatMap { Int($0) }
+                    })
             let queued = try await ferry.client.pendingEdits()
             #expect(queued == 0)
             #expect(server.isSuperset(of: committed))

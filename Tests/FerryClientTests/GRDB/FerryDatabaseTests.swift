@@ -1,4 +1,3 @@
-@testable import FerryClient
 import FerryCore
 import FerryGRDB
 import FerryPostgres
@@ -11,6 +10,8 @@ import HummingbirdTesting
 import Logging
 import NIOFoundationEssentialsCompat
 import Testing
+
+@testable import FerryClient
 
 /// FerryGRDB end to end: real PostgreSQL with the thesis' trips, the real publisher, the real server with the
 /// changes endpoint, and an app's `DatabasePool` on a real client directory.
@@ -25,7 +26,9 @@ import Testing
 
         @discardableResult
         func publish() async throws -> PublishResult {
-            try await Publisher(configuration: .init(templatePath: templatePath, databaseURL: database.url, store: store), logger: .test).publish()
+            try await Publisher(
+                configuration: .init(templatePath: templatePath, databaseURL: database.url, store: store), logger: .test
+            ).publish()
         }
 
         func postgres(_ sql: String) throws {
@@ -37,19 +40,23 @@ import Testing
         }
 
         func configuration(_ name: String, pushOnOpen: Bool = false) -> FerryClient.Configuration {
-            var configuration = FerryClient.Configuration(directory: directory.appending(name), serverURL: server, dataset: "trips")
+            var configuration = FerryClient.Configuration(
+                directory: directory.appending(name), serverURL: server, dataset: "trips")
             configuration.pushOnOpen = pushOnOpen
             configuration.pushBackoff = .milliseconds(10)
             return configuration
         }
 
-        func open(_ name: String, mode: FerryDatabase.ApplyMode, pushOnOpen: Bool = false) async throws -> FerryDatabase {
-            try await FerryDatabase.open(configuration: configuration(name, pushOnOpen: pushOnOpen), applyMode: mode, logger: .test)
+        func open(_ name: String, mode: FerryDatabase.ApplyMode, pushOnOpen: Bool = false) async throws -> FerryDatabase
+        {
+            try await FerryDatabase.open(
+                configuration: configuration(name, pushOnOpen: pushOnOpen), applyMode: mode, logger: .test)
         }
 
         /// Changes one trip in PostgreSQL and publishes the next version; waits until the server serves it.
         func publishChange(_ set: String, where name: String) async throws -> Int {
-            try postgres(#"UPDATE trips SET \#(set), "updatedAt" = date_trunc('milliseconds', now()) WHERE name = '\#(name)'"#)
+            try postgres(
+                #"UPDATE trips SET \#(set), "updatedAt" = date_trunc('milliseconds', now()) WHERE name = '\#(name)'"#)
             let version = try await publish().version
             try await waitForVersion(version)
             return version
@@ -64,10 +71,13 @@ import Testing
             directory.remove()
         }
         let root = TestPaths.packageRoot
-        try database.connect().execute(try String(contentsOf: root.appendingPathComponent("templates/trips.pg.sql"), encoding: .utf8))
+        try database.connect().execute(
+            try String(contentsOf: root.appendingPathComponent("templates/trips.pg.sql"), encoding: .utf8))
         let templatePath = root.appendingPathComponent("templates/trips.yml").path
         _ = try await Publisher(
-            configuration: .init(templatePath: templatePath, databaseURL: database.url, store: directory.appending("store")), logger: .test
+            configuration: .init(
+                templatePath: templatePath, databaseURL: database.url, store: directory.appending("store")),
+            logger: .test
         ).publish()
         var configuration = ServerConfiguration(storePath: directory.appending("store"), port: 0)
         configuration.pollInterval = .milliseconds(100)
@@ -78,17 +88,24 @@ import Testing
             let wait: @Sendable (Int) async throws -> Void = { version in
                 for _ in 0..<200 {
                     let response = try await client.execute(uri: "/v1/datasets/trips/manifest", method: .get)
-                    if let manifest = try? Manifest.decode(Data(buffer: response.body)), manifest.version >= version { return }
+                    if let manifest = try? Manifest.decode(Data(buffer: response.body)), manifest.version >= version {
+                        return
+                    }
                     try await Task.sleep(for: .milliseconds(25))
                 }
                 throw FerryError(.network, "the server did not pick up version \(version)")
             }
-            try await body(World(database: database, directory: directory, templatePath: templatePath, server: url, waitForVersion: wait))
+            try await body(
+                World(
+                    database: database, directory: directory, templatePath: templatePath, server: url,
+                    waitForVersion: wait))
         }
     }
 
     static func passengers(_ pool: DatabasePool, _ name: String) throws -> Int? {
-        try pool.read { db in try Int.fetchOne(db, sql: "SELECT passengers FROM trips WHERE name = ?", arguments: [name]) }
+        try pool.read { db in
+            try Int.fetchOne(db, sql: "SELECT passengers FROM trips WHERE name = ?", arguments: [name])
+        }
     }
 
     /// Waits for the first value of `values` that satisfies `accept`, with a deadline (an event, not a sleep).
@@ -142,7 +159,9 @@ import Testing
             #expect(try await Self.first(values) { $0 == 42 } == 42)
             #expect(ferry.currentStatus.state == .upToDate && ferry.currentStatus.version == version)
             // And the app can still write through the same pool: no "readonly database" after the update
-            try await ferry.pool.write { db in try db.execute(sql: "UPDATE trips SET passengers = 43 WHERE name = 'Växjö-Kalmar'") }
+            try await ferry.pool.write { db in
+                try db.execute(sql: "UPDATE trips SET passengers = 43 WHERE name = 'Växjö-Kalmar'")
+            }
             #expect(try await Self.first(values) { $0 == 43 } == 43)
             try await ferry.refreshStatus()
             #expect(ferry.currentStatus.queuedEdits == 1)
@@ -167,19 +186,27 @@ import Testing
             #expect(FileManager.default.fileExists(atPath: world.directory.appending("patch/previous.db").path))
             // previous.db is the version before, whole, as a plain (rollback-journal) file: cloned from the
             // checkpointed database.db while the pool's readers went on
-            let previous = try SQLiteConnection(path: world.directory.appending("patch/previous.db").path, mode: .readOnly)
+            let previous = try SQLiteConnection(
+                path: world.directory.appending("patch/previous.db").path, mode: .readOnly)
             #expect(try previous.scalar("PRAGMA journal_mode")?.text == "delete")
             #expect(try SnapshotMetadata.read(from: previous).version == version - 1)
             try previous.checkIntegrity()
-            #expect(try ClientFiles.checkpointFully(SQLiteConnection(path: world.directory.appending("patch/database.db").path, mode: .readWrite)))
+            #expect(
+                try ClientFiles.checkpointFully(
+                    SQLiteConnection(path: world.directory.appending("patch/database.db").path, mode: .readWrite)))
 
             // Given a queued local edit of another row, the next patch is applied on top and the edit stays visible
-            try await ferry.pool.write { db in try db.execute(sql: "UPDATE trips SET bags = 5 WHERE name = 'Kalmar-Öland'") }
+            try await ferry.pool.write { db in
+                try db.execute(sql: "UPDATE trips SET bags = 5 WHERE name = 'Kalmar-Öland'")
+            }
             version = try await world.publishChange("passengers = 22", where: "Växjö-Kalmar")
             result = try await ferry.checkForUpdates()
             #expect(result.path == .patch(from: version - 1, to: version))
             #expect(try await Self.first(values) { $0 == 22 } == 22)
-            #expect(try await ferry.pool.read { db in try Int.fetchOne(db, sql: "SELECT bags FROM trips WHERE name = 'Kalmar-Öland'") } == 5)
+            #expect(
+                try await ferry.pool.read { db in
+                    try Int.fetchOne(db, sql: "SELECT bags FROM trips WHERE name = 'Kalmar-Öland'")
+                } == 5)
             #expect(try await ferry.client.pendingEdits() == 1)
             #expect(try await ferry.client.status().version == version)
             #expect(result.ownRowsSettled == 1)
@@ -192,7 +219,10 @@ import Testing
             #expect(result.path == .patch(from: version - 1, to: version), "\(result.patchFailure ?? "")")
             #expect(result.ownRowsSettled == 1)
             #expect(try await Self.first(values) { $0 == 23 } == 23)
-            #expect(try await ferry.pool.read { db in try Int.fetchOne(db, sql: "SELECT bags FROM trips WHERE name = 'Kalmar-Öland'") } == 5)
+            #expect(
+                try await ferry.pool.read { db in
+                    try Int.fetchOne(db, sql: "SELECT bags FROM trips WHERE name = 'Kalmar-Öland'")
+                } == 5)
             #expect(try await ferry.client.pendingEdits() == 0)
             try await ferry.close()
 
@@ -209,7 +239,9 @@ import Testing
             let ferry = try await FerryDatabase.open(configuration: configuration, applyMode: .automatic, logger: .test)
             _ = try await ferry.checkForUpdates()
             // A local edit through the pool is captured by the outbox
-            try await ferry.pool.write { db in try db.execute(sql: "UPDATE trips SET bags = 7 WHERE name = 'Kalmar-Öland'") }
+            try await ferry.pool.write { db in
+                try db.execute(sql: "UPDATE trips SET bags = 7 WHERE name = 'Kalmar-Öland'")
+            }
             let version = try await world.publishChange("passengers = 11", where: "Växjö-Kalmar")
             let (changes, changed) = AsyncStream.makeStream(of: Void.self)
             let region = DatabaseRegionObservation(tracking: Table("trips"))
@@ -223,7 +255,10 @@ import Testing
             #expect(ferry.currentStatus.version == version && ferry.currentStatus.state == .upToDate)
             #expect(try Self.passengers(ferry.pool, "Växjö-Kalmar") == 11)
             // The queued edit survived the replacement and is still queued
-            #expect(try await ferry.pool.read { db in try Int.fetchOne(db, sql: "SELECT bags FROM trips WHERE name = 'Kalmar-Öland'") } == 7)
+            #expect(
+                try await ferry.pool.read { db in
+                    try Int.fetchOne(db, sql: "SELECT bags FROM trips WHERE name = 'Kalmar-Öland'")
+                } == 7)
             #expect(try await ferry.client.pendingEdits() == 1)
             // previous.db holds version 1 for a rollback, which is applied in place too
             let rolledBack = try await ferry.client.rollback()
@@ -243,15 +278,21 @@ import Testing
             let ferry = try await world.open("rejected", mode: .automatic)
             _ = try await ferry.checkForUpdates()
             // Given a device edit older than an office write of the same row (newest-wins keeps the office's)
-            try await ferry.pool.write { db in try db.execute(sql: "UPDATE trips SET passengers = 99 WHERE name = 'Växjö-Kalmar'") }
+            try await ferry.pool.write { db in
+                try db.execute(sql: "UPDATE trips SET passengers = 99 WHERE name = 'Växjö-Kalmar'")
+            }
             try await Task.sleep(for: .milliseconds(20))  // the office write must be newer than the device's edit time
-            try world.postgres(#"UPDATE trips SET passengers = 3, "updatedAt" = date_trunc('milliseconds', now()) + interval '1 minute' WHERE name = 'Växjö-Kalmar'"#)
+            try world.postgres(
+                #"UPDATE trips SET passengers = 3, "updatedAt" = date_trunc('milliseconds', now()) + interval '1 minute' WHERE name = 'Växjö-Kalmar'"#
+            )
             let pushed = try await ferry.push()
             #expect(pushed.summary.rejected == 1)
             #expect(ferry.currentStatus.rejectedEdits == 1)
             let undone = try await ferry.rejectedEdits()
             #expect(undone.count == 1)
-            #expect(undone.first?.table == "trips" && undone.first?.values["passengers"] == .int(99) && undone.first?.outcome == .rejected)
+            #expect(
+                undone.first?.table == "trips" && undone.first?.values["passengers"] == .int(99)
+                    && undone.first?.outcome == .rejected)
             #expect(undone.first?.rule == .newestWins)
             #expect(try Self.passengers(ferry.pool, "Växjö-Kalmar") == 3)
             try await ferry.close()
@@ -286,7 +327,9 @@ import Testing
         let ferry = try await FerryDatabase.open(configuration: configuration, applyMode: .onLaunch, logger: .test)
         #expect(ContinuousClock.now - started < .milliseconds(200))
         #expect(ferry.currentStatus.state == .initialSyncRequired)
-        let second = await #expect(throws: FerryError.self) { _ = try await FerryDatabase.open(configuration: configuration, logger: .test) }
+        let second = await #expect(throws: FerryError.self) {
+            _ = try await FerryDatabase.open(configuration: configuration, logger: .test)
+        }
         #expect(second?.code == .busy)
         try await ferry.close()
     }

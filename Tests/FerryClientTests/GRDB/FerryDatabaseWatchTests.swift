@@ -1,9 +1,10 @@
-@testable import FerryClient
 import FerryCore
 import FerryGRDB
 import Foundation
 import GRDB
 import Testing
+
+@testable import FerryClient
 
 /// A FerryDatabase in `.automatic` mode with `waitForChanges` long-polls while it is open: each published version
 /// reaches the app's pool without the app asking, and close() ends the loop at once.

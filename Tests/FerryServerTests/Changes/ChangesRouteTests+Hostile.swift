@@ -1,12 +1,13 @@
 import FerryCore
 import FerryMerge
 import FerryPostgres
-@testable import FerryServer
 import Foundation
 import HTTPTypes
 import HummingbirdTesting
 import NIOCore
 import Testing
+
+@testable import FerryServer
 
 /// Hostile bodies against `POST /v1/datasets/{dataset}/changes`, on the live server over a real PostgreSQL. A
 /// malformed body is a 4xx; a bad change inside a well-formed batch gets its own `invalid` answer. Either way no
@@ -30,7 +31,9 @@ extension ChangesRouteTests {
     /// The user's table holds exactly the seeded trip, unchanged, and nothing was deleted or remembered.
     func expectNothingWritten(_ f: MergeFixture, storedAnswers: Int = 0, _ label: String = "") throws {
         #expect(try f.count("SELECT count(*) FROM trips") == 1, "\(label)")
-        #expect(try f.trip(1) == ["Växjö-Kalmar", "0", "0", "2026-11-21T09:00:00.000000Z", "2026-11-21T09:00:00.000000Z"], "\(label)")
+        #expect(
+            try f.trip(1) == ["Växjö-Kalmar", "0", "0", "2026-11-21T09:00:00.000000Z", "2026-11-21T09:00:00.000000Z"],
+            "\(label)")
         #expect(try f.count("SELECT count(*) FROM ferry_tombstones") == 0, "\(label)")
         #expect(try f.count("SELECT count(*) FROM ferry_changes") == storedAnswers, "\(label)")
         #expect(try f.count("SELECT count(*) FROM ferry_changes WHERE result->>'status' <> 'invalid'") == 0, "\(label)")
@@ -47,21 +50,52 @@ extension ChangesRouteTests {
             rawNUL[rawNUL.firstIndex(of: UInt8(ascii: "A"))!] = 0
             let cases: [(String, [UInt8], String)] = [
                 ("nested 10,000 deep", Array(deep.utf8), "deeper than 16 levels"),
-                ("nested 10,000 deep in values", Array(Self.batchJSON(Self.changeJSON(values: #"{"seats":\#(deep)}"#)).utf8), "deeper"),
+                (
+                    "nested 10,000 deep in values",
+                    Array(Self.batchJSON(Self.changeJSON(values: #"{"seats":\#(deep)}"#)).utf8), "deeper"
+                ),
                 ("invalid UTF-8 in a value", badUTF8, "not UTF-8"),
                 ("NUL byte in a value", rawNUL, "NUL"),
-                ("escaped NUL in a value", Array(Self.batchJSON(Self.changeJSON(values: #"{"name":"a\u0000b"}"#)).utf8), "NUL"),
+                (
+                    "escaped NUL in a value",
+                    Array(Self.batchJSON(Self.changeJSON(values: #"{"name":"a\u0000b"}"#)).utf8), "NUL"
+                ),
                 ("escaped NUL in a change id", Array(Self.batchJSON(Self.changeJSON(id: #""c\u0000""#)).utf8), "NUL"),
-                ("lone surrogate in a value", Array(Self.batchJSON(Self.changeJSON(values: #"{"name":"\ud800"}"#)).utf8), "surrogate"),
-                ("integer beyond Int64", Array(Self.batchJSON(Self.changeJSON(values: #"{"seats":9223372036854775808}"#)).utf8), "64-bit"),
-                ("number beyond Double", Array(Self.batchJSON(Self.changeJSON(values: #"{"seats":1e400}"#)).utf8), "double"),
-                ("two op keys", Array(Self.batchJSON(Self.changeJSON(op: #""op":"delete","op":"update""#)).utf8), #"duplicate key \"op\""#),
-                ("two op keys, one escaped", Array(Self.batchJSON(Self.changeJSON(op: #""op":"delete","\u006fp":"update""#)).utf8), "duplicate key"),
-                ("two id keys in key", Array(Self.batchJSON(Self.changeJSON(key: #"{"id":1,"id":2}"#)).utf8), #"duplicate key \"id\""#),
-                ("two clientId keys", Array(#"{"clientId":"a","clientId":"b","sentAt":"\#(Self.sentAt)","changes":[]}"#.utf8), "duplicate key"),
+                (
+                    "lone surrogate in a value",
+                    Array(Self.batchJSON(Self.changeJSON(values: #"{"name":"\ud800"}"#)).utf8), "surrogate"
+                ),
+                (
+                    "integer beyond Int64",
+                    Array(Self.batchJSON(Self.changeJSON(values: #"{"seats":9223372036854775808}"#)).utf8), "64-bit"
+                ),
+                (
+                    "number beyond Double", Array(Self.batchJSON(Self.changeJSON(values: #"{"seats":1e400}"#)).utf8),
+                    "double"
+                ),
+                (
+                    "two op keys", Array(Self.batchJSON(Self.changeJSON(op: #""op":"delete","op":"update""#)).utf8),
+                    #"duplicate key \"op\""#
+                ),
+                (
+                    "two op keys, one escaped",
+                    Array(Self.batchJSON(Self.changeJSON(op: #""op":"delete","\u006fp":"update""#)).utf8),
+                    "duplicate key"
+                ),
+                (
+                    "two id keys in key", Array(Self.batchJSON(Self.changeJSON(key: #"{"id":1,"id":2}"#)).utf8),
+                    #"duplicate key \"id\""#
+                ),
+                (
+                    "two clientId keys",
+                    Array(#"{"clientId":"a","clientId":"b","sentAt":"\#(Self.sentAt)","changes":[]}"#.utf8),
+                    "duplicate key"
+                ),
             ]
             for (label, body, expected) in cases {
-                try await client.execute(uri: "/v1/datasets/trips/changes", method: .post, body: ByteBuffer(bytes: body)) { response in
+                try await client.execute(
+                    uri: "/v1/datasets/trips/changes", method: .post, body: ByteBuffer(bytes: body)
+                ) { response in
                     #expect(response.status == .badRequest, "\(label)")
                     let text = String(buffer: response.body)
                     #expect(text.contains(#""code":"bad-input""#), "\(label): \(text)")
@@ -80,9 +114,11 @@ extension ChangesRouteTests {
                 Self.changeJSON(id: #""v""#, values: #"{"seats\" = 0; DROP TABLE trips; --":1}"#),
                 Self.changeJSON(id: #""k""#, key: #"{"id\" OR 1=1 --":1}"#),
                 Self.changeJSON(id: #""r""#, table: #""routes; DELETE FROM trips""#))
-            try await client.execute(uri: "/v1/datasets/trips/changes", method: .post, body: ByteBuffer(string: body)) { response in
+            try await client.execute(uri: "/v1/datasets/trips/changes", method: .post, body: ByteBuffer(string: body)) {
+                response in
                 #expect(response.status == .ok)
-                let results = try JSONDecoder().decode(ChangeResults.self, from: Data(response.body.readableBytesView)).results
+                let results = try JSONDecoder().decode(ChangeResults.self, from: Data(response.body.readableBytesView))
+                    .results
                 #expect(results.map(\.id) == ["t", "v", "k", "r"])
                 #expect(results.map(\.status) == [.invalid, .invalid, .invalid, .invalid], "\(results)")
             }
@@ -97,9 +133,12 @@ extension ChangesRouteTests {
         try await withServer { f, client in
             try f.seed(id: 1, created: Self.base, updated: Self.base)
             func send(_ change: String) async throws -> ChangeResult {
-                try await client.execute(uri: "/v1/datasets/trips/changes", method: .post, body: ByteBuffer(string: Self.batchJSON(change))) { response in
+                try await client.execute(
+                    uri: "/v1/datasets/trips/changes", method: .post, body: ByteBuffer(string: Self.batchJSON(change))
+                ) { response in
                     #expect(response.status == .ok)
-                    return try JSONDecoder().decode(ChangeResults.self, from: Data(response.body.readableBytesView)).results[0]
+                    return try JSONDecoder().decode(ChangeResults.self, from: Data(response.body.readableBytesView))
+                        .results[0]
                 }
             }
             let first = try await send(Self.changeJSON(id: #""same""#, values: #"{"seats":1}"#))
@@ -122,7 +161,8 @@ extension ChangesRouteTests {
     @Test func aWriteThatPostgreSQLSkipsIsA503AndRecordsNothing() async throws {
         try await withServer { f, client in
             try f.seed(id: 1, created: Self.base, updated: Self.base)
-            try f.pg.execute("""
+            try f.pg.execute(
+                """
                 CREATE FUNCTION skip_write() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$;
                 CREATE TRIGGER skip_trips BEFORE UPDATE ON trips FOR EACH ROW EXECUTE FUNCTION skip_write();
                 """)
@@ -138,7 +178,8 @@ extension ChangesRouteTests {
             try f.pg.execute("DROP TRIGGER skip_trips ON trips")
             try await client.execute(uri: "/v1/datasets/trips/changes", method: .post, body: body) { response in
                 #expect(response.status == .ok)
-                let results = try JSONDecoder().decode(ChangeResults.self, from: Data(response.body.readableBytesView)).results
+                let results = try JSONDecoder().decode(ChangeResults.self, from: Data(response.body.readableBytesView))
+                    .results
                 #expect(results.map(\.status) == [.applied])
             }
             #expect(try f.trip(1)?[1] == "5")
@@ -155,7 +196,9 @@ extension ChangesRouteTests {
             let (status, connection, sent, closed) = try await offPool { () throws -> (Int, String?, Int, Bool) in
                 let c = try RawHTTPConnection(port: port)
                 c.setTimeouts(seconds: 5)
-                try c.send("POST /v1/datasets/trips/changes HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
+                try c.send(
+                    "POST /v1/datasets/trips/changes HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+                )
                 let payload = [UInt8](repeating: UInt8(ascii: " "), count: 64 * 1024)
                 let chunk = Array("10000\r\n".utf8) + payload + Array("\r\n".utf8)
                 var sent = 0
@@ -176,7 +219,8 @@ extension ChangesRouteTests {
             let declared = try await offPool { () throws -> Int in
                 let c = try RawHTTPConnection(port: port)
                 c.setTimeouts(seconds: 5)
-                try c.send("POST /v1/datasets/trips/changes HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 104857600\r\n\r\n")
+                try c.send(
+                    "POST /v1/datasets/trips/changes HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 104857600\r\n\r\n")
                 return try c.readHead().status
             }
             #expect(declared == 413)

@@ -1,19 +1,23 @@
 import FerryCore
 import FerryMerge
 import FerryPostgres
-@testable import FerryServer
 import Foundation
 import Hummingbird
-import Logging
 import HummingbirdTesting
+import Logging
 import NIOCore
 import Testing
+
+@testable import FerryServer
 
 /// `POST /v1/datasets/{dataset}/changes` end to end: a live server on port 0 over a real PostgreSQL.
 @Suite struct ChangesRouteTests {
     static let base = "2026-11-21T09:00:00.000Z"
 
-    func withServer(limits: ChangeRequest.Limits = .init(), _ body: @Sendable (MergeFixture, any TestClientProtocol) async throws -> Void) async throws {
+    func withServer(
+        limits: ChangeRequest.Limits = .init(),
+        _ body: @Sendable (MergeFixture, any TestClientProtocol) async throws -> Void
+    ) async throws {
         let f = try await MergeFixture.make(rule: .newestWins, clock: "2026-11-21T10:00:00.000Z")
         defer { f.close() }
         // The real server (empty snapshot store) over the fixture's merger, whose clock the test sets.
@@ -23,7 +27,8 @@ import Testing
         logger.logLevel = .warning
         var configuration = ServerConfiguration(storePath: store.url, port: 0)
         configuration.changeLimits = limits
-        let app = try await buildApplication(configuration, logger: logger, wiring: ServerWiring(mergers: ["trips": f.merger]))
+        let app = try await buildApplication(
+            configuration, logger: logger, wiring: ServerWiring(mergers: ["trips": f.merger]))
         nonisolated(unsafe) let fixture = f
         try await app.test(.live) { client in try await body(fixture, client) }
     }
@@ -35,10 +40,18 @@ import Testing
             let batch = ChangeBatch(
                 clientId: "device-1", sentAt: "2026-11-21T10:00:00.000Z",
                 changes: [
-                    change(.update, id: 1, values: ["seats": .int(1)], edited: "2026-11-21T09:30:00.000Z", base: Self.base, changeID: "a"),
-                    change(.update, id: 2, values: ["seats": .int(2)], edited: "2026-11-21T09:30:00.000Z", base: Self.base, changeID: "b"),
-                    change(.update, id: 3, values: ["seats": .int(3)], edited: "2026-11-21T09:30:00.000Z", base: Self.base, changeID: "c"),
-                    change(.update, id: 1, values: ["seats": .string("x")], edited: "2026-11-21T09:30:00.000Z", base: Self.base, changeID: "d"),
+                    change(
+                        .update, id: 1, values: ["seats": .int(1)], edited: "2026-11-21T09:30:00.000Z", base: Self.base,
+                        changeID: "a"),
+                    change(
+                        .update, id: 2, values: ["seats": .int(2)], edited: "2026-11-21T09:30:00.000Z", base: Self.base,
+                        changeID: "b"),
+                    change(
+                        .update, id: 3, values: ["seats": .int(3)], edited: "2026-11-21T09:30:00.000Z", base: Self.base,
+                        changeID: "c"),
+                    change(
+                        .update, id: 1, values: ["seats": .string("x")], edited: "2026-11-21T09:30:00.000Z",
+                        base: Self.base, changeID: "d"),
                 ])
             let body = ByteBuffer(bytes: try JSONEncoder().encode(batch))
             for _ in 0..<2 {  // the second time: stored answers, no new effect
@@ -62,20 +75,32 @@ import Testing
     @Test func malformedRequestsAre400AndApplyNothing() async throws {
         try await withServer(limits: .init(maxBodyBytes: 4096, maxChanges: 3)) { f, client in
             try f.seed(id: 1, created: Self.base, updated: Self.base)
-            let one = change(.update, id: 1, values: ["seats": .int(9)], edited: "2026-11-21T09:30:00.000Z", base: Self.base)
-            let tooMany = ChangeBatch(clientId: "d", sentAt: "2026-11-21T10:00:00.000Z", changes: Array(repeating: one, count: 4))
-            try await client.execute(uri: "/v1/datasets/elsewhere/changes", method: .post, body: ByteBuffer(string: "{}")) { response in
+            let one = change(
+                .update, id: 1, values: ["seats": .int(9)], edited: "2026-11-21T09:30:00.000Z", base: Self.base)
+            let tooMany = ChangeBatch(
+                clientId: "d", sentAt: "2026-11-21T10:00:00.000Z", changes: Array(repeating: one, count: 4))
+            try await client.execute(
+                uri: "/v1/datasets/elsewhere/changes", method: .post, body: ByteBuffer(string: "{}")
+            ) { response in
                 #expect(response.status == .notFound)
             }
-            try await client.execute(uri: "/v1/datasets/Bad.Name/changes", method: .post, body: ByteBuffer(string: "{}")) { response in
+            try await client.execute(
+                uri: "/v1/datasets/Bad.Name/changes", method: .post, body: ByteBuffer(string: "{}")
+            ) { response in
                 #expect(response.status == .badRequest)
             }
             // "too large" last: the server closes the connection after its 413, and the test client does not reconnect.
             let bodies: [(String, ByteBuffer, HTTPResponse.Status, String)] = [
                 ("not JSON", ByteBuffer(string: "{nope"), .badRequest, "not valid JSON"),
                 ("missing field", ByteBuffer(string: #"{"clientId":"d","changes":[]}"#), .badRequest, "sentAt"),
-                ("too many changes", ByteBuffer(bytes: try JSONEncoder().encode(tooMany)), .badRequest, "over the limit of 3"),
-                ("too large", ByteBuffer(repeating: UInt8(ascii: " "), count: 5000), .contentTooLarge, "over the limit of 4096 bytes"),
+                (
+                    "too many changes", ByteBuffer(bytes: try JSONEncoder().encode(tooMany)), .badRequest,
+                    "over the limit of 3"
+                ),
+                (
+                    "too large", ByteBuffer(repeating: UInt8(ascii: " "), count: 5000), .contentTooLarge,
+                    "over the limit of 4096 bytes"
+                ),
             ]
             for (label, body, status, expected) in bodies {
                 try await client.execute(uri: "/v1/datasets/trips/changes", method: .post, body: body) { response in

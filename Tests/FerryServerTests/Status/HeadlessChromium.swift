@@ -22,7 +22,8 @@ struct HeadlessChromium {
         }
         throw FerryError(
             .notFound,
-            "chromium is not installed, so the status page cannot be checked in a real browser: install Debian's package with `apt-get install -y chromium` (scripts/test installs it)")
+            "chromium is not installed, so the status page cannot be checked in a real browser: install Debian's package with `apt-get install -y chromium` (scripts/test installs it)"
+        )
     }
 
     struct Run: Sendable {
@@ -40,7 +41,9 @@ struct HeadlessChromium {
     /// Loads `url` in a window of `width`×`height` and writes a PNG of it to `output`.
     func screenshot(_ url: String, width: Int, height: Int, to output: URL, timeout: TimeInterval = 60) throws -> Run {
         try? FileManager.default.removeItem(at: output)  // a stale screenshot must not pass for a new one; absence is fine
-        return try run(["--screenshot=\(output.path)", "--window-size=\(width),\(height)", "--hide-scrollbars", url], timeout: timeout)
+        return try run(
+            ["--screenshot=\(output.path)", "--window-size=\(width),\(height)", "--hide-scrollbars", url],
+            timeout: timeout)
     }
 
     /// One viewport's layout as Chromium computed it: the viewport width (`clientWidth`), the document's
@@ -52,7 +55,9 @@ struct HeadlessChromium {
         let scrollWidth: Int
         let overflowing: [String]
 
-        var description: String { "\(width)×\(height): clientWidth \(clientWidth), scrollWidth \(scrollWidth), overflowing \(overflowing)" }
+        var description: String {
+            "\(width)×\(height): clientWidth \(clientWidth), scrollWidth \(scrollWidth), overflowing \(overflowing)"
+        }
     }
 
     /// Loads `url` at each size (emulated as a phone below 600 px wide) and measures its layout, through the DevTools
@@ -61,12 +66,15 @@ struct HeadlessChromium {
         let script = TestPaths.packageRoot.appendingPathComponent("scripts/lib/page_layout.py").path
         // On a timeout the script is killed; its browser then sees the DevTools pipe close and exits.
         let result = try runProcess(
-            URL(fileURLWithPath: "/usr/bin/env"), ["python3", script, executable.path, url] + sizes.map { "\($0.0)x\($0.1)" },
+            URL(fileURLWithPath: "/usr/bin/env"),
+            ["python3", script, executable.path, url] + sizes.map { "\($0.0)x\($0.1)" },
             timeout: timeout)
         guard result.status == 0 else {
             throw FerryError(.network, "page_layout.py exited with \(result.status): \(result.stderr.suffix(2000))")
         }
-        return try result.stdout.split(separator: "\n").map { try JSONDecoder().decode(Layout.self, from: Data($0.utf8)) }
+        return try result.stdout.split(separator: "\n").map {
+            try JSONDecoder().decode(Layout.self, from: Data($0.utf8))
+        }
     }
 
     private func run(_ arguments: [String], timeout: TimeInterval) throws -> Run {
@@ -85,6 +93,7 @@ struct HeadlessChromium {
         }
         return Run(
             stdout: result.stdout,
-            consoleLines: result.stderr.split(separator: "\n").filter { $0.contains(":CONSOLE") }.map(String.init), log: result.stderr)
+            consoleLines: result.stderr.split(separator: "\n").filter { $0.contains(":CONSOLE") }.map(String.init),
+            log: result.stderr)
     }
 }

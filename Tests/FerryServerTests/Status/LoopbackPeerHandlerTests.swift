@@ -1,9 +1,10 @@
-@testable import FerryServer
 import HTTPTypes
 import NIOCore
 import NIOEmbedded
 import NIOHTTPTypes
 import Testing
+
+@testable import FerryServer
 
 @Suite("Status: ?token= is accepted from loopback peers only, and the marker header cannot be forged")
 struct LoopbackPeerHandlerTests {

@@ -1,15 +1,16 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import FerryCore
 import FerryPostgres
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
 
 /// The status page in a real browser: the real `ferry serve` with two published datasets (one scoped), the
 /// changes endpoint, the token checks, a publish schedule and some traffic; then headless Chromium opens
@@ -20,7 +21,9 @@ struct StatusBrowserTests {
     /// Screenshots are kept here (under .build, so never committed) for a person to look at.
     static let screenshots = TestPaths.packageRoot.appendingPathComponent(".build/status-screenshots")
 
-    @Test("loads without console errors, draws every plot, shows the numbers of /status.json, and screenshots at 1280×800 and 390×844")
+    @Test(
+        "loads without console errors, draws every plot, shows the numbers of /status.json, and screenshots at 1280×800 and 390×844"
+    )
     func pageInChromium() async throws {
         // Given a browser (missing is a failure that says how to install it, not a skip)
         let chromium = try HeadlessChromium.find()
@@ -29,14 +32,17 @@ struct StatusBrowserTests {
         defer { database.drop() }
         let pg = try database.connect()
         for file in ["trips.pg.sql", "campgrounds.pg.sql"] {
-            try pg.execute(String(contentsOf: TestPaths.packageRoot.appendingPathComponent("templates/\(file)"), encoding: .utf8))
+            try pg.execute(
+                String(contentsOf: TestPaths.packageRoot.appendingPathComponent("templates/\(file)"), encoding: .utf8))
         }
         let store = try TemporaryDirectory("ferry-status-store")
         defer { store.remove() }
         let trips = TestPaths.packageRoot.appendingPathComponent("templates/trips.yml").path
         let tiered = TestPaths.packageRoot.appendingPathComponent("templates/campgrounds-tiered.yml").path
         func publish(_ template: String) async throws {
-            let run = try await runFerryOffPool(["publish", "--config", template, "--store", store.url.path, "--database-url", database.url])
+            let run = try await runFerryOffPool([
+                "publish", "--config", template, "--store", store.url.path, "--database-url", database.url,
+            ])
             #expect(run.status == 0, "\(run.stderr)")
         }
         try await publish(trips)
@@ -48,7 +54,8 @@ struct StatusBrowserTests {
         // When ferry serve runs with both templates, a publish schedule (publishes once at start) and a status token
         let server = try await offCooperativePool {
             try StatusServeProcess(arguments: [
-                "serve", "--store", store.url.path, "--port", "0", "--config", trips, "--config", tiered, "--database-url", database.url,
+                "serve", "--store", store.url.path, "--port", "0", "--config", trips, "--config", tiered,
+                "--database-url", database.url,
                 "--publish-every", "1h", "--status-token", Self.token,
             ])
         }
@@ -59,8 +66,12 @@ struct StatusBrowserTests {
         let snapshot = try await Self.request(base + "/v1/datasets/trips/snapshot")
         #expect(snapshot.status == 200)
         let etag = try #require(snapshot.headers["Etag"] ?? snapshot.headers["ETag"])
-        #expect(try await Self.request(base + "/v1/datasets/trips/snapshot", headers: ["If-None-Match": etag]).status == 304)
-        #expect(try await Self.request(base + "/v1/datasets/trips/snapshot", headers: ["Range": "bytes=0-99"]).status == 206)
+        #expect(
+            try await Self.request(base + "/v1/datasets/trips/snapshot", headers: ["If-None-Match": etag]).status == 304
+        )
+        #expect(
+            try await Self.request(base + "/v1/datasets/trips/snapshot", headers: ["Range": "bytes=0-99"]).status == 206
+        )
         #expect(try await Self.request(base + "/v1/datasets/nope/manifest").status == 404)
         #expect(try await Self.request(base + "/v1/datasets/campgrounds-tiered/manifest").status == 401)
         let old = "2018-01-01T00:00:00.000Z"
@@ -68,42 +79,58 @@ struct StatusBrowserTests {
         let tripChanges = ChangeBatch(
             clientId: "browser-test", sentAt: now,
             changes: [
-                Change(id: "a", table: "trips", op: .insert, key: ["id": .string(UUID().uuidString.lowercased())],
-                       values: ["name": .string("Status-Trip"), "passengers": .int(1), "bags": .int(0)], editedAt: now, baseUpdatedAt: nil),
-                Change(id: "r", table: "trips", op: .update, key: ["id": .string("7a1f6c1e-2d7b-4c55-9a7e-0c5d7e1b0001")],
-                       values: ["passengers": .int(5)], editedAt: "2018-01-02T00:00:00.000Z", baseUpdatedAt: old),
-                Change(id: "g", table: "trips", op: .update, key: ["id": .string(UUID().uuidString.lowercased())],
-                       values: ["passengers": .int(5)], editedAt: now, baseUpdatedAt: old),
-                Change(id: "i", table: "trips", op: .update, key: ["id": .string("7a1f6c1e-2d7b-4c55-9a7e-0c5d7e1b0002")],
-                       values: ["passengers": .string("many")], editedAt: now, baseUpdatedAt: old),
+                Change(
+                    id: "a", table: "trips", op: .insert, key: ["id": .string(UUID().uuidString.lowercased())],
+                    values: ["name": .string("Status-Trip"), "passengers": .int(1), "bags": .int(0)], editedAt: now,
+                    baseUpdatedAt: nil),
+                Change(
+                    id: "r", table: "trips", op: .update, key: ["id": .string("7a1f6c1e-2d7b-4c55-9a7e-0c5d7e1b0001")],
+                    values: ["passengers": .int(5)], editedAt: "2018-01-02T00:00:00.000Z", baseUpdatedAt: old),
+                Change(
+                    id: "g", table: "trips", op: .update, key: ["id": .string(UUID().uuidString.lowercased())],
+                    values: ["passengers": .int(5)], editedAt: now, baseUpdatedAt: old),
+                Change(
+                    id: "i", table: "trips", op: .update, key: ["id": .string("7a1f6c1e-2d7b-4c55-9a7e-0c5d7e1b0002")],
+                    values: ["passengers": .string("many")], editedAt: now, baseUpdatedAt: old),
             ])
-        let uploaded = try await Self.request(base + "/v1/datasets/trips/changes", method: "POST", body: try JSONEncoder().encode(tripChanges))
+        let uploaded = try await Self.request(
+            base + "/v1/datasets/trips/changes", method: "POST", body: try JSONEncoder().encode(tripChanges))
         #expect(uploaded.status == 200)
         let statuses = try JSONDecoder().decode(ChangeResults.self, from: uploaded.body).results.map(\.status)
         #expect(statuses == [.applied, .rejected, .gone, .invalid])
         let tierChange = ChangeBatch(
             clientId: "browser-test", sentAt: now,
             changes: [
-                Change(id: "f", table: "campgrounds", op: .insert, key: ["id": .string(UUID().uuidString.lowercased())],
-                       values: ["name": .string("Premium Peak"), "lat": .double(1), "lon": .double(2), "tier": .int(2)], editedAt: now, baseUpdatedAt: nil)
+                Change(
+                    id: "f", table: "campgrounds", op: .insert, key: ["id": .string(UUID().uuidString.lowercased())],
+                    values: ["name": .string("Premium Peak"), "lat": .double(1), "lon": .double(2), "tier": .int(2)],
+                    editedAt: now, baseUpdatedAt: nil)
             ])
         let forbidden = try await Self.request(
-            base + "/v1/datasets/campgrounds-tiered/changes", method: "POST", headers: ["Authorization": "Bearer alice-token"],
+            base + "/v1/datasets/campgrounds-tiered/changes", method: "POST",
+            headers: ["Authorization": "Bearer alice-token"],
             body: try JSONEncoder().encode(tierChange))
         #expect(forbidden.status == 200)
-        #expect(try JSONDecoder().decode(ChangeResults.self, from: forbidden.body).results.map(\.status) == [.forbidden])
+        #expect(
+            try JSONDecoder().decode(ChangeResults.self, from: forbidden.body).results.map(\.status) == [.forbidden])
         // And both scheduled publishes have reported
         var report = try await Self.statusJSON(base)
         for _ in 0..<100 where Self.publishesReported(report) < 2 {
             try await Task.sleep(for: .milliseconds(200))
             report = try await Self.statusJSON(base)
         }
-        #expect(Self.publishesReported(report) == 2, "the scheduled publishes did not reach the status page: \(server.output)")
+        #expect(
+            Self.publishesReported(report) == 2,
+            "the scheduled publishes did not reach the status page: \(server.output)")
 
         // Then Chromium loads the page (as a browser on this machine: ?token=) without a console message
         let pageURL = base + "/status?token=\(Self.token)"
-        let control = try await offCooperativePool { try chromium.dumpDOM("data:text/html,<script>console.error('ferry-control')</script>") }
-        #expect(control.consoleLines.contains { $0.contains("ferry-control") }, "console messages are not detected in chromium's log: \(control.log.suffix(1500))")
+        let control = try await offCooperativePool {
+            try chromium.dumpDOM("data:text/html,<script>console.error('ferry-control')</script>")
+        }
+        #expect(
+            control.consoleLines.contains { $0.contains("ferry-control") },
+            "console messages are not detected in chromium's log: \(control.log.suffix(1500))")
         let page = try await offCooperativePool { try chromium.dumpDOM(pageURL) }
         #expect(page.consoleLines.isEmpty, "console messages while loading /status: \(page.consoleLines)")
         let dom = page.stdout
@@ -124,8 +151,11 @@ struct StatusBrowserTests {
         let tree = try JSONDecoder().decode(JSONTree.self, from: json.body)
         let fields = Self.fields(in: dom)
         #expect(fields.count > 60)
-        for expected in ["datasets.0.size", "datasets.1.retained.1.rows", "datasets.0.scopes.largest.size", "traffic.totals.forbidden",
-                         "traffic.totals.bytes", "health.datasets.0.lastPublish.outcome", "health.lastPollAt"] {
+        for expected in [
+            "datasets.0.size", "datasets.1.retained.1.rows", "datasets.0.scopes.largest.size",
+            "traffic.totals.forbidden",
+            "traffic.totals.bytes", "health.datasets.0.lastPublish.outcome", "health.lastPollAt",
+        ] {
             #expect(fields.contains { $0.path == expected }, "no data-field \(expected)")
         }
         for field in fields {
@@ -143,13 +173,16 @@ struct StatusBrowserTests {
         let texts = Self.visibleFields(in: dom)
         #expect(texts.count == fields.count, "every data-field has its visible text")
         for field in texts {
-            let moving = ["generatedAt", "health.lastPollAt"].contains(field.path) || field.path.hasSuffix("ageSeconds")
+            let moving =
+                ["generatedAt", "health.lastPollAt"].contains(field.path) || field.path.hasSuffix("ageSeconds")
             // Values that move between the page and the JSON are read against the page's own data-value
             guard let value = moving ? field.value : Self.value(at: field.path, in: tree) else {
                 Issue.record("\(field.path) is not in /status.json")
                 continue
             }
-            #expect(Self.reads(field.text, as: value, path: field.path), "\(field.path): the page reads '\(field.text)', the JSON has \(value)")
+            #expect(
+                Self.reads(field.text, as: value, path: field.path),
+                "\(field.path): the page reads '\(field.text)', the JSON has \(value)")
         }
         #expect(Self.value(at: "traffic.totals.applied", in: tree) == "1")
         #expect(Self.value(at: "datasets.0.name", in: tree) == "campgrounds-tiered")
@@ -159,10 +192,14 @@ struct StatusBrowserTests {
         try Data(dom.utf8).write(to: Self.screenshots.appendingPathComponent("status.html"))
         for (width, height) in [(1280, 800), (390, 844)] {
             let png = Self.screenshots.appendingPathComponent("status-\(width)x\(height).png")
-            let shot = try await offCooperativePool { try chromium.screenshot(pageURL, width: width, height: height, to: png) }
+            let shot = try await offCooperativePool {
+                try chromium.screenshot(pageURL, width: width, height: height, to: png)
+            }
             #expect(shot.consoleLines.isEmpty, "\(shot.consoleLines)")
             let bytes = try Data(contentsOf: png)
-            #expect(bytes.starts(with: [0x89, 0x50, 0x4E, 0x47]) && bytes.count > 10_000, "\(png.path): \(bytes.count) bytes")
+            #expect(
+                bytes.starts(with: [0x89, 0x50, 0x4E, 0x47]) && bytes.count > 10_000,
+                "\(png.path): \(bytes.count) bytes")
         }
         // And at a phone's and a desktop's size nothing is wider than the viewport (no sideways scrolling of the page;
         // wide tables scroll inside their own box), measured by Chromium's layout through the DevTools pipe
@@ -171,7 +208,9 @@ struct StatusBrowserTests {
         #expect(layouts.map(\.width) == sizes.map(\.0))
         for layout in layouts {
             #expect(layout.clientWidth == layout.width, "\(layout)")
-            #expect(layout.scrollWidth <= layout.width && layout.overflowing.isEmpty, "page overflows at \(layout.width)×\(layout.height): \(layout)")
+            #expect(
+                layout.scrollWidth <= layout.width && layout.overflowing.isEmpty,
+                "page overflows at \(layout.width)×\(layout.height): \(layout)")
         }
         #expect(!server.output.contains(Self.token), "the status token appeared in the server's output")
     }
@@ -183,10 +222,15 @@ struct StatusBrowserTests {
         let directory = try TemporaryDirectory("ferry-layout")
         defer { directory.remove() }
         let page = directory.url.appendingPathComponent("wide.html")
-        try Data(#"<!doctype html><meta name="viewport" content="width=device-width, initial-scale=1"><div style="width:600px">wide</div>"#.utf8)
-            .write(to: page)
+        try Data(
+            #"<!doctype html><meta name="viewport" content="width=device-width, initial-scale=1"><div style="width:600px">wide</div>"#
+                .utf8
+        )
+        .write(to: page)
         // When it is measured at 390 px, then it overflows; at 1280 px it does not
-        let layouts = try await offCooperativePool { try chromium.layout(page.absoluteString, sizes: [(390, 844), (1280, 800)]) }
+        let layouts = try await offCooperativePool {
+            try chromium.layout(page.absoluteString, sizes: [(390, 844), (1280, 800)])
+        }
         #expect(layouts.count == 2)
         #expect(layouts.first.map { $0.scrollWidth > 390 && !$0.overflowing.isEmpty } == true, "\(layouts)")
         #expect(layouts.last.map { $0.scrollWidth <= 1280 && $0.overflowing.isEmpty } == true, "\(layouts)")
@@ -201,7 +245,9 @@ struct StatusBrowserTests {
 
     static func statusJSON(_ base: String) async throws -> [String: Any] {
         let response = try await request(base + "/status.json", headers: ["Authorization": "Bearer \(token)"])
-        guard response.status == 200, let object = try JSONSerialization.jsonObject(with: response.body) as? [String: Any] else {
+        guard response.status == 200,
+            let object = try JSONSerialization.jsonObject(with: response.body) as? [String: Any]
+        else {
             throw FerryError(.network, "/status.json answered \(response.status)")
         }
         return object
@@ -213,7 +259,9 @@ struct StatusBrowserTests {
         let body: Data
     }
 
-    static func request(_ url: String, method: String = "GET", headers: [String: String] = [:], body: Data? = nil) async throws -> Answer {
+    static func request(_ url: String, method: String = "GET", headers: [String: String] = [:], body: Data? = nil)
+        async throws -> Answer
+    {
         var request = URLRequest(url: URL(string: url)!, timeoutInterval: 30)
         request.httpMethod = method
         for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
@@ -236,7 +284,8 @@ struct StatusBrowserTests {
     /// Each `<svg … data-plot="name">`'s series paths (`<path class="series" … d="…">`), from Chromium's DOM.
     static func plots(in dom: String) -> [String: [String]] {
         var plots: [String: [String]] = [:]
-        let svg = try! NSRegularExpression(pattern: #"<svg[^>]*\sdata-plot="([^"]+)"[^>]*>(.*?)</svg>"#, options: [.dotMatchesLineSeparators])
+        let svg = try! NSRegularExpression(
+            pattern: #"<svg[^>]*\sdata-plot="([^"]+)"[^>]*>(.*?)</svg>"#, options: [.dotMatchesLineSeparators])
         let path = try! NSRegularExpression(pattern: #"<path[^>]*\sclass="series"[^>]*\sd="([^"]*)""#)
         for match in svg.matches(in: dom, range: NSRange(dom.startIndex..., in: dom)) {
             let name = String(dom[Range(match.range(at: 1), in: dom)!])
@@ -250,10 +299,14 @@ struct StatusBrowserTests {
 
     /// Every `<span data-field="path" data-value="value">text</span>` on the page, with its visible text.
     static func visibleFields(in dom: String) -> [(path: String, value: String, text: String)] {
-        let field = try! NSRegularExpression(pattern: #"<span data-field="([^"]+)" data-value="([^"]*)">([^<]*)</span>"#)
+        let field = try! NSRegularExpression(
+            pattern: #"<span data-field="([^"]+)" data-value="([^"]*)">([^<]*)</span>"#)
         return field.matches(in: dom, range: NSRange(dom.startIndex..., in: dom)).map {
-            (unescape(String(dom[Range($0.range(at: 1), in: dom)!])), unescape(String(dom[Range($0.range(at: 2), in: dom)!])),
-             unescape(String(dom[Range($0.range(at: 3), in: dom)!])))
+            (
+                unescape(String(dom[Range($0.range(at: 1), in: dom)!])),
+                unescape(String(dom[Range($0.range(at: 2), in: dom)!])),
+                unescape(String(dom[Range($0.range(at: 3), in: dom)!]))
+            )
         }
     }
 
@@ -273,11 +326,14 @@ struct StatusBrowserTests {
         func integer(_ word: String) -> Int64? { Int64(word.replacingOccurrences(of: "\u{202F}", with: "")) }
         if let read = integer(text) { return read == number }
         if text.hasPrefix("v"), let read = Int64(text.dropFirst()) { return read == number }
-        if words.count == 2, ["rows", "current"].contains(words[1]), let read = integer(words[0]) { return read == number }
+        if words.count == 2, ["rows", "current"].contains(words[1]), let read = integer(words[0]) {
+            return read == number
+        }
         if path.hasSuffix("ageSeconds") {
             // Whole units shown, the rest cut off; the JSON may be a few seconds older than the page
             let units: [String: Int64] = ["s": 1, "min": 60, "h": 3600, "d": 86_400]
-            var seconds: Int64 = 0, smallest: Int64 = 1
+            var seconds: Int64 = 0
+            var smallest: Int64 = 1
             var index = 0
             while index + 1 < words.count {
                 guard let amount = Int64(words[index]), let unit = units[words[index + 1]] else { return false }
@@ -288,7 +344,9 @@ struct StatusBrowserTests {
             return index == words.count && number >= seconds - 5 && number < seconds + smallest + 5
         }
         if words.count == 2 {
-            let units: [String: Double] = ["B": 1, "KiB": 1024, "MiB": 1_048_576, "GiB": 1_073_741_824, "TiB": 1_099_511_627_776]
+            let units: [String: Double] = [
+                "B": 1, "KiB": 1024, "MiB": 1_048_576, "GiB": 1_073_741_824, "TiB": 1_099_511_627_776,
+            ]
             guard let unit = units[words[1]], let amount = Double(words[0]) else { return false }
             if unit == 1 { return Int64(words[0]) == number }
             // One decimal shown: the exact value is within half a tenth of the unit
@@ -301,7 +359,10 @@ struct StatusBrowserTests {
     static func fields(in dom: String) -> [(path: String, value: String)] {
         let field = try! NSRegularExpression(pattern: #"data-field="([^"]+)" data-value="([^"]*)""#)
         return field.matches(in: dom, range: NSRange(dom.startIndex..., in: dom)).map {
-            (unescape(String(dom[Range($0.range(at: 1), in: dom)!])), unescape(String(dom[Range($0.range(at: 2), in: dom)!])))
+            (
+                unescape(String(dom[Range($0.range(at: 1), in: dom)!])),
+                unescape(String(dom[Range($0.range(at: 2), in: dom)!]))
+            )
         }
     }
 

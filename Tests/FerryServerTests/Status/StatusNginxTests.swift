@@ -1,16 +1,20 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import FerryCore
-@testable import FerryServer
 import Foundation
 import HummingbirdTesting
 import Testing
 
+@testable import FerryServer
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
 extension StatusRoutesTests {
-    @Test("behind deploy/nginx/ferry.conf (Debian's nginx): ?token= is refused by nginx, and the replica sees X-Forwarded-For")
+    @Test(
+        "behind deploy/nginx/ferry.conf (Debian's nginx): ?token= is refused by nginx, and the replica sees X-Forwarded-For"
+    )
     func behindNginx() async throws {
         let store = try TestStore()
         defer { store.remove() }
@@ -26,18 +30,23 @@ extension StatusRoutesTests {
             #expect(query.status == 401)
             #expect(query.header("WWW-Authenticate") == #"Bearer realm="ferry""#, "\(query.headers)")
             #expect(query.header("Cache-Control") == "no-store")
-            #expect(!String(decoding: query.body, as: UTF8.self).contains("code"), "a replica answered instead of nginx")
+            #expect(
+                !String(decoding: query.body, as: UTF8.self).contains("code"), "a replica answered instead of nginx")
 
             // An empty ?token= passes nginx; the replica refuses it because nginx said who the client is
             let empty = try await StatusBrowserTests.request(base + "/status.json?token=")
             #expect(empty.status == 401)
-            #expect(String(decoding: empty.body, as: UTF8.self).contains("through a proxy"), "\(String(decoding: empty.body, as: UTF8.self))")
+            #expect(
+                String(decoding: empty.body, as: UTF8.self).contains("through a proxy"),
+                "\(String(decoding: empty.body, as: UTF8.self))")
 
             // The bearer header works through nginx, never cached
-            let bearer = try await StatusBrowserTests.request(base + "/status.json", headers: ["Authorization": "Bearer \(Self.token)"])
+            let bearer = try await StatusBrowserTests.request(
+                base + "/status.json", headers: ["Authorization": "Bearer \(Self.token)"])
             #expect(bearer.status == 200)
             #expect(bearer.header("Cache-Control") == "no-store")
-            let page = try await StatusBrowserTests.request(base + "/status", headers: ["Authorization": "Bearer \(Self.token)"])
+            let page = try await StatusBrowserTests.request(
+                base + "/status", headers: ["Authorization": "Bearer \(Self.token)"])
             #expect(page.status == 200 && String(decoding: page.body, as: UTF8.self).contains("<h1>Ferry status</h1>"))
         }
     }
@@ -58,18 +67,27 @@ struct NginxInFront {
     let pid: pid_t
 
     init(of upstream: Int) throws {
-        guard let nginx = ["/usr/sbin/nginx", "/usr/bin/nginx"].first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
-            throw FerryError(.notFound, "nginx is not installed: install Debian's package with `apt-get install -y nginx-light` (scripts/test installs it)")
+        guard
+            let nginx = ["/usr/sbin/nginx", "/usr/bin/nginx"].first(where: {
+                FileManager.default.isExecutableFile(atPath: $0)
+            })
+        else {
+            throw FerryError(
+                .notFound,
+                "nginx is not installed: install Debian's package with `apt-get install -y nginx-light` (scripts/test installs it)"
+            )
         }
         directory = try TemporaryDirectory("ferry-nginx")
         let root = directory.url.path
         // nginx's workers run as nobody/www-data when the tests run as root: let them into the directory
         chmod(root, 0o777)
         port = try Self.freePort()
-        var conf = try String(contentsOf: TestPaths.packageRoot.appendingPathComponent("deploy/nginx/ferry.conf"), encoding: .utf8)
+        var conf = try String(
+            contentsOf: TestPaths.packageRoot.appendingPathComponent("deploy/nginx/ferry.conf"), encoding: .utf8)
         for (old, new) in [
             ("/var/cache/nginx/ferry", "\(root)/cache"), ("listen 8080;", "listen 127.0.0.1:\(port);"),
-            ("server 127.0.0.1:8081 ", "server 127.0.0.1:\(upstream) "), ("server 127.0.0.1:8082 ", "server 127.0.0.1:\(upstream) "),
+            ("server 127.0.0.1:8081 ", "server 127.0.0.1:\(upstream) "),
+            ("server 127.0.0.1:8082 ", "server 127.0.0.1:\(upstream) "),
         ] {
             guard conf.components(separatedBy: old).count == 2 else {
                 throw FerryError(.badInput, "deploy/nginx/ferry.conf: expected '\(old)' exactly once")

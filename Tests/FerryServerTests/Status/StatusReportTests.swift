@@ -1,8 +1,9 @@
 import FerryCore
-@testable import FerryServer
 import FerryStore
 import Foundation
 import Testing
+
+@testable import FerryServer
 
 @Suite("Status: a scoped dataset is described as a whole, never by scope")
 struct StatusReportTests {
@@ -21,13 +22,18 @@ struct StatusReportTests {
 
     @Test func scopedTotalsAsOfEachVersion() throws {
         // Given three scopes: "free" changed at v1 and v3, "secret-tenant-42" only at v1, "premium" at v2 (same file as free@v3)
-        let free = Self.view(scope: "free", [Self.record(1, sha: "a", size: 1000, rows: 10), Self.record(3, sha: "c", size: 3000, rows: 30)])
+        let free = Self.view(
+            scope: "free",
+            [Self.record(1, sha: "a", size: 1000, rows: 10), Self.record(3, sha: "c", size: 3000, rows: 30)])
         let tenant = Self.view(scope: "secret-tenant-42", [Self.record(1, sha: "b", size: 2000, rows: 20)])
         let premium = Self.view(scope: "premium", [Self.record(2, sha: "c", size: 3000, rows: 30)])
         let catalog = CatalogStatus(
-            datasets: [.init(name: "tiered", scoped: true, views: [free, tenant, premium])], lastPoll: Date(), unreadableManifests: [])
+            datasets: [.init(name: "tiered", scoped: true, views: [free, tenant, premium])], lastPoll: Date(),
+            unreadableManifests: [])
 
-        let report = StatusReport.make(catalog: catalog, board: StatusBoard(), tokenChecks: ["tiered": nil], now: Timestamp.parse("2026-03-03T10:01:00.000Z")!)
+        let report = StatusReport.make(
+            catalog: catalog, board: StatusBoard(), tokenChecks: ["tiered": nil],
+            now: Timestamp.parse("2026-03-03T10:01:00.000Z")!)
 
         let dataset = try #require(report.datasets.first)
         #expect(dataset.scoped && dataset.version == 3 && dataset.ageSeconds == 60)
@@ -36,7 +42,10 @@ struct StatusReportTests {
         #expect(dataset.retained.map(\.version) == [1, 2, 3])
         #expect(dataset.retained.map(\.size) == [3000, 6000, 8000])
         #expect(dataset.retained.map(\.rows) == [30, 60, 80])
-        #expect(dataset.retained.map(\.createdAt) == ["2026-03-01T10:00:00.000Z", "2026-03-02T10:00:00.000Z", "2026-03-03T10:00:00.000Z"])
+        #expect(
+            dataset.retained.map(\.createdAt) == [
+                "2026-03-01T10:00:00.000Z", "2026-03-02T10:00:00.000Z", "2026-03-03T10:00:00.000Z",
+            ])
         let scopes = try #require(dataset.scopes)
         #expect(scopes.count == 3 && scopes.distinctFiles == 3 && scopes.distinctCurrentFiles == 2)
         #expect(scopes.largest == .init(version: 3, size: 3000, gzipSize: 750, rows: 30))

@@ -1,7 +1,6 @@
 import FerryCore
 import FerryMerge
 import FerryPostgres
-@testable import FerryServer
 import FerryStore
 import Foundation
 import HTTPTypes
@@ -12,6 +11,8 @@ import NIOCore
 import NIOEmbedded
 import NIOHTTPTypes
 import Testing
+
+@testable import FerryServer
 
 /// `/status` and `/status.json` on the real server (port 0): who may read them, what they say.
 @Suite("Status: routes, access and the report")
@@ -34,7 +35,8 @@ struct StatusRoutesTests {
     }
 
     static func report(_ client: any TestClientProtocol) async throws -> StatusReport {
-        try await client.execute(uri: "/status.json", method: .get, headers: [.authorization: "Bearer \(token)"]) { response in
+        try await client.execute(uri: "/status.json", method: .get, headers: [.authorization: "Bearer \(token)"]) {
+            response in
             #expect(response.status == .ok)
             return try JSONDecoder().decode(StatusReport.self, from: response.bodyData)
         }
@@ -47,7 +49,8 @@ struct StatusRoutesTests {
         try store.publish()
         try await withStatusServer(store, token: nil) { client, _ in
             for path in ["/status", "/status.json", "/status?token=\(Self.token)"] {
-                let response = try await client.execute(uri: path, method: .get, headers: [.authorization: "Bearer \(Self.token)"])
+                let response = try await client.execute(
+                    uri: path, method: .get, headers: [.authorization: "Bearer \(Self.token)"])
                 #expect(response.status == .notFound, "\(path)")
             }
         }
@@ -75,7 +78,8 @@ struct StatusRoutesTests {
                 #expect(response.headers[.cacheControl] == "no-store")
                 #expect(!response.bodyString.contains(Self.token))
             }
-            let page = try await client.execute(uri: "/status", method: .get, headers: [.authorization: "Bearer \(Self.token)"])
+            let page = try await client.execute(
+                uri: "/status", method: .get, headers: [.authorization: "Bearer \(Self.token)"])
             #expect(page.status == .ok)
             #expect(page.headers[.contentType] == "text/html; charset=utf-8")
             #expect(page.headers[.cacheControl] == "no-store")
@@ -92,14 +96,16 @@ struct StatusRoutesTests {
                 [.xForwardedFor: "203.0.113.9"], [.forwarded: "for=203.0.113.9"], [.xRealIP: "203.0.113.9"],
                 [.xForwardedFor: "127.0.0.1", LoopbackPeerHandler.header: "loopback"],
             ] {
-                let response = try await client.execute(uri: "/status.json?token=\(Self.token)", method: .get, headers: proxied)
+                let response = try await client.execute(
+                    uri: "/status.json?token=\(Self.token)", method: .get, headers: proxied)
                 #expect(response.status == .unauthorized, "\(proxied)")
                 #expect(response.headers[.cacheControl] == "no-store")
                 #expect(response.bodyString.contains("proxy"), "\(response.bodyString)")
             }
             // A proxied request with the bearer header is fine
             let bearer = try await client.execute(
-                uri: "/status.json", method: .get, headers: [.authorization: "Bearer \(Self.token)", .xForwardedFor: "203.0.113.9"])
+                uri: "/status.json", method: .get,
+                headers: [.authorization: "Bearer \(Self.token)", .xForwardedFor: "203.0.113.9"])
             #expect(bearer.status == .ok)
         }
     }
@@ -125,7 +131,8 @@ struct StatusRoutesTests {
         }
     }
 
-    @Test("the right ?token= opens the page only from a loopback peer without proxy headers; the marker cannot be forged")
+    @Test(
+        "the right ?token= opens the page only from a loopback peer without proxy headers; the marker cannot be forged")
     func queryTokenFromPeers() throws {
         // The right token from this machine opens it
         #expect(try Self.opens(from: "127.0.0.1", "/status?token=\(Self.token)"))
@@ -133,16 +140,25 @@ struct StatusRoutesTests {
         // From another machine it does not, even with the marker header claiming loopback
         for peer in ["192.0.2.7", "2001:db8::5", "::ffff:10.0.0.1"] {
             #expect(try !Self.opens(from: peer, "/status?token=\(Self.token)"), "\(peer)")
-            #expect(try !Self.opens(from: peer, "/status?token=\(Self.token)", headers: [LoopbackPeerHandler.header: "loopback"]), "\(peer) forged")
+            #expect(
+                try !Self.opens(
+                    from: peer, "/status?token=\(Self.token)", headers: [LoopbackPeerHandler.header: "loopback"]),
+                "\(peer) forged")
         }
         // Through a proxy on this machine it does not either
-        #expect(try !Self.opens(from: "127.0.0.1", "/status?token=\(Self.token)", headers: [.xForwardedFor: "198.51.100.4"]))
-        #expect(try !Self.opens(from: "127.0.0.1", "/status?token=\(Self.token)", headers: [.forwarded: "for=198.51.100.4"]))
+        #expect(
+            try !Self.opens(from: "127.0.0.1", "/status?token=\(Self.token)", headers: [.xForwardedFor: "198.51.100.4"])
+        )
+        #expect(
+            try !Self.opens(from: "127.0.0.1", "/status?token=\(Self.token)", headers: [.forwarded: "for=198.51.100.4"])
+        )
         // The bearer header works from anywhere
         #expect(try Self.opens(from: "192.0.2.7", "/status", headers: [.authorization: "Bearer \(Self.token)"]))
     }
 
-    @Test("a version with a patch reports the patch's size beside the full sizes, in the JSON, the table and the size plot")
+    @Test(
+        "a version with a patch reports the patch's size beside the full sizes, in the JSON, the table and the size plot"
+    )
     func patchSizes() async throws {
         // Given versions 1 and 2 (5 more rows) and the real patch 1 → 2 named in version 2's record
         let (store, ref) = try PatchRouteTests.storeWithPatch()
@@ -154,7 +170,9 @@ struct StatusRoutesTests {
             #expect(dataset.retained.map(\.patches) == [[], [StatusReport.Patch(from: 1, size: ref.size)]])
             #expect(ref.size > 0 && ref.size < dataset.retained[1].gzipSize)
 
-            let page = try await client.execute(uri: "/status", method: .get, headers: [.authorization: "Bearer \(Self.token)"]).bodyString
+            let page = try await client.execute(
+                uri: "/status", method: .get, headers: [.authorization: "Bearer \(Self.token)"]
+            ).bodyString
             #expect(page.contains(#"data-field="datasets.0.retained.1.patches.0.size" data-value="\#(ref.size)""#))
             #expect(page.contains(#"data-field="datasets.0.retained.1.patches.0.from" data-value="1">v1<"#))
             #expect(page.contains(#"<th scope="col" class="num">Patches</th>"#))
@@ -167,7 +185,9 @@ struct StatusRoutesTests {
         }
     }
 
-    @Test("a token check's PostgreSQL connection: unknown before use, failing with the error (no URL, no password) on a closed port, connected on the real database")
+    @Test(
+        "a token check's PostgreSQL connection: unknown before use, failing with the error (no URL, no password) on a closed port, connected on the real database"
+    )
     func connectionState() async throws {
         let store = try TestStore()
         defer { store.remove() }
@@ -177,8 +197,12 @@ struct StatusRoutesTests {
         // Port 1 on 127.0.0.1: nothing listens there, so a connect is refused at once
         let closedURL = "postgres://ferry:not-the-password-42@127.0.0.1:1/nowhere"
         let logger = Logger(label: "test")
-        let down = PostgresScopeAuthority(dataset: "down", sql: "SELECT NULL::text WHERE $1 = ''", pool: PostgresPool(url: closedURL, size: 1), logger: logger)
-        let up = PostgresScopeAuthority(dataset: "up", sql: "SELECT NULL::text WHERE $1 = ''", pool: PostgresPool(url: database.url, size: 1), logger: logger)
+        let down = PostgresScopeAuthority(
+            dataset: "down", sql: "SELECT NULL::text WHERE $1 = ''", pool: PostgresPool(url: closedURL, size: 1),
+            logger: logger)
+        let up = PostgresScopeAuthority(
+            dataset: "up", sql: "SELECT NULL::text WHERE $1 = ''", pool: PostgresPool(url: database.url, size: 1),
+            logger: logger)
         defer {
             down.shutdown()
             up.shutdown()
@@ -189,10 +213,13 @@ struct StatusRoutesTests {
             }
             // Before any token was checked nothing is known
             let before = try await Self.report(client)
-            #expect(connection("down", in: before)?.state == "unknown" && connection("up", in: before)?.state == "unknown")
+            #expect(
+                connection("down", in: before)?.state == "unknown" && connection("up", in: before)?.state == "unknown")
 
             // When each checks a token
-            await #expect(throws: (any Error).self) { try await down.scope(forTokenSHA256: String(repeating: "0", count: 64)) }
+            await #expect(throws: (any Error).self) {
+                try await down.scope(forTokenSHA256: String(repeating: "0", count: 64))
+            }
             #expect(try await up.scope(forTokenSHA256: String(repeating: "0", count: 64)) == nil)
 
             // Then the closed port is failing, with libpq's reason and no URL or password
@@ -201,14 +228,20 @@ struct StatusRoutesTests {
             #expect(failing.state == "failing" && failing.lastFailureAt != nil && failing.lastSuccessAt == nil)
             let message = try #require(failing.lastError)
             #expect(message.contains("Connection refused") || message.contains("connection"), "\(message)")
-            #expect(!message.contains("not-the-password-42") && !message.contains("postgres://") && !message.contains("nowhere"), "\(message)")
+            #expect(
+                !message.contains("not-the-password-42") && !message.contains("postgres://")
+                    && !message.contains("nowhere"), "\(message)")
             // And the real database is connected
             let connected = try #require(connection("up", in: report))
             #expect(connected.state == "connected" && connected.lastSuccessAt != nil && connected.lastError == nil)
 
             // The page shows both states in words
-            let page = try await client.execute(uri: "/status", method: .get, headers: [.authorization: "Bearer \(Self.token)"]).bodyString
-            #expect(page.contains(#"data-value="failing">failing</span>"#) && page.contains(#"data-value="connected">connected</span>"#))
+            let page = try await client.execute(
+                uri: "/status", method: .get, headers: [.authorization: "Bearer \(Self.token)"]
+            ).bodyString
+            #expect(
+                page.contains(#"data-value="failing">failing</span>"#)
+                    && page.contains(#"data-value="connected">connected</span>"#))
             #expect(!page.contains("not-the-password-42"))
         }
     }
@@ -225,9 +258,11 @@ struct StatusRoutesTests {
             let snapshot = try await client.execute(uri: "/v1/datasets/trips/snapshot", method: .get)
             #expect(snapshot.status == .ok)
             let etag = try #require(snapshot.headers[.eTag])
-            let notModified = try await client.execute(uri: "/v1/datasets/trips/snapshot", method: .get, headers: [.ifNoneMatch: etag])
+            let notModified = try await client.execute(
+                uri: "/v1/datasets/trips/snapshot", method: .get, headers: [.ifNoneMatch: etag])
             #expect(notModified.status == .notModified)
-            let range = try await client.execute(uri: "/v1/datasets/trips/snapshot", method: .get, headers: [.range: "bytes=0-99"])
+            let range = try await client.execute(
+                uri: "/v1/datasets/trips/snapshot", method: .get, headers: [.range: "bytes=0-99"])
             #expect(range.status == .partialContent)
             let missing = try await client.execute(uri: "/v1/datasets/nope/manifest", method: .get)
             #expect(missing.status == .notFound)
@@ -257,13 +292,15 @@ struct StatusRoutesTests {
 
             #expect(report.health.lastPollAt != nil && report.health.unreadableManifests.isEmpty)
             #expect(report.health.datasets.map(\.name) == ["other", "trips"])
-            let other = report.health.datasets[0], trips = report.health.datasets[1]
+            let other = report.health.datasets[0]
+            let trips = report.health.datasets[1]
             #expect(other.lastPublish?.outcome == "failed" && (other.lastPublish?.message?.count ?? 0) <= 301)
             #expect(trips.lastPublish?.outcome == "unchanged" && trips.lastPublish?.version == 3)
             #expect(!trips.merger && !trips.tokenCheck)
 
             // The page shows the same numbers
-            let page = try await client.execute(uri: "/status", method: .get, headers: [.authorization: "Bearer \(Self.token)"])
+            let page = try await client.execute(
+                uri: "/status", method: .get, headers: [.authorization: "Bearer \(Self.token)"])
             #expect(page.bodyString.contains(#"data-field="datasets.0.size" data-value="\#(latest.size)""#))
             #expect(page.bodyString.contains(#"data-field="traffic.totals.notModified" data-value="1""#))
             #expect(page.bodyString.contains(#"data-plot="dataset-trips""#))
@@ -305,14 +342,19 @@ struct StatusRoutesTests {
                     change(.update, id: 1, values: ["seats": .int(1)], edited: "2026-11-21T09:30:00.000Z", base: base),
                     change(.update, id: 2, values: ["seats": .int(2)], edited: "2026-11-21T09:30:00.000Z", base: base),
                     change(.update, id: 3, values: ["seats": .int(3)], edited: "2026-11-21T09:30:00.000Z", base: base),
-                    change(.update, id: 1, values: ["seats": .string("x")], edited: "2026-11-21T09:30:00.000Z", base: base),
+                    change(
+                        .update, id: 1, values: ["seats": .string("x")], edited: "2026-11-21T09:30:00.000Z", base: base),
                 ])
             let response = try await client.execute(
-                uri: "/v1/datasets/trips/changes", method: .post, body: ByteBuffer(bytes: try JSONEncoder().encode(batch)))
+                uri: "/v1/datasets/trips/changes", method: .post,
+                body: ByteBuffer(bytes: try JSONEncoder().encode(batch)))
             #expect(response.status == .ok)
             let report = try await Self.report(client)
             let totals = report.traffic.totals
-            #expect([totals.applied, totals.rejected, totals.gone, totals.invalid, totals.forbidden] as [Int] == [1, 1, 1, 1, 0])
+            #expect(
+                [totals.applied, totals.rejected, totals.gone, totals.invalid, totals.forbidden] as [Int] == [
+                    1, 1, 1, 1, 0,
+                ])
             let trips = try #require(report.health.datasets.first { $0.name == "trips" })
             #expect(trips.merger && trips.lastUpload?.succeeded == true)
             #expect(trips.mergerConnection?.state == "connected" && trips.mergerConnection?.lastSuccessAt != nil)
@@ -336,7 +378,8 @@ struct StatusTokenOptionTests {
             #expect(run.status == 2 && run.stderr.contains("--status-token"), "\(run.stderr)")
             #expect(!run.stderr.contains(token))
         }
-        let viaEnvironment = try await runFerryOffPool(["serve", "--store", "/tmp", "--port", "0"], environment: ["FERRY_STATUS_TOKEN": "tiny"])
+        let viaEnvironment = try await runFerryOffPool(
+            ["serve", "--store", "/tmp", "--port", "0"], environment: ["FERRY_STATUS_TOKEN": "tiny"])
         #expect(viaEnvironment.status == 2 && viaEnvironment.stderr.contains("FERRY_STATUS_TOKEN"))
     }
 }

@@ -1,10 +1,11 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import FerryCore
 import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 
 /// `ferry serve` as a child process, with the URL it prints once it listens; stopped by its PID.
 final class StatusServeProcess: @unchecked Sendable {
@@ -24,7 +25,10 @@ final class StatusServeProcess: @unchecked Sendable {
         let buffer = self.buffer
         pipe.fileHandleForReading.readabilityHandler = { handle in
             let data = handle.availableData
-            guard !data.isEmpty else { handle.readabilityHandler = nil; return }
+            guard !data.isEmpty else {
+                handle.readabilityHandler = nil
+                return
+            }
             buffer.withLock { $0 += String(decoding: data, as: UTF8.self) }
         }
         try process.run()

@@ -1,7 +1,8 @@
 import FerryCore
-@testable import FerryServer
 import Foundation
 import Testing
+
+@testable import FerryServer
 
 @Suite("Status: the last hour of traffic in a ring of 60 one-minute buckets")
 struct TrafficRecorderTests {
@@ -14,17 +15,26 @@ struct TrafficRecorderTests {
         traffic.recordBytes(1000, at: Self.start.addingTimeInterval(59))
         traffic.recordBytes(24, at: Self.start.addingTimeInterval(60))
         traffic.recordUploads(
-            ChangeResults(results: [.applied, .applied, .rejected, .gone, .invalid, .forbidden].map {
-                ChangeResult(id: UUID().uuidString, status: $0, row: nil, message: nil)
-            }), at: Self.start)
+            ChangeResults(
+                results: [.applied, .applied, .rejected, .gone, .invalid, .forbidden].map {
+                    ChangeResult(id: UUID().uuidString, status: $0, row: nil, message: nil)
+                }), at: Self.start)
 
         let window = traffic.window(endingAt: Self.start.addingTimeInterval(60))
         #expect(window.count == 60)
-        let previous = window[58], current = window[59]
+        let previous = window[58]
+        let current = window[59]
         #expect(previous.minute == TrafficRecorder.minute(of: Self.start))
-        #expect([previous.ok, previous.partial, previous.notModified, previous.clientError, previous.serverError, previous.other] as [Int] == [2, 1, 1, 2, 1, 1])
+        #expect(
+            [
+                previous.ok, previous.partial, previous.notModified, previous.clientError, previous.serverError,
+                previous.other,
+            ] as [Int] == [2, 1, 1, 2, 1, 1])
         #expect(previous.bytes == 1000 && current.bytes == 24)
-        #expect([previous.applied, previous.rejected, previous.gone, previous.invalid, previous.forbidden] as [Int] == [2, 1, 1, 1, 1])
+        #expect(
+            [previous.applied, previous.rejected, previous.gone, previous.invalid, previous.forbidden] as [Int] == [
+                2, 1, 1, 1, 1,
+            ])
         #expect(window.dropLast(2).allSatisfy { $0 == TrafficRecorder.Bucket(minute: $0.minute) })
         #expect(zip(window, window.dropFirst()).allSatisfy { $1.minute == $0.minute + 1 })
     }
@@ -42,6 +52,8 @@ struct TrafficRecorderTests {
         let window = traffic.window(endingAt: Self.start.addingTimeInterval(60 * 60))
         #expect(window.last?.notModified == 1 && window.last?.ok == 0)
         // Two hours of silence: all zeros
-        #expect(traffic.window(endingAt: Self.start.addingTimeInterval(3 * 3600)).allSatisfy { $0.ok + $0.notModified == 0 })
+        #expect(
+            traffic.window(endingAt: Self.start.addingTimeInterval(3 * 3600)).allSatisfy { $0.ok + $0.notModified == 0 }
+        )
     }
 }

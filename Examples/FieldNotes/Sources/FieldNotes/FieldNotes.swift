@@ -28,7 +28,9 @@ struct FieldNotes {
         init(_ arguments: [String]) throws {
             var iterator = arguments.makeIterator()
             while let flag = iterator.next() {
-                guard let value = iterator.next() else { throw FerryError(.badInput, "\(flag) needs a value", key: flag) }
+                guard let value = iterator.next() else {
+                    throw FerryError(.badInput, "\(flag) needs a value", key: flag)
+                }
                 switch flag {
                 case "--dir": directory = value
                 case "--server": server = value
@@ -41,14 +43,17 @@ struct FieldNotes {
                 case "--stop-file": stopFile = value
                 default:
                     throw FerryError(
-                        .badInput, "unknown option \(flag): use --dir, --server, --dataset, --watch, --edit, --edit-every, --sync-every, --seconds, --stop-file",
+                        .badInput,
+                        "unknown option \(flag): use --dir, --server, --dataset, --watch, --edit, --edit-every, --sync-every, --seconds, --stop-file",
                         key: flag)
                 }
             }
         }
 
         static func seconds(_ text: String, _ flag: String) throws -> Double {
-            guard let value = Double(text), value > 0 else { throw FerryError(.badInput, "\(flag) takes seconds > 0, not '\(text)'", key: flag) }
+            guard let value = Double(text), value > 0 else {
+                throw FerryError(.badInput, "\(flag) takes seconds > 0, not '\(text)'", key: flag)
+            }
             return value
         }
     }
@@ -63,7 +68,9 @@ struct FieldNotes {
     }
 
     static func run(_ options: Options) async throws {
-        guard let server = URL(string: options.server) else { throw FerryError(.badInput, "--server '\(options.server)' is not a URL", key: "--server") }
+        guard let server = URL(string: options.server) else {
+            throw FerryError(.badInput, "--server '\(options.server)' is not a URL", key: "--server")
+        }
         var logger = Logger(label: "field-notes")
         logger.logLevel = .warning
         let configuration = FerryClient.Configuration(
@@ -89,9 +96,12 @@ struct FieldNotes {
             group.addTask {
                 var shown = ""
                 for await status in ferry.statusUpdates() {
-                    var line = "status: \(status.state.rawValue) v\(status.version.map(String.init) ?? "-") queued=\(status.queuedEdits)"
+                    var line =
+                        "status: \(status.state.rawValue) v\(status.version.map(String.init) ?? "-") queued=\(status.queuedEdits)"
                     if status.rejectedEdits > 0 { line += " rejected=\(status.rejectedEdits)" }
-                    if let download = status.download { line += " downloading \(download.bytesReceived) B\(download.isPatch ? " (patch)" : "")" }
+                    if let download = status.download {
+                        line += " downloading \(download.bytesReceived) B\(download.isPatch ? " (patch)" : "")"
+                    }
                     if let error = status.lastError { line += " error=\(error.code)" }
                     // Each check changes the status's time of the last check; the line shows only what a person reads.
                     if line != shown { say(line) }
