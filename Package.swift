@@ -3,7 +3,8 @@ import PackageDescription
 
 // Ferry: PostgreSQL → versioned SQLite snapshots → HTTP → offline devices, and their edits back.
 // Data flows one way: FerryCore ← FerryPostgres ← {FerryPublisher, FerryMerge}; FerryMerge ← FerryServer;
-// FerryCore ← FerryStore ← {FerryPublisher, FerryServer}; FerryCore ← FerryClient ← {FerryClientNIO, FerryGRDB (the app's pool)}; `ferry` is a thin CLI over all of them.
+// FerryCore ← FerryStore ← {FerryPublisher, FerryServer}; FerryCore ← FerryClient ← {FerryClientNIO, FerryGRDB (the
+// app's pool)}; `ferry` is a thin CLI over all of them.
 
 /// Every target: an existential must say `any`, and a file must import each module whose members it uses, so an
 /// undeclared dependency fails the build instead of leaking in through another module.
@@ -41,7 +42,8 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/groue/GRDB.swift", exact: "7.10.0"),
-        // `swift package generate-documentation`: the DocC catalogs of FerryGRDB and FerryClient (scripts/test builds them).
+        // `swift package generate-documentation`: the DocC catalogs of FerryGRDB and FerryClient (scripts/test builds
+        // them).
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
     targets: [
@@ -49,7 +51,8 @@ let package = Package(
         .systemLibrary(name: "CSQLite", path: "Sources/CSQLite", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CLibPQ", path: "Sources/CLibPQ", providers: [.apt(["libpq-dev"])]),
         .systemLibrary(name: "CZlib", path: "Sources/CZlib", providers: [.apt(["zlib1g-dev"])]),
-        // ISA-L's igzip: the publisher's gzip copy, ~3.5× zlib's fastest level (docs/ARCHITECTURE.md). Server side only.
+        // ISA-L's igzip: the publisher's gzip copy, ~3.5× zlib's fastest level (docs/ARCHITECTURE.md). Server side
+        // only.
         .systemLibrary(name: "CISAL", path: "Sources/CISAL", providers: [.apt(["libisal-dev"])]),
 
         // What both sides need: wire types (manifest, change batches), checksums, the content digest, changesets,
@@ -69,7 +72,8 @@ let package = Package(
             dependencies: ["FerryCore", "CZlib"],
             swiftSettings: strict
         ),
-        // libpq connections, templates (parser, catalog checks, `:scope` SQL): what the publisher and the merge engine share.
+        // libpq connections, templates (parser, catalog checks, `:scope` SQL): what the publisher and the merge engine
+        // share.
         .target(
             name: "FerryPostgres",
             dependencies: [
@@ -125,7 +129,8 @@ let package = Package(
             swiftSettings: strict
         ),
         // Platform-neutral client library: fetch, verify, swap, outbox; HTTP through URLSession. What an iOS app links,
-        // so it depends on Foundation, swift-log and swift-crypto only (scripts/lib/check_client_platform.py checks it).
+        // so it depends on Foundation, swift-log and swift-crypto only (scripts/lib/check_client_platform.py checks
+        // it).
         .target(
             name: "FerryClient",
             dependencies: [

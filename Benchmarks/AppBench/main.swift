@@ -126,10 +126,11 @@ struct AppBench {
         let observation = ValueObservation.tracking { db in
             try Int.fetchOne(db, sql: "SELECT version FROM ferry_snapshot")
         }
-        let cancellable = observation.start(in: pool, scheduling: .async(onQueue: .global()), onError: { _ in }) {
-            value in
-            if let value, value > version { observed.withLock { $0 = $0 ?? ContinuousClock.now } }
-        }
+        let cancellable = observation.start(
+            in: pool, scheduling: .async(onQueue: .global()), onError: { _ in },
+            onChange: { value in
+                if let value, value > version { observed.withLock { $0 = $0 ?? ContinuousClock.now } }
+            })
         try await Task.sleep(for: .seconds(3))
         latencies.enter(.applying)
         let applyStarted = ContinuousClock.now

@@ -26,7 +26,7 @@ public enum DurableFile {
             try data.withUnsafeBytes { raw in
                 var offset = 0
                 while offset < raw.count {
-                    let n = Glibc_write(fd, raw.baseAddress! + offset, raw.count - offset)
+                    let n = systemWrite(fd, raw.baseAddress! + offset, raw.count - offset)
                     if n < 0 {
                         if errno == EINTR { continue }
                         throw posixError("cannot write", temp.path)
@@ -96,7 +96,7 @@ public enum DurableFile {
 }
 
 @inline(__always)
-private func Glibc_write(_ fd: Int32, _ buf: UnsafeRawPointer, _ count: Int) -> Int {
+private func systemWrite(_ fd: Int32, _ buf: UnsafeRawPointer, _ count: Int) -> Int {
     write(fd, buf, count)
 }
 

@@ -45,9 +45,11 @@ public enum FileClone {
             }
             if durable { try DurableFile.sync(target) }
         } catch {
-            try? FileManager.default.removeItem(at: target)  // a partial copy must not hold on to its space; this error is the one to report
+            // a partial copy must not hold on to its space; this error is the one to report
+            try? FileManager.default.removeItem(at: target)
             if error is Stopped { throw error }
-            if let ferry = error as? FerryError, !FerryError.isOutOfSpace(ferry) { throw ferry }  // already names the file
+            // already names the file
+            if let ferry = error as? FerryError, !FerryError.isOutOfSpace(ferry) { throw ferry }
             throw FerryError.writing(error, what, target, fix: fix)
         }
         return method
@@ -61,7 +63,8 @@ public enum FileClone {
             try DurableFile.sync(target)
         } catch {
             try? FileManager.default.removeItem(at: target)  // the copy's (or sync's) error is the one to report
-            if let ferry = error as? FerryError, !FerryError.isOutOfSpace(ferry) { throw ferry }  // already names the file
+            // already names the file
+            if let ferry = error as? FerryError, !FerryError.isOutOfSpace(ferry) { throw ferry }
             throw FerryError.writing(error, what, target, fix: fix)
         }
     }
@@ -89,7 +92,8 @@ public enum FileClone {
                 if total == 0, [EXDEV, ENOSYS, EOPNOTSUPP, EINVAL].contains(errno) {
                     // A kernel or file system that cannot: copy through user memory (the empty file is unlinked; its
                     // descriptor closes on return).
-                    try? FileManager.default.removeItem(at: target)  // the empty file; copyItem reports any real problem
+                    // the empty file; copyItem reports any real problem
+                    try? FileManager.default.removeItem(at: target)
                     try FileManager.default.copyItem(at: source, to: target)
                     return
                 }

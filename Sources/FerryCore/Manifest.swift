@@ -1,7 +1,8 @@
 import Foundation
 
 /// One published version of a dataset (or of one scope of a scoped dataset): the one type that describes a
-/// version. ``Manifest``, the store's `VersionRecord` (FerryStore) and the publisher's result embed it instead of repeating its fields.
+/// version. ``Manifest``, the store's `VersionRecord` (FerryStore) and the publisher's result embed it instead of
+/// repeating its fields.
 ///
 /// ```swift
 /// let v = PublishedVersion(version: 3, sha256: hex, size: 49152, gzipSize: 8120,

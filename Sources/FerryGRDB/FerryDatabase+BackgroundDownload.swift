@@ -2,7 +2,8 @@ import FerryClient
 import Foundation
 
 extension FerryDatabase {
-    /// Hands Ferry the file a background download of `download` wrote (see `FerryClient.adoptBackgroundDownload(_:file:)`,
+    /// Hands Ferry the file a background download of `download` wrote (see
+    /// `FerryClient.adoptBackgroundDownload(_:file:)`,
     /// which verifies it as any download): like
     /// ``checkForUpdates()``, the version is then applied at once, in place, in ``ApplyMode/automatic`` and waits as
     /// the pending update otherwise, and the status says so. docs/app.md, "Background downloads", has the session

@@ -26,7 +26,8 @@ import Logging
 public final class FerryDatabase: Sendable {
     /// When a downloaded, verified update is applied to the app's database.
     public enum ApplyMode: String, Sendable, CaseIterable {
-        /// At the next ``FerryDatabase/open(configuration:applyMode:logger:transport:databaseConfiguration:)`` (the book's first answer).
+        /// At the next ``FerryDatabase/open(configuration:applyMode:logger:transport:databaseConfiguration:)`` (the
+        /// book's first answer).
         case onLaunch
         /// When the app calls ``FerryDatabase/applyPendingUpdate()``, for instance from a button; the status says
         /// `SyncState.updatePending` meanwhile (the book's second answer).
@@ -287,7 +288,8 @@ public final class FerryDatabase: Sendable {
                             $0.lastCheck = Date()
                             $0.lastError = nil
                         }
-                        _ = try? await applyPendingUpdate()  // a failure is in the status (fail sets lastError); the next version retries
+                        // a failure is in the status (fail sets lastError); the next version retries
+                        _ = try? await applyPendingUpdate()
                     }
                 } catch {
                     logger.warning("the long-poll for new versions stopped", metadata: ["error": "\(error)"])

@@ -3,7 +3,8 @@ import FerryPostgres
 import Foundation
 
 /// A writable table resolved against PostgreSQL's catalog at start-up: every identifier the merge engine puts
-/// into SQL comes from here (names read from `pg_attribute`, checked and quoted by `SQLIdentifier`), never from a request.
+/// into SQL comes from here (names read from `pg_attribute`, checked and quoted by `SQLIdentifier`), never from a
+/// request.
 struct TableSchema: Sendable {
     /// How a column's values travel: the SQLite/JSON form of the publisher's type mapping (issue 2).
     enum Kind: Sendable, Equatable {

@@ -12,7 +12,8 @@ import Foundation
 ///
 /// A server reads such a store as it is (``FileSnapshotStore/storedManifest(for:)`` converts it, with
 /// ``StoredManifest/isLegacyLayout`` set so ``FileSnapshotStore/files(of:in:)`` names `versions/N.sqlite`). The
-/// publisher migrates it under the dataset's lock before it publishes (``FileSnapshotStore/migrateLegacyLayout(dataset:)``):
+/// publisher migrates it under the dataset's lock before it publishes
+/// (``FileSnapshotStore/migrateLegacyLayout(dataset:)``):
 /// hard links (or fsynced copies) into `objects/`, then the new `manifest.json` atomically, then `versions/` is
 /// deleted. A crash at any point leaves a manifest that names complete files, and the next publish finishes the job.
 extension FileSnapshotStore {

@@ -4,7 +4,8 @@ import Foundation
 /// Patch objects: gzip-compressed changesets from an older version of a scope to a newer one, stored beside the
 /// snapshots as `objects/<sha256>.patch.gz` and named in the newer version's record (`PublishedVersion.patches`).
 extension FileSnapshotStore {
-    /// Compresses `changeset`, and stores it as a patch from `from` (whose file's checksum is `base`) to `to` unless its compressed size reaches
+    /// Compresses `changeset`, and stores it as a patch from `from` (whose file's checksum is `base`) to `to` unless
+    /// its compressed size reaches
     /// `limit` (a patch as large as the gzip copy saves nothing). The file is fsynced before its rename; it is
     /// garbage until a manifest names it. Call it while holding the lock. Returns nil when not worth storing.
     public func storePatch(dataset: String, changeset: Changeset, from: Int, base: String, to: Int, limit: Int64) throws

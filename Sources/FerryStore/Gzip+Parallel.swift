@@ -307,7 +307,8 @@ final class ZlibChunkEncoder: GzipChunkEncoder {
     init(level: Int32) throws {
         stream.initialize(to: z_stream())
         // windowBits -15: raw deflate, the pieces of one gzip member.
-        // A throw here still runs deinit (every property is set): deflateEnd refuses the zeroed stream, then it is freed.
+        // A throw here still runs deinit (every property is set): deflateEnd refuses the zeroed stream, then it is
+        // freed.
         guard
             deflateInit2_(
                 stream, level, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY, ZLIB_VERSION, Int32(MemoryLayout<z_stream>.size))

@@ -30,7 +30,8 @@ public protocol SnapshotStore: Sendable {
     func manifestURL(dataset: String) -> URL
 }
 
-/// An opaque token that changes whenever a dataset's manifest is replaced (``SnapshotStore/manifestRevision(dataset:)``).
+/// An opaque token that changes whenever a dataset's manifest is replaced
+/// (``SnapshotStore/manifestRevision(dataset:)``).
 public struct StoreRevision: Hashable, Sendable {
     public let value: String
 

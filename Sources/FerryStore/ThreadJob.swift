@@ -1,7 +1,8 @@
 import Foundation
 
 /// Blocking work on a thread of its own, joined by the thread that started it: the publish job's way to run
-/// blocking steps side by side, and the deflating threads of ``Gzip/compressAndHashParallel(from:to:encoding:threads:chunkSize:)``
+/// blocking steps side by side, and the deflating threads of
+/// ``Gzip/compressAndHashParallel(from:to:encoding:threads:chunkSize:)``
 /// (docs/ARCHITECTURE.md, "Concurrency"). Unlike `DispatchQueue.concurrentPerform`,
 /// the job is guaranteed its own thread, so two jobs that wait on each other (a producer and a consumer) cannot
 /// deadlock on a busy pool.

@@ -383,7 +383,8 @@ struct ServeCommand: AsyncParsableCommand {
         }
         let app: any Service
         do {
-            if !schedules.isEmpty { try DurableFile.makeDirectory(URL(fileURLWithPath: store)) }  // this process publishes into it
+            // this process publishes into it
+            if !schedules.isEmpty { try DurableFile.makeDirectory(URL(fileURLWithPath: store)) }
             let (scheme, host) = (configuration.scheme, self.host)
             app = try await buildApplication(configuration, logger: logger) { port in
                 FileHandle.standardOutput.write(Data("ferry serve listening on \(scheme)://\(host):\(port)\n".utf8))

@@ -100,7 +100,8 @@ struct WatchCommand: AsyncParsableCommand {
             }
         }
 
-        /// Writes one line to stdout at once (stdout to a pipe is block-buffered; a reader wants each version as it comes).
+        /// Writes one line to stdout at once (stdout to a pipe is block-buffered; a reader wants each version as it
+        /// comes).
         static func printLine(_ line: String) throws {
             try FileHandle.standardOutput.write(contentsOf: Data((line + "\n").utf8))
         }

@@ -126,7 +126,8 @@ import Testing
             let first = try await runFerryOffPool(
                 ["fetch", "--server", url.absoluteString, "--dataset", "trips", "--dir", dir] + kind.cliArguments)
             #expect(first.status == 0, "\(first.stderr)")
-            // The CLI used the transport asked for: URLSession asks for the SQLite file itself, AsyncHTTPClient for gzip.
+            // The CLI used the transport asked for: URLSession asks for the SQLite file itself, AsyncHTTPClient for
+            // gzip.
             let download = await front.state.answers.first { !$0.path.hasSuffix("/manifest") }
             #expect(
                 download?.acceptEncoding?.contains(kind.carriesGzip ? "gzip" : "identity") == true,

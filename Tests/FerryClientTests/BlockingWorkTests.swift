@@ -4,7 +4,8 @@ import Testing
 
 @testable import FerryClient
 
-/// Blocking file and SQLite work leaves Swift's cooperative threads: it runs on a Dispatch queue (BlockingWork), where no Swift task
+/// Blocking file and SQLite work leaves Swift's cooperative threads: it runs on a Dispatch queue (BlockingWork), where
+/// no Swift task
 /// is current. (On a cooperative thread, synchronous code called from a task sees that task.)
 @Suite struct BlockingWorkTests {
     static func runsOutsideAnyTask() -> Bool { withUnsafeCurrentTask { $0 == nil } }

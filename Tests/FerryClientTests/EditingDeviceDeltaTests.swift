@@ -273,7 +273,8 @@ import Testing
             _ = try await device.execute("UPDATE trips SET passengers = 50 WHERE id = 'row-0001'")
             #expect(try await device.push().summary.applied == 1)
             await device.close()
-            // Given a row the device did not write, changed in the sqlite3 shell with capture off, that the patch touches
+            // Given a row the device did not write, changed in the sqlite3 shell with capture off, that the patch
+            // touches
             let shell = try #require(sqlite3, "the sqlite3 shell (Debian's sqlite3 package) is needed")
             let process = Process()
             process.executableURL = URL(fileURLWithPath: shell)

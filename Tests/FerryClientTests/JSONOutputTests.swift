@@ -31,7 +31,8 @@ import Testing
     }
 
     /// `fetch --json`: the status, then `result`, `applied`, `bytesReceived` (over the wire), `resumedFrom`, since
-    /// compressed downloads `fileBytes` and `encoding`, and since patches `path`, `patchFrom`, `patchTo`, `patchError`, and `publishedBytes`.
+    /// compressed downloads `fileBytes` and `encoding`, and since patches `path`, `patchFrom`, `patchTo`, `patchError`,
+    /// and `publishedBytes`.
     @Test func fetchJSONKeepsItsKeysAndAddsFileBytesAndEncoding() async throws {
         let temp = try TemporaryDirectory("ferry-json")
         defer { temp.remove() }

@@ -153,7 +153,8 @@ extension PatchApplierTests {
     }
 }
 
-/// The content digest: a sum of row hashes, independent of row order and page layout, moved by adding and removing rows.
+/// The content digest: a sum of row hashes, independent of row order and page layout, moved by adding and removing
+/// rows.
 @Suite struct ContentDigestTests {
     @Test func orderIndependentAndMovedByAddingAndRemovingRows() throws {
         let temp = try TemporaryDirectory("content-digest")

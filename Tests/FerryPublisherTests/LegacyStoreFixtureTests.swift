@@ -37,7 +37,8 @@ struct LegacyStoreFixtureTests {
     static func expectFiles(_ files: SnapshotFiles, sha256: String, in directory: TemporaryDirectory) throws {
         #expect(try FileDigest.sha256Hex(of: files.snapshot) == sha256, "\(files.snapshot.path)")
         let unzipped = directory.appending("inflated-\(UUID().uuidString).sqlite")
-        defer { try? FileManager.default.removeItem(at: unzipped) }  // scratch in the test's temp dir, removed with it anyway
+        // scratch in the test's temp dir, removed with it anyway
+        defer { try? FileManager.default.removeItem(at: unzipped) }
         try Gzip.decompressFile(from: files.gzip, to: unzipped)
         #expect(try FileDigest.sha256Hex(of: unzipped) == sha256, "\(files.gzip.path)")
     }

@@ -110,7 +110,8 @@ struct OnChangeTests {
             try await waitFor(2)
             let elapsed = ContinuousClock.now - committed
             #expect(runs()[1].0 == .change && runs()[1].1 == 2)
-            #expect(elapsed < .seconds(2), "\(elapsed)")  // the bound: debounce (200 ms here) + publish time, with a margin
+            // the bound: debounce (200 ms here) + publish time, with a margin
+            #expect(elapsed < .seconds(2), "\(elapsed)")
 
             // A burst of 100 commits, one connection: at most 3 publishes, and the last holds the last commit
             let pg = try fixture.database.connect()

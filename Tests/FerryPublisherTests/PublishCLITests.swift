@@ -36,7 +36,8 @@ struct PublishCLITests {
                 "tables", "unchanged", "version",
                 "versions", "phases",
             ])
-        // phases: seconds per step, named as PublishPhase spells them; a publish that stores a version ran them all but patches.
+        // phases: seconds per step, named as PublishPhase spells them; a publish that stores a version ran them all but
+        // patches.
         let phases = try #require(object["phases"] as? [String: Double])
         #expect(Set(phases.keys).isSubset(of: Set(PublishPhase.allCases.map(\.rawValue))))
         #expect(["extract", "indexes", "commit", "analyze", "store", "manifest"].allSatisfy { phases[$0] != nil })

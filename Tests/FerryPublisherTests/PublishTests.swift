@@ -112,7 +112,8 @@ struct PublishTests {
         #expect(manifest.version == 4 && manifest.versions == [3, 4])
         let stored = try fixture.storeAccess.requireManifest("trips")
         #expect(try fixture.storeAccess.objectFileNames(dataset: "trips") == stored.expectedObjectFileNames)
-        #expect(stored.expectedObjectFileNames.count == 2 * 2 + 2 + 1)  // versions 3 and 4 with gzip copies; 3's patch from 2, 4's from 3; 4's row index
+        // versions 3 and 4 with gzip copies; 3's patch from 2, 4's from 3; 4's row index
+        #expect(stored.expectedObjectFileNames.count == 2 * 2 + 2 + 1)
         #expect(ferryError { _ = try fixture.publish(template: template, keep: 0) }?.code == .badInput)
     }
 

@@ -108,7 +108,8 @@ import Testing
             #expect(answers.value == 0, "the channel answered a long-poll itself")
             #expect(try await Self.waiting(channel) == 0)
 
-            // And a device that holds version 2 waits out a 1 s deadline, then gets the route's 304 with Preference-Applied
+            // And a device that holds version 2 waits out a 1 s deadline, then gets the route's 304 with
+            // Preference-Applied
             let idle = try await Self.request(channel, [("If-None-Match", "\"\(v2.sha256)\""), ("Prefer", "wait=1")])
             #expect(idle.status == 304 && idle.body.isEmpty)
             #expect(idle.headers["etag"] == "\"\(v2.sha256)\"" && idle.headers["cache-control"] == "no-cache")

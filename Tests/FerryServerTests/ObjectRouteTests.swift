@@ -170,7 +170,8 @@ import Testing
             }
             let old = try await client.execute(uri: "/v1/datasets/trips/objects/\(v1).sqlite", method: .get)
             #expect(old.status == .ok)
-            // Given a publish that keeps only the newest version, when the catalog has reloaded, then v1's objects are gone.
+            // Given a publish that keeps only the newest version, when the catalog has reloaded, then v1's objects are
+            // gone.
             try store.publish(rows: 30, keep: 1)
             try await Task.sleep(for: .milliseconds(400))
             let pruned = try await client.execute(uri: "/v1/datasets/trips/objects/\(v1).sqlite", method: .get)

@@ -185,7 +185,8 @@ import Testing
             ("GET", "\(base)/manifest", [("If-None-Match", "\"\(v2)-gzip\"")]),  // the manifest's ETag has no -gzip
             ("GET", "\(base)/snapshot", []),  // unconditional
             ("GET", "\(base)/snapshot?checksum=\(v2)", [("If-None-Match", stale)]),  // a query: the router's
-            ("GET", "\(base)/snapshot?checksum=abc", [("If-None-Match", "\"\(v2)\"")]),  // a malformed checksum is 400 first
+            // a malformed checksum is 400 first
+            ("GET", "\(base)/snapshot?checksum=abc", [("If-None-Match", "\"\(v2)\"")]),
             ("GET", "/v1/datasets/nope/snapshot", [("If-None-Match", "\"\(v2)\"")]),  // unknown dataset: 404
             ("GET", "/v1/datasets/No!/snapshot", [("If-None-Match", "\"\(v2)\"")]),  // bad name: 400
             ("GET", "\(base)/versions/3", [("If-None-Match", "*")]),  // not retained: 404
@@ -194,7 +195,8 @@ import Testing
             ("GET", "\(base)/snapshot/", [("If-None-Match", "*")]),  // not a route as written
             ("POST", "\(base)/snapshot", [("If-None-Match", "*"), ("Content-Length", "0")]),  // 405
             ("GET", "\(base)/snapshot", [("If-None-Match", "*"), ("Content-Length", "2")]),  // a body
-            ("GET", "\(base)/snapshot", [("If-None-Match", "*"), ("Connection", "close")]),  // the router closes after it
+            // the router closes after it
+            ("GET", "\(base)/snapshot", [("If-None-Match", "*"), ("Connection", "close")]),
             ("GET", "\(base)/snapshot", [("If-None-Match", "*"), ("Connection", "keep-alive, Upgrade")]),
         ]
         try await Self.withServers(store.configuration) { channel, router, answers, _ in
@@ -314,8 +316,10 @@ import Testing
         var log = Logger(label: "test")
         log.logLevel = .warning
         let logger = log
-        try await Self.withServers(configuration, wiring: { try await ServerWiring.start(settings, logger: logger) }) {
-            channel, router, answers, _ in
+        let wiring: @Sendable () async throws -> ServerWiring = {
+            try await ServerWiring.start(settings, logger: logger)
+        }
+        try await Self.withServers(configuration, wiring: wiring) { channel, router, answers, _ in
             let base = "/v1/datasets/\(ScopedServerTests.dataset)"
             let alice = ("Authorization", "Bearer alice-token")
             let tag = ("If-None-Match", "\"\(free.sha256)\"")

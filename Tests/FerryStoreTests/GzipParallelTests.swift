@@ -72,7 +72,8 @@ import Testing
         try original.write(to: plain)
         let gzip = temp.appending("plain.gz")
         _ = try Gzip.compressAndHashParallel(from: plain, to: gzip, level: 1, threads: 2, chunkSize: Self.chunk)
-        // A byte changed in the second half: the CRC-32 combined over the chunks (or the deflate data) no longer matches.
+        // A byte changed in the second half: the CRC-32 combined over the chunks (or the deflate data) no longer
+        // matches.
         var compressed = try Data(contentsOf: gzip)
         compressed[compressed.count * 2 / 3] ^= 0x5A
         #expect(throws: FerryError.self) { try ferryGunzip(compressed) }

@@ -182,7 +182,8 @@ struct ClientFiles: Sendable {
                 let live = try SQLiteConnection(path: base.file.path, mode: .readOnly)
                 try live.copy(to: directory.patched.path)
             } catch {
-                try? FileManager.default.removeItem(at: directory.patched)  // the error says what went wrong; removed on open too
+                // the error says what went wrong; removed on open too
+                try? FileManager.default.removeItem(at: directory.patched)
                 throw FerryError(
                     .io,
                     "\(FileClone.patchCopyFailure): \((error as? FerryError)?.message ?? "\(error)"); \(FileClone.patchCopyFix)",

@@ -109,7 +109,8 @@ extension FerryClient {
                     SnapshotDownloader.Verified(
                         info: info, stats: stats, file: scratch, path: .full, contentDigest: manifest.contentDigest))
             } catch var error as FerryError {
-                try? FileManager.default.removeItem(at: scratch)  // the error is what matters; a leftover is removed on open
+                // the error is what matters; a leftover is removed on open
+                try? FileManager.default.removeItem(at: scratch)
                 error.message =
                     "the background download of version \(manifest.version) was not adopted: \(error.message)"
                 throw error
@@ -141,7 +142,8 @@ extension FerryClient {
                 return try await install(outcome)
             }
         } catch {
-            try? FileManager.default.removeItem(at: scratch)  // not installed, so of no use; a leftover is removed on open
+            // not installed, so of no use; a leftover is removed on open
+            try? FileManager.default.removeItem(at: scratch)
             throw error
         }
     }

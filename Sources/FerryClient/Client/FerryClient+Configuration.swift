@@ -24,7 +24,8 @@ extension FerryClient {
     public struct Configuration: Sendable {
         /// The client directory (created when missing); see ``ClientDirectory`` for its layout.
         public var directory: URL
-        /// Base URL of the Ferry server, e.g. `http://127.0.0.1:8080`. Required by ``FerryClient/checkForUpdates(progress:)``.
+        /// Base URL of the Ferry server, e.g. `http://127.0.0.1:8080`. Required by
+        /// ``FerryClient/checkForUpdates(progress:)``.
         public var serverURL: URL?
         /// The dataset to fetch, `[a-z0-9_-]+`. Required by ``FerryClient/checkForUpdates(progress:)``.
         public var dataset: String?
@@ -47,14 +48,16 @@ extension FerryClient {
         public var retryAfterLimit: Duration = .seconds(10)
         /// Runs on the pending snapshot inside the swap; see ``PrepareUpdate``. Default none.
         public var prepareUpdate: PrepareUpdate?
-        /// Push pending edits when the client opens (the thesis' "did become active"), if a server is set. Default true.
+        /// Push pending edits when the client opens (the thesis' "did become active"), if a server is set. Default
+        /// true.
         public var pushOnOpen = true
         /// Upload attempts per batch before ``FerryClient/push(batchSize:)`` gives up (edits stay queued). Default 3.
         public var pushAttempts = 3
         /// Wait before the first retry of an upload; doubled each time. Default 0.5 s.
         public var pushBackoff: Duration = .milliseconds(500)
         /// How edits are uploaded; nil (default) uses ``URLSessionChangeUploader`` against `serverURL`, on the client's
-        /// transport when that is a ``URLSessionTransport`` (another transport needs its own uploader for a private CA).
+        /// transport when that is a ``URLSessionTransport`` (another transport needs its own uploader for a private
+        /// CA).
         public var uploader: (any ChangeUploader)?
         /// The device clock, for `sentAt` (the server derives the clock offset from it). Default `Date()`.
         public var clock: @Sendable () -> Date = { Date() }

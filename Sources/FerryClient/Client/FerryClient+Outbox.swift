@@ -52,7 +52,8 @@ extension FerryClient {
         try await withDatabase { try LocalStatement.run(sql, on: $0) }
     }
 
-    /// Uploads the edits queued when it starts, in order, in batches, and writes the server's answers (the winning rows)
+    /// Uploads the edits queued when it starts, in order, in batches, and writes the server's answers (the winning
+    /// rows)
     /// locally; edits the app makes meanwhile wait for the next push.
     /// Call it when the app goes to the background or becomes active (the thesis' lifecycle hooks); `open`
     /// calls it on launch. A network failure is retried with backoff (``Configuration/pushAttempts``), then thrown

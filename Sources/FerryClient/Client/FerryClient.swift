@@ -7,7 +7,8 @@ import Logging
 ///
 /// The actor serializes everything the book's serial queue did: two concurrent applies apply once, a check never
 /// races another check, and the live database is only used through ``withDatabase(_:)`` so a swap never happens
-/// under a running query. The blocking file and SQLite work itself runs on a Dispatch queue (`BlockingWork`), never on Swift's
+/// under a running query. The blocking file and SQLite work itself runs on a Dispatch queue (`BlockingWork`), never on
+/// Swift's
 /// cooperative threads, one operation at a time. One process at a time uses a directory (`DIR/.ferry/lock`).
 ///
 /// ```swift

@@ -116,7 +116,8 @@ public struct ClientDirectory: Sendable, Equatable {
     // MARK: The swap
 
     /// One step of apply or rollback. Each is atomic on its own (a rename or link followed by a directory fsync),
-    /// and after every prefix of a plan `database.db` is a complete published version (see ``applyPlan(hasDatabase:)``).
+    /// and after every prefix of a plan `database.db` is a complete published version (see
+    /// ``applyPlan(hasDatabase:)``).
     enum SwapStep: Equatable, Sendable, CaseIterable {
         /// Hard-link `database.db` to `.ferry/previous.db.tmp` (a fresh copy where links are unsupported).
         case linkLiveToTemp

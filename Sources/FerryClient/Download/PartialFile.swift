@@ -16,7 +16,8 @@ struct PartialRecord: Codable, Equatable, Sendable {
     var source: TransferSource? = nil
 }
 
-/// Appends to a partial download file (`.ferry/partial.sqlite`, `.ferry/partial.gz`) through a write buffer (bounded memory), mapping errno to typed errors.
+/// Appends to a partial download file (`.ferry/partial.sqlite`, `.ferry/partial.gz`) through a write buffer (bounded
+/// memory), mapping errno to typed errors.
 /// Its blocking calls (init, ``flush()``, ``finish()``) run on the thread pool; `@unchecked Sendable` because one
 /// download uses it, one awaited call after another, never two at once.
 final class PartialFileWriter: @unchecked Sendable {

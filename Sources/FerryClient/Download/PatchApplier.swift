@@ -37,7 +37,8 @@ enum PatchApplier {
     /// fragmented past this point costs one rebuild on the device, never a full download.
     static let vacuumFreeRatio = 0.25
 
-    /// Clones `live` into `target` and applies `patch` to the clone (see ``apply(to:copy:patch:expected:baseDigest:)``).
+    /// Clones `live` into `target` and applies `patch` to the clone (see
+    /// ``apply(to:copy:patch:expected:baseDigest:)``).
     static func build(
         live: URL, into target: URL, patch: Changeset, expected: PublishedVersion, baseDigest: String? = nil
     ) throws -> Outcome {
@@ -65,7 +66,8 @@ enum PatchApplier {
         } catch {
             // The half-built file must not survive; the original error says what went wrong.
             try? FileManager.default.removeItem(at: target)
-            try? FileManager.default.removeItem(atPath: target.path + "-journal")  // as above; also removed on the next open
+            // as above; also removed on the next open
+            try? FileManager.default.removeItem(atPath: target.path + "-journal")
             throw error
         }
     }

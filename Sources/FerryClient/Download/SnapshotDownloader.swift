@@ -300,7 +300,8 @@ struct SnapshotDownloader: Sendable {
                     let sink: DownloadSink
                     do {
                         sink = try await BlockingWork.run { [self] in
-                            // The record learns what the 206 confirmed (sizes; the source of a record from an older client).
+                            // The record learns what the 206 confirmed (sizes; the source of a record from an older
+                            // client).
                             if loadRecord() != PartialRecord(dataset: dataset, expected: expected, source: source) {
                                 try writeRecord(expected, source)
                             }

@@ -77,7 +77,8 @@ public struct SnapshotResponseBody: AsyncSequence {
 ///   valid inside `handle`. Pass the body on exactly as it came: do not decompress it (the client asks for the gzip
 ///   copy with `Accept-Encoding: gzip`, inflates it itself and resumes it by its compressed bytes), and do not follow
 ///   ranges yourself. A transport that cannot hand over an undecoded body (URLSession decodes gzip on its own) may
-///   send `Accept-Encoding: identity` instead: the server then sends the SQLite file itself, and all works uncompressed.
+///   send `Accept-Encoding: identity` instead: the server then sends the SQLite file itself, and all works
+/// uncompressed.
 /// - A body that ends early must throw from the body iterator rather than end quietly when the transport can tell.
 ///
 /// ```swift

@@ -142,7 +142,8 @@ final class RowIndexWriter {
         self.url = url
         self.plans = plans
         self.hasher = hasher
-        try? FileManager.default.removeItem(at: url)  // a leftover of an interrupted run, if any; createFile reports a real problem
+        // a leftover of an interrupted run, if any; createFile reports a real problem
+        try? FileManager.default.removeItem(at: url)
         guard FileManager.default.createFile(atPath: url.path, contents: nil),
             let handle = FileHandle(forWritingAtPath: url.path)
         else {

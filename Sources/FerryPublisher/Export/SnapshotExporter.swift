@@ -69,7 +69,8 @@ struct ExportResult {
     var rowIndex: URL?
     /// For a version built from the previous one: the rows it kept and changed, and the patch from that version.
     var incremental: IncrementalCounts?
-    /// Tables kept from the base without reading PostgreSQL (``SnapshotExporter/write(plans:from:to:version:createdAt:scope:unchangedDigest:gzipLevel:base:keep:)``).
+    /// Tables kept from the base without reading PostgreSQL
+    /// (``SnapshotExporter/write(plans:from:to:version:createdAt:scope:unchangedDigest:gzipLevel:base:keep:)``).
     var keptTables: [String] = []
     var changeset: Changeset?
 }
@@ -314,7 +315,8 @@ final class SnapshotExporter {
             // named rowid): without one, each publish builds from scratch.
             if job.plans.allSatisfy({ plan in
                 !plan.columns.contains { ["rowid", "oid", "_rowid_"].contains($0.name.lowercased()) }
-                    && (try? db.prepare("SELECT rowid FROM \(SQLIdentifier.quote(plan.name)) LIMIT 0")) != nil  // the probe: fails for WITHOUT ROWID
+                    // the probe: fails for WITHOUT ROWID
+                    && (try? db.prepare("SELECT rowid FROM \(SQLIdentifier.quote(plan.name)) LIMIT 0")) != nil
             }) {
                 index = try RowIndexWriter(url: job.indexFile, plans: job.plansDigest, hasher: RowHasher())
             }

@@ -39,7 +39,8 @@ public struct PublishResult: Encodable, Sendable, Equatable {
     /// When at least one scope was compared with its current version row by row (``IncrementalCounts``, summed over
     /// those scopes): the rows kept, rewritten, inserted and deleted. Nil when every file was built from scratch.
     public var incremental: IncrementalCounts?
-    /// Tables a publish on change kept from the current version without reading them (``Publisher/publish(changedTables:)``);
+    /// Tables a publish on change kept from the current version without reading them
+    /// (``Publisher/publish(changedTables:)``);
     /// not part of `publish --json`.
     public var keptTables: [String] = []
 

@@ -2,7 +2,8 @@ import FerryCore
 import Logging
 import ServiceLifecycle
 
-/// Publishes at a fixed interval as a swift-service-lifecycle `Service` (`ferry schedule`, `ferry serve --publish-every`).
+/// Publishes at a fixed interval as a swift-service-lifecycle `Service` (`ferry schedule`, `ferry serve
+/// --publish-every`).
 ///
 /// The first run starts at once; later runs start on ticks `start + k × interval`. Runs never overlap: a run that
 /// overruns skips the ticks it missed. A failed run is logged and retried at the next tick; the loop keeps going.

@@ -5,7 +5,8 @@ import Hummingbird
 import NIOCore
 
 /// `POST /v1/datasets/{dataset}/changes`: decodes and checks the batch (400 with a JSON error and nothing applied
-/// when malformed, 413 and the connection closed when over the body limit), hands it to the dataset's ``ChangeMerger`` and answers `200 {"results":[…]}` in request order.
+/// when malformed, 413 and the connection closed when over the body limit), hands it to the dataset's ``ChangeMerger``
+/// and answers `200 {"results":[…]}` in request order.
 ///
 /// It is a ``ServerRouteGroup``: ``buildApplication(_:logger:onServerRunning:)`` adds it itself when the
 /// configuration names a database; to build a router by hand, pass it to

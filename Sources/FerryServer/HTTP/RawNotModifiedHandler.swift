@@ -127,7 +127,8 @@ final class RawNotModifiedHandler: ChannelInboundHandler, RemovableChannelHandle
             self.fileCheck?.cancel()
             self.fileCheck = nil
             // The write is over (sent, or failed with the connection): the descriptor goes back to `file`.
-            _ = try? handle?.takeDescriptorOwnership()  // only marks the handle closed; cannot fail once the write is done
+            // only marks the handle closed; cannot fail once the write is done
+            _ = try? handle?.takeDescriptorOwnership()
             withExtendedLifetime(file) {}
             let sent: Int64? = if case .success = result { download.length } else { nil }
             revalidator.recordDownload(download.route, line: line, bytes: sent)

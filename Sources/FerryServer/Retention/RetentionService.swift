@@ -8,7 +8,8 @@ import ServiceLifecycle
 /// - **Tombstones** are kept while a device may hold a snapshot older than the delete: when the catalog sees a new
 ///   manifest (a publish in this process, in `ferry publish` or in `ferry schedule`), the tombstones older than
 ///   the oldest retained snapshot of any scope are deleted.
-/// - **Stored answers** in `ferry_changes` are deleted once older than ``ServerConfiguration/DatabaseSettings/changeRetention``
+/// - **Stored answers** in `ferry_changes` are deleted once older than
+///   ``ServerConfiguration/DatabaseSettings/changeRetention``
 ///   (a device resending an older change is answered afresh), checked at start and every
 ///   ``ServerConfiguration/DatabaseSettings/retentionSweepInterval``.
 ///

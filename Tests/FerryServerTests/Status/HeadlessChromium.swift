@@ -40,7 +40,8 @@ struct HeadlessChromium {
 
     /// Loads `url` in a window of `width`×`height` and writes a PNG of it to `output`.
     func screenshot(_ url: String, width: Int, height: Int, to output: URL, timeout: TimeInterval = 60) throws -> Run {
-        try? FileManager.default.removeItem(at: output)  // a stale screenshot must not pass for a new one; absence is fine
+        // a stale screenshot must not pass for a new one; absence is fine
+        try? FileManager.default.removeItem(at: output)
         return try run(
             ["--screenshot=\(output.path)", "--window-size=\(width),\(height)", "--hide-scrollbars", url],
             timeout: timeout)

@@ -27,7 +27,8 @@ struct StatusBrowserTests {
     func pageInChromium() async throws {
         // Given a browser (missing is a failure that says how to install it, not a skip)
         let chromium = try HeadlessChromium.find()
-        // And a database with the sample data, published with the real CLI: trips twice (two versions), the tiered one once
+        // And a database with the sample data, published with the real CLI: trips twice (two versions), the tiered one
+        // once
         let database = try TestDatabase.create("status")
         defer { database.drop() }
         let pg = try database.connect()
@@ -143,7 +144,8 @@ struct StatusBrowserTests {
         for (name, paths) in plots {
             #expect(!paths.isEmpty && paths.allSatisfy { $0.hasPrefix("M") && $0.count > 4 }, "plot \(name): \(paths)")
         }
-        #expect(plots["requests"]?.count == 4)  // 200, 206, 304 and 4xx (the 404 and the 401) have bars; 5xx and other none
+        // 200, 206, 304 and 4xx (the 404 and the 401) have bars; 5xx and other none
+        #expect(plots["requests"]?.count == 4)
         #expect(plots["uploads"]?.count == 5)  // applied, rejected, gone, invalid, forbidden
 
         // And every number marked on the page equals the JSON fetched right after

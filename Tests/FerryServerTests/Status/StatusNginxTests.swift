@@ -122,7 +122,8 @@ struct NginxInFront {
             usleep(50_000)
         }
         guard process.isRunning, FileManager.default.fileExists(atPath: "\(root)/nginx.pid") else {
-            let log = (try? String(contentsOfFile: "\(root)/error.log", encoding: .utf8)) ?? ""  // absent when it failed before logging
+            // absent when it failed before logging
+            let log = (try? String(contentsOfFile: "\(root)/error.log", encoding: .utf8)) ?? ""
             kill(pid, SIGKILL)
             throw FerryError(.io, "nginx did not start: \(log.suffix(1500))", path: "\(root)/nginx.conf")
         }

@@ -21,7 +21,8 @@ struct StatusReportTests {
     }
 
     @Test func scopedTotalsAsOfEachVersion() throws {
-        // Given three scopes: "free" changed at v1 and v3, "secret-tenant-42" only at v1, "premium" at v2 (same file as free@v3)
+        // Given three scopes: "free" changed at v1 and v3, "secret-tenant-42" only at v1, "premium" at v2 (same file as
+        // free@v3)
         let free = Self.view(
             scope: "free",
             [Self.record(1, sha: "a", size: 1000, rows: 10), Self.record(3, sha: "c", size: 3000, rows: 30)])

@@ -69,7 +69,8 @@ struct StatusRoutesTests {
                 ("/status", [.authorization: "Bearer \(Self.token)x"]),
                 ("/status", [.authorization: "Basic \(Self.token)"]),
                 ("/status?token=wrong", [:]),
-                ("/status.json?token=\(Self.token)", [.authorization: "Bearer wrong"]),  // a wrong header is not rescued by the query
+                // a wrong header is not rescued by the query
+                ("/status.json?token=\(Self.token)", [.authorization: "Bearer wrong"]),
             ]
             for (path, headers) in refused {
                 let response = try await client.execute(uri: path, method: .get, headers: headers)
