@@ -35,7 +35,7 @@ public struct SmallDisk: Sendable {
         switch fileSystem {
         case .tmpfs:
             image = nil
-            let result = try runProcess(
+            let result = try runProcessBlocking(
                 URL(fileURLWithPath: "/bin/mount"), ["-t", "tmpfs", "-o", "size=\(megabytes)m", "tmpfs", url.path])
             guard result.status == 0 else {
                 throw FerryError(.io, "cannot mount a tmpfs: \(result.stderr)", path: url.path)
@@ -55,9 +55,10 @@ public struct SmallDisk: Sendable {
             else {
                 throw FerryError(.notFound, "mkfs.ext2 is missing: install e2fsprogs (apt-get install e2fsprogs)")
             }
-            let made = try runProcess(URL(fileURLWithPath: mkfs), ["-q", "-F", "-m", "0", file.path])
+            let made = try runProcessBlocking(URL(fileURLWithPath: mkfs), ["-q", "-F", "-m", "0", file.path])
             guard made.status == 0 else { throw FerryError(.io, "mkfs.ext2 failed: \(made.stderr)", path: file.path) }
-            let result = try runProcess(URL(fileURLWithPath: "/bin/mount"), ["-o", "loop", file.path, url.path])
+            let result = try runProcessBlocking(
+                URL(fileURLWithPath: "/bin/mount"), ["-o", "loop", file.path, url.path])
             guard result.status == 0 else {
                 throw FerryError(
                     .io, "cannot mount the ext2 image through a loop device: \(result.stderr)", path: url.path)
@@ -95,7 +96,7 @@ public struct SmallDisk: Sendable {
 
     public func unmount() {
         // Test clean-up: a mount that cannot be removed is left for the OS, and must not fail the test.
-        _ = try? runProcess(URL(fileURLWithPath: "/bin/umount"), ["-l", url.path])
+        _ = try? runProcessBlocking(URL(fileURLWithPath: "/bin/umount"), ["-l", url.path])
         try? FileManager.default.removeItem(at: url)  // as above
         if let image { try? FileManager.default.removeItem(at: image) }  // as above
     }

@@ -97,8 +97,21 @@ public struct ProcessResult: Sendable {
 /// Runs `ferry` (or any executable) with arguments and waits for it. With a `timeout`, a process still running
 /// then is killed by its PID (SIGKILL) and a `FerryError` says so; its output pipes, which a child of it may keep
 /// open, are waited for at most 10 s more.
+/// Waits off the cooperative pool (see ``offCooperativePool(_:)``), so a test waiting for a child process holds
+/// none of the threads the other tests and any in-process server run on; ``runProcessBlocking(_:_:environment:timeout:)``
+/// is the same for code already on a thread of its own.
 @discardableResult
 public func runProcess(
+    _ executable: URL, _ arguments: [String], environment: [String: String] = [:], timeout: TimeInterval? = nil
+) async throws -> ProcessResult {
+    try await offCooperativePool {
+        try runProcessBlocking(executable, arguments, environment: environment, timeout: timeout)
+    }
+}
+
+/// ``runProcess(_:_:environment:timeout:)`` on the calling thread: only for code already off the cooperative pool.
+@discardableResult
+public func runProcessBlocking(
     _ executable: URL, _ arguments: [String], environment: [String: String] = [:], timeout: TimeInterval? = nil
 ) throws -> ProcessResult {
     let process = Process()
@@ -154,10 +167,17 @@ public func runProcess(
         stderr: String(decoding: errData, as: UTF8.self))
 }
 
-/// Runs the built `ferry` binary.
+/// Runs the built `ferry` binary and waits for it off the cooperative pool (see ``offCooperativePool(_:)``): a server
+/// running in this process keeps answering it, and a slow command holds no thread other tests need.
 @discardableResult
-public func runFerry(_ arguments: [String], environment: [String: String] = [:]) throws -> ProcessResult {
-    try runProcess(TestPaths.ferryBinary, arguments, environment: environment)
+public func runFerry(_ arguments: [String], environment: [String: String] = [:]) async throws -> ProcessResult {
+    try await offCooperativePool { try runFerryBlocking(arguments, environment: environment) }
+}
+
+/// ``runFerry(_:environment:)`` on the calling thread: only for code already off the cooperative pool.
+@discardableResult
+public func runFerryBlocking(_ arguments: [String], environment: [String: String] = [:]) throws -> ProcessResult {
+    try runProcessBlocking(TestPaths.ferryBinary, arguments, environment: environment)
 }
 
 /// Runs blocking work (a child process, a large insert, blocking socket I/O) on a dedicated thread, the rule of
@@ -168,12 +188,6 @@ public func offCooperativePool<T: Sendable>(_ body: @escaping @Sendable () throw
     try await withCheckedThrowingContinuation { continuation in
         Thread.detachNewThread { continuation.resume(with: Result { try body() }) }
     }
-}
-
-/// Runs the built `ferry` off the cooperative pool (see ``offCooperativePool(_:)``): a server running in this
-/// process keeps answering it, and a slow command does not hold a thread other tests need.
-public func runFerryOffPool(_ arguments: [String], environment: [String: String] = [:]) async throws -> ProcessResult {
-    try await offCooperativePool { try runFerry(arguments, environment: environment) }
 }
 
 /// A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, then closed), for a child process to listen
@@ -210,5 +224,13 @@ public func ferryError(_ body: () throws -> Void) -> FerryError? {
         return error
     } catch {
         return nil
+    }
+}
+
+extension Process {
+    /// `waitUntilExit()` off the cooperative pool (see ``offCooperativePool(_:)``), for async tests.
+    public func waitForExit() async {
+        nonisolated(unsafe) let process = self
+        _ = try? await offCooperativePool { process.waitUntilExit() }
     }
 }

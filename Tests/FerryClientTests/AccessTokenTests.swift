@@ -152,7 +152,7 @@ import Testing
                 (fetch, noToken), (fetch + ["--token", "wrong-token-1"], noToken),
                 (fetch, ["FERRY_TOKEN": "wrong-token-2"]),
             ] {
-                let refused = try await runFerryOffPool(arguments + ["--json"], environment: environment)
+                let refused = try await runFerry(arguments + ["--json"], environment: environment)
                 #expect(refused.status == 1)
                 #expect(refused.stdout.isEmpty)
                 #expect(refused.stderr.contains("the server refused the access token (401)"))
@@ -164,12 +164,12 @@ import Testing
                 await gate.log.requests.map(\.authorization) == [nil, "Bearer wrong-token-1", "Bearer wrong-token-2"])
 
             // FERRY_TOKEN works, and --token wins over it
-            let fromEnvironment = try await runFerryOffPool(
+            let fromEnvironment = try await runFerry(
                 fetch + ["--json"], environment: ["FERRY_TOKEN": Self.token])
             #expect(fromEnvironment.status == 0, "\(fromEnvironment.stderr)")
             #expect(fromEnvironment.stdout.contains(#""result":"initialSync""#))
             #expect(fromEnvironment.stdout.contains(#""sha256":"\#(v1.sha256)""#))
-            let overridden = try await runFerryOffPool(
+            let overridden = try await runFerry(
                 fetch + ["--token", Self.token, "--json"], environment: ["FERRY_TOKEN": "wrong-token-3"])
             #expect(overridden.status == 0, "\(overridden.stderr)")
             #expect(overridden.stdout.contains(#""result":"notModified""#))
@@ -186,7 +186,7 @@ import Testing
             }
 
             // An empty --token is a usage error
-            #expect(try await runFerryOffPool(fetch + ["--token", ""]).status == 2)
+            #expect(try await runFerry(fetch + ["--token", ""]).status == 2)
         }
     }
 }
@@ -280,10 +280,10 @@ import Testing
             let dir = temp.appending("device").path
             let common = ["--server", url.absoluteString, "--dataset", "trips", "--dir", dir]
             #expect(
-                try await runFerryOffPool([
+                try await runFerry([
                     "exec", "--dir", dir, "UPDATE trips SET passengers = 6 WHERE name = 'Växjö-Kalmar'",
                 ]).status == 0)
-            let refused = try await runFerryOffPool(
+            let refused = try await runFerry(
                 ["push"] + common + ["--token", "expired-token", "--json"], environment: ["FERRY_TOKEN": ""])
             #expect(refused.status == 1)
             #expect(refused.stdout.isEmpty)
@@ -293,9 +293,9 @@ import Testing
             let refusedIDs = await gate.log.changeUploads.last?.changeIDs ?? []
             #expect(refusedIDs.count == 1)
             #expect(await gate.log.changeUploads.count == 3)  // one attempt, not three
-            #expect(try await runFerryOffPool(["status", "--dir", dir, "--json"]).stdout.contains(#""outbox":1"#))
+            #expect(try await runFerry(["status", "--dir", dir, "--json"]).stdout.contains(#""outbox":1"#))
 
-            let accepted = try await runFerryOffPool(
+            let accepted = try await runFerry(
                 ["push"] + common + ["--json", "--verbose"], environment: ["FERRY_TOKEN": Self.token])
             #expect(accepted.status == 0, "\(accepted.stderr)")
             #expect(
@@ -306,11 +306,11 @@ import Testing
             #expect(try serverScalar("SELECT passengers FROM trips WHERE name = 'Växjö-Kalmar'") == "6")
 
             // `ferry sync` takes the token the same way; a refused one keeps everything
-            let syncRefused = try await runFerryOffPool(
+            let syncRefused = try await runFerry(
                 ["sync"] + common + ["--json"], environment: ["FERRY_TOKEN": "expired-token"])
             #expect(syncRefused.status == 1)
             #expect(syncRefused.stderr.contains("FERRY_TOKEN") && !syncRefused.stderr.contains("expired-token"))
-            let synced = try await runFerryOffPool(
+            let synced = try await runFerry(
                 ["sync"] + common + ["--token", Self.token, "--json"], environment: ["FERRY_TOKEN": ""])
             #expect(synced.status == 0, "\(synced.stderr)")
             #expect(synced.stdout.contains(#""state":"upToDate""#))

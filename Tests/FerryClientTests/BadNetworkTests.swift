@@ -123,7 +123,7 @@ import Testing
             let url = URL(string: "http://127.0.0.1:\(client.port!)")!
             let dir = temp.appending("device").path
             try await catalog.refresh()
-            let first = try await runFerryOffPool(
+            let first = try await runFerry(
                 ["fetch", "--server", url.absoluteString, "--dataset", "trips", "--dir", dir] + kind.cliArguments)
             #expect(first.status == 0, "\(first.stderr)")
             // The CLI used the transport asked for: URLSession asks for the SQLite file itself, AsyncHTTPClient for
@@ -143,7 +143,7 @@ import Testing
         ProcessResult, Duration
     ) {
         let start = ContinuousClock.now
-        let result = try await runFerryOffPool(
+        let result = try await runFerry(
             ["fetch", "--server", url.absoluteString, "--dataset", "trips", "--dir", dir, "--apply"] + kind.cliArguments
                 + extra)
         return (result, ContinuousClock.now - start)
@@ -190,7 +190,8 @@ import Testing
             let closed = try Self.freePort()
             let (refused, refusedTime) = try await Self.fetch(kind, URL(string: "http://127.0.0.1:\(closed)")!, dir)
             #expect(refused.status == 1 && refused.stderr.contains("offline"), "\(refused.stderr)")
-            #expect(refusedTime < .seconds(2), "took \(refusedTime)")
+            // At once: no retry and no timeout (the slack is a busy 2-core machine starting a process)
+            #expect(refusedTime < .seconds(10), "took \(refusedTime)")
             try Self.expectUnchanged(dir, held)
 
             // A listener that accepts (the kernel completes the handshake) and never answers
@@ -202,7 +203,7 @@ import Testing
             #expect(
                 silent.stderr.contains("offline") || silent.stderr.contains("timed out")
                     || silent.stderr.contains("timeout"), "\(silent.stderr)")
-            #expect(silentTime < .seconds(6), "took \(silentTime)")
+            #expect(silentTime < .seconds(15), "took \(silentTime)")
             try Self.expectUnchanged(dir, held)
             #expect(try Self.version(dir, published) == 1)
         }
@@ -240,7 +241,7 @@ import Testing
                 "\(unreachable.stderr)")
             // The timeout is what ended it: at least 1 s, and within it plus the process' own start and stop.
             #expect(time >= .milliseconds(950), "took \(time): failed before the timeout")
-            #expect(time < .seconds(4), "took \(time)")
+            #expect(time < .seconds(15), "took \(time)")
             try Self.expectUnchanged(dir, held)
             #expect(try Self.version(dir, published) == 1)
         }
@@ -260,7 +261,10 @@ import Testing
             #expect(
                 plain.stderr.contains("HTTP 500") && plain.stderr.contains("keeps using database.db"), "\(plain.stderr)"
             )
-            #expect(plainTime < .seconds(3), "took \(plainTime)")
+            // At once: one request, no retry (the time bound only rules out a wait)
+            let asked = await front.answers
+            #expect(asked.count == 1, "\(asked)")
+            #expect(plainTime < .seconds(10), "took \(plainTime)")
             try Self.expectUnchanged(dir, held)
 
             // With a Retry-After within the cap (10 s): the client waits 6 s and asks once more; a second wait would
@@ -272,18 +276,21 @@ import Testing
             #expect(
                 retried.stderr.contains("HTTP 500") && retried.stderr.contains("retry after 6 s"), "\(retried.stderr)")
             #expect(retriedTime >= .milliseconds(5900), "took \(retriedTime): Retry-After was not honoured")
-            #expect(retriedTime < .seconds(9), "took \(retriedTime)")
+            #expect(retriedTime < .seconds(20), "took \(retriedTime)")
             let answers = await front.answers
             #expect(answers.map(\.status) == [500, 500], "\(answers)")
             try Self.expectUnchanged(dir, held)
 
             // With a Retry-After beyond the cap: reported at once, saying how long the server asked to wait
+            await front.clearAnswers()
             await front.set(.failing(retryAfter: 3600))
             let (tooLong, tooLongTime) = try await Self.fetch(kind, url, dir)
             #expect(
                 tooLong.status == 1 && tooLong.stderr.contains("500") && tooLong.stderr.contains("3600"),
                 "\(tooLong.stderr)")
-            #expect(tooLongTime < .seconds(3), "took \(tooLongTime)")
+            let askedOnce = await front.answers
+            #expect(askedOnce.count == 1, "\(askedOnce)")
+            #expect(tooLongTime < .seconds(10), "took \(tooLongTime)")
             try Self.expectUnchanged(dir, held)
             #expect(try Self.version(dir, published) == 1)
 

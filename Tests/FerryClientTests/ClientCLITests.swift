@@ -12,7 +12,7 @@ import Testing
 
 /// The `ferry` client subcommands as a user runs them: output, exit codes, and kill -9 during apply.
 @Suite struct ClientCLITests {
-    @Test func statusJSONGolden() throws {
+    @Test func statusJSONGolden() async throws {
         let temp = try TemporaryDirectory("ferry-cli")
         defer { temp.remove() }
         let fixtures = SnapshotFixtures(root: temp.appending("store"))
@@ -21,7 +21,7 @@ import Testing
         let dir = ClientDirectory(temp.appending("client"))
 
         // A directory that does not exist yet needs the initial sync.
-        var result = try runFerry(["status", "--dir", dir.url.path, "--json"])
+        var result = try await runFerry(["status", "--dir", dir.url.path, "--json"])
         #expect(result.status == 0)
         #expect(
             result.stdout
@@ -30,14 +30,14 @@ import Testing
 
         try dir.create()
         try FileManager.default.copyItem(at: fixtures.snapshotFile(1), to: dir.database)
-        result = try runFerry(["status", "--dir", dir.url.path, "--json"])
+        result = try await runFerry(["status", "--dir", dir.url.path, "--json"])
         #expect(
             result.stdout
                 == #"{"state":"upToDate","version":1,"sha256":"\#(v1.sha256)","pendingVersion":null,"pendingSha256":null,"outbox":0,"path":null,"patchFrom":null,"patchTo":null,"ownRowsSettled":null}"#
                 + "\n")
 
         try FileManager.default.copyItem(at: fixtures.snapshotFile(2), to: dir.updated)
-        result = try runFerry(["status", "--dir", dir.url.path, "--json"])
+        result = try await runFerry(["status", "--dir", dir.url.path, "--json"])
         #expect(
             result.stdout
                 == #"{"state":"updatePending","version":1,"sha256":"\#(v1.sha256)","pendingVersion":2,"pendingSha256":"\#(v2.sha256)","outbox":0,"path":null,"patchFrom":null,"patchTo":null,"ownRowsSettled":null}"#
@@ -45,20 +45,20 @@ import Testing
         // status never applies anything
         #expect(dir.exists(dir.updated))
 
-        result = try runFerry(["status", "--dir", dir.url.path])
+        result = try await runFerry(["status", "--dir", dir.url.path])
         #expect(result.stdout.hasPrefix("state: updatePending\nversion: 1 (sha256 \(v1.sha256))\npending: version 2"))
 
         // apply, then rollback, through the CLI
-        result = try runFerry(["apply", "--dir", dir.url.path, "--json"])
+        result = try await runFerry(["apply", "--dir", dir.url.path, "--json"])
         #expect(result.status == 0)
         #expect(
             result.stdout
                 == #"{"state":"upToDate","version":2,"sha256":"\#(v2.sha256)","pendingVersion":null,"pendingSha256":null,"outbox":0,"applied":true}"#
                 + "\n")
-        result = try runFerry(["apply", "--dir", dir.url.path])
+        result = try await runFerry(["apply", "--dir", dir.url.path])
         #expect(result.status == 0)
         #expect(result.stdout.hasPrefix("nothing to apply"))
-        result = try runFerry(["rollback", "--dir", dir.url.path])
+        result = try await runFerry(["rollback", "--dir", dir.url.path])
         #expect(result.status == 0)
         #expect(result.stdout.hasPrefix("rolled back version 2 to version 1"))
     }
@@ -67,20 +67,21 @@ import Testing
         let temp = try TemporaryDirectory("ferry-cli")
         defer { temp.remove() }
         // Usage errors: 2
-        #expect(try runFerry(["status"]).status == 2)
+        #expect(try await runFerry(["status"]).status == 2)
         #expect(
-            try runFerry(["fetch", "--server", "ftp://x", "--dataset", "trips", "--dir", temp.url.path]).status == 2)
+            try await runFerry(["fetch", "--server", "ftp://x", "--dataset", "trips", "--dir", temp.url.path]).status
+                == 2)
         #expect(
-            try runFerry(["fetch", "--server", "http://127.0.0.1:1", "--dataset", "../x", "--dir", temp.url.path])
+            try await runFerry(["fetch", "--server", "http://127.0.0.1:1", "--dataset", "../x", "--dir", temp.url.path])
                 .status == 2)
         // Failures: 1 with one line on stderr
         try FileManager.default.createDirectory(at: temp.appending("c"), withIntermediateDirectories: true)
-        let rollback = try runFerry(["rollback", "--dir", temp.appending("c").path])
+        let rollback = try await runFerry(["rollback", "--dir", temp.appending("c").path])
         #expect(rollback.status == 1)
         #expect(rollback.stderr.contains("nothing to roll back"))
         #expect(rollback.stderr.trimmingCharacters(in: .newlines).split(separator: "\n").count == 1)
         // Takes the 10 s connect timeout: off the cooperative pool.
-        let offline = try await runFerryOffPool([
+        let offline = try await runFerry([
             "fetch", "--server", "http://127.0.0.1:9", "--dataset", "trips", "--dir", temp.url.path,
         ])
         #expect(offline.status == 1)
@@ -90,7 +91,7 @@ import Testing
 
     /// kill -9 of `ferry apply` at random instants: database.db is always one complete published version and the
     /// next apply finishes the job.
-    @Test func killDuringApply() throws {
+    @Test func killDuringApply() async throws {
         let temp = try TemporaryDirectory("ferry-cli")
         defer { temp.remove() }
         let fixtures = SnapshotFixtures(root: temp.appending("store"))
@@ -113,14 +114,14 @@ import Testing
             try process.run()
             usleep(UInt32(round * 4_000 + Int.random(in: 0..<4_000)))
             kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
+            await process.waitForExit()
 
             // Then database.db is exactly one published version
             let live = try publishedVersion(of: dir.database, among: published)
             #expect(live == 1 || live == 2, "round \(round)")
             outcomes[live ?? 0, default: 0] += 1
             // And the next apply completes the job
-            let again = try runFerry(["apply", "--dir", dir.url.path, "--json"])
+            let again = try await runFerry(["apply", "--dir", dir.url.path, "--json"])
             #expect(again.status == 0, "\(again.stderr)")
             #expect(try publishedVersion(of: dir.database, among: published) == 2)
             #expect(try publishedVersion(of: dir.previous, among: published) == 1)

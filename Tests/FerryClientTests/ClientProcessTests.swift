@@ -51,7 +51,7 @@ import Testing
         defer { temp.remove() }
         let fixtures = SnapshotFixtures(root: temp.appending("store"))
         let v1 = try fixtures.publish(rows: 5)
-        let server = try ServeProcess(store: fixtures.store.root)
+        let server = try await ServeProcess(store: fixtures.store.root)
         defer { server.kill9() }
         let dir = ClientDirectory(temp.appending("client"))
         let fetch = [
@@ -59,7 +59,7 @@ import Testing
         ]
 
         // Given version 1 live
-        #expect(try await runFerryOffPool(fetch).status == 0)
+        #expect(try await runFerry(fetch).status == 0)
         // And a 40 MiB version 2 on the server
         let v2 = try fixtures.publish(rows: 6, blobMiB: 40)
         let published = [v1, v2]
@@ -78,7 +78,7 @@ import Testing
         #expect(!dir.exists(dir.updated))
 
         // And the next fetch completes the job, resuming instead of starting over
-        let resumed = try await runFerryOffPool(fetch + ["--json"])
+        let resumed = try await runFerry(fetch + ["--json"])
         #expect(resumed.status == 0, "\(resumed.stderr)")
         let object = try json(resumed.stdout)
         #expect(object["result"] as? String == "updateDownloaded")
@@ -97,7 +97,7 @@ import Testing
             _ = try await runAndKill(fetch + ["--apply"], after: 0.2 + Double(round) * 0.3 + Double.random(in: 0..<0.3))
             let live = try publishedVersion(of: dir.database, among: published)
             #expect(live == 1 || live == 2, "round \(round)")
-            let again = try await runFerryOffPool(fetch + ["--apply"])
+            let again = try await runFerry(fetch + ["--apply"])
             #expect(again.status == 0, "round \(round): \(again.stderr)")
             #expect(try publishedVersion(of: dir.database, among: published) == 2, "round \(round)")
         }
@@ -121,7 +121,7 @@ import Testing
         }
 
         // Given a download under way
-        let server = try ServeProcess(store: fixtures.store.root)
+        let server = try await ServeProcess(store: fixtures.store.root)
         let client = try await FerryClient.open(
             configuration: configuration(server.url), logger: .test, transport: kind.shared)
         let progress = ProgressLog()
@@ -140,7 +140,7 @@ import Testing
         #expect(!dir.exists(dir.database))
 
         // Then the next fetch (server restarted, on another port) transfers only the rest
-        let restarted = try ServeProcess(store: fixtures.store.root)
+        let restarted = try await ServeProcess(store: fixtures.store.root)
         defer { restarted.kill9() }
         var fast = configuration(restarted.url)
         fast.maxBytesPerSecond = nil

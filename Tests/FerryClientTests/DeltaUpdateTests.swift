@@ -274,7 +274,7 @@ import Testing
             let patched = world.directory.appending("patched").path
             let full = world.directory.appending("full").path
             for dir in [patched, full] {
-                let first = try await runFerryOffPool([
+                let first = try await runFerry([
                     "fetch", "--server", url.absoluteString, "--dataset", "trips", "--dir", dir, "--json",
                 ])
                 #expect(first.status == 0, "\(first.stderr)")
@@ -287,7 +287,7 @@ import Testing
             let v2 = try world.manifest()
             let patch = try #require(v2.current.patch(from: 1))
 
-            let byPatch = try await runFerryOffPool([
+            let byPatch = try await runFerry([
                 "fetch", "--server", url.absoluteString, "--dataset", "trips", "--dir", patched, "--json", "--apply",
             ])
             #expect(byPatch.status == 0, "\(byPatch.stderr)")
@@ -297,7 +297,7 @@ import Testing
                 byPatch.stdout.hasSuffix(
                     #""path":"patch","patchFrom":1,"patchTo":2,"patchError":null,"publishedBytes":\#(v2.current.size),"ownRowsSettled":0}"#
                         + "\n"), "\(byPatch.stdout)")
-            let byFull = try await runFerryOffPool(
+            let byFull = try await runFerry(
                 [
                     "fetch", "--server", url.absoluteString, "--dataset", "trips", "--dir", full, "--json", "--apply",
                     "--no-patch",
@@ -309,7 +309,7 @@ import Testing
                     #""path":"full","patchFrom":null,"patchTo":null,"patchError":null,"publishedBytes":\#(v2.current.size),"ownRowsSettled":null}"#
                         + "\n"), "\(byFull.stdout)")
 
-            let status = try runFerry(["status", "--dir", patched, "--json"])
+            let status = try await runFerry(["status", "--dir", patched, "--json"])
             #expect(
                 status.stdout.hasPrefix(#"{"state":"upToDate","version":2,"sha256":"\#(v2.sha256)""#),
                 "\(status.stdout)")
@@ -317,7 +317,7 @@ import Testing
                 status.stdout.hasSuffix(
                     #""outbox":0,"path":"patch","patchFrom":1,"patchTo":2,"ownRowsSettled":0}"# + "\n"),
                 "\(status.stdout)")
-            let text = try await runFerryOffPool([
+            let text = try await runFerry([
                 "fetch", "--server", url.absoluteString, "--dataset", "trips", "--dir", patched,
             ])
             #expect(text.stdout.contains("already up to date"), "\(text.stdout)")

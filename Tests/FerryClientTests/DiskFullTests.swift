@@ -28,14 +28,14 @@ import Testing
 
         try await withFerryServer(store: fixtures.store.root) { url, waitForVersion in
             let fetch = ["fetch", "--server", url.absoluteString, "--dataset", "trips", "--dir", dir, "--apply"]
-            let first = try await runFerryOffPool(fetch)
+            let first = try await runFerry(fetch)
             #expect(first.status == 0, "\(first.stderr)")
 
             // When version 2 is larger than the space left
             let v2 = try fixtures.publish(rows: 5, blobMiB: 8)
             try await waitForVersion(2)
             try disk.fill(leaving: 2 << 20)
-            let failed = try await runFerryOffPool(fetch)
+            let failed = try await runFerry(fetch)
 
             // Then fetch exits 1 saying the disk is full, and database.db is still version 1
             #expect(failed.status == 1)
@@ -48,7 +48,7 @@ import Testing
 
             // And once space is freed, the download completes and applies
             try disk.free()
-            let next = try await runFerryOffPool(fetch)
+            let next = try await runFerry(fetch)
             #expect(next.status == 0, "\(next.stderr)")
             #expect(try publishedVersion(of: database, among: [v1, v2]) == 2)
         }
@@ -82,23 +82,23 @@ import Testing
             try SQLiteConnection(path: dir.appendingPathComponent("database.db").path, mode: .readOnly).scalar(
                 "SELECT seats FROM trips")?.integer
         }
-        let first = try await runFerryOffPool(edit(1))
+        let first = try await runFerry(edit(1))
         #expect(first.status == 0, "\(first.stderr)")
-        #expect(try await runFerryOffPool(["status", "--dir", dir.path, "--json"]).stdout.contains(#""outbox":1"#))
+        #expect(try await runFerry(["status", "--dir", dir.path, "--json"]).stdout.contains(#""outbox":1"#))
 
         // When the disk is full, an edit exits 1 saying so, and neither the row nor the queue changed
         try disk.fill(leaving: 0)
-        let failed = try await runFerryOffPool(edit(2))
+        let failed = try await runFerry(edit(2))
         #expect(failed.status == 1)
         #expect(failed.stderr.contains("disk is full") && failed.stderr.contains(dir.path), "\(failed.stderr)")
         #expect(try seats() == 1)
 
         // And once space is freed, the edit goes through and is queued
         try disk.free()
-        let next = try await runFerryOffPool(edit(3))
+        let next = try await runFerry(edit(3))
         #expect(next.status == 0, "\(next.stderr)")
         #expect(try seats() == 3)
-        #expect(try await runFerryOffPool(["status", "--dir", dir.path, "--json"]).stdout.contains(#""outbox":1"#))
+        #expect(try await runFerry(["status", "--dir", dir.path, "--json"]).stdout.contains(#""outbox":1"#))
     }
 
     /// What "intact" compares: a file's bytes (SHA-256) and modification time.
@@ -149,13 +149,13 @@ import Testing
 
         try await withFerryServer(store: fixtures.store.root) { url, waitForVersion in
             let fetch = ["fetch", "--server", url.absoluteString, "--dataset", "trips", "--dir", dir.url.path]
-            #expect(try await runFerryOffPool(fetch + ["--apply"]).status == 0)
+            #expect(try await runFerry(fetch + ["--apply"]).status == 0)
             let v2 = try fixtures.publish(rows: 6, blobMiB: 4)
             try await waitForVersion(2)
-            #expect(try await runFerryOffPool(fetch + ["--apply"]).status == 0)
+            #expect(try await runFerry(fetch + ["--apply"]).status == 0)
             let v3 = try fixtures.publish(rows: 7, blobMiB: 4)
             try await waitForVersion(3)
-            let downloaded = try await runFerryOffPool(fetch)
+            let downloaded = try await runFerry(fetch)
             #expect(downloaded.status == 0, "\(downloaded.stderr)")
             let published = [v1, v2, v3]
             // Given version 2 live, version 1 as previous.db and version 3 pending
@@ -172,7 +172,7 @@ import Testing
             try disk.fill(leaving: size / 2)
 
             // When the device applies, the copy runs out of space: exit 1, saying so and naming the copy
-            let failed = try await runFerryOffPool(["apply", "--dir", dir.url.path])
+            let failed = try await runFerry(["apply", "--dir", dir.url.path])
             #expect(failed.status == 1, "\(failed.stderr)")
             #expect(
                 failed.stderr.contains("disk is full") && failed.stderr.contains(dir.previousLink.path),
@@ -187,7 +187,7 @@ import Testing
 
             // And once space is freed, the apply (copying again: database.db still takes no link) succeeds
             try disk.free()
-            let next = try await runFerryOffPool(["apply", "--dir", dir.url.path])
+            let next = try await runFerry(["apply", "--dir", dir.url.path])
             #expect(next.status == 0, "\(next.stderr)")
             #expect(try publishedVersion(of: dir.database, among: published) == 3)
             #expect(try Self.fingerprint(dir.previous).sha256 == live.sha256)
@@ -236,7 +236,7 @@ import Testing
                 "fetch", "--server", url.absoluteString, "--dataset", "trips", "--dir", dir.url.path, "--apply",
                 "--json",
             ]
-            #expect(try await runFerryOffPool(fetch).status == 0)
+            #expect(try await runFerry(fetch).status == 0)
             func change(_ version: Int) async throws {
                 try database.connect().execute(
                     "UPDATE trips SET bags = bags + 1, \"updatedAt\" = now() WHERE id <= 'row-00\(version)00'")
@@ -245,7 +245,7 @@ import Testing
             }
             // Given version 2 live (taken as a patch) and version 1 as previous.db, and version 3 published
             try await change(2)
-            let second = try await runFerryOffPool(fetch)
+            let second = try await runFerry(fetch)
             #expect(
                 second.status == 0 && second.stdout.contains(#""path":"patch","patchFrom":1,"patchTo":2"#),
                 "\(second.stdout)\(second.stderr)")
@@ -257,7 +257,7 @@ import Testing
 
             // When less space is free than a copy of database.db needs (but plenty for the patch)
             try disk.fill(leaving: size / 2)
-            let failed = try await runFerryOffPool(fetch)
+            let failed = try await runFerry(fetch)
 
             // Then fetch exits 1 saying the disk is full and naming the copy
             #expect(failed.status == 1, "\(failed.stdout)\(failed.stderr)")
@@ -270,11 +270,11 @@ import Testing
 
             // And once space is freed, the next fetch takes the patch to version 3
             try disk.free()
-            let next = try await runFerryOffPool(fetch)
+            let next = try await runFerry(fetch)
             #expect(
                 next.status == 0 && next.stdout.contains(#""path":"patch","patchFrom":2,"patchTo":3"#),
                 "\(next.stdout)\(next.stderr)")
-            let status = try await runFerryOffPool(["status", "--dir", dir.url.path, "--json"])
+            let status = try await runFerry(["status", "--dir", dir.url.path, "--json"])
             #expect(status.stdout.contains(#""version":3"#), "\(status.stdout)")
         }
     }

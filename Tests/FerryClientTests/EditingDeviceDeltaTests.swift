@@ -283,7 +283,7 @@ import Testing
                 "UPDATE ferry_capture SET enabled = 0; UPDATE trips SET name = 'edited in the shell' WHERE id = 'row-0305'; UPDATE ferry_capture SET enabled = 1;",
             ]
             try process.run()
-            process.waitUntilExit()
+            await process.waitForExit()
             #expect(process.terminationStatus == 0)
             try world.officeChangesOtherRows()
             let v2 = try await world.publish()

@@ -59,7 +59,7 @@ import Testing
 
         // A dataset the server does not have: the library's 404, then the flags to check
         try await withFerryServer(store: fixtures.store.root) { url, _ in
-            let result = try await runFerryOffPool([
+            let result = try await runFerry([
                 "fetch", "--server", url.absoluteString, "--dataset", "nosuch", "--dir", dir,
             ])
             #expect(result.status == 1)
@@ -71,7 +71,7 @@ import Testing
         }
 
         // A directory without database.db: exec says how to make one
-        let exec = try runFerry(["exec", "--dir", dir, "SELECT 1"])
+        let exec = try await runFerry(["exec", "--dir", dir, "SELECT 1"])
         #expect(exec.status == 1)
         #expect(exec.stderr.contains("there is no database.db yet"), "\(exec.stderr)")
         #expect(
@@ -80,7 +80,7 @@ import Testing
 
         // A server that is not running: plain words, not the socket library's text
         let port = try BadNetworkTests.freePort()
-        let refused = try await runFerryOffPool([
+        let refused = try await runFerry([
             "fetch", "--server", "http://127.0.0.1:\(port)", "--dataset", "trips", "--dir", dir,
         ])
         #expect(refused.status == 1)
@@ -88,7 +88,7 @@ import Testing
         #expect(!refused.stderr.contains("errno"), "\(refused.stderr)")
 
         // A template that is not there: the file, then the flag
-        let missing = try runFerry([
+        let missing = try await runFerry([
             "publish", "--config", temp.appending("nope.yml").path, "--database-url", "postgres://x@127.0.0.1:1/x",
             "--store", dir,
         ])

@@ -48,7 +48,7 @@ final class ServeProcess: @unchecked Sendable {
     private let lock = NSLock()
     private var output = ""
 
-    init(store: URL, arguments: [String] = []) throws {
+    init(store: URL, arguments: [String] = []) async throws {
         process.executableURL = TestPaths.ferryBinary
         process.arguments = ["serve", "--store", store.path, "--port", "0"] + arguments
         let pipe = Pipe()
@@ -64,15 +64,13 @@ final class ServeProcess: @unchecked Sendable {
         try process.run()
         let deadline = Date().addingTimeInterval(30)
         while Date() < deadline {
-            lock.lock()
-            let text = output
-            lock.unlock()
+            let text = lock.withLock { output }
             if let range = text.range(of: #"listening on https?://127\.0\.0\.1:\d+"#, options: .regularExpression) {
                 url = URL(string: String(text[range].dropFirst("listening on ".count)))
                 return
             }
             guard process.isRunning else { break }
-            usleep(20_000)
+            try await Task.sleep(for: .milliseconds(20))
         }
         kill(process.processIdentifier, SIGKILL)
         throw FerryError(.network, "ferry serve did not start: \(output)")

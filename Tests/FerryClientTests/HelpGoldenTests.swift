@@ -13,10 +13,10 @@ import Testing
     static let goldens = TestPaths.packageRoot.appendingPathComponent("Tests/Fixtures/help", isDirectory: true)
 
     @Test(arguments: commands)
-    func helpMatchesGolden(_ command: String) throws {
+    func helpMatchesGolden(_ command: String) async throws {
         // ArgumentParser wraps at the terminal's width, else at $COLUMNS: pin it.
         let arguments = command == "ferry" ? ["--help"] : [command, "--help"]
-        let result = try runFerry(arguments, environment: ["COLUMNS": "120"])
+        let result = try await runFerry(arguments, environment: ["COLUMNS": "120"])
         #expect(result.status == 0, "\(result.stderr)")
         let golden = Self.goldens.appendingPathComponent("\(command).txt")
         if ProcessInfo.processInfo.environment["FERRY_UPDATE_GOLDEN"] == "1" {

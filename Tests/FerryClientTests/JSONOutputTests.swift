@@ -8,7 +8,7 @@ import Testing
 /// `--json` is a contract: exactly these keys, in this order, `null` when absent; new fields only ever go at the end.
 /// The CLI renders it, so these run the built `ferry`.
 @Suite struct JSONOutputTests {
-    @Test func execJSONKeepsKeysValuesAndEscapes() throws {
+    @Test func execJSONKeepsKeysValuesAndEscapes() async throws {
         // Given a client directory with a published snapshot as database.db
         let temp = try TemporaryDirectory("ferry-json")
         defer { temp.remove() }
@@ -20,7 +20,7 @@ import Testing
 
         // When a select returns every kind of value
         let sql = #"SELECT 1 AS i, 1.5 AS r, 'a/b "q" \ ü' || char(10) AS t, NULL AS n, x'00ff' AS b, 9e999 AS inf"#
-        let result = try runFerry(["exec", "--dir", dir.url.path, "--json", sql])
+        let result = try await runFerry(["exec", "--dir", dir.url.path, "--json", sql])
 
         // Then the line has the documented keys in order, slashes unescaped, a blob as base64
         #expect(result.status == 0, "\(result.stderr)")
@@ -43,13 +43,13 @@ import Testing
             let fetch = [
                 "fetch", "--server", url.absoluteString, "--dataset", fixtures.dataset, "--dir", dir.url.path, "--json",
             ]
-            let first = try await runFerryOffPool(fetch)
+            let first = try await runFerry(fetch)
             #expect(first.status == 0, "\(first.stderr)")
             #expect(
                 first.stdout
                     == #"{"state":"upToDate","version":1,"sha256":"\#(v1.sha256)","pendingVersion":null,"pendingSha256":null,"outbox":0,"result":"initialSync","applied":false,"bytesReceived":\#(v1.gzipSize),"resumedFrom":0,"fileBytes":\#(v1.size),"encoding":"gzip","path":"full","patchFrom":null,"patchTo":null,"patchError":null,"publishedBytes":\#(v1.size),"ownRowsSettled":null}"#
                     + "\n")
-            let second = try await runFerryOffPool(fetch)
+            let second = try await runFerry(fetch)
             #expect(second.status == 0, "\(second.stderr)")
             #expect(
                 second.stdout
@@ -58,7 +58,7 @@ import Testing
         }
     }
 
-    @Test func pushJSONWithAnEmptyOutbox() throws {
+    @Test func pushJSONWithAnEmptyOutbox() async throws {
         let temp = try TemporaryDirectory("ferry-json")
         defer { temp.remove() }
         let fixtures = SnapshotFixtures(root: temp.appending("store"))
@@ -68,7 +68,7 @@ import Testing
         try FileManager.default.copyItem(at: fixtures.snapshotFile(1), to: dir.database)
 
         // Nothing is queued, so nothing goes over the network (the server is never asked).
-        let result = try runFerry([
+        let result = try await runFerry([
             "push", "--server", "http://127.0.0.1:9", "--dataset", "trips", "--dir", dir.url.path, "--json",
         ])
         #expect(result.status == 0, "\(result.stderr)")
@@ -78,7 +78,7 @@ import Testing
                 + "\n")
     }
 
-    @Test func rollbackJSONAddsTheRolledBackVersion() throws {
+    @Test func rollbackJSONAddsTheRolledBackVersion() async throws {
         let temp = try TemporaryDirectory("ferry-json")
         defer { temp.remove() }
         let fixtures = SnapshotFixtures(root: temp.appending("store"))
@@ -88,9 +88,9 @@ import Testing
         try dir.create()
         try FileManager.default.copyItem(at: fixtures.snapshotFile(1), to: dir.database)
         try FileManager.default.copyItem(at: fixtures.snapshotFile(2), to: dir.updated)
-        #expect(try runFerry(["apply", "--dir", dir.url.path]).status == 0)
+        #expect(try await runFerry(["apply", "--dir", dir.url.path]).status == 0)
 
-        let result = try runFerry(["rollback", "--dir", dir.url.path, "--json"])
+        let result = try await runFerry(["rollback", "--dir", dir.url.path, "--json"])
         #expect(result.status == 0, "\(result.stderr)")
         #expect(
             result.stdout

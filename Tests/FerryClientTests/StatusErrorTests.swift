@@ -51,7 +51,7 @@ import Testing
 
         // And `ferry status` fails with that reason on one line, printing no status at all
         for arguments in [["status", "--dir", dir.url.path], ["status", "--dir", dir.url.path, "--json"]] {
-            let result = try runFerry(arguments)
+            let result = try await runFerry(arguments)
             #expect(result.status == 1)
             #expect(result.stdout.isEmpty, "\(result.stdout)")
             #expect(!result.stdout.contains("outbox"))
@@ -73,7 +73,7 @@ import Testing
         try Data("{not json".utf8).write(to: dir.stateFile)
 
         // When `ferry status` reads it, the status is right and the lost cache is reported on stderr
-        let result = try runFerry(["status", "--dir", dir.url.path, "--json"])
+        let result = try await runFerry(["status", "--dir", dir.url.path, "--json"])
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stdout.contains(#""sha256":"\#(v1.sha256)""#))
         #expect(result.stderr.contains("state.json is malformed"), "\(result.stderr)")
@@ -117,7 +117,7 @@ import Testing
 
         // `ferry status` reads the last committed state: version 1 and the one committed edit, not the killed
         // transaction's deletion of it
-        let result = try runFerry(["status", "--dir", dir.url.path, "--json"])
+        let result = try await runFerry(["status", "--dir", dir.url.path, "--json"])
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stdout.contains(#""outbox":1"#), "\(result.stdout)")
         #expect(result.stdout.contains(#""version":1"#), "\(result.stdout)")

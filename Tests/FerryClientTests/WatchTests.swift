@@ -158,7 +158,9 @@ extension WatchTests {
             let seen = times.current
             #expect(seen.count >= 3)
             #expect(prefers.current.allSatisfy { $0 == "wait=2" }, "\(prefers.current)")
-            let expected: Duration = .seconds(retryAfter ?? 2) - .milliseconds(50)
+            // The server's receive times carry scheduling delay on a busy machine, so the gap may look shorter than
+            // the client waited; what this rules out is asking again at once
+            let expected: Duration = .seconds(retryAfter ?? 2) - .milliseconds(700)
             for (a, b) in zip(seen, seen.dropFirst()) {
                 #expect(
                     b - a >= expected, "requests \(b - a) apart; Retry-After \(retryAfter.map(String.init) ?? "none")")

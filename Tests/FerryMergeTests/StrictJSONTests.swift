@@ -106,6 +106,7 @@ import Testing
         text += "]}"
         let start = ContinuousClock.now
         #expect(check(text) == nil)
-        #expect(ContinuousClock.now - start < .seconds(5))
+        // Linear, not quadratic: a quadratic scan of 8 MiB takes hours; the speed itself is for benchmarks
+        #expect(ContinuousClock.now - start < .seconds(60))
     }
 }

@@ -30,7 +30,7 @@ struct ChangeTriggerTests {
     }
 
     /// `pg_dump --schema-only` of `database`, without the lines that differ between two runs.
-    func schemaDump(_ database: TestDatabase) throws -> String {
+    func schemaDump(_ database: TestDatabase) async throws -> String {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/lib/postgresql/15/bin/pg_dump")
         process.arguments = ["--schema-only", "--no-owner", database.url]
@@ -38,7 +38,7 @@ struct ChangeTriggerTests {
         process.standardOutput = pipe
         try process.run()
         let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
+        await process.waitForExit()
         #expect(process.terminationStatus == 0)
         // pg_dump 15.14+ brackets its output with \restrict and \unrestrict and a random key per run
         return String(decoding: data, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false)
@@ -50,22 +50,22 @@ struct ChangeTriggerTests {
         try await withDatabase("triggers") { database, directory in
             let template = try template("dataset: onchange\ntables: [{name: t}]\n", in: directory)
             let pg = try database.connect()
-            let before = try schemaDump(database)
+            let before = try await schemaDump(database)
             #expect(try ChangeTriggers.install(template, on: pg) == ["t"])
-            let installed = try schemaDump(database)
+            let installed = try await schemaDump(database)
             #expect(installed != before)
             #expect(installed.contains("CREATE FUNCTION public.ferry_notify()"))
             #expect(
                 installed.contains(
                     "CREATE TRIGGER ferry_notify_onchange AFTER INSERT OR DELETE OR UPDATE OR TRUNCATE ON public.t"))
             try ChangeTriggers.install(template, on: pg)
-            #expect(try schemaDump(database) == installed)
+            #expect(try await schemaDump(database) == installed)
             #expect(try ChangeTriggers.installed(template, on: pg) == ["public.t"])
             try ChangeTriggers.remove(template, on: pg)
-            #expect(try schemaDump(database) == before)
+            #expect(try await schemaDump(database) == before)
             // Removing again is harmless
             try ChangeTriggers.remove(template, on: pg)
-            #expect(try schemaDump(database) == before)
+            #expect(try await schemaDump(database) == before)
         }
     }
 

@@ -22,7 +22,7 @@ struct PublishDiskFullTests {
         let store = disk.url.appendingPathComponent("store")
         let template = try fixture.writeTemplate("dataset: full\ntables: [{name: big}]\n")
         let args = ["publish", "--config", template, "--database-url", fixture.database.url, "--store", store.path]
-        let first = try await runFerryOffPool(args)
+        let first = try await runFerry(args)
         #expect(first.status == 0, "\(first.stderr)")
         let storeAccess = FileSnapshotStore(root: store)
         let v1 = try #require(try storeAccess.manifest(for: "full"))
@@ -32,7 +32,7 @@ struct PublishDiskFullTests {
             try fixture.execute("INSERT INTO big SELECT g, repeat(md5(g::text), 8) FROM generate_series(101, 40000) g")
         }
         try disk.fill(leaving: 1 << 20)
-        let failed = try await runFerryOffPool(args)
+        let failed = try await runFerry(args)
 
         // Then ferry publish exits 1 saying the disk is full and where; version 1 is served as before
         #expect(failed.status == 1)
@@ -42,7 +42,7 @@ struct PublishDiskFullTests {
 
         // And once space is freed, the next run cleans up and publishes version 2
         try disk.free()
-        let next = try await runFerryOffPool(args)
+        let next = try await runFerry(args)
         #expect(next.status == 0, "\(next.stderr)")
         #expect(try storeAccess.manifest(for: "full")?.version == 2)
         #expect(

@@ -14,11 +14,11 @@ import Testing
 
     /// `gzip -t` and `gzip -dc` (Debian's gzip) on the file, and Ferry's own inflater (zlib), which throws when bytes
     /// follow the first member: both must give back `original`.
-    func expectInflates(_ gzip: URL, to original: Data, in temp: TemporaryDirectory) throws {
-        let test = try runProcess(URL(fileURLWithPath: "/usr/bin/env"), ["gzip", "-t", gzip.path])
+    func expectInflates(_ gzip: URL, to original: Data, in temp: TemporaryDirectory) async throws {
+        let test = try await runProcess(URL(fileURLWithPath: "/usr/bin/env"), ["gzip", "-t", gzip.path])
         #expect(test.status == 0, "gzip -t: \(test.stderr)")
         let out = temp.appending("system-out")
-        let run = try runProcess(
+        let run = try await runProcess(
             URL(fileURLWithPath: "/bin/sh"), ["-c", "gzip -dc \"$0\" > \"$1\"", gzip.path, out.path])
         #expect(run.status == 0, "gzip -dc: \(run.stderr)")
         #expect(try Data(contentsOf: out) == original)
@@ -30,7 +30,7 @@ import Testing
     }
 
     @Test(arguments: [0, 1, 2, 3], [0, 1, chunk - 1, chunk, chunk + 1, 5 * chunk + 1234, 5 * chunk + 1235])
-    func inflatesToTheExactInput(level: Int, size: Int) throws {
+    func inflatesToTheExactInput(level: Int, size: Int) async throws {
         let temp = try TemporaryDirectory("ferry-igzip")
         defer { temp.remove() }
         // Every third size is random bytes (incompressible); the others compressible text.
@@ -49,12 +49,12 @@ import Testing
         if size % 3 != 0 && size > Self.chunk {
             #expect(compressed.count < size * 3 / 4, "text must shrink: \(compressed.count) of \(size)")
         }
-        try expectInflates(gzip, to: original, in: temp)
+        try await expectInflates(gzip, to: original, in: temp)
     }
 
     /// An encoder that starts every chunk with no output room: igzip stops when the buffer is full and the encoder
     /// grows it and calls again, many times per chunk, across sync flushes and the final block.
-    @Test func aChunkThatOutgrowsItsBufferIsWhole() throws {
+    @Test func aChunkThatOutgrowsItsBufferIsWhole() async throws {
         let temp = try TemporaryDirectory("ferry-igzip")
         defer { temp.remove() }
         let original =
@@ -65,12 +65,12 @@ import Testing
         let encoding = Gzip.ChunkEncoding(extraFlags: 0) { try IgzipChunkEncoder(level: 2, reserveBound: false) }
         _ = try Gzip.compressAndHashParallel(
             from: plain, to: gzip, encoding: encoding, threads: 2, chunkSize: Self.chunk)
-        try expectInflates(gzip, to: original, in: temp)
+        try await expectInflates(gzip, to: original, in: temp)
     }
 
     /// The stored gzip copy of a publish is igzip's: a real snapshot inflates to its object and is no larger than
     /// zlib's fastest level would make it, give or take 5 %.
-    @Test func aPublishedGzipCopyIsIgzips() throws {
+    @Test func aPublishedGzipCopyIsIgzips() async throws {
         let temp = try TemporaryDirectory("ferry-igzip")
         defer { temp.remove() }
         let file = temp.appending("snapshot.sqlite")
@@ -81,6 +81,6 @@ import Testing
         #expect(
             Double(prepared.gzipSize) <= Double(zlib.gzipSize) * 1.05,
             "igzip \(prepared.gzipSize) vs zlib \(zlib.gzipSize)")
-        try expectInflates(prepared.gzipFile, to: try Data(contentsOf: file), in: temp)
+        try await expectInflates(prepared.gzipFile, to: try Data(contentsOf: file), in: temp)
     }
 }

@@ -16,7 +16,7 @@ struct PublishCLITests {
     static let sql = "CREATE TABLE t (id integer PRIMARY KEY, v text); INSERT INTO t VALUES (1, 'a'), (2, 'b');"
 
     @Test("--json prints one object with exactly the documented keys")
-    func jsonGolden() throws {
+    func jsonGolden() async throws {
         let fixture = try PublisherFixture("clijson", sql: Self.sql)
         defer { fixture.cleanUp() }
         let template = try fixture.writeTemplate("dataset: cli\ntables: [{name: t}]\n")
@@ -25,7 +25,7 @@ struct PublishCLITests {
             "--json",
         ]
 
-        let run = try runFerry(args)
+        let run = try await runFerry(args)
         #expect(run.status == 0, "\(run.stderr)")
         let lines = run.stdout.split(separator: "\n")
         #expect(lines.count == 1)
@@ -47,7 +47,7 @@ struct PublishCLITests {
                 && object["unchanged"] as? Bool == false)
         #expect((object["tables"] as? [String: Int]) == ["t": 2])
 
-        let again = try runFerry(args)
+        let again = try await runFerry(args)
         #expect(again.status == 0)
         let second = try #require(try JSONSerialization.jsonObject(with: Data(again.stdout.utf8)) as? [String: Any])
         #expect(second["unchanged"] as? Bool == true && second["version"] as? Int == 1)
@@ -61,38 +61,39 @@ struct PublishCLITests {
         // A changed row: version 2 is built from version 1; with --full from scratch, without `incremental`.
         try fixture.execute("UPDATE t SET v = 'changed' WHERE id = 2")
         let third = try #require(
-            try JSONSerialization.jsonObject(with: Data(try runFerry(args).stdout.utf8)) as? [String: Any])
+            try JSONSerialization.jsonObject(with: Data(try await runFerry(args).stdout.utf8)) as? [String: Any])
         #expect(
             third["version"] as? Int == 2
                 && (third["incremental"] as? [String: Int]) == [
                     "unchanged": 1, "updated": 1, "inserted": 0, "deleted": 0,
                 ])
-        let text = try runFerry(Array(args.dropLast()) + ["--full"])
+        let text = try await runFerry(Array(args.dropLast()) + ["--full"])
         #expect(
             text.status == 0 && text.stdout.contains("unchanged since version 2") && !text.stdout.contains("built "),
             "\(text.stdout)")
         try fixture.execute("INSERT INTO t VALUES (3, 'new')")
-        let built = try runFerry(Array(args.dropLast()))
+        let built = try await runFerry(Array(args.dropLast()))
         #expect(
             built.stdout.contains(
                 "built      from the current version: 2 rows kept, 0 rewritten, 1 inserted, 0 deleted"),
             "\(built.stdout)")
         try fixture.execute("UPDATE t SET v = 'again' WHERE id = 3")
         let full = try #require(
-            try JSONSerialization.jsonObject(with: Data(try runFerry(args + ["--full"]).stdout.utf8)) as? [String: Any])
+            try JSONSerialization.jsonObject(with: Data(try await runFerry(args + ["--full"]).stdout.utf8))
+                as? [String: Any])
         #expect(
             full["version"] as? Int == 4 && full["incremental"] == nil
                 && (full["phases"] as? [String: Double])?["indexes"] != nil)
     }
 
     @Test("human output; DATABASE_URL fallback; --keep; progress stays off when stderr is not a terminal")
-    func humanOutput() throws {
+    func humanOutput() async throws {
         let fixture = try PublisherFixture("clihuman", sql: Self.sql)
         defer { fixture.cleanUp() }
         let template = try fixture.writeTemplate("dataset: cli\ntables: [{name: t}]\n")
         for value in ["c", "d"] {
             try fixture.execute("UPDATE t SET v = '\(value)' WHERE id = 1")
-            let run = try runFerry(
+            let run = try await runFerry(
                 ["publish", "--config", template, "--store", fixture.store.path, "--keep", "1"],
                 environment: ["DATABASE_URL": fixture.database.url])
             #expect(run.status == 0, "\(run.stderr)")
@@ -101,19 +102,19 @@ struct PublishCLITests {
             #expect(!run.stderr.contains("rows/s"))
         }
         #expect(try fixture.storeAccess.manifest(for: "cli")?.versions == [2])
-        let unchanged = try runFerry(
+        let unchanged = try await runFerry(
             ["publish", "--config", template, "--store", fixture.store.path],
             environment: ["DATABASE_URL": fixture.database.url])
         #expect(unchanged.status == 0 && unchanged.stdout.contains("unchanged"))
     }
 
     @Test("failures exit non-zero with one reason on stderr and never the password")
-    func failures() throws {
+    func failures() async throws {
         let fixture = try PublisherFixture("clifail", sql: Self.sql)
         defer { fixture.cleanUp() }
         let template = try fixture.writeTemplate("dataset: cli\ntables: [{name: t}]\n")
 
-        let badURL = try runFerry([
+        let badURL = try await runFerry([
             "publish", "--config", template, "--store", fixture.store.path, "--database-url",
             "postgres://ferry:hunter2-secret@127.0.0.1:1/app",
         ])
@@ -122,40 +123,40 @@ struct PublishCLITests {
             badURL.stderr.contains("cannot connect to PostgreSQL") && badURL.stderr.contains("ferry:***@127.0.0.1:1"))
         #expect(!badURL.stderr.contains("hunter2-secret") && !badURL.stdout.contains("hunter2-secret"))
 
-        let envURL = try runFerry(
+        let envURL = try await runFerry(
             ["publish", "--config", template, "--store", fixture.store.path],
             environment: ["DATABASE_URL": "postgres://ferry:hunter2-secret@127.0.0.1:1/app"])
         #expect(envURL.status == 1 && !envURL.stderr.contains("hunter2-secret"))
 
-        let noURL = try runFerry(
+        let noURL = try await runFerry(
             ["publish", "--config", template, "--store", fixture.store.path], environment: ["DATABASE_URL": ""])
         #expect(noURL.status != 0 && noURL.stderr.contains("--database-url"))
 
         let badTemplate = try fixture.writeTemplate("dataset: cli\ntabels: []\n", name: "bad.yml")
-        let bad = try runFerry([
+        let bad = try await runFerry([
             "publish", "--config", badTemplate, "--store", fixture.store.path, "--database-url", fixture.database.url,
         ])
         #expect(bad.status == 1 && bad.stderr.contains(badTemplate) && bad.stderr.contains("did you mean `tables`"))
 
-        let keep = try runFerry([
+        let keep = try await runFerry([
             "publish", "--config", template, "--keep", "0", "--database-url", fixture.database.url,
         ])
         #expect(keep.status != 0 && keep.status != 1 && keep.stderr.contains("--keep"))
 
-        let every = try runFerry([
+        let every = try await runFerry([
             "schedule", "--config", template, "--every", "15x", "--database-url", fixture.database.url,
         ])
         #expect(every.status != 0 && every.stderr.contains("s, m or h"))
     }
 
     @Test("a second publish while the lock is held fails clearly")
-    func lockedStore() throws {
+    func lockedStore() async throws {
         let fixture = try PublisherFixture("clilock", sql: Self.sql)
         defer { fixture.cleanUp() }
         let template = try fixture.writeTemplate("dataset: cli\ntables: [{name: t}]\n")
         let held = try fixture.storeAccess.lock(dataset: "cli", wait: false)
         defer { held.unlock() }
-        let run = try runFerry([
+        let run = try await runFerry([
             "publish", "--config", template, "--store", fixture.store.path, "--database-url", fixture.database.url,
         ])
         #expect(run.status == 1)
@@ -163,7 +164,7 @@ struct PublishCLITests {
     }
 
     @Test("ferry schedule publishes, then stops on SIGTERM")
-    func scheduleStopsOnSIGTERM() throws {
+    func scheduleStopsOnSIGTERM() async throws {
         let fixture = try PublisherFixture("clisched", sql: Self.sql)
         defer { fixture.cleanUp() }
         let template = try fixture.writeTemplate("dataset: cli\ntables: [{name: t}]\n")
@@ -177,23 +178,25 @@ struct PublishCLITests {
         process.standardError = FileHandle.nullDevice
         try process.run()
         let deadline = Date().addingTimeInterval(30)
-        while try fixture.storeAccess.manifest(for: "cli") == nil && Date() < deadline { usleep(20_000) }
+        while try fixture.storeAccess.manifest(for: "cli") == nil && Date() < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
         #expect(try fixture.storeAccess.manifest(for: "cli")?.version == 1)
         kill(process.processIdentifier, SIGTERM)
-        process.waitUntilExit()
+        await process.waitForExit()
         #expect(process.terminationReason == .exit && process.terminationStatus == 0)
     }
 
     @Test(
         "ferry triggers install (twice) and ferry schedule --on-change: a commit publishes a new version; SIGTERM stops it; remove takes the triggers away"
     )
-    func scheduleOnChange() throws {
+    func scheduleOnChange() async throws {
         let fixture = try PublisherFixture("clionchange", sql: Self.sql)
         defer { fixture.cleanUp() }
         let template = try fixture.writeTemplate("dataset: clichange\ntables: [{name: t}]\n")
         let database = ["--config", template, "--database-url", fixture.database.url]
         for _ in 0..<2 {
-            let install = try runFerry(["triggers", "install"] + database)
+            let install = try await runFerry(["triggers", "install"] + database)
             #expect(install.status == 0, "\(install.stderr)")
             #expect(
                 install.stdout.contains(
@@ -201,10 +204,10 @@ struct PublishCLITests {
                 "\(install.stdout)")
             #expect(install.stdout.contains("covered: t"), "\(install.stdout)")
         }
-        let badDuration = try runFerry(
+        let badDuration = try await runFerry(
             ["schedule", "--on-change", "--debounce", "half a second", "--store", fixture.store.path] + database)
         #expect(badDuration.status == 2 && badDuration.stderr.contains("500ms"), "\(badDuration.stderr)")
-        let neither = try runFerry(["schedule", "--store", fixture.store.path] + database)
+        let neither = try await runFerry(["schedule", "--store", fixture.store.path] + database)
         #expect(neither.status == 2 && neither.stderr.contains("--on-change"), "\(neither.stderr)")
 
         let process = Process()
@@ -215,14 +218,14 @@ struct PublishCLITests {
         process.standardError = FileHandle.nullDevice
         try process.run()
         defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
-        func waitForVersion(_ version: Int) throws {
+        func waitForVersion(_ version: Int) async throws {
             let deadline = Date().addingTimeInterval(30)
             while (try fixture.storeAccess.manifest(for: "clichange")?.version ?? 0) < version && Date() < deadline {
-                usleep(20_000)
+                try await Task.sleep(for: .milliseconds(20))
             }
             #expect(try fixture.storeAccess.manifest(for: "clichange")?.version == version)
         }
-        try waitForVersion(1)
+        try await waitForVersion(1)
         // The LISTEN is in place once its connection shows in pg_stat_activity; then a commit publishes
         let deadline = Date().addingTimeInterval(30)
         while try fixture.database.connect().query(
@@ -230,15 +233,15 @@ struct PublishCLITests {
         ).first?.first != "1",
             Date() < deadline
         {
-            usleep(20_000)
+            try await Task.sleep(for: .milliseconds(20))
         }
         try fixture.execute("INSERT INTO t VALUES (3, 'on change')")
-        try waitForVersion(2)
+        try await waitForVersion(2)
         kill(process.processIdentifier, SIGTERM)
-        process.waitUntilExit()
+        await process.waitForExit()
         #expect(process.terminationReason == .exit && process.terminationStatus == 0)
 
-        let remove = try runFerry(["triggers", "remove"] + database)
+        let remove = try await runFerry(["triggers", "remove"] + database)
         #expect(
             remove.status == 0 && remove.stdout.contains("removed trigger ferry_notify_clichange from 1 table"),
             "\(remove.stdout)\(remove.stderr)")

@@ -51,12 +51,12 @@ import Testing
         return line.flatMap { Double($0.split(separator: " ")[1]) }.map { Int($0) } ?? 0
     }
 
-    /// Waits (up to 20 s) until `count` long-polls wait on the server: the event the tests publish after.
+    /// Waits (up to 60 s) until `count` long-polls wait on the server: the event the tests publish after.
     static func awaitWaiting(_ port: Int, _ count: Int) async throws {
-        let deadline = ContinuousClock.now + .seconds(20)
+        let deadline = ContinuousClock.now + .seconds(60)
         while try await waiting(port) != count {
             guard ContinuousClock.now < deadline else {
-                Issue.record("\(count) waiting requests expected, \(try await waiting(port)) after 20 s")
+                Issue.record("\(count) waiting requests expected, \(try await waiting(port)) after 60 s")
                 return
             }
             try await Task.sleep(for: .milliseconds(20))
@@ -162,7 +162,7 @@ import Testing
                 // A device on version 1 asking to wait gets version 2 at once, saying which wait applied (clamped)
                 let stale = try await Self.request(
                     port, [("If-None-Match", "\"\(v1.sha256)\""), ("Prefer", "wait=600")])
-                #expect(stale.status == 200 && stale.headers["ferry-version"] == "2" && stale.elapsed < .seconds(5))
+                #expect(stale.status == 200 && stale.headers["ferry-version"] == "2" && stale.elapsed < .seconds(10))
                 #expect(stale.headers["preference-applied"] == "wait=60")
 
                 // The same request without Prefer: the same answer, byte for byte, but for Preference-Applied
@@ -178,14 +178,14 @@ import Testing
                 let first = try await Self.request(port, [("Prefer", "wait=30")])
                 #expect(
                     first.status == 200 && first.headers["preference-applied"] == "wait=30"
-                        && first.elapsed < .seconds(5))
+                        && first.elapsed < .seconds(10))
 
                 // A Prefer the server cannot read is ignored: the plain 304, at once, with no Preference-Applied
                 let unreadable = try await Self.request(
                     port, [("If-None-Match", "\"\(v2.sha256)\""), ("Prefer", "wait=soon")])
                 #expect(
                     unreadable.status == 304 && unreadable.headers["preference-applied"] == nil
-                        && unreadable.elapsed < .seconds(5))
+                        && unreadable.elapsed < .seconds(10))
                 let plain304 = try await Self.request(port, [("If-None-Match", "\"\(v2.sha256)\"")])
                 var a = unreadable.headers
                 var b = plain304.headers
@@ -224,7 +224,7 @@ import Testing
             #expect(answer.headers["etag"] == "\"\(v1.sha256)\"")
         }
         #expect(
-            ContinuousClock.now - started < .seconds(20),
+            ContinuousClock.now - started < .seconds(40),
             "the shutdown waited \(ContinuousClock.now - started) for the long-polls")
     }
 }
@@ -240,12 +240,14 @@ extension LongPollTests {
             let port = try #require(client.port)
             let path = "/v1/datasets/\(ScopedServerTests.dataset)/manifest"
             let conditional = [("If-None-Match", "\"\(alice.sha256)\""), ("Prefer", "wait=1")]
+            // A wait far longer than any slack, so "at once" below is told from waiting on a busy machine
+            let long = [("If-None-Match", "\"\(alice.sha256)\""), ("Prefer", "wait=30")]
             // Without a token, or with an unknown one: 401 at once, as without Prefer
             for token in [nil, "not-a-token"] {
                 let refused = try await Self.request(
-                    port, conditional + (token.map { [("Authorization", "Bearer \($0)")] } ?? []), path: path)
+                    port, long + (token.map { [("Authorization", "Bearer \($0)")] } ?? []), path: path)
                 #expect(
-                    refused.status == 401 && refused.elapsed < .seconds(1)
+                    refused.status == 401 && refused.elapsed < .seconds(10)
                         && refused.headers["www-authenticate"] != nil, "\(token ?? "no token")")
             }
             // Alice's token: her scope's 304 at the deadline, private
@@ -256,8 +258,8 @@ extension LongPollTests {
                 waited.headers["cache-control"] == "private, no-cache"
                     && waited.headers["preference-applied"] == "wait=1")
             // Bob's token with Alice's checksum: his scope's manifest at once
-            let bob = try await Self.request(port, conditional + [("Authorization", "Bearer bob-token")], path: path)
-            #expect(bob.status == 200 && bob.elapsed < .seconds(1) && bob.headers["etag"] != "\"\(alice.sha256)\"")
+            let bob = try await Self.request(port, long + [("Authorization", "Bearer bob-token")], path: path)
+            #expect(bob.status == 200 && bob.elapsed < .seconds(10) && bob.headers["etag"] != "\"\(alice.sha256)\"")
         }
     }
 }

@@ -173,8 +173,12 @@ import Testing
             // Given a publish that keeps only the newest version, when the catalog has reloaded, then v1's objects are
             // gone.
             try store.publish(rows: 30, keep: 1)
-            try await Task.sleep(for: .milliseconds(400))
-            let pruned = try await client.execute(uri: "/v1/datasets/trips/objects/\(v1).sqlite", method: .get)
+            var pruned = try await client.execute(uri: "/v1/datasets/trips/objects/\(v1).sqlite", method: .get)
+            let deadline = ContinuousClock.now + .seconds(30)
+            while pruned.status != .notFound, ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(20))
+                pruned = try await client.execute(uri: "/v1/datasets/trips/objects/\(v1).sqlite", method: .get)
+            }
             #expect(pruned.status == .notFound)
             let prunedPatch = try await client.execute(
                 uri: "/v1/datasets/trips/objects/\(ref.sha256).patch.gz", method: .get)

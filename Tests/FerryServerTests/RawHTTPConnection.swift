@@ -103,7 +103,8 @@ final class RawHTTPConnection: @unchecked Sendable {
     private func fill() throws -> Bool {
         var buffer = [UInt8](repeating: 0, count: 16 * 1024)
         let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-        if n < 0 { throw POSIXError(.EIO) }
+        // The errno names what happened (EAGAIN: SO_RCVTIMEO ran out; ECONNRESET: the server reset the connection)
+        if n < 0 { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
         if n == 0 { return false }
         pending.append(contentsOf: buffer[..<n])
         return true

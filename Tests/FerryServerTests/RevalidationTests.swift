@@ -46,7 +46,7 @@ import Testing
     ) async throws -> Exchange {
         try await offPool {
             let connection = try RawHTTPConnection(port: port)
-            connection.setTimeouts(seconds: 5)
+            connection.setTimeouts(seconds: 30)
             var request = "\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\n"
             for (name, value) in headers { request += "\(name): \(value)\r\n" }
             try connection.send(request + "\r\n" + body)
@@ -61,7 +61,7 @@ import Testing
     static func body(_ port: Int, _ path: String) async throws -> String {
         try await offPool {
             let connection = try RawHTTPConnection(port: port)
-            connection.setTimeouts(seconds: 5)
+            connection.setTimeouts(seconds: 30)
             try connection.send("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
             let head = try connection.readHead()
             return String(decoding: try connection.read(Int(head.headers["content-length"] ?? "0") ?? 0), as: UTF8.self)
@@ -225,7 +225,7 @@ import Testing
                 router, "GET", "/v1/datasets/trips/snapshot", [("If-None-Match", "\"\(manifest.sha256)\"")])
             try await offPool {
                 let connection = try RawHTTPConnection(port: channel)
-                connection.setTimeouts(seconds: 5)
+                connection.setTimeouts(seconds: 30)
                 // A plain GET goes to the decoder (and the router), then a revalidation on the same connection
                 try connection.send(plain)
                 let first = try connection.readHead()
@@ -242,7 +242,7 @@ import Testing
                 // Three requests in one write: the first answered before the decoder, the second read by it, the
                 // third answered by the router (the second's response was not written yet): in request order
                 let connection = try RawHTTPConnection(port: channel)
-                connection.setTimeouts(seconds: 5)
+                connection.setTimeouts(seconds: 30)
                 try connection.send(conditional + plain + conditional)
                 #expect(try connection.readHead().status == 304)
                 let second = try connection.readHead()
@@ -309,7 +309,8 @@ import Testing
         let root = world.store.root
         let configuration = { @Sendable in
             var configuration = ServerConfiguration(storePath: root, port: 0, pollInterval: .milliseconds(50))
-            configuration.tokenCacheTTL = .milliseconds(800)
+            // A window long enough that the requests below, on a busy machine, all fall inside it
+            configuration.tokenCacheTTL = .seconds(5)
             configuration.database = settings
             return configuration
         }
@@ -358,7 +359,8 @@ import Testing
 
             // When Alice's token is revoked: the cached scope holds for its window, then the router answers 401
             try world.execute("UPDATE users SET api_token_sha256 = NULL WHERE id = 'alice'")
-            try await Task.sleep(for: .milliseconds(1000))
+            // The window is time itself: wait it out
+            try await Task.sleep(for: .milliseconds(5200))
             let revoked = try await Self.exchange(channel, "GET", "\(base)/snapshot", [alice, tag])
             #expect(revoked.status == 401)
             // (The same bytes were answered 304 before: a scoped answer is never remembered.)

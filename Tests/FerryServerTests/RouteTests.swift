@@ -148,7 +148,7 @@ import Testing
                     == Double(2 * Int(manifest.size) + missing.body.readableBytes))
             #expect(value(#"ferry_dataset_version{dataset="trips"}"#) == 2)
             let age = try #require(value(#"ferry_dataset_age_seconds{dataset="trips"}"#))
-            #expect(age >= 0 && age < 60)
+            #expect(age >= 0 && age < 600)
         }
     }
 }

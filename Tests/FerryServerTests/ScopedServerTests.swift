@@ -235,12 +235,15 @@ struct ScopedServerTests {
         defer { world.close() }
         try await world.publish()
         let premium = try #require(try world.scoped().entry(for: "2"))
-        try await world.withServer(ttl: .milliseconds(800)) { client in
+        // A window long enough that the request right after the revoke is inside it on a busy machine
+        let ttl = Duration.seconds(6)
+        try await world.withServer(ttl: ttl) { client in
             let uri = "/v1/datasets/\(Self.dataset)/manifest"
             try await client.execute(uri: uri, method: .get, headers: Self.bob) { #expect($0.status == .ok) }
             try world.execute("UPDATE users SET api_token_sha256 = NULL WHERE id = 'bob'")
             try await client.execute(uri: uri, method: .get, headers: Self.bob) { #expect($0.status == .ok) }  // cached
-            try await Task.sleep(for: .milliseconds(1000))
+            // The window is time itself: wait it out
+            try await Task.sleep(for: ttl + .milliseconds(200))
             try await client.execute(uri: uri, method: .get, headers: Self.bob) { response in
                 #expect(response.status == .unauthorized)
                 #expect(response.header("WWW-Authenticate") == #"Bearer realm="ferry", error="invalid_token""#)
@@ -252,7 +255,7 @@ struct ScopedServerTests {
                 #expect(manifest.sha256 != premium.sha256)
             }
             try world.execute("UPDATE users SET access_tier = 2 WHERE id = 'alice'")
-            try await Task.sleep(for: .milliseconds(1000))
+            try await Task.sleep(for: ttl + .milliseconds(200))
             try await client.execute(uri: uri, method: .get, headers: Self.alice) { response in
                 let manifest = try Self.manifest(response)
                 #expect(manifest.sha256 == premium.sha256)

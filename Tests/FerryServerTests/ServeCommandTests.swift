@@ -13,7 +13,7 @@ import Testing
 #endif
 
 @Suite struct ServeCommandTests {
-    @Test func serveAnswersThenDrainsADownloadOnSIGTERMAndExitsZero() throws {
+    @Test func serveAnswersThenDrainsADownloadOnSIGTERMAndExitsZero() async throws {
         // Given a store with a 16 MB snapshot and `ferry serve --port 0`
         let store = try TestStore()
         defer { store.remove() }
@@ -62,23 +62,27 @@ import Testing
             received += part.count
         }
         #expect(hasher.finalizeHex() == manifest.sha256)
-        process.waitUntilExit()
+        await process.waitForExit()
         #expect(process.terminationStatus == 0)
         let log = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         #expect(log.contains("ferry serve listening on http://127.0.0.1:\(port)"))
         #expect(log.contains("trips@1"))
     }
 
-    @Test func usageErrorsExitTwoAndAMissingStoreExitsOne() throws {
-        let missingStore = try runFerry(["serve"])
+    @Test func usageErrorsExitTwoAndAMissingStoreExitsOne() async throws {
+        let missingStore = try await runFerry(["serve"])
         #expect(missingStore.status == 2)
-        let urlWithoutConfig = try runFerry(["serve", "--store", "/tmp", "--database-url", "postgres://u:secret@h/db"])
+        let urlWithoutConfig = try await runFerry([
+            "serve", "--store", "/tmp", "--database-url", "postgres://u:secret@h/db",
+        ])
         #expect(urlWithoutConfig.status == 2)
         #expect(urlWithoutConfig.stderr.contains("--database-url needs"))
         #expect(!urlWithoutConfig.stderr.contains("secret"))
-        let badPort = try runFerry(["serve", "--store", "/tmp", "--port", "70000"])
+        let badPort = try await runFerry(["serve", "--store", "/tmp", "--port", "70000"])
         #expect(badPort.status == 2)
-        let nowhere = try runFerry(["serve", "--store", "/nonexistent/ferry-store-\(UUID().uuidString)", "--port", "0"])
+        let nowhere = try await runFerry([
+            "serve", "--store", "/nonexistent/ferry-store-\(UUID().uuidString)", "--port", "0",
+        ])
         #expect(nowhere.status == 1)
         #expect(nowhere.stderr.contains("snapshot store does not exist"))
     }
@@ -94,7 +98,7 @@ import Testing
             ("--retention-sweep-interval", "soon", "e.g. 30s, 15m, 2h or 30d"),
         ]
         for (option, value, range) in bad {
-            let run = try await runFerryOffPool(["serve", "--store", "/tmp", "--port", "0", "\(option)=\(value)"])
+            let run = try await runFerry(["serve", "--store", "/tmp", "--port", "0", "\(option)=\(value)"])
             #expect(run.status == 2, "\(option) \(value): \(run.stderr)")
             #expect(run.stderr.contains(option) && run.stderr.contains(range), "\(option) \(value): \(run.stderr)")
             #expect(

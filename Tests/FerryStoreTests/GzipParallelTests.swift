@@ -11,9 +11,9 @@ import Testing
     static let chunk = 64 << 10
 
     /// The gzip file inflated by `gzip -dc` (Debian's gzip, a real component) into a file, read back.
-    func systemGunzip(_ gzip: URL, in temp: TemporaryDirectory) throws -> Data {
+    func systemGunzip(_ gzip: URL, in temp: TemporaryDirectory) async throws -> Data {
         let out = temp.appending("system-out")
-        let run = try runProcess(
+        let run = try await runProcess(
             URL(fileURLWithPath: "/bin/sh"), ["-c", "gzip -dc \"$0\" > \"$1\"", gzip.path, out.path])
         #expect(run.status == 0, "gzip -dc: \(run.stderr)")
         return try Data(contentsOf: out)
@@ -29,7 +29,7 @@ import Testing
     }
 
     @Test(arguments: [0, 1, chunk - 1, chunk, chunk + 1, 5 * chunk + 1234, 5 * chunk + 1235])
-    func inflatesToTheExactInput(size: Int) throws {
+    func inflatesToTheExactInput(size: Int) async throws {
         let temp = try TemporaryDirectory("ferry-pgzip")
         defer { temp.remove() }
         // Every third size is random bytes (incompressible: stored blocks); the others compressible text.
@@ -46,8 +46,8 @@ import Testing
         #expect(result.sha256 == (try FileDigest.sha256Hex(of: plain)))
         #expect(compressed.prefix(3) == Data([0x1F, 0x8B, 8]))
         #expect(try ferryGunzip(compressed) == original)
-        #expect(try systemGunzip(gzip, in: temp) == original)
-        let test = try runProcess(URL(fileURLWithPath: "/usr/bin/env"), ["gzip", "-t", gzip.path])
+        #expect(try await systemGunzip(gzip, in: temp) == original)
+        let test = try await runProcess(URL(fileURLWithPath: "/usr/bin/env"), ["gzip", "-t", gzip.path])
         #expect(test.status == 0, "gzip -t: \(test.stderr)")
     }
 
@@ -81,7 +81,7 @@ import Testing
 
     /// A real snapshot-like SQLite file (a table of rows and an index, ~8 MB): the parallel gzip, with the
     /// publisher's chunk size, is within 3 % of single-threaded level 1.
-    @Test func sizeIsCloseToSingleThreadedLevelOne() throws {
+    @Test func sizeIsCloseToSingleThreadedLevelOne() async throws {
         let temp = try TemporaryDirectory("ferry-pgzip")
         defer { temp.remove() }
         let file = temp.appending("snapshot.sqlite")
@@ -92,6 +92,6 @@ import Testing
         #expect(
             Double(parallel.gzipSize) <= Double(single.gzipSize) * 1.03,
             "parallel \(parallel.gzipSize) vs single \(single.gzipSize)")
-        #expect(try systemGunzip(temp.appending("parallel.gz"), in: temp) == (try Data(contentsOf: file)))
+        #expect(try await systemGunzip(temp.appending("parallel.gz"), in: temp) == (try Data(contentsOf: file)))
     }
 }

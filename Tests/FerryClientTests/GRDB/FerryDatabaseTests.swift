@@ -110,7 +110,7 @@ import Testing
 
     /// Waits for the first value of `values` that satisfies `accept`, with a deadline (an event, not a sleep).
     static func first<S: AsyncSequence & Sendable>(
-        _ values: S, within seconds: Double = 10, where accept: @escaping @Sendable (S.Element) -> Bool
+        _ values: S, within seconds: Double = 30, where accept: @escaping @Sendable (S.Element) -> Bool
     ) async throws -> S.Element where S.Element: Sendable {
         try await withThrowingTaskGroup(of: S.Element?.self) { group in
             group.addTask {
@@ -325,7 +325,8 @@ import Testing
         try await FerryDatabase.open(configuration: warm, applyMode: .onLaunch, logger: .test).close()
         let started = ContinuousClock.now
         let ferry = try await FerryDatabase.open(configuration: configuration, applyMode: .onLaunch, logger: .test)
-        #expect(ContinuousClock.now - started < .milliseconds(200))
+        // At once (issue 22: no network on open), with a generous margin for a busy 2-core machine
+        #expect(ContinuousClock.now - started < .seconds(2))
         #expect(ferry.currentStatus.state == .initialSyncRequired)
         let second = await #expect(throws: FerryError.self) {
             _ = try await FerryDatabase.open(configuration: configuration, logger: .test)

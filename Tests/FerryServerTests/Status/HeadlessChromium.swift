@@ -34,15 +34,17 @@ struct HeadlessChromium {
     }
 
     /// Loads `url` and returns the DOM after load (`--dump-dom`) with the console lines logged meanwhile.
-    func dumpDOM(_ url: String, timeout: TimeInterval = 60) throws -> Run {
-        try run(["--dump-dom", url], timeout: timeout)
+    func dumpDOM(_ url: String, timeout: TimeInterval = 60) async throws -> Run {
+        try await run(["--dump-dom", url], timeout: timeout)
     }
 
     /// Loads `url` in a window of `width`×`height` and writes a PNG of it to `output`.
-    func screenshot(_ url: String, width: Int, height: Int, to output: URL, timeout: TimeInterval = 60) throws -> Run {
+    func screenshot(_ url: String, width: Int, height: Int, to output: URL, timeout: TimeInterval = 60) async throws
+        -> Run
+    {
         // a stale screenshot must not pass for a new one; absence is fine
         try? FileManager.default.removeItem(at: output)
-        return try run(
+        return try await run(
             ["--screenshot=\(output.path)", "--window-size=\(width),\(height)", "--hide-scrollbars", url],
             timeout: timeout)
     }
@@ -63,10 +65,10 @@ struct HeadlessChromium {
 
     /// Loads `url` at each size (emulated as a phone below 600 px wide) and measures its layout, through the DevTools
     /// protocol over `--remote-debugging-pipe` (scripts/lib/page_layout.py): nothing is added to the page.
-    func layout(_ url: String, sizes: [(Int, Int)], timeout: TimeInterval = 90) throws -> [Layout] {
+    func layout(_ url: String, sizes: [(Int, Int)], timeout: TimeInterval = 90) async throws -> [Layout] {
         let script = TestPaths.packageRoot.appendingPathComponent("scripts/lib/page_layout.py").path
         // On a timeout the script is killed; its browser then sees the DevTools pipe close and exits.
-        let result = try runProcess(
+        let result = try await runProcess(
             URL(fileURLWithPath: "/usr/bin/env"),
             ["python3", script, executable.path, url] + sizes.map { "\($0.0)x\($0.1)" },
             timeout: timeout)
@@ -78,10 +80,10 @@ struct HeadlessChromium {
         }
     }
 
-    private func run(_ arguments: [String], timeout: TimeInterval) throws -> Run {
+    private func run(_ arguments: [String], timeout: TimeInterval) async throws -> Run {
         let profile = try TemporaryDirectory("ferry-chromium-profile")
         defer { profile.remove() }
-        let result = try runProcess(
+        let result = try await runProcess(
             executable,
             [
                 "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",

@@ -41,7 +41,7 @@ struct StatusBrowserTests {
         let trips = TestPaths.packageRoot.appendingPathComponent("templates/trips.yml").path
         let tiered = TestPaths.packageRoot.appendingPathComponent("templates/campgrounds-tiered.yml").path
         func publish(_ template: String) async throws {
-            let run = try await runFerryOffPool([
+            let run = try await runFerry([
                 "publish", "--config", template, "--store", store.url.path, "--database-url", database.url,
             ])
             #expect(run.status == 0, "\(run.stderr)")
@@ -53,13 +53,11 @@ struct StatusBrowserTests {
         try await publish(tiered)
 
         // When ferry serve runs with both templates, a publish schedule (publishes once at start) and a status token
-        let server = try await offCooperativePool {
-            try StatusServeProcess(arguments: [
-                "serve", "--store", store.url.path, "--port", "0", "--config", trips, "--config", tiered,
-                "--database-url", database.url,
-                "--publish-every", "1h", "--status-token", Self.token,
-            ])
-        }
+        let server = try await StatusServeProcess(arguments: [
+            "serve", "--store", store.url.path, "--port", "0", "--config", trips, "--config", tiered,
+            "--database-url", database.url,
+            "--publish-every", "1h", "--status-token", Self.token,
+        ])
         defer { server.stop() }
         let base = server.url
 
@@ -126,13 +124,11 @@ struct StatusBrowserTests {
 
         // Then Chromium loads the page (as a browser on this machine: ?token=) without a console message
         let pageURL = base + "/status?token=\(Self.token)"
-        let control = try await offCooperativePool {
-            try chromium.dumpDOM("data:text/html,<script>console.error('ferry-control')</script>")
-        }
+        let control = try await chromium.dumpDOM("data:text/html,<script>console.error('ferry-control')</script>")
         #expect(
             control.consoleLines.contains { $0.contains("ferry-control") },
             "console messages are not detected in chromium's log: \(control.log.suffix(1500))")
-        let page = try await offCooperativePool { try chromium.dumpDOM(pageURL) }
+        let page = try await chromium.dumpDOM(pageURL)
         #expect(page.consoleLines.isEmpty, "console messages while loading /status: \(page.consoleLines)")
         let dom = page.stdout
         #expect(dom.contains("<h1>Ferry status</h1>"), "\(dom.prefix(500))")
@@ -194,9 +190,7 @@ struct StatusBrowserTests {
         try Data(dom.utf8).write(to: Self.screenshots.appendingPathComponent("status.html"))
         for (width, height) in [(1280, 800), (390, 844)] {
             let png = Self.screenshots.appendingPathComponent("status-\(width)x\(height).png")
-            let shot = try await offCooperativePool {
-                try chromium.screenshot(pageURL, width: width, height: height, to: png)
-            }
+            let shot = try await chromium.screenshot(pageURL, width: width, height: height, to: png)
             #expect(shot.consoleLines.isEmpty, "\(shot.consoleLines)")
             let bytes = try Data(contentsOf: png)
             #expect(
@@ -206,7 +200,7 @@ struct StatusBrowserTests {
         // And at a phone's and a desktop's size nothing is wider than the viewport (no sideways scrolling of the page;
         // wide tables scroll inside their own box), measured by Chromium's layout through the DevTools pipe
         let sizes = [(390, 844), (1280, 800)]
-        let layouts = try await offCooperativePool { try chromium.layout(pageURL, sizes: sizes) }
+        let layouts = try await chromium.layout(pageURL, sizes: sizes)
         #expect(layouts.map(\.width) == sizes.map(\.0))
         for layout in layouts {
             #expect(layout.clientWidth == layout.width, "\(layout)")
@@ -230,9 +224,7 @@ struct StatusBrowserTests {
         )
         .write(to: page)
         // When it is measured at 390 px, then it overflows; at 1280 px it does not
-        let layouts = try await offCooperativePool {
-            try chromium.layout(page.absoluteString, sizes: [(390, 844), (1280, 800)])
-        }
+        let layouts = try await chromium.layout(page.absoluteString, sizes: [(390, 844), (1280, 800)])
         #expect(layouts.count == 2)
         #expect(layouts.first.map { $0.scrollWidth > 390 && !$0.overflowing.isEmpty } == true, "\(layouts)")
         #expect(layouts.last.map { $0.scrollWidth <= 1280 && $0.overflowing.isEmpty } == true, "\(layouts)")

@@ -16,7 +16,7 @@ final class StatusServeProcess: @unchecked Sendable {
     /// Everything it printed so far (stdout and stderr).
     var output: String { buffer.current }
 
-    init(arguments: [String]) throws {
+    init(arguments: [String]) async throws {
         process.executableURL = TestPaths.ferryBinary
         process.arguments = arguments
         let pipe = Pipe()
@@ -40,7 +40,7 @@ final class StatusServeProcess: @unchecked Sendable {
                 found = String(current[range].dropFirst("listening on ".count))
                 break
             }
-            usleep(50_000)
+            try await Task.sleep(for: .milliseconds(50))
         }
         guard let found else {
             kill(process.processIdentifier, SIGKILL)
