@@ -49,11 +49,25 @@ ferry_start_postgres() {
   # tools then print "could not change directory to …: Permission denied".
   (cd "$FERRY_PG_DIR" && "${as_pg[@]}" "$FERRY_PG_BIN/initdb" -D "$FERRY_PG_DIR/data" -U postgres -A trust --no-sync -E UTF8) \
     >"$FERRY_PG_DIR/initdb.log" 2>&1 || { cat "$FERRY_PG_DIR/initdb.log" >&2; return 1; }
-  (cd "$FERRY_PG_DIR" && "${as_pg[@]}" "$FERRY_PG_BIN/pg_ctl" -D "$FERRY_PG_DIR/data" -l "$FERRY_PG_DIR/postgres.log" -w \
-    -o "-p $FERRY_PG_PORT -k $FERRY_PG_DIR/sock -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200" start) >/dev/null \
-    || { cat "$FERRY_PG_DIR/postgres.log" >&2; return 1; }
+  ferry_pg_ctl start || return 1
   FERRY_PG_URL="postgres://postgres@127.0.0.1:$FERRY_PG_PORT/postgres"
   export FERRY_PG_DIR FERRY_PG_PORT FERRY_PG_URL
+}
+
+# ferry_pg_ctl start|stop: starts the cluster in FERRY_PG_DIR on FERRY_PG_PORT, or stops it (fast: sessions are
+# ended), leaving its files. PostgresPoolTests restarts a cluster of its own this way.
+ferry_pg_ctl() {
+  local as_pg=()
+  [ "$(id -u)" -eq 0 ] && as_pg=(runuser -u postgres --)
+  case "$1" in
+    start)
+      (cd "$FERRY_PG_DIR" && "${as_pg[@]}" "$FERRY_PG_BIN/pg_ctl" -D "$FERRY_PG_DIR/data" -l "$FERRY_PG_DIR/postgres.log" -w \
+        -o "-p $FERRY_PG_PORT -k $FERRY_PG_DIR/sock -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200" start) \
+        >/dev/null || { cat "$FERRY_PG_DIR/postgres.log" >&2; return 1; } ;;
+    stop)
+      (cd "$FERRY_PG_DIR" && "${as_pg[@]}" "$FERRY_PG_BIN/pg_ctl" -D "$FERRY_PG_DIR/data" -m fast -w stop) >/dev/null ;;
+    *) echo "ferry_pg_ctl start|stop" >&2; return 2 ;;
+  esac
 }
 
 ferry_stop_postgres() {
