@@ -164,12 +164,16 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
-        // An S3-compatible bucket as a store (issue 24): the SigV4 signer on swift-crypto. Server side only: the
-        // client never links it.
+        // An S3-compatible bucket as a store (issue 24): the SigV4 signer on swift-crypto, an S3 client on
+        // AsyncHTTPClient. Server side only: the client never links it.
         .target(
             name: "FerryS3",
             dependencies: [
-                .product(name: "Crypto", package: "swift-crypto")
+                "FerryCore",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
             ],
             swiftSettings: strict
         ),
@@ -251,7 +255,8 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(
-            name: "FerryS3Tests", dependencies: ["FerryS3"],
+            name: "FerryS3Tests",
+            dependencies: ["FerryCore", "FerryS3", .product(name: "Crypto", package: "swift-crypto")],
             swiftSettings: strict),
         .testTarget(name: "FerryCoreTests", dependencies: ["FerryCore", "FerryTestSupport"], swiftSettings: strict),
         .testTarget(
