@@ -26,6 +26,7 @@ let package = Package(
         .library(name: "FerryClient", targets: ["FerryClient"]),
         .library(name: "FerryClientNIO", targets: ["FerryClientNIO"]),
         .library(name: "FerryGRDB", targets: ["FerryGRDB"]),
+        .library(name: "FerryS3", targets: ["FerryS3"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -163,6 +164,26 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // An S3-compatible bucket as a store (issue 24): the SigV4 signer on swift-crypto, an S3 client on
+        // AsyncHTTPClient. Server side only: the client never links it.
+        .target(
+            name: "FerryS3",
+            dependencies: [
+                "FerryCore",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            swiftSettings: strict
+        ),
+        // `scripts/lib/sigv4_check.py`: signs JSON-described requests with FerryS3's signer, to compare with
+        // botocore's. A test tool, in no product.
+        .executableTarget(
+            name: "ferry-sigv4",
+            dependencies: ["FerryS3"],
+            swiftSettings: strict
+        ),
         // The CLI: parses arguments and calls the libraries.
         .executableTarget(
             name: "ferry",
@@ -233,6 +254,10 @@ let package = Package(
             path: "Sources/FerryTestSupport",
             swiftSettings: strict
         ),
+        .testTarget(
+            name: "FerryS3Tests",
+            dependencies: ["FerryCore", "FerryS3", .product(name: "Crypto", package: "swift-crypto")],
+            swiftSettings: strict),
         .testTarget(name: "FerryCoreTests", dependencies: ["FerryCore", "FerryTestSupport"], swiftSettings: strict),
         .testTarget(
             name: "FerryStoreTests", dependencies: ["FerryCore", "FerryStore", "FerryTestSupport"],

