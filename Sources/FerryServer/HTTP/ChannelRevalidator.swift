@@ -21,7 +21,7 @@ import Logging
 ///
 /// ```swift
 /// let revalidator = ChannelRevalidator(access: access, metrics: metrics, traffic: board.traffic, logger: logger)
-/// if let (route, fields) = revalidator.notModified(request) { /* write a 304 with fields */ }
+/// if let answer = revalidator.answer(request) { /* write a 304 with answer.fields */ }
 /// ```
 struct ChannelRevalidator: Sendable {
     /// The routes a 304 can be answered for, with their patterns as the router names them (for metrics).
@@ -93,11 +93,6 @@ struct ChannelRevalidator: Sendable {
         let dataset: String
         /// The view it was decided on, for a public dataset (nil for a scoped one).
         let publicView: SnapshotCatalog.SnapshotView?
-    }
-
-    /// The 304's fields (without Date) and the route it stands for, or nil to let the router answer.
-    func notModified(_ request: HTTPRequest) -> (route: Route, fields: HTTPFields)? {
-        answer(request).map { ($0.route, $0.fields) }
     }
 
     /// The 304 for `request` and what it was decided on, or nil to let the router answer: the route's own answer
@@ -181,11 +176,6 @@ struct ChannelRevalidator: Sendable {
     /// above all) goes to the router.
     static func isKeepAlive(_ value: String) -> Bool {
         value.utf8.count == 10 && value.lowercased() == "keep-alive"
-    }
-
-    /// Counts a 304 answered for `route` as the server's middleware would, and logs it at debug level.
-    func record(_ route: Route, request: HTTPRequest) {
-        record(route, line: "\(request.method.rawValue) \(request.path ?? "")")
     }
 
     /// Counts a 304 for `route`; `line` (`GET /v1/…`) is logged at debug level. `remembered`: the answer came from

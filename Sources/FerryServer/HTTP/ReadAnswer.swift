@@ -54,9 +54,9 @@ enum ReadTarget: Equatable, Sendable {
 /// The answer to a GET or HEAD of a manifest, snapshot, version, patch or object URL: its status, every header
 /// field but `Date`, and which bytes follow. ``decide(_:in:dataset:method:headers:checksum:)`` is the one place
 /// that decides it. The route (``SnapshotResponder``, ``ReadRoutes``) hands it to Hummingbird as it is; the
-/// channel's fast path (``ChannelRevalidator``, for ``RawNotModifiedHandler`` and ``NotModifiedHandler``) writes
-/// a 304 or a whole file's 200 from it byte for byte, and leaves anything else to the router. No layer adds a
-/// field of its own; each server adds `Date` (Hummingbird, or the handlers' ``HTTPDate``) after these fields.
+/// channel's fast path (``ChannelRevalidator``, for ``RawNotModifiedHandler``) writes a 304 or a whole file's 200
+/// from it byte for byte, and leaves anything else to the router. No layer adds a field of its own; each adds
+/// `Date` (Hummingbird, or the raw handler's ``HTTPDate``) after these fields.
 /// `LayerEquivalenceTests` compare the layers' bytes.
 struct ReadAnswer: Sendable {
     enum Body: Sendable {
