@@ -226,7 +226,7 @@ struct ReadRoutes: ServerRouteGroup {
         routes.on("/v1/datasets", method: .head) { _, _ in Self.json(catalog.listBody).createHeadResponse() }
         for method in [HTTPRequest.Method.get, .head] {
             routes.on("/v1/datasets/{dataset}/manifest", method: method) { request, context in
-                try await Self.manifest(request, context: context, access: access)
+                try await Self.manifest(request, context: context, access: access, snapshots: snapshots)
             }
             routes.on("/v1/datasets/{dataset}/snapshot", method: method) { request, context in
                 try await snapshots.latest(request, context: context)
@@ -265,18 +265,13 @@ struct ReadRoutes: ServerRouteGroup {
         return Response(status: .ok, headers: headers, body: .init(byteBuffer: body))
     }
 
-    static func manifest(_ request: Request, context: BasicRequestContext, access: DatasetAccess) async throws
-        -> Response
-    {
+    static func manifest(
+        _ request: Request, context: BasicRequestContext, access: DatasetAccess, snapshots: SnapshotResponder
+    ) async throws -> Response {
         let name = try SnapshotResponder.datasetName(context)
         if let wait = WaitPreference(request.headers[.prefer]) {
             return try await ManifestLongPoll.respond(request, dataset: name, access: access, wait: wait)
         }
-        let (dataset, _) = try await access.view(request, dataset: name)
-        if let fields = dataset.manifestNotModified(request.headers) {
-            return Response(status: .notModified, headers: fields)
-        }
-        let response = json(dataset.manifestBody, headers: dataset.manifestHeaders)
-        return request.method == .head ? response.createHeadResponse() : response
+        return try await snapshots.respond(to: request, context: context) { .manifest }
     }
 }

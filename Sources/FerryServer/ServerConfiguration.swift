@@ -60,7 +60,7 @@ public struct ServerConfiguration: Sendable {
     /// What the status page counts and shows beyond the store (traffic, in-process publishes). A fresh board by
     /// default; a caller that publishes in-process keeps a reference and reports to it.
     public var statusBoard = StatusBoard()
-    /// Tests only: whether conditional requests may be answered in the channel (``NotModifiedHandler``, the
+    /// Tests only: whether conditional requests may be answered in the channel (``RawNotModifiedHandler``, the
     /// default) or all go to the router, and a callback for each answer given in the channel.
     var channelRevalidation = ChannelRevalidation()
 

@@ -130,7 +130,7 @@ import Testing
             #expect(plain.status == 304 && answers.value == 1)
             #expect(plain.headers["preference-applied"] == nil)
 
-            // On a fresh connection (RawNotModifiedHandler), after a first request (NotModifiedHandler), GET and HEAD
+            // On a fresh connection (RawNotModifiedHandler), after a first request (the decoder, then the router), GET and HEAD
             for (method, before) in [("GET", nil), ("GET", "/healthz"), ("HEAD", nil), ("HEAD", "/healthz")] {
                 let answer = try await Self.request(
                     channel, conditional + [("Prefer", "wait=1")], method: method, before: before)

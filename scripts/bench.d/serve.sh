@@ -1,15 +1,19 @@
-# scripts/bench serve [--size-mb N] [--duration S]: `ferry serve` against nginx on the same files, same run.
-# 304 revalidations/s (wrk -t2 -c64, If-None-Match) of the snapshot and of the manifest (nginx serves the store's
-# manifest.json file), the size of each 304, and full-download throughput (-c1, -c4); prints each, the ratio, and
-# ferry's RSS under the 64-connection load. Sourced by scripts/bench after scripts/lib/common.sh.
+# scripts/bench serve [--size-mb N] [--duration S] [--ferry-bin PATH]: `ferry serve` against nginx on the same files,
+# same run. --ferry-bin runs a ferry binary built before (to compare two builds back to back) instead of building.
+# 304 revalidations/s (wrk -t2 -c64, If-None-Match) of the snapshot (also with a header named twice, which takes
+# ferry's path after the HTTP decoder) and of the manifest (nginx serves the store's manifest.json file), the size
+# of each 304, and full-download throughput (-c1, -c4); prints each, the ratio, and ferry's RSS under the
+# 64-connection load. Sourced by scripts/bench after scripts/lib/common.sh.
 
 size_mb=100
 duration=10
+ferry_bin=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --size-mb) size_mb=$2; shift 2 ;;
     --duration) duration=$2; shift 2 ;;
-    *) echo "usage: scripts/bench serve [--size-mb N] [--duration S]" >&2; exit 2 ;;
+    --ferry-bin) ferry_bin=$2; shift 2 ;;
+    *) echo "usage: scripts/bench serve [--size-mb N] [--duration S] [--ferry-bin PATH]" >&2; exit 2 ;;
   esac
 done
 
@@ -25,9 +29,12 @@ cleanup() {
 }
 trap cleanup EXIT
 
-say "Building ferry (release)"
-swift build -c release --product ferry 2>&1 | tail -1
-ferry_bin=$(swift build -c release --show-bin-path)/ferry
+if [ -z "$ferry_bin" ]; then
+  say "Building ferry (release)"
+  swift build -c release --product ferry 2>&1 | tail -1
+  ferry_bin=$(swift build -c release --show-bin-path)/ferry
+fi
+echo "ferry binary: $ferry_bin"
 
 say "Making a ${size_mb} MB snapshot store"
 # Self-contained: Python's sqlite3 writes the SQLite file, then the store layout before content addressing
@@ -146,6 +153,11 @@ ferry_304=$(wrk -t2 -c64 -d"${duration}s" -H "If-None-Match: $ferry_etag" "$ferr
 wait "$sampler"
 rss_304=$(cat "$work/rss")
 nginx_304=$(wrk -t2 -c64 -d"${duration}s" -H "If-None-Match: $nginx_etag" "$nginx_url" | rps)
+# The same revalidation with a header named twice, which RawNotModifiedHandler leaves to the HTTP decoder: the 304s
+# a connection gets once the decoder owns it (after any request the raw handler does not answer).
+twice=(-H "X-Bench: 1" -H "x-bench: 2")
+ferry_decoded_304=$(wrk -t2 -c64 -d"${duration}s" -H "If-None-Match: $ferry_etag" "${twice[@]}" "$ferry_url" | rps)
+nginx_decoded_304=$(wrk -t2 -c64 -d"${duration}s" -H "If-None-Match: $nginx_etag" "${twice[@]}" "$nginx_url" | rps)
 ferry_manifest_304=$(wrk -t2 -c64 -d"${duration}s" -H "If-None-Match: $ferry_etag" "$ferry_manifest_url" | rps)
 nginx_manifest_304=$(wrk -t2 -c64 -d"${duration}s" -H "If-None-Match: $nginx_manifest_etag" "$nginx_manifest_url" | rps)
 
@@ -163,6 +175,7 @@ rss_after=$(awk '/VmRSS/{print $2}' "/proc/$ferry_pid/status")
 say "Results (same run, loopback, $(nproc) CPUs shared with whatever else runs)"
 printf '%-28s %14s %14s %8s %8s\n' "measure" "ferry serve" "nginx" "ratio" "target"
 printf '%-28s %14s %14s %8s %8s\n' "304 revalidations/s (c64)" "$ferry_304" "$nginx_304" "$(ratio "$ferry_304" "$nginx_304")" "0.80"
+printf '%-28s %14s %14s %8s\n' "304 after the decoder/s" "$ferry_decoded_304" "$nginx_decoded_304" "$(ratio "$ferry_decoded_304" "$nginx_decoded_304")"
 printf '%-28s %14s %14s %8s %8s\n' "304 of the manifest/s (c64)" "$ferry_manifest_304" "$nginx_manifest_304" "$(ratio "$ferry_manifest_304" "$nginx_manifest_304")" "0.80"
 printf '%-28s %14s %14s\n' "bytes of a 304's head" "$ferry_304_bytes" "$nginx_304_bytes"
 printf '%-28s %14s %14s %8s %8s\n' "download MB/s (c1)" "$ferry_c1" "$nginx_c1" "$(ratio "$ferry_c1" "$nginx_c1")" "0.90"

@@ -56,7 +56,7 @@ public final class TokenScopes: Sendable {
     }
 
     /// The scope of `token` if the cache holds a fresh answer for it (nil inside: the authority does not know the
-    /// token), without asking the authority: ``NotModifiedHandler`` answers only what the cache already knows.
+    /// token), without asking the authority: the channel (``ChannelRevalidator``) answers only what the cache already knows.
     func cachedScope(forToken token: String) -> String?? {
         let hash = Self.hash(token)
         let now = ContinuousClock.now
@@ -218,7 +218,7 @@ public struct DatasetAccess: Sendable {
 
     /// What ``view(_:dataset:)`` would answer, when it can be known without waiting: the public view, or the view of
     /// the scope a fresh cache entry gives the request's token. Nil whenever the route would answer an error or
-    /// would have to ask the token authority (``NotModifiedHandler`` then passes the request on).
+    /// would have to ask the token authority (the channel then passes the request on).
     func cachedView(_ headers: HTTPFields, dataset name: String) -> (view: SnapshotCatalog.SnapshotView, scoped: Bool)?
     {
         guard let access = catalog.access(name) else { return nil }

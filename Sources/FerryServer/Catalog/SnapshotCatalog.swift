@@ -63,7 +63,7 @@ public final class SnapshotCatalog: Service, Sendable {
         }
 
         /// The manifest's 304 fields when `If-None-Match` is `*` or names the latest snapshot's checksum; nil
-        /// otherwise. Shared by the route and ``NotModifiedHandler``.
+        /// otherwise. Read by ``ReadAnswer/decide(_:in:dataset:method:headers:checksum:)``.
         func manifestNotModified(_ headers: HTTPFields) -> HTTPFields? {
             guard let value = headers[.ifNoneMatch], let condition = ConditionalHeaders.noneMatch(value[...]) else {
                 return nil

@@ -31,7 +31,7 @@ final class VersionEntry: Sendable {
         let objectNotModified: HTTPFields
 
         /// Headers of a 304 on each URL: only what RFC 9110 §15.4.5 asks for (ETag, Cache-Control, Vary when the
-        /// 200 has it); the server adds Date. The route and ``NotModifiedHandler`` both send exactly these.
+        /// 200 has it); the server adds Date. Every layer sends exactly these (``ReadAnswer``).
         let latestNotModified: HTTPFields
         let versionNotModified: HTTPFields
 

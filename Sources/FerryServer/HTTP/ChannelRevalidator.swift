@@ -3,27 +3,25 @@ import FerryCore
 import HTTPTypes
 import Logging
 
-/// Decides, from the request head alone and synchronously, whether a conditional GET or HEAD of a manifest,
-/// snapshot, version or patch URL gets a 304, with exactly the fields the route would send. ``NotModifiedHandler``
-/// asks it for every request; nil means "not certain": the request goes on to the router, which answers it as
-/// always.
+/// The channel's fast path to the route's answer: for a GET or HEAD of a manifest, snapshot, version or patch URL
+/// that the router would answer at once from the request head alone, it asks the route's own decision
+/// (``ReadAnswer/decide(_:in:dataset:method:headers:checksum:)``) over the same view and hands the handlers what to
+/// write: a 304 (``answer(_:)``) or a whole file's 200 (``download(_:)``), fields as decided. It adds no field and
+/// decides no status of its own; nil means "leave it to the router", which then answers it as always.
 ///
-/// It answers only a request that the route would answer 304 without any wait: GET or HEAD with `If-None-Match`
-/// and without `Prefer` (a manifest long-poll, ``ManifestLongPoll``, goes to the router, and so does any
-/// other request with the header: checking its presence is all it costs the fast path),
-/// the path in its one canonical form (no query, no `%`, no trailing `/`), no body, no `Expect` or `Upgrade` header
-/// and no `Connection` but `keep-alive`, a dataset the catalog serves, and for a scoped dataset a bearer token whose
-/// scope the token cache holds fresh (the route would use that same cache entry). The fields come from the same
-/// functions the routes call (``SnapshotResponder/notModified(_:selected:headers:latest:)``,
-/// ``SnapshotCatalog/SnapshotView/manifestNotModified(_:)``), over the catalog's current state, so a new publish is
-/// seen at once.
+/// It asks only where the router would answer without any wait, from the same view: GET or HEAD without `Prefer`
+/// (a manifest long-poll, ``ManifestLongPoll``, goes to the router, and so does any other request with the header:
+/// checking its presence is all it costs the fast path), the path in its one canonical form (no query, no `%`, no
+/// trailing `/`), no body, no `Expect` or `Upgrade` header and no `Connection` but `keep-alive`, a dataset the
+/// catalog serves, and for a scoped dataset a bearer token whose scope the token cache holds fresh (the route would
+/// use that same cache entry). The catalog's current state is read per request, so a new publish is seen at once.
 ///
 /// Counts what the server's middleware counts for a 304: `ferry_http_requests_total{route,status="304"}`,
 /// `ferry_http_not_modified_total{route}` and the status page's traffic.
 ///
 /// ```swift
 /// let revalidator = ChannelRevalidator(access: access, metrics: metrics, traffic: board.traffic, logger: logger)
-/// if let (route, fields) = revalidator.notModified(request) { /* write a 304 with fields */ }
+/// if let answer = revalidator.answer(request) { /* write a 304 with answer.fields */ }
 /// ```
 struct ChannelRevalidator: Sendable {
     /// The routes a 304 can be answered for, with their patterns as the router names them (for metrics).
@@ -40,19 +38,14 @@ struct ChannelRevalidator: Sendable {
         }
     }
 
-    /// A request path the revalidator understands.
-    enum Target: Equatable, Sendable {
-        case manifest, snapshot
-        case version(Int)
-        case patch(PatchKey)
-
-        var route: Route {
-            switch self {
-            case .manifest: .manifest
-            case .snapshot: .snapshot
-            case .version: .version
-            case .patch: .patch
-            }
+    /// The route a target's answer is counted under (nil for an object: the channel leaves objects to the router).
+    static func route(_ target: ReadTarget) -> Route? {
+        switch target {
+        case .manifest: .manifest
+        case .snapshot: .snapshot
+        case .version: .version
+        case .patch: .patch
+        case .object: nil
         }
     }
 
@@ -102,32 +95,32 @@ struct ChannelRevalidator: Sendable {
         let publicView: SnapshotCatalog.SnapshotView?
     }
 
-    /// The 304's fields (without Date) and the route it stands for, or nil to let the router answer.
-    func notModified(_ request: HTTPRequest) -> (route: Route, fields: HTTPFields)? {
-        answer(request).map { ($0.route, $0.fields) }
-    }
-
-    /// The 304 for `request` and what it was decided on, or nil to let the router answer.
+    /// The 304 for `request` and what it was decided on, or nil to let the router answer: the route's own answer
+    /// (``ReadAnswer/decide(_:in:dataset:method:headers:checksum:)``) when it is a 304.
     func answer(_ request: HTTPRequest) -> Answer? {
         let headers = request.headerFields
-        // A request with `Prefer` may be a long-poll (ManifestLongPoll), which must wait, not get a 304 here.
+        // Only a request with If-None-Match can be a 304 here (the path has no `?checksum=`). A request with `Prefer`
+        // may be a long-poll (ManifestLongPoll), which must wait, not get a 304 here.
         guard request.method == .get || request.method == .head, headers[.ifNoneMatch] != nil, headers[.prefer] == nil,
-            let path = request.path, let (dataset, target) = Self.parse(path), Self.isBodilessKeepAlive(headers),
-            let (view, scoped) = access.cachedView(headers, dataset: dataset)
+            let (dataset, target, route, view, scoped) = lookUp(request),
+            let decided = try? ReadAnswer.decide(
+                target, in: view, dataset: dataset, method: request.method, headers: headers, checksum: nil),
+            decided.status == .notModified
         else { return nil }
-        let fields: HTTPFields?
-        switch target {
-        case .manifest:
-            fields = view.manifestNotModified(headers)
-        case .snapshot:
-            fields = Self.notModified(view.latest, request: request, latest: true)
-        case .version(let number):
-            fields = view.versions[number].flatMap { Self.notModified($0, request: request, latest: false) }
-        case .patch(let key):
-            fields = view.patches[key].flatMap { Self.notModified($0, request: request, latest: false) }
-        }
-        guard let fields else { return nil }
-        return Answer(route: target.route, fields: fields, dataset: dataset, publicView: scoped ? nil : view)
+        return Answer(route: route, fields: decided.fields, dataset: dataset, publicView: scoped ? nil : view)
+    }
+
+    /// The dataset, target and route of `request`'s path, and the view the route would answer it from, when the
+    /// router would answer it from its head alone, at once: a path in its canonical form, no body, a connection
+    /// that stays open, a dataset the catalog serves and, on a scoped dataset, a token whose scope is cached.
+    private func lookUp(_ request: HTTPRequest) -> (
+        dataset: String, target: ReadTarget, route: Route, view: SnapshotCatalog.SnapshotView, scoped: Bool
+    )? {
+        guard let path = request.path, let (dataset, target) = Self.parse(path), let route = Self.route(target),
+            Self.isBodilessKeepAlive(request.headerFields),
+            let (view, scoped) = access.cachedView(request.headerFields, dataset: dataset)
+        else { return nil }
+        return (dataset, target, route, view, scoped)
     }
 
     /// A whole file the raw handler may send itself (with `sendfile`): the route's 200, fields included.
@@ -140,31 +133,19 @@ struct ChannelRevalidator: Sendable {
         let length: Int64
     }
 
-    /// The route's 200 for a plain `GET` of a public dataset's snapshot or version URL: no `If-None-Match`, `Range`
-    /// or `If-Range` (the only request fields besides `Accept-Encoding` the route reads there), so the route would
-    /// send the whole selected representation (``SnapshotResponder/selectedRepresentation(of:headers:method:)``)
-    /// with its fields and `Content-Length`. Nil for anything else, scoped datasets included: the router answers.
+    /// The route's 200 for a plain `GET` of a public dataset's snapshot or version URL (no `If-None-Match`, `Range`
+    /// or `If-Range`), when the route's decision is the whole selected representation: its fields, `Content-Length`
+    /// included, and its file. Nil for anything else, scoped datasets included: the router answers.
     func download(_ request: HTTPRequest) -> Download? {
         let headers = request.headerFields
         guard request.method == .get, headers[.ifNoneMatch] == nil, headers[.range] == nil, headers[.ifRange] == nil,
-            let path = request.path, let (dataset, target) = Self.parse(path), Self.isBodilessKeepAlive(headers),
-            let (view, scoped) = access.cachedView(headers, dataset: dataset), !scoped
+            let (dataset, target, route, view, scoped) = lookUp(request), !scoped,
+            route == .snapshot || route == .version,
+            let decided = try? ReadAnswer.decide(
+                target, in: view, dataset: dataset, method: .get, headers: headers, checksum: nil),
+            decided.status == .ok, case .file(let selected, start: 0, let end) = decided.body, end == selected.size - 1
         else { return nil }
-        let entry: VersionEntry
-        let latest: Bool
-        switch target {
-        case .snapshot:
-            (entry, latest) = (view.latest, true)
-        case .version(let number):
-            guard let found = view.versions[number] else { return nil }
-            (entry, latest) = (found, false)
-        case .manifest, .patch:
-            return nil
-        }
-        let selected = SnapshotResponder.selectedRepresentation(of: entry, headers: headers, method: .get)
-        var fields = latest ? selected.latestHeaders : selected.versionHeaders
-        fields[.contentLength] = String(selected.size)
-        return Download(route: target.route, fields: fields, file: selected.file, length: selected.size)
+        return Download(route: route, fields: decided.fields, file: selected.file, length: selected.size)
     }
 
     /// Counts a download the raw handler answered as the server's middleware counts the route's: the request with
@@ -197,17 +178,6 @@ struct ChannelRevalidator: Sendable {
         value.utf8.count == 10 && value.lowercased() == "keep-alive"
     }
 
-    static func notModified(_ entry: VersionEntry, request: HTTPRequest, latest: Bool) -> HTTPFields? {
-        let selected = SnapshotResponder.selectedRepresentation(
-            of: entry, headers: request.headerFields, method: request.method)
-        return SnapshotResponder.notModified(entry, selected: selected, headers: request.headerFields, latest: latest)
-    }
-
-    /// Counts a 304 answered for `route` as the server's middleware would, and logs it at debug level.
-    func record(_ route: Route, request: HTTPRequest) {
-        record(route, line: "\(request.method.rawValue) \(request.path ?? "")")
-    }
-
     /// Counts a 304 for `route`; `line` (`GET /v1/…`) is logged at debug level. `remembered`: the answer came from
     /// the ``RevalidationMemo``.
     func record(_ route: Route, line: @autoclosure () -> String, remembered: Bool = false) {
@@ -223,7 +193,7 @@ struct ChannelRevalidator: Sendable {
 
     /// `/v1/datasets/{dataset}/manifest|snapshot|versions/{n}|patches/{from}-{to}`, each part in its only valid
     /// form (a dataset name, canonical version numbers); anything else, a query included, is nil.
-    static func parse(_ path: String) -> (dataset: String, target: Target)? {
+    static func parse(_ path: String) -> (dataset: String, target: ReadTarget)? {
         let prefix = "/v1/datasets/"
         guard path.utf8.starts(with: prefix.utf8) else { return nil }
         let parts = path.utf8.dropFirst(prefix.utf8.count).split(

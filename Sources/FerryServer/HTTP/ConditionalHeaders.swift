@@ -1,7 +1,7 @@
 /// Parsing of the request headers that select what to send: `If-None-Match`, `If-Range`, `Accept-Encoding`
 /// (RFC 9110 §13.1.2, §13.1.5, §12.5.3).
 ///
-/// Every value is read as UTF-8 bytes: these run on every conditional request (``NotModifiedHandler`` answers
+/// Every value is read as UTF-8 bytes: these run on every conditional request (``RawNotModifiedHandler`` answers
 /// thousands a second), and `Character`-wise scanning of a `Substring` was measured as a large part of that.
 enum ConditionalHeaders {
     typealias Bytes = Substring.UTF8View

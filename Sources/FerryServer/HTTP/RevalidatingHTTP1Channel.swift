@@ -5,16 +5,14 @@ import NIOHTTP1
 import NIOHTTPTypes
 import NIOHTTPTypesHTTP1
 
-/// Hummingbird's HTTP/1.1 child channel with two handlers more, which answer conditional requests exactly as the
-/// route would: ``RawNotModifiedHandler`` before the HTTP codec, on a connection whose bytes the decoder has not
-/// seen yet, and ``NotModifiedHandler`` right before the request reaches Hummingbird's async responder.
+/// Hummingbird's HTTP/1.1 child channel with one handler more, ``RawNotModifiedHandler``, which writes the route's
+/// answer (``ReadAnswer``) to a revalidation or a whole-file GET before the HTTP codec, on a connection whose bytes
+/// the decoder has not seen yet.
 ///
 /// The pipeline is the one `HTTP1Channel` (Hummingbird 2.28.1) builds: NIO's HTTP/1 codec (with
 /// ``RawNotModifiedHandler`` before it), `HTTP1ToHTTPServerCodec`, the configuration's `additionalChannelHandlers`,
-/// `HTTPConnectionStateHandler`, then ``NotModifiedHandler`` (`HTTP1Channel` has no place before the codec or
-/// after the state handler, which is why this type exists). Behind the state handler, a 304 answered there counts
-/// for graceful shutdown like any other response; the header and idle timeouts are ``ConnectionTimeoutHandler``'s,
-/// which both handlers keep informed.
+/// then `HTTPConnectionStateHandler` (`HTTP1Channel` has no place before the codec, which is why this type exists).
+/// The header and idle timeouts are ``ConnectionTimeoutHandler``'s, which the raw handler keeps informed.
 ///
 /// ```swift
 /// let server = HTTPServerBuilder { responder in
@@ -57,10 +55,9 @@ struct RevalidatingHTTP1Channel: ServerChildChannel, HTTPChannelHandler {
             try pipeline.addHandlers(configuration.additionalChannelHandlers())
             try pipeline.addHandler(
                 HTTPConnectionStateHandler(idleTimeout: configuration.idleTimeout.map { .init($0) }, logger: logger))
-            if let revalidator {
-                try pipeline.addHandler(NotModifiedHandler(revalidator: revalidator))
+            if let raw {
                 // Nil when the server has neither timeout (then nothing is timed).
-                raw?.timeouts = try? pipeline.handler(type: ConnectionTimeoutHandler.self)
+                raw.timeouts = try? pipeline.handler(type: ConnectionTimeoutHandler.self)
             }
             return try NIOAsyncChannel(
                 wrappingChannelSynchronously: channel, configuration: .init(isOutboundHalfClosureEnabled: true))

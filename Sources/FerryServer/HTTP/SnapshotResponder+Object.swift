@@ -20,30 +20,9 @@ import NIOCore
 /// `Cache-Control` keeps none of it; the lookup is `no-store`.
 extension SnapshotResponder {
     func object(_ request: Request, context: some RequestContext) async throws -> Response {
-        let name = try Self.datasetName(context)
-        let text = context.parameters.get("object") ?? ""
-        guard let object = ObjectName(text) else {
-            throw ServerError(
-                .badRequest, code: .badInput,
-                "object '\(text.prefix(80))' is malformed: use <sha256>.sqlite, <sha256>.sqlite.gz or <sha256>.patch.gz (64 lowercase hex digits)"
-            )
+        try await respond(to: request, context: context) {
+            try ReadTarget.parseObject(context.parameters.get("object") ?? "")
         }
-        let (view, _) = try await access.view(request, dataset: name)
-        guard let representation = view.objects[object] else {
-            throw ServerError(
-                .notFound, code: .notFound,
-                "dataset '\(name)' has no object \(object) (objects of pruned versions are deleted); fetch the latest manifest"
-            )
-        }
-        if let value = request.headers[.ifNoneMatch], let condition = ConditionalHeaders.noneMatch(value[...]) {
-            let matches: Bool
-            switch condition {
-            case .any: matches = true
-            case .tags(let tags): matches = tags.contains(representation.opaqueTag)
-            }
-            if matches { return Response(status: .notModified, headers: representation.objectNotModified) }
-        }
-        return try answer(request, representation, fields: representation.objectHeaders, what: "object \(object)")
     }
 
     /// The object lookup of a version URL (`patch: false`) or a patch URL (`patch: true`).

@@ -4,16 +4,15 @@ import Hummingbird
 import NIOCore
 import NIOPosix
 
-/// `GET|HEAD /v1/datasets/{dataset}/snapshot` and `/versions/{version}`: conditional requests, byte ranges and
-/// gzip negotiation per RFC 9110, answered from the catalog's memory and streamed from its open files.
+/// `GET|HEAD /v1/datasets/{dataset}/manifest`, `/snapshot`, `/versions/{version}`, `/patches/{patch}` and
+/// `/objects/{object}`: conditional requests, byte ranges and gzip negotiation per RFC 9110, answered from the
+/// catalog's memory and streamed from its open files. What each request gets (status, fields, bytes) is decided by
+/// ``ReadAnswer/decide(_:in:dataset:method:headers:checksum:)``, the one decision the channel's fast path
+/// (``ChannelRevalidator``) uses too; this type checks the URL's parameters and the token, and streams the bytes.
 ///
 /// Written by hand rather than with Hummingbird's FileMiddleware, which was measured here revalidating at about a
 /// quarter of nginx's rate, answers `bytes=-n` and out-of-range starts wrongly, and opens the path per request
 /// (so a version pruned mid-download would fail).
-///
-/// Order of evaluation (RFC 9110 §13.2.2): a malformed `?checksum=` → 400; `If-None-Match` (weak comparison,
-/// `*`) or `?checksum=` equal to the current checksum → 304; then `Range` (GET only) with `If-Range` (strong
-/// comparison) → 206/416; otherwise 200.
 ///
 /// The representation is chosen first, from `Accept-Encoding` alone (the stored gzip copy when gzip is acceptable
 /// and the version has one), and every later step applies to it (RFC 9110 §14.2: a range applies to the selected
@@ -29,108 +28,60 @@ struct SnapshotResponder: Sendable {
     let budget: BufferBudget
 
     func latest(_ request: Request, context: some RequestContext) async throws -> Response {
-        let name = try Self.datasetName(context)
-        let (view, _) = try await access.view(request, dataset: name)
-        return try respond(to: request, entry: view.latest, cacheControlLatest: true)
+        try await respond(to: request, context: context) { .snapshot }
     }
 
     /// A version URL answers only from the caller's own view: on a scoped dataset, a version number of another scope
     /// is 404 exactly like a number that never existed.
     func version(_ request: Request, context: some RequestContext) async throws -> Response {
-        try respond(to: request, entry: try await versionEntry(request, context: context), cacheControlLatest: false)
+        try await respond(to: request, context: context) {
+            try ReadTarget.parseVersion(context.parameters.get("version") ?? "")
+        }
     }
 
-    /// The retained version `{version}` of `{dataset}` in the caller's own view (the version URL and its object
-    /// lookup): 400 when the number is malformed, 404 when the view does not retain it.
+    /// The retained version `{version}` of `{dataset}` in the caller's own view (the object lookup of a version
+    /// URL): 400 when the number is malformed, 404 when the view does not retain it.
     func versionEntry(_ request: Request, context: some RequestContext) async throws -> VersionEntry {
         let name = try Self.datasetName(context)
-        let text = context.parameters.get("version") ?? ""
-        guard let number = Self.versionNumber(text) else {
-            throw ServerError(
-                .badRequest, code: .badInput,
-                "version '\(text.prefix(40))' is malformed: use a positive decimal integer without leading zeros")
-        }
+        let target = try ReadTarget.parseVersion(context.parameters.get("version") ?? "")
         let (view, _) = try await access.view(request, dataset: name)
-        guard let entry = view.versions[number] else {
-            let retained = view.versions.keys.sorted().map(String.init).joined(separator: ", ")
-            throw ServerError(
-                .notFound, code: .notFound,
-                "version \(number) of dataset '\(name)' is not retained (retained: \(retained)); fetch the latest snapshot"
-            )
-        }
-        return entry
+        return try ReadAnswer.entry(target, in: view, dataset: name)
     }
 
-    func respond(to request: Request, entry: VersionEntry, cacheControlLatest: Bool) throws -> Response {
-        let headers = request.headers
-        // A malformed checksum is an error whatever else the request says.
-        var checksumMatches = false
-        if let checksum = request.uri.queryParameters["checksum"] {
-            let lowered = checksum.lowercased()
-            guard SHA256Hex.isValid(lowered) else {
-                throw ServerError(
-                    .badRequest, code: .badInput,
-                    "checksum '\(checksum.prefix(80))' is malformed: use the 64 hex digits of the SHA-256 of your snapshot"
-                )
-            }
-            checksumMatches = lowered == entry.sha256
-        }
-
-        let selected = Self.selectedRepresentation(of: entry, headers: headers, method: request.method)
-        if let fields = Self.notModified(entry, selected: selected, headers: headers, latest: cacheControlLatest) {
-            return Response(status: .notModified, headers: fields)
-        }
-        if checksumMatches {
-            return Response(status: .notModified, headers: selected.notModifiedFields(latest: cacheControlLatest))
-        }
-
-        return try answer(
-            request, selected, fields: cacheControlLatest ? selected.latestHeaders : selected.versionHeaders,
-            what: selected.etag == entry.identity.etag ? "snapshot" : "gzip copy of the snapshot")
+    /// Answers a GET or HEAD of the URL `parse` reads in the caller's own view, as
+    /// ``ReadAnswer/decide(_:in:dataset:method:headers:checksum:)`` decides. The dataset name, then the URL's
+    /// parameter (`parse`) are checked first: a malformed one is 400 before the token is asked.
+    func respond(to request: Request, context: some RequestContext, _ parse: () throws -> ReadTarget)
+        async throws -> Response
+    {
+        let name = try Self.datasetName(context)
+        let target = try parse()
+        let (view, _) = try await access.view(request, dataset: name)
+        let checksum = target.readsChecksum ? request.uri.queryParameters["checksum"].map { String($0) } : nil
+        return response(
+            try ReadAnswer.decide(
+                target, in: view, dataset: name, method: request.method, headers: request.headers, checksum: checksum))
     }
 
-    /// The representation of `entry` a request gets, chosen from `Accept-Encoding` alone: the stored gzip copy when
-    /// gzip is acceptable and the version has one, else the SQLite file. A range of the gzip copy goes only to a
-    /// client that resumes that copy: it names its ETag in If-Range. Another client asking for a range gets the
-    /// SQLite file's bytes: HTTP libraries decode Content-Encoding and cannot decode a slice from the middle of a
-    /// gzip stream (found by the fuzzer; curl --compressed too). The object lookup uses the same choice.
+    /// The representation of `entry` a request gets (``selectedRepresentation(of:headers:method:)``), for the
+    /// object lookup.
     static func select(_ request: Request, entry: VersionEntry) -> VersionEntry.Representation {
         selectedRepresentation(of: entry, headers: request.headers, method: request.method)
     }
 
-    /// The answer with `selected`'s bytes once no precondition stopped it: `Range` (GET only) with `If-Range`
-    /// (strong comparison) → 206 or 416, otherwise 200 (no body for HEAD). `what` names the bytes in a 416's message.
-    func answer(_ request: Request, _ selected: VersionEntry.Representation, fields: HTTPFields, what: String) throws
-        -> Response
-    {
-        let headers = request.headers
-        var fields = fields
-        let size = selected.size
-        if let rangeHeader = request.method == .get ? headers[.range] : nil {
-            let ifRangeOK =
-                headers[.ifRange].map { ConditionalHeaders.ifRangeMatches($0[...], tag: selected.opaqueTag) } ?? true
-            if ifRangeOK {
-                switch ByteRangeRequest.resolve(rangeHeader[...], size: size) {
-                case .ignore:
-                    break
-                case .unsatisfiable:
-                    var errorFields = HTTPFields()
-                    errorFields[.contentRange] = "bytes */\(size)"
-                    errorFields[.acceptRanges] = "bytes"
-                    errorFields[.eTag] = selected.etag
-                    if fields[.vary] != nil { errorFields[.vary] = fields[.vary] }
-                    throw ServerError(
-                        .rangeNotSatisfiable, code: "range-not-satisfiable",
-                        "range '\(rangeHeader.prefix(80))' is outside the \(size)-byte \(what)",
-                        headers: errorFields)
-                case .single(let start, let end):
-                    fields[.contentRange] = "bytes \(start)-\(end)/\(size)"
-                    return body(selected, status: .partialContent, fields: fields, start: start, end: end, head: false)
-                }
-            }
+    /// `answer` as Hummingbird sends it: its status and fields as they are, and its body (a file's bytes streamed
+    /// in chunks under the buffer budget).
+    func response(_ answer: ReadAnswer) -> Response {
+        switch answer.body {
+        case .none:
+            return Response(status: answer.status, headers: answer.fields)
+        case .bytes(let bytes):
+            return Response(status: answer.status, headers: answer.fields, body: .init(byteBuffer: bytes))
+        case .file(let representation, let start, let end):
+            guard end >= start else { return Response(status: answer.status, headers: answer.fields) }
+            return Response(
+                status: answer.status, headers: answer.fields, body: body(representation, start: start, end: end))
         }
-        return body(
-            selected, status: .ok, fields: fields, start: 0, end: size - 1, head: request.method == .head)
     }
 
     /// The representation a request gets, chosen from `Accept-Encoding` alone: the stored gzip copy when gzip is
@@ -153,8 +104,7 @@ struct SnapshotResponder: Sendable {
 
     /// The 304 fields when `If-None-Match` matches: weak comparison against either representation of this version
     /// (both carry the same content), and the 304 echoes the representation the client holds (`*`: the selected
-    /// one). Nil when the header is absent, malformed or names another version. Shared by the route and
-    /// ``NotModifiedHandler``, so both answer with the same fields.
+    /// one). Nil when the header is absent, malformed or names another version.
     static func notModified(
         _ entry: VersionEntry, selected: VersionEntry.Representation, headers: HTTPFields, latest: Bool
     ) -> HTTPFields? {
@@ -174,21 +124,14 @@ struct SnapshotResponder: Sendable {
         }
     }
 
-    private func body(
-        _ representation: VersionEntry.Representation, status: HTTPResponse.Status, fields: HTTPFields,
-        start: Int64, end: Int64, head: Bool
-    ) -> Response {
-        let length = max(0, end - start + 1)
-        var fields = fields
-        fields[.contentLength] = String(length)
-        if head || length == 0 {
-            return Response(status: status, headers: fields)
-        }
+    /// Bytes `start...end` of `representation`, read on the thread pool in chunks.
+    private func body(_ representation: VersionEntry.Representation, start: Int64, end: Int64) -> ResponseBody {
+        let length = end - start + 1
         let file = representation.file
         let chunkSize = self.chunkSize
         let threadPool = self.threadPool
         let budget = self.budget
-        let body = ResponseBody(contentLength: Int(length)) { writer in
+        return ResponseBody(contentLength: Int(length)) { writer in
             // Each chunk in memory holds a slot of the server's buffer budget until it has left the process, so
             // memory stays bounded however many downloads run. A written chunk still sits in the channel until the
             // socket takes it; the writer's next `write` returns only once the channel is writable again, that is
@@ -230,7 +173,6 @@ struct SnapshotResponder: Sendable {
             try await writer.write(ByteBuffer())  // the last chunk drains before its slot is returned
             try await writer.finish(nil)
         }
-        return Response(status: status, headers: fields, body: body)
     }
 
     static func datasetName(_ context: some RequestContext) throws -> String {
