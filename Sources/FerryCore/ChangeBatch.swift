@@ -101,17 +101,13 @@ public enum JSONValue: Codable, Sendable, Hashable {
             self = .null
         } else if let b = try? c.decode(Bool.self) {
             self = .bool(b)
-        }  // not this type: try the next
-        else if let i = try? c.decode(Int64.self) {
+        } else if let i = try? c.decode(Int64.self) {
             self = .int(i)
-        }  // not this type: try the next
-        else if let d = try? c.decode(Double.self) {
+        } else if let d = try? c.decode(Double.self) {
             self = .double(d)
-        }  // not this type: try the next
-        else if let s = try? c.decode(String.self) {
+        } else if let s = try? c.decode(String.self) {
             self = .string(s)
-        }  // not this type: try the next
-        else {
+        } else {
             throw DecodingError.dataCorruptedError(
                 in: c, debugDescription: "values must be null, a boolean, a number or a string")
         }

@@ -91,8 +91,7 @@ public enum FileClone {
                 if errno == EINTR { continue }
                 if total == 0, [EXDEV, ENOSYS, EOPNOTSUPP, EINVAL].contains(errno) {
                     // A kernel or file system that cannot: copy through user memory (the empty file is unlinked; its
-                    // descriptor closes on return).
-                    // the empty file; copyItem reports any real problem
+                    // descriptor closes on return; a failed unlink is harmless, copyItem reports any real problem).
                     try? FileManager.default.removeItem(at: target)
                     try FileManager.default.copyItem(at: source, to: target)
                     return

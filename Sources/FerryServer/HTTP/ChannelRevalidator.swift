@@ -100,7 +100,8 @@ struct ChannelRevalidator: Sendable {
     func answer(_ request: HTTPRequest) -> Answer? {
         let headers = request.headerFields
         // Only a request with If-None-Match can be a 304 here (the path has no `?checksum=`). A request with `Prefer`
-        // may be a long-poll (ManifestLongPoll), which must wait, not get a 304 here.
+        // may be a long-poll (ManifestLongPoll), which must wait, not get a 304 here. A decision that throws (404,
+        // 400, 416) is not answered here: the router answers it from the same `ReadAnswer.decide`.
         guard request.method == .get || request.method == .head, headers[.ifNoneMatch] != nil, headers[.prefer] == nil,
             let (dataset, target, route, view, scoped) = lookUp(request),
             let decided = try? ReadAnswer.decide(
@@ -138,6 +139,7 @@ struct ChannelRevalidator: Sendable {
     /// included, and its file. Nil for anything else, scoped datasets included: the router answers.
     func download(_ request: HTTPRequest) -> Download? {
         let headers = request.headerFields
+        // As in `answer(_:)`: a decision that throws goes to the router, which throws the same error.
         guard request.method == .get, headers[.ifNoneMatch] == nil, headers[.range] == nil, headers[.ifRange] == nil,
             let (dataset, target, route, view, scoped) = lookUp(request), !scoped,
             route == .snapshot || route == .version,
