@@ -69,6 +69,17 @@ struct PublishOptions: ParsableArguments {
 
     func validate() throws {
         guard keep >= 1 else { throw ValidationError("--keep must be at least 1: the current version is always kept") }
+        try PublishOptions.validateStoreDirectory(store)
+    }
+
+    /// `--store` takes a directory. A URL (`s3://BUCKET/PREFIX`, issue 24) would otherwise become a local directory
+    /// named `s3:`, silently: refuse it, saying what exists.
+    static func validateStoreDirectory(_ store: String) throws {
+        guard let scheme = store.range(of: "://").map({ store[..<$0.lowerBound] }), !scheme.contains("/") else {
+            return
+        }
+        throw ValidationError(
+            "--store \(store): a store in a bucket (\(scheme)://) is not built yet (docs/s3.md); give a directory")
     }
 
     func configuration() throws -> Publisher.Configuration {

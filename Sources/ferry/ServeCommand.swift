@@ -174,6 +174,7 @@ struct ServeCommand: AsyncParsableCommand {
     var verbose = false
 
     func validate() throws {
+        try PublishOptions.validateStoreDirectory(store)
         guard (0...65535).contains(port) else {
             throw ValidationError("--port must be between 0 and 65535, got \(port)")
         }
