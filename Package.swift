@@ -27,6 +27,7 @@ let package = Package(
         .library(name: "FerryClientNIO", targets: ["FerryClientNIO"]),
         .library(name: "FerryGRDB", targets: ["FerryGRDB"]),
         .library(name: "FerryS3", targets: ["FerryS3"]),
+        .library(name: "FerryBucket", targets: ["FerryBucket"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -177,6 +178,13 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // The store in a bucket (issue 24): publishing into it and serving from it, on FerryS3 and FerryStore's
+        // layout.
+        .target(
+            name: "FerryBucket",
+            dependencies: ["FerryCore", "FerryS3"],
+            swiftSettings: strict
+        ),
         // `scripts/lib/sigv4_check.py`: signs JSON-described requests with FerryS3's signer, to compare with
         // botocore's. A test tool, in no product.
         .executableTarget(
@@ -189,7 +197,7 @@ let package = Package(
             name: "ferry",
             dependencies: [
                 "FerryCore", "FerryPostgres", "FerryPublisher", "FerryMerge", "FerryServer", "FerryClient",
-                "FerryClientNIO",
+                "FerryClientNIO", "FerryBucket",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
@@ -248,7 +256,7 @@ let package = Package(
         .target(
             name: "FerryTestSupport",
             dependencies: [
-                "FerryCore", "FerryStore", "FerryPostgres", "FerryMerge",
+                "FerryCore", "FerryStore", "FerryPostgres", "FerryMerge", "FerryS3",
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "Sources/FerryTestSupport",
@@ -256,7 +264,13 @@ let package = Package(
         ),
         .testTarget(
             name: "FerryS3Tests",
-            dependencies: ["FerryCore", "FerryS3", .product(name: "Crypto", package: "swift-crypto")],
+            dependencies: [
+                "FerryCore", "FerryS3", "FerryTestSupport", .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: strict),
+        .testTarget(
+            name: "FerryBucketTests",
+            dependencies: ["FerryBucket", "FerryCore", "FerryS3", "FerryTestSupport"],
             swiftSettings: strict),
         .testTarget(name: "FerryCoreTests", dependencies: ["FerryCore", "FerryTestSupport"], swiftSettings: strict),
         .testTarget(

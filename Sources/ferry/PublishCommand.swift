@@ -1,4 +1,5 @@
 import ArgumentParser
+import FerryBucket
 import FerryCore
 import FerryPublisher
 import Foundation
@@ -72,14 +73,19 @@ struct PublishOptions: ParsableArguments {
         try PublishOptions.validateStoreDirectory(store)
     }
 
-    /// `--store` takes a directory. A URL (`s3://BUCKET/PREFIX`, issue 24) would otherwise become a local directory
-    /// named `s3:`, silently: refuse it, saying what exists.
+    /// `--store` takes a directory. A bucket (`s3://BUCKET/PREFIX`, issue 24) is not wired in yet, and any other URL
+    /// would otherwise become a local directory named `scheme:`, silently: refuse both, saying what exists.
     static func validateStoreDirectory(_ store: String) throws {
-        guard let scheme = store.range(of: "://").map({ store[..<$0.lowerBound] }), !scheme.contains("/") else {
-            return
+        let location: StoreLocation
+        do {
+            location = try StoreLocation(parsing: store)
+        } catch let error as FerryError {
+            throw ValidationError(error.message)
         }
-        throw ValidationError(
-            "--store \(store): a store in a bucket (\(scheme)://) is not built yet (docs/s3.md); give a directory")
+        if case .bucket = location {
+            throw ValidationError(
+                "--store \(store): a store in a bucket (s3://) is not built yet (docs/s3.md); give a directory")
+        }
     }
 
     func configuration() throws -> Publisher.Configuration {

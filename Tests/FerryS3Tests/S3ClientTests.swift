@@ -1,5 +1,6 @@
 import Crypto
 import FerryCore
+import FerryTestSupport
 import Foundation
 import Testing
 
