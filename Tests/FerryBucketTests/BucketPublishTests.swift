@@ -299,4 +299,37 @@ import Testing
         ])
         #expect(usage.status == 2 && usage.stderr.contains("--object-grace"), "\(usage.stderr)")
     }
+
+    @Test("ferry schedule --store s3:// publishes into the bucket, and stops on SIGTERM")
+    func scheduleIntoBucket() async throws {
+        let fixture = try await Fixture("bsched")
+        defer { fixture.cleanUp() }
+        let process = Process()
+        process.executableURL = TestPaths.ferryBinary
+        process.arguments = [
+            "schedule", "--every", "1h", "--config", fixture.template, "--database-url", fixture.database.url,
+            "--store", fixture.store, "--s3-endpoint", try SeaweedFS.variable("FERRY_TEST_S3_ENDPOINT"),
+            "--cache-dir", fixture.directory.appending("cache").path,
+        ]
+        var environment = ProcessInfo.processInfo.environment
+        for (name, value) in try fixture.environment() { environment[name] = value }
+        process.environment = environment
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        var manifest: StoredManifest?
+        let deadline = ContinuousClock.now + .seconds(60)
+        while manifest == nil, ContinuousClock.now < deadline, process.isRunning {
+            manifest = try? await fixture.manifest()
+            if manifest == nil { try await Task.sleep(for: .milliseconds(200)) }
+        }
+        process.terminate()
+        let status = try await offCooperativePool {
+            process.waitUntilExit()
+            return process.terminationStatus
+        }
+        #expect(manifest?.lastVersion == 1)
+        #expect(status == 0)
+        try await fixture.checkBucket()
+    }
 }
