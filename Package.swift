@@ -182,7 +182,10 @@ let package = Package(
         // layout.
         .target(
             name: "FerryBucket",
-            dependencies: ["FerryCore", "FerryS3"],
+            dependencies: [
+                "FerryCore", "FerryS3", "FerryStore", "FerryPublisher", "FerryPostgres",
+                .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: strict
         ),
         // `scripts/lib/sigv4_check.py`: signs JSON-described requests with FerryS3's signer, to compare with
@@ -270,7 +273,10 @@ let package = Package(
             swiftSettings: strict),
         .testTarget(
             name: "FerryBucketTests",
-            dependencies: ["FerryBucket", "FerryCore", "FerryS3", "FerryTestSupport"],
+            dependencies: [
+                "FerryBucket", "FerryCore", "FerryS3", "FerryStore", "FerryPublisher", "FerryPostgres",
+                "FerryTestSupport", .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: strict),
         .testTarget(name: "FerryCoreTests", dependencies: ["FerryCore", "FerryTestSupport"], swiftSettings: strict),
         .testTarget(

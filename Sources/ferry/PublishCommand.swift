@@ -31,7 +31,7 @@ struct PublishCommand: AsyncParsableCommand {
         logger.logLevel = .warning
         var configuration = try options.configuration()
         configuration.progress = TerminalProgress.makeIfTerminal()
-        let result = try await Publisher(configuration: configuration, logger: logger).publish(
+        let result = try await options.publisher(configuration: configuration, logger: logger).publish(
             changedTables: changed.isEmpty ? nil : Set(changed))
         if json {
             let encoder = JSONEncoder()
@@ -51,8 +51,33 @@ struct PublishOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("PostgreSQL URL (default: $DATABASE_URL).", valueName: "url"))
     var databaseURL: String?
 
-    @Option(name: .long, help: ArgumentHelp("Snapshot store directory.", valueName: "dir"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Snapshot store: a directory, or a bucket s3://BUCKET/PREFIX (credentials from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN; region AWS_REGION, default us-east-1).",
+            valueName: "dir|url"))
     var store: String = "snapshots"
+
+    @Option(
+        name: .customLong("s3-endpoint"),
+        help: ArgumentHelp(
+            "With --store s3://: the S3 server's URL (default: $AWS_ENDPOINT_URL, else AWS); path-style addressing.",
+            valueName: "url"))
+    var s3Endpoint: String?
+
+    @Option(
+        name: .customLong("cache-dir"),
+        help: ArgumentHelp(
+            "With --store s3://: the local cache the publisher builds in (default: ${XDG_CACHE_HOME:-$HOME/.cache}/ferry/s3/BUCKET/PREFIX).",
+            valueName: "dir"))
+    var cacheDir: String?
+
+    @Option(
+        name: .customLong("object-grace"),
+        help: ArgumentHelp(
+            "With --store s3://: how long an object stays in the bucket after no retained version names it (default 1h; 0s deletes at once).",
+            valueName: "duration"), transform: ObjectGrace.argument)
+    var objectGrace: Duration?
 
     @Option(name: .long, help: ArgumentHelp("Versions to retain.", valueName: "n"))
     var keep: Int = 5
@@ -70,7 +95,41 @@ struct PublishOptions: ParsableArguments {
 
     func validate() throws {
         guard keep >= 1 else { throw ValidationError("--keep must be at least 1: the current version is always kept") }
-        try PublishOptions.validateStoreDirectory(store)
+        try validateStore()
+    }
+
+    /// `--store` takes a directory or a bucket; the bucket's options need a bucket.
+    func validateStore() throws {
+        let location: StoreLocation
+        do {
+            location = try StoreLocation(parsing: store)
+        } catch let error as FerryError {
+            throw ValidationError(error.message)
+        }
+        if case .directory = location {
+            let given = [
+                ("--s3-endpoint", s3Endpoint != nil), ("--cache-dir", cacheDir != nil),
+                ("--object-grace", objectGrace != nil),
+            ].filter(\.1).map(\.0)
+            if !given.isEmpty {
+                throw ValidationError(
+                    "\(given.joined(separator: ", ")) only go with a store in a bucket (--store s3://BUCKET/PREFIX); "
+                        + "--store \(store) is a directory")
+            }
+        }
+    }
+
+    /// The publisher of this store: into the directory, or into the bucket through the cache directory.
+    func publisher(configuration: Publisher.Configuration, logger: Logger) throws -> any Publishing {
+        guard case .bucket(let location) = try StoreLocation(parsing: store) else {
+            return Publisher(configuration: configuration, logger: logger)
+        }
+        var configuration = configuration
+        configuration.store =
+            cacheDir.map { URL(fileURLWithPath: $0) } ?? BucketPublisher.defaultCacheDirectory(for: location)
+        return try BucketPublisher.fromEnvironment(
+            configuration: configuration, location: location, endpoint: s3Endpoint,
+            objectGrace: objectGrace ?? .seconds(3600), logger: logger)
     }
 
     /// `--store` takes a directory. A bucket (`s3://BUCKET/PREFIX`, issue 24) is not wired in yet, and any other URL
@@ -118,5 +177,19 @@ enum TerminalProgress {
                 + (p.finished ? String(format: " in %.2fs\n", p.seconds) : "")
             FileHandle.standardError.write(Data(line.utf8))
         }
+    }
+}
+
+/// `--object-grace`: a whole number followed by s, m, h or d; 0s is allowed.
+enum ObjectGrace {
+    static func argument(_ text: String) throws -> Duration {
+        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        let units: [Character: Int64] = ["s": 1, "m": 60, "h": 3600, "d": 86400]
+        if let unit = trimmed.last, let factor = units[unit], let n = Int64(trimmed.dropLast()), n >= 0,
+            n <= 365 * 86400
+        {
+            return .seconds(n * factor)
+        }
+        throw ValidationError("--object-grace \(text): write a whole number followed by s, m, h or d, e.g. 1h or 0s")
     }
 }

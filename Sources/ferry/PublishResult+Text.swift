@@ -42,6 +42,17 @@ extension PublishResult {
                 "  not read   " + keptTables.joined(separator: ", ")
                     + " (no changed table in their queries; rows kept from the current version)")
         }
+        if let bucket {
+            lines.append(
+                "  bucket     \(bucket.uploaded) object(s) uploaded (\(bucket.uploadedBytes) bytes), \(bucket.skipped) already "
+                    + "there, \(bucket.deleted) deleted, \(bucket.abortedUploads) stale upload(s) aborted")
+            if bucket.downloaded > 0 {
+                lines.append(
+                    "  cache      \(bucket.downloaded) file(s) downloaded from the bucket (\(bucket.downloadedBytes) bytes)"
+                )
+            }
+            for note in bucket.notes { lines.append("  note       " + note) }
+        }
         lines.append("  seconds    " + String(format: "%.2f", seconds))
         return lines.joined(separator: "\n")
     }

@@ -52,7 +52,7 @@ struct ScheduleCommand: AsyncParsableCommand {
     func run() async throws {
         var logger = Logger(label: "ferry.schedule")
         logger.logLevel = .info
-        let publisher = Publisher(configuration: try options.configuration(), logger: logger)
+        let publisher = try options.publisher(configuration: try options.configuration(), logger: logger)
         let service: any Service
         if onChange {
             let template = try Template.load(path: options.config)

@@ -43,6 +43,8 @@ public struct PublishResult: Encodable, Sendable, Equatable {
     /// (``Publisher/publish(changedTables:)``);
     /// not part of `publish --json`.
     public var keptTables: [String] = []
+    /// For a publish into a bucket, what moved (``BucketTransfer``; key `bucket`); nil for a store directory.
+    public var bucket: BucketTransfer?
 
     /// One scope's outcome in a scoped publish: the manifest its token holders now get.
     @dynamicMemberLookup
@@ -112,7 +114,7 @@ public struct PublishResult: Encodable, Sendable, Equatable {
     public var versions: [Int]? { manifest?.versions }
 
     private enum CodingKeys: String, CodingKey {
-        case dataset, version, createdAt, schemaVersion, scopes, seconds, unchanged, phases, incremental
+        case dataset, version, createdAt, schemaVersion, scopes, seconds, unchanged, phases, incremental, bucket
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -130,5 +132,6 @@ public struct PublishResult: Encodable, Sendable, Equatable {
         try container.encode(unchanged, forKey: .unchanged)
         try container.encode(phases, forKey: .phases)
         try container.encodeIfPresent(incremental, forKey: .incremental)
+        try container.encodeIfPresent(bucket, forKey: .bucket)
     }
 }

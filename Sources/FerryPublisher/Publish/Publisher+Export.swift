@@ -149,7 +149,14 @@ extension Publisher {
             result.keptTables = kept
             return result
         }
-        try phases.time(.manifest) { try store.commit(manifest) }
+        try phases.time(.manifest) {
+            if configuration.storeIsCache {
+                try manifest.validate()
+                try DurableFile.write(try manifest.jsonData(), to: store.manifestURL(dataset: dataset))
+            } else {
+                try store.commit(manifest)
+            }
+        }
         let dropped = (previous?.scopes.compactMap(\.scope) ?? []).filter { !scopes.contains($0) }
         logger.info(
             newVersion ? "published" : "retention changed; no new version",

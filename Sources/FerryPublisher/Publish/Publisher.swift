@@ -50,6 +50,10 @@ public struct Publisher: Sendable {
         /// For a template with `scope:`: how many scopes are exported at once, each on its own PostgreSQL
         /// connection sharing one snapshot. Default: the number of cores, at most 4.
         public var parallelism: Int = max(1, min(4, ProcessInfo.processInfo.activeProcessorCount))
+        /// The store is a local cache of a store in a bucket (FerryBucket's `BucketPublisher`): a retained version's
+        /// files may be only in the bucket, so committing writes the manifest without requiring every object it
+        /// names on disk and leaves the cache's pruning to the caller. Default false.
+        public var storeIsCache: Bool = false
 
         public init(
             templatePath: String, databaseURL: String, store: URL, keep: Int = 5, waitForLock: Bool = false,

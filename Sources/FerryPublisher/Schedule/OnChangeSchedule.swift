@@ -25,7 +25,7 @@ public struct OnChangeSchedule: Service {
     /// Why a publish ran.
     public enum Reason: String, Sendable { case start, change, reconnect, interval }
 
-    public let publisher: Publisher
+    public let publisher: any Publishing
     public let channel: String
     public let debounce: Duration
     public let maxDelay: Duration
@@ -38,7 +38,7 @@ public struct OnChangeSchedule: Service {
     ///   - onRun: called after every publish with why it ran and its outcome (metrics, tests, a status page).
     ///   - onListening: called each time the LISTEN is in place, with whether it was a reconnect (tests).
     public init(
-        publisher: Publisher, channel: String, debounce: Duration = .milliseconds(500),
+        publisher: any Publishing, channel: String, debounce: Duration = .milliseconds(500),
         maxDelay: Duration = .seconds(5),
         every: Duration? = nil, logger: Logger,
         onRun: (@Sendable (Reason, Result<PublishResult, any Error>) -> Void)? = nil,

@@ -16,7 +16,7 @@ import ServiceLifecycle
 /// try await group.run()
 /// ```
 public struct PublishSchedule: Service {
-    public let publisher: Publisher
+    public let publisher: any Publishing
     public let interval: PublishInterval
     let logger: Logger
     let period: Duration
@@ -24,7 +24,7 @@ public struct PublishSchedule: Service {
 
     /// - Parameter onRun: called after every run with its outcome (for metrics, tests, or a status page).
     public init(
-        publisher: Publisher, every interval: PublishInterval, logger: Logger,
+        publisher: any Publishing, every interval: PublishInterval, logger: Logger,
         onRun: (@Sendable (Result<PublishResult, any Error>) -> Void)? = nil
     ) {
         self.init(publisher: publisher, period: interval.duration, logger: logger, onRun: onRun)
@@ -32,7 +32,7 @@ public struct PublishSchedule: Service {
 
     /// Any period, including sub-second ones (tests).
     init(
-        publisher: Publisher, period: Duration, logger: Logger,
+        publisher: any Publishing, period: Duration, logger: Logger,
         onRun: (@Sendable (Result<PublishResult, any Error>) -> Void)?
     ) {
         self.publisher = publisher
@@ -51,7 +51,7 @@ public struct PublishSchedule: Service {
         while !Task.isShuttingDownGracefully && !Task.isCancelled {
             let outcome: Result<PublishResult, any Error>
             do {
-                let result = try await publisher.publish()
+                let result = try await publisher.publish(changedTables: nil)
                 outcome = .success(result)
                 logger.info(
                     result.unchanged ? "scheduled publish: unchanged" : "scheduled publish: new version",

@@ -1,0 +1,20 @@
+/// What a publish into a bucket moved (FerryBucket's `BucketPublisher`): `publish --json` prints it under `bucket`,
+/// `{"uploaded","skipped","uploadedBytes","downloaded","downloadedBytes","deleted","abortedUploads","notes"}`.
+public struct BucketTransfer: Encodable, Sendable, Equatable {
+    /// Objects uploaded (snapshots, gzip copies, patches, row indexes).
+    public var uploaded = 0
+    /// Objects the new manifest names that the bucket already had.
+    public var skipped = 0
+    public var uploadedBytes: Int64 = 0
+    /// Files brought into the local cache from the bucket before the publish (a cold or stale cache).
+    public var downloaded = 0
+    public var downloadedBytes: Int64 = 0
+    /// Unreferenced objects deleted after their grace period.
+    public var deleted = 0
+    /// Multipart uploads older than the grace period that were aborted.
+    public var abortedUploads = 0
+    /// What the publish could not use and what it did instead (e.g. no row index in the bucket: a full build).
+    public var notes: [String] = []
+
+    public init() {}
+}
