@@ -71,7 +71,9 @@ public struct BucketPublisher: Publishing {
         let remote = try await readManifest(dataset: dataset)
 
         // 2. The cache in line with the bucket.
+        let syncStarted = ContinuousClock.now
         try await syncCache(dataset: dataset, remote: remote?.manifest, cache: cache, transfer: &transfer)
+        transfer.downloadSeconds = Self.seconds(ContinuousClock.now - syncStarted)
 
         // 3. The normal publish, into the cache.
         var result = try await Publisher(configuration: configuration, logger: logger).publish(
@@ -86,8 +88,10 @@ public struct BucketPublisher: Publishing {
 
         if manifest != remote?.manifest {
             // 4. Objects first.
+            let uploadStarted = ContinuousClock.now
             try await uploadObjects(
                 of: manifest, cache: cache, inBucket: &inBucket, transfer: &transfer)
+            transfer.uploadSeconds = Self.seconds(ContinuousClock.now - uploadStarted)
             // 5. The manifest last, only over the one read in step 1.
             try await beforeManifestWrite?()
             do {
@@ -106,6 +110,10 @@ public struct BucketPublisher: Publishing {
         for note in transfer.notes { logger.notice("\(note)", metadata: ["dataset": "\(dataset)"]) }
         result.bucket = transfer
         return result
+    }
+
+    static func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
     }
 
     // MARK: 1–2: reading the bucket into the cache
@@ -293,7 +301,7 @@ public struct BucketPublisher: Publishing {
                 seen = (try? JSONDecoder().decode([String: String].self, from: object.body)) ?? [:]
             }
         } catch let error as FerryError where (error.underlying as? S3ErrorResponse)?.code == "NoSuchKey" {}
-        let grace = Double(objectGrace.components.seconds) + Double(objectGrace.components.attoseconds) / 1e18
+        let grace = Self.seconds(objectGrace)
         var next: [String: String] = [:]
         for name in unreferenced.sorted() {
             let since = seen[name].flatMap(BucketRetention.parseDate) ?? now

@@ -7,7 +7,7 @@ A = argparse.ArgumentParser()
 A.add_argument("--ferry", required=True)
 A.add_argument("--database-url", required=True)
 A.add_argument("--rounds", type=int, default=100)
-A.add_argument("--kinds", default="publisher,client,server,app")
+A.add_argument("--kinds", default="publisher,s3publisher,client,server,app")
 A.add_argument("--seed", type=int, default=None)
 ARGS = A.parse_args()
 SEED = ARGS.seed if ARGS.seed is not None else random.randrange(1 << 30)
@@ -146,6 +146,89 @@ def drill_publisher(rounds):
                 violation("publisher", f"the current version {current[:12]} does not hold PostgreSQL's rows")
         if os.path.isdir(tmp) and os.listdir(tmp):
             violation("publisher", f"tmp/ not cleaned by the next run: {os.listdir(tmp)}")
+
+
+# ---------------------------------------------------------------------------------------------------- s3publisher
+S3_STORE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "s3_store.py")
+
+
+def s3_store(*args):
+    return subprocess.run([sys.executable, S3_STORE, *args], capture_output=True, text=True, timeout=300)
+
+
+def drill_s3publisher(rounds):
+    """`ferry publish --store s3://…` killed at random instants (issue 24): after each kill the bucket's manifest
+    names only objects that exist with the right SHA-256 (checked with botocore, scripts/lib/s3_store.py), and the
+    next run (one in four from an empty cache directory, as on a new machine) publishes PostgreSQL's rows and, with
+    --object-grace 0s, leaves no leftover object and no multipart upload in progress. Needs FERRY_TEST_S3_* (the
+    SeaweedFS of scripts/test or scripts/drill)."""
+    endpoint = os.environ.get("FERRY_TEST_S3_ENDPOINT")
+    if not endpoint:
+        raise RuntimeError("FERRY_TEST_S3_ENDPOINT is not set: start SeaweedFS (ferry_start_seaweedfs)")
+    os.environ["AWS_ACCESS_KEY_ID"] = os.environ["FERRY_TEST_S3_ACCESS_KEY"]
+    os.environ["AWS_SECRET_ACCESS_KEY"] = os.environ["FERRY_TEST_S3_SECRET_KEY"]
+    url = create_db("drill_s3", "CREATE TABLE items (id integer PRIMARY KEY, v text NOT NULL);"
+                                "INSERT INTO items SELECT g, repeat(md5(g::text), 6) FROM generate_series(1, 60000) g;")
+    bucket = "ferry-drill-" + uuid.uuid4().hex[:8]
+    made = s3_store("create-bucket", bucket)
+    if made.returncode != 0:
+        raise RuntimeError(made.stderr)
+    store = f"s3://{bucket}/drill"
+    cache = os.path.join(WORK, "s3-cache")
+    mirror = os.path.join(WORK, "s3-mirror")
+    template = os.path.join(WORK, "s3.yml")
+    open(template, "w").write("dataset: drill\ntables: [{name: items}]\n")
+    args = ["publish", "--config", template, "--database-url", url, "--store", store, "--s3-endpoint", endpoint,
+            "--cache-dir", cache, "--keep", "3", "--object-grace", "0s"]
+    t0 = time.time(); first = ferry(*args); runtime = time.time() - t0
+    if first.returncode != 0:
+        raise RuntimeError(first.stdout + first.stderr)
+    seen = {}
+
+    def bucket_state():
+        out = s3_store("state", store, "drill")
+        return json.loads(out.stdout) if out.returncode == 0 else None
+
+    for r in range(rounds):
+        psql(url, f"UPDATE items SET v = md5(v || '{r}') || substr(v, 33) WHERE id % 50 = {r % 50}")
+        before = bucket_state()
+        p = start(*args)
+        time.sleep(RNG.uniform(0, runtime * 1.3))
+        finished = p.poll() is not None
+        kill9(p)
+        after = bucket_state()
+        if finished:
+            phase = "finished"
+        elif before and after and after["manifest"] != before["manifest"]:
+            phase = "commit"
+        elif before and after and (after["objects"] != before["objects"] or after["uploads"] != before["uploads"]):
+            phase = "upload"
+        else:
+            phase = "export"
+        KILLS["s3publisher"][phase] += 1
+        checked = s3_store("check", store)
+        if checked.returncode != 0:
+            violation("s3publisher", f"after a kill in {phase}: {checked.stderr.strip()[:300]}")
+        if RNG.random() < 0.25:
+            shutil.rmtree(cache, ignore_errors=True)  # the next run starts from an empty disk
+        t0 = time.time(); ok = ferry(*args)
+        # Kill within the time a publish takes now (incremental runs are shorter than the first, full one).
+        runtime = 0.5 * runtime + 0.5 * (time.time() - t0)
+        if ok.returncode != 0:
+            violation("s3publisher", f"the publish after the kill failed: {ok.stderr.strip()[:200]}")
+        shutil.rmtree(mirror, ignore_errors=True)
+        checked = s3_store("check", store, "--strict", "--mirror", mirror)
+        if checked.returncode != 0:
+            violation("s3publisher", f"after the next run: {checked.stderr.strip()[:300]}")
+            continue
+        manifest = check_store(mirror, "drill", seen, kind="s3publisher")
+        if manifest:
+            current = manifest["scopes"][0]["retained"][-1]["sha256"]
+            db = sqlite3.connect(f"file:{os.path.join(mirror, 'drill', 'objects', current + '.sqlite')}?mode=ro", uri=True)
+            stored = "\n".join(f"{i}|{v}" for i, v in db.execute("SELECT id, v FROM items ORDER BY id"))
+            db.close()
+            if stored != psql(url, "SELECT id || '|' || v FROM items ORDER BY id"):
+                violation("s3publisher", f"the bucket's current version {current[:12]} does not hold PostgreSQL's rows")
 
 
 # ---------------------------------------------------------------------------------------------------- client
@@ -518,7 +601,7 @@ def main():
     try:
         for kind in kinds:
             t = time.time()
-            {"publisher": drill_publisher, "client": drill_client, "server": drill_server, "app": drill_app}[kind](ARGS.rounds)
+            {"publisher": drill_publisher, "s3publisher": drill_s3publisher, "client": drill_client, "server": drill_server, "app": drill_app}[kind](ARGS.rounds)
             print(f"  {kind}: {ARGS.rounds} rounds in {time.time() - t:.0f} s", flush=True)
     finally:
         for p in PROCS:

@@ -1,14 +1,20 @@
 /// What a publish into a bucket moved (FerryBucket's `BucketPublisher`): `publish --json` prints it under `bucket`,
-/// `{"uploaded","skipped","uploadedBytes","downloaded","downloadedBytes","deleted","abortedUploads","notes"}`.
+/// `{"uploaded","skipped","uploadedBytes","uploadSeconds","downloaded","downloadedBytes","downloadSeconds","deleted",
+/// "abortedUploads","notes"}`.
 public struct BucketTransfer: Encodable, Sendable, Equatable {
     /// Objects uploaded (snapshots, gzip copies, patches, row indexes).
     public var uploaded = 0
     /// Objects the new manifest names that the bucket already had.
     public var skipped = 0
     public var uploadedBytes: Int64 = 0
+    /// Wall time of the uploads of objects (not the manifest), in seconds: what `scripts/bench s3` compares with
+    /// `aws s3 cp` of the same files.
+    public var uploadSeconds = 0.0
     /// Files brought into the local cache from the bucket before the publish (a cold or stale cache).
     public var downloaded = 0
     public var downloadedBytes: Int64 = 0
+    /// Wall time of bringing the cache in line with the bucket, in seconds.
+    public var downloadSeconds = 0.0
     /// Unreferenced objects deleted after their grace period.
     public var deleted = 0
     /// Multipart uploads older than the grace period that were aborted.
