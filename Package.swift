@@ -182,7 +182,11 @@ let package = Package(
         // layout.
         .target(
             name: "FerryBucket",
-            dependencies: ["FerryCore", "FerryS3"],
+            dependencies: [
+                "FerryCore", "FerryS3", "FerryStore",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
             swiftSettings: strict
         ),
         // `scripts/lib/sigv4_check.py`: signs JSON-described requests with FerryS3's signer, to compare with
@@ -270,7 +274,7 @@ let package = Package(
             swiftSettings: strict),
         .testTarget(
             name: "FerryBucketTests",
-            dependencies: ["FerryBucket", "FerryCore", "FerryS3", "FerryTestSupport"],
+            dependencies: ["FerryBucket", "FerryCore", "FerryPostgres", "FerryS3", "FerryStore", "FerryTestSupport"],
             swiftSettings: strict),
         .testTarget(name: "FerryCoreTests", dependencies: ["FerryCore", "FerryTestSupport"], swiftSettings: strict),
         .testTarget(
