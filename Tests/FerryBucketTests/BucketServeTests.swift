@@ -152,22 +152,29 @@ import Testing
         #expect(publishing.status == 2 && publishing.stderr.contains("not wired yet"), "\(publishing.stderr)")
     }
 
-    @Test("a bucket deleted mid-run: the server keeps serving the last good state")
+    @Test("a bucket deleted mid-run: the server keeps serving the last good state; its cache goes when it stops")
     func bucketDeletedMidRun() async throws {
         let world = try await BucketWorld.make("gone")
         defer { world.cleanUp() }
         try await world.publish()
         try await world.copyToBucket()
-        let server = try await Self.serveBucket(world)
+        let cache = world.directory.appendingPathComponent("cache", isDirectory: true)
+        try FileManager.default.createDirectory(at: cache, withIntermediateDirectories: true)
+        let server = try await Self.serveBucket(world, extra: ["--cache-dir", cache.path])
         defer { server.stop() }
         let before = try await httpGet(server.url, "/v1/datasets/trips/versions/1")
         #expect(before.status == 200)
+        let made = try FileManager.default.contentsOfDirectory(atPath: cache.path)
+        #expect(made.count == 1 && made[0].hasPrefix("ferry-bucket-cache-"), "\(made)")
 
         try await world.deleteBucket()
         try await server.waitForLog("cannot list")
         #expect(try await Self.servedVersion(server) == 1)
         let after = try await httpGet(server.url, "/v1/datasets/trips/versions/1")
         #expect(after.status == 200 && after.body == before.body)
+        // The cache goes with the server.
+        server.stop()
+        #expect(try FileManager.default.contentsOfDirectory(atPath: cache.path).isEmpty)
     }
 
     @Test("the changes endpoint works on a bucket store: ferry push through it lands in PostgreSQL")
