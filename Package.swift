@@ -185,6 +185,7 @@ let package = Package(
             dependencies: [
                 "FerryCore", "FerryS3", "FerryStore", "FerryPublisher", "FerryPostgres",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: strict
         ),

@@ -41,6 +41,7 @@ public func buildApplication(
 
 /// The store must exist before anything starts: its absence is a setup error, not an empty server.
 func checkStore(_ configuration: ServerConfiguration) throws {
+    if configuration.store != nil { return }  // the caller's store, already read
     var isDirectory: ObjCBool = false
     guard FileManager.default.fileExists(atPath: configuration.storePath.path, isDirectory: &isDirectory),
         isDirectory.boolValue
@@ -60,7 +61,8 @@ func buildApplication(
     try checkStore(configuration)
     let metrics = ServerMetrics(registry: configuration.metricsRegistry)
     let catalog = SnapshotCatalog(
-        store: FileSnapshotStore(root: configuration.storePath), pollInterval: configuration.effectivePollInterval,
+        store: configuration.store ?? FileSnapshotStore(root: configuration.storePath),
+        pollInterval: configuration.effectivePollInterval,
         logger: logger, metrics: metrics)
     try await catalog.refresh()
     let access = DatasetAccess(
@@ -93,7 +95,7 @@ func buildApplication(
             logger.info(
                 "ferry serve listening on \(configuration.scheme)://\(configuration.host):\(port)",
                 metadata: [
-                    "store": .string(configuration.storePath.path),
+                    "store": .string(configuration.storeName ?? configuration.storePath.path),
                     "datasets": .string(catalog.summary.joined(separator: ", ")),
                 ])
             await onServerRunning(port)

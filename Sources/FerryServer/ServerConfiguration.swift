@@ -1,5 +1,6 @@
 import FerryCore
 import FerryMerge
+import FerryStore
 import Foundation
 import Prometheus
 
@@ -17,6 +18,11 @@ import Prometheus
 public struct ServerConfiguration: Sendable {
     /// The snapshot store directory (the publisher's `--store`).
     public var storePath: URL
+    /// A store to read instead of the directory at ``storePath`` (e.g. a bucket's replica, `FerryBucket`), which
+    /// the caller keeps up to date; ``storeName`` then names it in logs. Nil (default): the directory.
+    public var store: (any SnapshotStore)? = nil
+    /// How logs name the store (a bucket's `s3://BUCKET/PREFIX`, never a secret); nil: ``storePath``.
+    public var storeName: String? = nil
     /// Address to bind. Default `127.0.0.1`.
     public var host: String
     /// Port to bind; 0 picks a free port. Default 8080.

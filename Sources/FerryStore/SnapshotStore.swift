@@ -42,6 +42,11 @@ public struct StoreRevision: Hashable, Sendable {
 public struct SnapshotFiles: Sendable, Equatable {
     public var snapshot: URL
     public var gzip: URL
+
+    public init(snapshot: URL, gzip: URL) {
+        self.snapshot = snapshot
+        self.gzip = gzip
+    }
 }
 
 /// The file-system snapshot store. One layout for every dataset, scoped or not:

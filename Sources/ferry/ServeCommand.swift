@@ -1,4 +1,5 @@
 import ArgumentParser
+import FerryBucket
 import FerryCore
 import FerryMerge
 import FerryPostgres
@@ -34,8 +35,30 @@ struct ServeCommand: AsyncParsableCommand {
             """
     )
 
-    @Option(name: .long, help: "The snapshot store directory the publisher writes.")
+    @Option(
+        name: .long,
+        help: "The snapshot store the publisher writes: a directory, or a bucket (s3://BUCKET/PREFIX, docs/s3.md).")
     var store: String
+
+    @Option(
+        name: .customLong("s3-endpoint"),
+        help: ArgumentHelp(
+            "With an s3:// store: the S3 server's URL (default AWS_ENDPOINT_URL, else AWS).", valueName: "url"))
+    var s3Endpoint: String?
+
+    @Option(
+        name: .customLong("manifest-poll"),
+        help: ArgumentHelp(
+            "With an s3:// store: how often each manifest is read (a conditional GET), e.g. 2s (the default) or 500ms.",
+            valueName: "duration"), transform: ShortDuration.argument)
+    var manifestPoll: Duration?
+
+    @Option(
+        name: .customLong("cache-dir"),
+        help: ArgumentHelp(
+            "With an s3:// store: where the temp directory of downloaded objects is made (default the system's temp directory); it is removed at exit.",
+            valueName: "dir"))
+    var cacheDir: String?
 
     @Option(name: .long, help: "Address to listen on.")
     var host: String = "127.0.0.1"
@@ -174,7 +197,25 @@ struct ServeCommand: AsyncParsableCommand {
     var verbose = false
 
     func validate() throws {
-        try PublishOptions.validateStoreDirectory(store)
+        let location: StoreLocation
+        do {
+            location = try StoreLocation(parsing: store)
+        } catch let error as FerryError {
+            throw ValidationError(error.message)
+        }
+        switch location {
+        case .directory:
+            for (flag, given) in [
+                ("--s3-endpoint", s3Endpoint != nil), ("--manifest-poll", manifestPoll != nil),
+                ("--cache-dir", cacheDir != nil),
+            ] where given {
+                throw ValidationError("\(flag) needs a bucket store (--store s3://BUCKET/PREFIX), not a directory")
+            }
+        case .bucket:
+            if let manifestPoll, manifestPoll < .milliseconds(100) {
+                throw ValidationError("--manifest-poll must be at least 100ms")
+            }
+        }
         guard (0...65535).contains(port) else {
             throw ValidationError("--port must be between 0 and 65535, got \(port)")
         }
@@ -349,14 +390,34 @@ struct ServeCommand: AsyncParsableCommand {
 
         // The one piece the CLI adds to the server: an in-process publish schedule (only the CLI links both the
         // server and the publisher). The server prunes tombstones when its catalog sees the new manifests.
+        // With a bucket store the publisher builds in a cache of its own (a temp directory, removed at exit) and
+        // uploads into the bucket (BucketPublisher); the replica below sees the new manifest at its next poll.
         var schedules: [any Service] = []
+        let storeLocation = try? StoreLocation(parsing: store)  // validate() parsed it already
+        var isBucket = false
+        if case .bucket = storeLocation { isBucket = true }
+        var publisherCache: URL?
+        defer { if let publisherCache { try? FileManager.default.removeItem(at: publisherCache) } }
         if publishEvery != nil || publishOnChange, let databaseURL {
-            let snapshots = URL(fileURLWithPath: store)
+            if isBucket {
+                publisherCache = (cacheDir.map { URL(fileURLWithPath: $0) } ?? FileManager.default.temporaryDirectory)
+                    .appendingPathComponent("ferry-publisher-cache-\(UUID().uuidString)", isDirectory: true)
+            }
             for path in config {
                 let dataset = try Template.load(path: path).dataset
-                let publisher = Publisher(
-                    configuration: .init(templatePath: path, databaseURL: databaseURL, store: snapshots, keep: keep),
-                    logger: logger)
+                let publisher: any Publishing
+                if case .bucket(let location) = storeLocation, let publisherCache {
+                    publisher = try BucketPublisher.fromEnvironment(
+                        configuration: .init(
+                            templatePath: path, databaseURL: databaseURL, store: publisherCache, keep: keep),
+                        location: location, endpoint: s3Endpoint, objectGrace: .seconds(3600), logger: logger)
+                } else {
+                    publisher = Publisher(
+                        configuration: .init(
+                            templatePath: path, databaseURL: databaseURL, store: URL(fileURLWithPath: store),
+                            keep: keep),
+                        logger: logger)
+                }
                 // The status page shows each dataset's last in-process publish.
                 let onRun: @Sendable (Result<PublishResult, any Error>) -> Void = { outcome in
                     switch outcome {
@@ -382,20 +443,42 @@ struct ServeCommand: AsyncParsableCommand {
                 }
             }
         }
+        // A bucket store: the replica's first sync completes (or fails, naming the setting) before anything
+        // listens, and it keeps polling as the group's first service, so it stops last.
+        var replica: BucketReplica?
+        if case .some(.bucket) = storeLocation, let location = storeLocation {
+            do {
+                let bucketReplica = try BucketReplica.fromEnvironment(
+                    location: location, endpoint: s3Endpoint,
+                    cacheParent: cacheDir.map { URL(fileURLWithPath: $0) }, pollInterval: manifestPoll ?? .seconds(2),
+                    logger: logger)
+                replica = bucketReplica
+                try await bucketReplica.start()
+            } catch {
+                replica?.removeCache()
+                FileHandle.standardError.write(Data("ferry serve: \(error)\n".utf8))
+                throw ExitCode(1)
+            }
+            configuration.store = replica?.store
+            configuration.storeName = store
+            configuration.storePath = replica?.store.cacheDirectory ?? configuration.storePath
+        }
         let app: any Service
         do {
             // this process publishes into it
-            if !schedules.isEmpty { try DurableFile.makeDirectory(URL(fileURLWithPath: store)) }
+            if !schedules.isEmpty, !isBucket { try DurableFile.makeDirectory(URL(fileURLWithPath: store)) }
             let (scheme, host) = (configuration.scheme, self.host)
             app = try await buildApplication(configuration, logger: logger) { port in
                 FileHandle.standardOutput.write(Data("ferry serve listening on \(scheme)://\(host):\(port)\n".utf8))
             }
         } catch {
+            replica?.removeCache()
             FileHandle.standardError.write(Data("ferry serve: \(error)\n".utf8))
             throw ExitCode(1)
         }
         // ServiceGroup stops services in reverse order: the schedules first, then the server drains.
-        var groupConfiguration = ServiceGroupConfiguration(services: [app] + schedules, logger: logger)
+        var groupConfiguration = ServiceGroupConfiguration(
+            services: (replica.map { [$0 as any Service] } ?? []) + [app] + schedules, logger: logger)
         groupConfiguration.gracefulShutdownSignals = [.sigterm, .sigint]
         groupConfiguration.maximumGracefulShutdownDuration = configuration.drainTimeout
         groupConfiguration.maximumCancellationDuration = .seconds(2)

@@ -80,10 +80,11 @@ import Testing
         #expect(!urlWithoutConfig.stderr.contains("secret"))
         let badPort = try await runFerry(["serve", "--store", "/tmp", "--port", "70000"])
         #expect(badPort.status == 2)
-        // A bucket URL is refused as a usage error, not taken as a local directory named "s3:"
-        for command in [["serve"]] {
-            let bucket = try await runFerry(command + ["--store", "s3://bucket/prefix"])
-            #expect(bucket.status == 2 && bucket.stderr.contains("not built yet"), "\(bucket.stderr)")
+        // A URL of a scheme Ferry has no store for is refused as a usage error, not taken as a local directory
+        // named "gs:"
+        for command in [["serve"], ["publish", "--config", "t.yml"]] {
+            let other = try await runFerry(command + ["--store", "gs://bucket/prefix"])
+            #expect(other.status == 2 && other.stderr.contains("not a store Ferry knows"), "\(other.stderr)")
         }
         let nowhere = try await runFerry([
             "serve", "--store", "/nonexistent/ferry-store-\(UUID().uuidString)", "--port", "0",
