@@ -106,6 +106,22 @@ ferry_wait_http() {
   return 1
 }
 
+# ferry_wait_version MANIFEST_URL VERSION [TOKEN] [SECONDS]: waits until the manifest at MANIFEST_URL names VERSION or a
+# later one (its Ferry-Version header), asking with the bearer TOKEN when given; default 60 s.
+ferry_wait_version() {
+  local url=$1 version=$2 token=${3:-} seconds=${4:-60} i served
+  local auth=()
+  [ -z "$token" ] || auth=(-H "Authorization: Bearer $token")
+  for ((i = 0; i < seconds * 10; i++)); do
+    served=$(curl -fsS -o /dev/null -D - --max-time 2 "${auth[@]}" "$url" 2>/dev/null \
+      | tr -d '\r' | sed -n 's/^[Ff]erry-[Vv]ersion: *//p')
+    [ -n "$served" ] && [ "$served" -ge "$version" ] && return 0
+    sleep 0.1
+  done
+  echo "$url did not serve version $version within $seconds s (last: ${served:-none})" >&2
+  return 1
+}
+
 # ferry_stop_pid PID [SECONDS]: SIGTERM, then SIGKILL if it is still running after SECONDS (default 10); reaps it.
 ferry_stop_pid() {
   local pid=$1 seconds=${2:-10} i

@@ -15,6 +15,13 @@
       waiter must get it, and the origin must have seen at most --max-origin manifest requests for that version
       (counted from its /metrics). Exit status 1 otherwise.
 
+  longpoll.py waiters --port NGINX_PORT --dataset D --replicas PORT,PORT [--count 200] [--wait 60] [--max-origin 2]
+                      --ready FILE
+      For scripts/scale: N devices wait through the cache at NGINX_PORT on D's manifest (If-None-Match of the
+      current one, Prefer: wait=N); once a replica holds nginx's request, FILE is written and the caller publishes.
+      Every waiter must get the new version, and the replicas together must have seen at most --max-origin manifest
+      requests while they waited (their /metrics). Prints one line; exit status 1 otherwise.
+
 Publishing here writes the store's legacy layout (versions/N.sqlite, N.json, then manifest.json renamed into
 place), which `ferry serve` reads as it is: no PostgreSQL is needed.
 """
@@ -150,15 +157,16 @@ async def await_condition(check, timeout, what):
 class Waiter:
     """One keep-alive connection that long-polls the manifest."""
 
-    def __init__(self, port):
+    def __init__(self, port, path=MANIFEST):
         self.port = port
+        self.path = path
         self.reader = self.writer = None
 
     async def connect(self):
         self.reader, self.writer = await asyncio.open_connection("127.0.0.1", self.port)
 
     async def send(self, sha, wait):
-        self.writer.write((f"GET {MANIFEST} HTTP/1.1\r\nHost: 127.0.0.1\r\nIf-None-Match: \"{sha}\"\r\n"
+        self.writer.write((f"GET {self.path} HTTP/1.1\r\nHost: 127.0.0.1\r\nIf-None-Match: \"{sha}\"\r\n"
                            f"Prefer: wait={wait}\r\n\r\n").encode())
         await self.writer.drain()
 
@@ -181,8 +189,8 @@ class Waiter:
             self.writer.close()
 
 
-async def open_waiters(port, count):
-    waiters = [Waiter(port) for _ in range(count)]
+async def open_waiters(port, count, path=MANIFEST):
+    waiters = [Waiter(port, path) for _ in range(count)]
     for start in range(0, count, 500):  # in batches: the listen backlog is finite
         await asyncio.gather(*(w.connect() for w in waiters[start:start + 500]))
     return waiters
@@ -354,6 +362,48 @@ async def collapse(args):
         raise SystemExit(1)
 
 
+async def waiters_through_cache(args):
+    """scripts/scale's waiting devices: see the module's doc."""
+    path = f"/v1/datasets/{args.dataset}/manifest"
+    replicas = [int(p) for p in args.replicas.split(",")]
+    probe = Waiter(args.port, path)
+    await probe.connect()
+    probe.writer.write(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+    await probe.writer.drain()
+    status, headers, _ = await probe.response()
+    probe.close()
+    if status != 200:
+        raise SystemExit(f"GET {path} through the cache answered {status}")
+    sha, current = headers["etag"].strip('"'), int(headers["ferry-version"])
+    waiters = await open_waiters(args.port, args.count, path)
+
+    def origin():
+        return sum(origin_manifest_requests(p) for p in replicas)
+
+    def held():
+        return sum(waiting(p) for p in replicas) >= 1
+
+    before = await asyncio.to_thread(origin)
+    await asyncio.gather(*(w.send(sha, args.wait) for w in waiters))
+    await await_condition(held, 30, "nginx's request to wait at a replica")
+    open(args.ready, "w").write("ready\n")
+    ready = time.monotonic()
+    answers = await asyncio.wait_for(asyncio.gather(*(w.response() for w in waiters)), args.wait + 30)
+    elapsed = time.monotonic() - ready
+    after = await asyncio.to_thread(origin)
+    for w in waiters:
+        w.close()
+    versions = [int(h.get("ferry-version", "0")) for status, h, _ in answers if status == 200]
+    got = sum(1 for v in versions if v > current)
+    new = max(versions, default=current)
+    ok = got == args.count and after - before <= args.max_origin
+    print(f"waiting devices: {got}/{args.count} waiting through nginx got version {new} within {elapsed:.2f} s; "
+          f"origin manifest requests for it: {after - before} from 1 cache (limit {args.max_origin})"
+          + ("" if ok else "  FAILED"), flush=True)
+    if not ok:
+        raise SystemExit(1)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="mode", required=True)
@@ -368,8 +418,17 @@ def main():
     c.add_argument("--versions", type=int, default=3)
     c.add_argument("--wait", type=int, default=30)
     c.add_argument("--max-origin", type=int, default=2)
+    w = sub.add_parser("waiters")
+    w.add_argument("--port", type=int, required=True)
+    w.add_argument("--dataset", required=True)
+    w.add_argument("--replicas", required=True)
+    w.add_argument("--count", type=int, default=200)
+    w.add_argument("--wait", type=int, default=60)
+    w.add_argument("--max-origin", type=int, default=2)
+    w.add_argument("--ready", required=True)
     args = parser.parse_args()
-    asyncio.run(bench(args) if args.mode == "bench" else collapse(args))
+    modes = {"bench": bench, "collapse": collapse, "waiters": waiters_through_cache}
+    asyncio.run(modes[args.mode](args))
 
 
 if __name__ == "__main__":
