@@ -178,7 +178,9 @@ func httpGet(_ server: URL, _ path: String, headers: [String: String] = [:], hea
         if name == "date" { continue }
         fields[name] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
     }
-    // curl writes no file for an answer without a body (a 304, a HEAD).
+    // curl writes no file for an answer without a body (a 304); with -I it writes the head (Date included) into the
+    // file too, which is not a body.
+    if head { return HTTPAnswer(status: status, headers: fields, body: Data()) }
     return HTTPAnswer(status: status, headers: fields, body: (try? Data(contentsOf: bodyFile)) ?? Data())
 }
 
