@@ -154,6 +154,7 @@ public struct BucketPublisher: Publishing {
             if FileManager.default.fileExists(atPath: manifestURL.path) { try DurableFile.remove(manifestURL) }
             return
         }
+        // An unreadable cached manifest is replaced like a stale one: the bucket's is the truth.
         if (try? cache.storedManifest(for: dataset)) != remote {
             try DurableFile.write(try remote.jsonData(), to: manifestURL)
         }
@@ -203,22 +204,27 @@ public struct BucketPublisher: Publishing {
             )
         }
         let temp = cache.objectsDirectory(dataset: dataset).appendingPathComponent(".\(name).\(UUID().uuidString).tmp")
-        defer { try? FileManager.default.removeItem(at: temp) }
+        defer { try? FileManager.default.removeItem(at: temp) }  // gone after the rename; a leftover is pruned
         let key = layout.objectKey(dataset: dataset, name: name)
-        guard let size = try await s3.downloadToFile(bucket: layout.bucket, key: key, file: temp) else { return false }
-        if let sha256 {
-            let actual = try FileDigest.sha256Hex(of: temp)
-            guard actual == sha256 else {
-                throw FerryError(
-                    .verification,
-                    "s3://\(layout.bucket)/\(key) has SHA-256 \(actual), not the \(sha256) its name promises: "
-                        + "delete the object and publish with --full")
-            }
+        let got: S3Download
+        do {
+            got = try await s3.download(bucket: layout.bucket, key: key, to: temp)
+        } catch let error as FerryError
+            where (error.underlying as? S3ErrorResponse).map({ $0.status == 404 && $0.code != "NoSuchBucket" }) == true
+        {
+            return false  // the bucket has no such object (a missing bucket is an error)
+        }
+        // The download hashed the bytes as they arrived: no second read of the file.
+        if let sha256, got.sha256 != sha256 {
+            throw FerryError(
+                .verification,
+                "s3://\(layout.bucket)/\(key) has SHA-256 \(got.sha256), not the \(sha256) its name promises: "
+                    + "delete the object and publish with --full")
         }
         try DurableFile.sync(temp)
         try DurableFile.rename(temp, to: local)
         transfer.downloaded += 1
-        transfer.downloadedBytes += size
+        transfer.downloadedBytes += got.size
         return true
     }
 
@@ -298,6 +304,7 @@ public struct BucketPublisher: Publishing {
         var seen: [String: String] = [:]
         do {
             if case .object(let object) = try await s3.get(bucket: layout.bucket, key: listKey) {
+                // An unreadable list restarts every grace period: objects are kept longer, never deleted early.
                 seen = (try? JSONDecoder().decode([String: String].self, from: object.body)) ?? [:]
             }
         } catch let error as FerryError where (error.underlying as? S3ErrorResponse)?.code == "NoSuchKey" {}
@@ -339,6 +346,7 @@ public struct BucketPublisher: Publishing {
         let referenced = manifest.referencedObjects
         let current = Set(manifest.scopes.map(\.current.sha256))
         let directory = cache.objectsDirectory(dataset: dataset)
+        // The cache only: an unlistable directory keeps its files until the next publish.
         for name in (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? [] {
             let sha = name.split(separator: ".").first.map(String.init) ?? ""
             if name.hasPrefix(".") || !referenced.contains(sha) || (name.hasSuffix(".rows") && !current.contains(sha)) {

@@ -96,7 +96,7 @@ public final class BucketReplica: Service, Sendable {
     /// Deletes the cache directory (the process is done with it).
     public func removeCache() {
         // Best effort: a temp directory left behind is the system's to clean, and stopping must not fail over it.
-        try? FileManager.default.removeItem(at: store.cacheDirectory)
+        try? FileManager.default.removeItem(at: store.cacheDirectory)  // a temp dir: the OS cleans what is left
     }
 
     var metadata: Logger.Metadata { ["store": .string(layout.location.description)] }

@@ -53,7 +53,7 @@ enum BucketUpload {
     static func readPart(of file: URL, offset: Int64, length: Int) throws -> Data {
         do {
             let handle = try FileHandle(forReadingFrom: file)
-            defer { try? handle.close() }
+            defer { try? handle.close() }  // read only: a close error loses nothing
             try handle.seek(toOffset: UInt64(offset))
             return try handle.read(upToCount: length) ?? Data()
         } catch {

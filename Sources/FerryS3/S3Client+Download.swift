@@ -45,7 +45,8 @@ extension S3Client {
         let status = Int(response.status.code)
         guard status == 200 else {
             // The error's body only adds S3's code to the status; without it the status alone is reported.
-            let body = (try? await response.body.collect(upTo: 1 << 20)).map { Data($0.readableBytesView) } ?? Data()
+            let body =
+                (try? await response.body.collect(upTo: 1 << 20)).map { Data($0.readableBytesView) } ?? Data()
             let serverTime = response.headers.first(name: "date").flatMap(Self.parseHTTPDate)
             throw S3ErrorResponse.parse(status: status, body: body).ferryError(
                 operation: "GET", bucket: bucket, key: key, accessKeyID: configuration.credentials.accessKeyID,

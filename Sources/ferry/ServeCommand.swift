@@ -397,6 +397,7 @@ struct ServeCommand: AsyncParsableCommand {
         var isBucket = false
         if case .bucket = storeLocation { isBucket = true }
         var publisherCache: URL?
+        // A temp dir: what a failed removal leaves, the OS cleans.
         defer { if let publisherCache { try? FileManager.default.removeItem(at: publisherCache) } }
         if publishEvery != nil || publishOnChange, let databaseURL {
             if isBucket {
