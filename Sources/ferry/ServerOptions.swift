@@ -15,7 +15,7 @@ struct ServerOptions: ParsableArguments {
 
     func validate() throws {
         _ = try serverURL()
-        guard DatasetName.isValid(dataset) else {
+        guard DatasetName.isValidBase(dataset) else {
             throw ValidationError("--dataset '\(dataset)' is invalid: use 1-64 characters from a-z, 0-9, '_' and '-'")
         }
     }

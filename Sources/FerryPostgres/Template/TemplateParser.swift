@@ -39,7 +39,7 @@ struct TemplateParser {
             throw fail("dataset", "missing required key `dataset`: add e.g. `dataset: campgrounds`")
         }
         let dataset = try string(datasetNode, key: "dataset")
-        guard DatasetName.isValid(dataset) else {
+        guard DatasetName.isValidBase(dataset) else {
             throw fail(
                 "dataset", "dataset name '\(dataset)' is invalid: use 1-64 characters from a-z, 0-9, '_' and '-'",
                 at: datasetNode)
