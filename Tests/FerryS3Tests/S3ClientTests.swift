@@ -320,6 +320,7 @@ import Testing
         let none = #expect(throws: FerryError.self) { try S3Configuration.fromEnvironment([:]) }
         #expect(none?.code == .s3Credentials)
         #expect(none?.description.contains("set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY") == true)
+        #expect(none?.description.contains("(AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are not set)") == true)
         let noSecret = #expect(throws: FerryError.self) {
             try S3Configuration.fromEnvironment(["AWS_ACCESS_KEY_ID": "a"])
         }
