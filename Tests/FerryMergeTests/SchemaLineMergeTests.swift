@@ -218,4 +218,42 @@ import Testing
         #expect(reinsert.status == .gone)
         #expect(try lines.row("a") == nil)
     }
+    @Test("a scoped line with renames and :scope in its query: visibility is checked on PostgreSQL's names")
+    func scopedLineWithRenames() async throws {
+        let lines = try await Lines()
+        defer { lines.close() }
+        try lines.seed("high", rating: "5")
+        try lines.seed("low", rating: "1")
+        let template = try Template.parse(
+            yaml: """
+                dataset: items
+                schemaVersion: 4
+                scope: { values: [1, 5], token: "SELECT 1 WHERE $1 = ''" }
+                tables:
+                  - name: items
+                    query: SELECT id, name, rating, created_at, updated_at FROM items WHERE rating <= :scope
+                    rename: { ident: id, title: name }
+                    writable: true
+                """, path: "items.v4.yml")
+        let clock = lines.clock
+        let merger = try await ChangeMerger.start(
+            dataset: template.dataset, tables: template.tables.map { MergeTable($0, timestamps: template.timestamps) },
+            configuration: .init(databaseURL: lines.database.url, connections: 1, now: { clock.now }),
+            logger: Logger(label: "test"), scopeTemplate: template)
+        defer { merger.shutdown() }
+
+        func push(_ id: String) async throws -> ChangeResult {
+            let change = Change(
+                id: UUID().uuidString, table: "items", op: .update, key: ["ident": .string(id)],
+                values: ["title": .string("Scoped")], editedAt: "2026-11-21T09:30:00.000Z", baseUpdatedAt: Self.base)
+            return try await merger.apply(
+                ChangeBatch(clientId: "device-4", sentAt: Timestamp.format(clock.now), changes: [change]), scope: "1"
+            ).results[0]
+        }
+        let high = try await push("high")
+        #expect(high.status == .forbidden && high.row == nil)
+        let low = try await push("low")
+        #expect(low.status == .applied && low.row?["title"] == .string("Scoped") && low.row?["ident"] == .string("low"))
+        #expect(try lines.row("high")?[0] == "Alpha" && lines.row("low")?[0] == "Scoped")
+    }
 }

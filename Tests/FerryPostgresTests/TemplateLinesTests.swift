@@ -22,6 +22,24 @@ struct TemplateLinesTests {
         #expect(swap.tables[0].sourceColumn(of: "a") == "b" && swap.tables[0].sqliteColumn(of: "a") == "b")
     }
 
+    @Test("a child's parent link uses the PostgreSQL name of a renamed parent key")
+    func parentKeyRenamed() throws {
+        let template = try Template.parse(
+            yaml: """
+                dataset: d
+                tables:
+                  - name: camps
+                    primaryKey: [camp]
+                    rename: { camp: id }
+                    filter: "tier <= 1"
+                  - name: reviews
+                    primaryKey: [id]
+                    parent: { table: camps, column: camp_id }
+                """, path: "x.yml")
+        let sql = template.rowsSQL(tableAt: 1, scopeExpression: nil)
+        #expect(sql.contains("IN (SELECT ferry_p0.\"id\" FROM (SELECT * FROM \"camps\" AS ferry_t1"), "\(sql)")
+    }
+
     /// (YAML, the key path the error must name, a fragment of the message)
     static let badCases: [(String, String, String)] = [
         ("dataset: d\ntables:\n  - name: t\n    rename: [title]\n", "tables[0].rename", "must be a mapping"),
