@@ -348,7 +348,7 @@ extension ChangeMerger {
     static func keyFilter(_ schema: TableSchema, alias: String, firstParameter: Int) -> String {
         let filters = schema.key.enumerated().compactMap { offset, column -> String? in
             // An array-typed key cannot be rebuilt element-wise into ARRAY(...); the join alone finds those rows.
-            guard column.kind != .array else { return nil }
+            guard column.sourceKind != .array else { return nil }
             return
                 "\(alias).\(column.quoted) = ANY(ARRAY(SELECT \(TableSchema.input(column, "x")) FROM unnest($\(firstParameter + offset)::text[]) AS x))"
         }

@@ -83,7 +83,9 @@ extension ChangeMerger {
         var valueParameters: [String?] = []
         for name in change.values.keys.sorted() {
             guard let column = schema.byName[name] else {
-                return invalid("unknown column '\(name)' in table \(table)")
+                return invalid(
+                    "unknown column '\(name)' in table \(table): not one of the columns this dataset's devices edit (\(schema.columns.map(\.name).joined(separator: ", ")))"
+                )
             }
             if name == schema.created?.name || name == schema.updated?.name { continue }
             let converted: String?

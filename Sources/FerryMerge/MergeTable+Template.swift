@@ -3,7 +3,8 @@ import FerryPostgres
 import Logging
 
 extension MergeTable {
-    /// The merge engine's view of a template table: same names, key, rule, timestamp columns and redactions.
+    /// The merge engine's view of a template table: same names, key, rule, timestamp columns, redactions, renames
+    /// and query.
     ///
     /// ```swift
     /// let template = try Template.load(path: "templates/trips.yml")
@@ -15,6 +16,8 @@ extension MergeTable {
             writable: table.writable,
             merge: table.merge, createdColumn: timestamps.created, updatedColumn: timestamps.updated)
         excludedColumns = table.exclude
+        renames = table.rename
+        query = table.query
     }
 }
 

@@ -28,6 +28,16 @@ public struct MergeTable: Sendable, Equatable {
     /// Columns the template excludes (`exclude:`): never exported, so never writable from a device.
     public var excludedColumns: [String] = []
 
+    /// The template's `rename:`: SQLite column name → the PostgreSQL column it shows. Changes and answers use the
+    /// SQLite names; the SQL uses PostgreSQL's. ``primaryKey``, ``createdColumn`` and ``updatedColumn`` are SQLite
+    /// names; ``columns`` and ``excludedColumns`` are PostgreSQL's.
+    public var renames: [String: String] = [:]
+
+    /// The template's `query:`, if any. At start-up the merger describes it: only its output columns that are
+    /// columns of ``source`` can be written (a computed column is read-only), and a column the query casts to
+    /// another type (an older line's type) is answered in that type. `:scope` in it reads as NULL there.
+    public var query: String?
+
     public init(
         name: String, source: String, primaryKey: [String] = [], columns: [String]? = nil, writable: Bool,
         merge: MergeRule = .newestWins, createdColumn: String? = "created_at", updatedColumn: String? = "updated_at"

@@ -12,17 +12,39 @@ struct TableSchema: Sendable {
     }
 
     struct Column: Sendable {
+        /// The name devices use: the SQLite column (the template's `rename:` of ``sourceName``).
         let name: String
+        /// The PostgreSQL column: every piece of SQL uses this one (``quoted``).
+        let sourceName: String
         /// `format_type(atttypid, atttypmod)`: the cast target for bound text parameters.
         let typeName: String
+        /// How devices send and receive values: the source column's kind, or the type the template's query casts
+        /// the column to (``exportType``).
         let kind: Kind
-        var quoted: String { SQLIdentifier.quote(name) }
+        /// The source column's own kind, which decides how a bound text becomes the column's value.
+        let sourceKind: Kind
+        /// The type the template's query casts this column to (an older line's type), nil when it keeps its own:
+        /// answers are cast to it, so they carry what the line's snapshot holds.
+        let exportType: String?
+        var quoted: String { SQLIdentifier.quote(sourceName) }
+
+        init(
+            name: String, sourceName: String? = nil, typeName: String, kind: Kind, sourceKind: Kind? = nil,
+            exportType: String? = nil
+        ) {
+            self.name = name
+            self.sourceName = sourceName ?? name
+            self.typeName = typeName
+            self.kind = kind
+            self.sourceKind = sourceKind ?? kind
+            self.exportType = exportType
+        }
     }
 
     let table: MergeTable
     /// The table as PostgreSQL prints its regclass (schema-qualified and quoted as needed).
     let sqlName: String
-    /// Exported columns in catalog order.
+    /// Exported columns in catalog order, named as devices name them.
     let columns: [Column]
     let byName: [String: Column]
     let key: [Column]
@@ -31,7 +53,8 @@ struct TableSchema: Sendable {
 
     var name: String { table.name }
 
-    /// Reads the catalog for `table` and checks the template's names against it.
+    /// Reads the catalog for `table` and checks the template's names against it: the columns a device of this
+    /// line sees (the query's output columns of the source, minus excluded ones, renamed), its key and stamps.
     static func resolve(_ table: MergeTable, on pg: PostgresConnection) throws -> TableSchema {
         func fail(_ message: String) -> FerryError { FerryError(.badTemplate, message, key: "tables.\(table.name)") }
         let found: [[String?]]
@@ -48,7 +71,7 @@ struct TableSchema: Sendable {
         let rows = try pg.run(
             """
             SELECT a.attname, format_type(a.atttypid, a.atttypmod), t.typname, t.typcategory,
-                   COALESCE(e.typname, ''), a.attnum = ANY(COALESCE(i.indkey::int2[], '{}'))
+                   COALESCE(e.typname, ''), a.attnum = ANY(COALESCE(i.indkey::int2[], '{}')), a.atttypid::text
             FROM pg_attribute a
             JOIN pg_type t ON t.oid = a.atttypid
             LEFT JOIN pg_type e ON e.oid = t.typbasetype
@@ -57,6 +80,7 @@ struct TableSchema: Sendable {
             ORDER BY a.attnum
             """, [oid])
         var all: [Column] = []
+        var typeOIDs: [String: String] = [:]
         var catalogKey: [String] = []
         for row in rows {
             guard let name = row[0], let typeName = row[1], let typname = row[2], let category = row[3] else {
@@ -73,6 +97,7 @@ struct TableSchema: Sendable {
                     name: name, typeName: typeName,
                     kind: kind(typname: base.isEmpty ? typname : base, category: category)))
             if row[5] == "t" { catalogKey.append(name) }
+            typeOIDs[name] = row[6]
         }
         let allByName = Dictionary(uniqueKeysWithValues: all.map { ($0.name, $0) })
         var columns = all
@@ -82,10 +107,36 @@ struct TableSchema: Sendable {
             }
             columns = all.filter { wanted.contains($0.name) }
         }
-        // Redacted columns are never exported, so devices can neither see nor write them.
-        columns.removeAll { table.excludedColumns.contains($0.name) && !table.primaryKey.contains($0.name) }
-        let byName = Dictionary(uniqueKeysWithValues: columns.map { ($0.name, $0) })
-        let keyNames = table.primaryKey.isEmpty ? catalogKey : table.primaryKey
+        if let query = table.query {
+            columns = try queryColumns(query, of: columns, typeOIDs: typeOIDs, table: table, on: pg)
+        }
+        // Redacted columns are never exported, so devices can neither see nor write them (a key column stays).
+        let sourceKey = table.primaryKey.map { table.renames[$0] ?? $0 }
+        columns.removeAll { table.excludedColumns.contains($0.sourceName) && !sourceKey.contains($0.sourceName) }
+        // The names devices use: the template's `rename:` (SQLite name → PostgreSQL column).
+        for (name, source) in table.renames.sorted(by: { $0.key < $1.key }) {
+            guard columns.contains(where: { $0.sourceName == source }) else {
+                throw fail(
+                    "rename '\(name)': '\(source)' is not an exported column of \(sqlName); check the template's rename/query/exclude"
+                )
+            }
+        }
+        columns = columns.map { column in
+            guard let shown = table.renames.first(where: { $0.value == column.sourceName })?.key else { return column }
+            return Column(
+                name: shown, sourceName: column.sourceName, typeName: column.typeName, kind: column.kind,
+                sourceKind: column.sourceKind, exportType: column.exportType)
+        }
+        var byName: [String: Column] = [:]
+        for column in columns {
+            guard byName.updateValue(column, forKey: column.name) == nil else {
+                throw fail(
+                    "column '\(column.name)' of \(sqlName) appears twice after rename; rename or exclude one of them")
+            }
+        }
+        let keyNames =
+            table.primaryKey.isEmpty
+            ? catalogKey.map { source in table.renames.first { $0.value == source }?.key ?? source } : table.primaryKey
         guard !keyNames.isEmpty else {
             throw fail("\(sqlName) has no primary key; declare `primaryKey:` in the template")
         }
@@ -103,7 +154,7 @@ struct TableSchema: Sendable {
                 }
                 return nil
             }
-            guard column.kind == .timestamptz || column.kind == .timestamp else {
+            guard column.sourceKind == .timestamptz || column.sourceKind == .timestamp else {
                 throw fail("\(what) column '\(name)' of \(sqlName) is \(column.typeName); it must be a timestamp")
             }
             return column
@@ -116,6 +167,45 @@ struct TableSchema: Sendable {
         return TableSchema(
             table: table, sqlName: sqlName, columns: columns, byName: byName, key: key, created: created,
             updated: updated)
+    }
+
+    /// The columns of `columns` that the template's `query:` outputs under their own name (a computed or
+    /// `AS`-renamed column is no column of the source, so it cannot be written), each with the type the query
+    /// gives it when that differs from the source's.
+    static func queryColumns(
+        _ query: String, of columns: [Column], typeOIDs: [String: String], table: MergeTable, on pg: PostgresConnection
+    ) throws -> [Column] {
+        // Only the output's shape matters here: `:scope` stands for NULL, which every comparison accepts.
+        let sql = ScopeSQL.usesScope(query) ? ScopeSQL.substitute(query, with: "NULL") : query
+        let output: [(name: String, oid: UInt32)]
+        do {
+            output = try pg.describe("SELECT * FROM (\(sql)) AS q")
+        } catch let error as FerryError {
+            throw FerryError(
+                .badTemplate, "the template's query fails in PostgreSQL: \(error.message)",
+                key: "tables.\(table.name)")
+        }
+        let oids = Set(output.map(\.oid)).map(String.init)
+        var types: [String: (name: String, kind: Kind)] = [:]
+        for row in try pg.run(
+            """
+            SELECT t.oid::text, format_type(t.oid, NULL), t.typname, t.typcategory, COALESCE(e.typname, '')
+            FROM pg_type t LEFT JOIN pg_type e ON e.oid = t.typbasetype
+            WHERE t.oid = ANY($1::oid[])
+            """, [ChangeLog.arrayLiteral(oids)])
+        {
+            guard let oid = row[0], let name = row[1], let typname = row[2], let category = row[3] else { continue }
+            let base = row[4] ?? ""
+            types[oid] = (name, kind(typname: base.isEmpty ? typname : base, category: category))
+        }
+        return columns.compactMap { column in
+            guard let out = output.first(where: { $0.name == column.sourceName }) else { return nil }
+            let oid = String(out.oid)
+            guard oid != typeOIDs[column.sourceName], let type = types[oid] else { return column }
+            return Column(
+                name: column.name, sourceName: column.sourceName, typeName: column.typeName, kind: type.kind,
+                sourceKind: column.sourceKind, exportType: type.name)
+        }
     }
 
     static func kind(typname: String, category: String) -> Kind {
@@ -138,7 +228,7 @@ struct TableSchema: Sendable {
 
     /// The text form of a column as snapshots hold it (issue 2's mapping), read back by ``value(_:of:)``.
     static func output(_ column: Column, from alias: String) -> String {
-        let c = "\(alias).\(column.quoted)"
+        let c = column.exportType.map { "(\(alias).\(column.quoted))::\($0)" } ?? "\(alias).\(column.quoted)"
         switch column.kind {
         case .boolean: return "(\(c))::int::text"
         case .timestamptz: return "to_char(\(c) AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
@@ -163,16 +253,19 @@ struct TableSchema: Sendable {
 
     /// A bound text value (or text column of an `unnest`) cast to the column's type.
     static func input(_ column: Column, _ text: String) -> String {
-        switch column.kind {
+        switch column.sourceKind {
         case .bytea: return "decode(\(text), 'base64')"
         case .array: return "ARRAY(SELECT jsonb_array_elements_text((\(text))::jsonb))::\(column.typeName)"
         default: return "(\(text))::\(column.typeName)"
         }
     }
 
-    /// `jsonb_build_object('id', <typed>)`: the tombstone key, compared by PostgreSQL's own jsonb equality.
+    /// `jsonb_build_object('id', <typed>)`: the tombstone key, compared by PostgreSQL's own jsonb equality. Keyed
+    /// by the PostgreSQL column names, so every line of a dataset finds the same tombstone.
     func keyObject(_ typed: (Column) -> String) -> String {
-        "jsonb_build_object(" + key.map { "\(SQLIdentifier.literal($0.name)), \(typed($0))" }.joined(separator: ", ")
+        "jsonb_build_object("
+            + key.map { "\(SQLIdentifier.literal($0.sourceName)), \(typed($0))" }.joined(
+                separator: ", ")
             + ")"
     }
 

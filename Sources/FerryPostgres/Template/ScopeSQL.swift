@@ -176,7 +176,7 @@ extension Template {
         var conditions: [String] = []
         if let filter = table.filter { conditions.append("(\(bind(filter)))") }
         if let parent = table.parent, let parentIndex = tables.firstIndex(where: { $0.name == parent.table }),
-            let parentKey = tables[parentIndex].primaryKey?.first
+            let parentKey = tables[parentIndex].primaryKey?.first.map(tables[parentIndex].sourceColumn(of:))
         {
             let inner = "ferry_p\(depth)"
             let parentRows = rowsSQL(tableAt: parentIndex, scopeExpression: scopeExpression, depth: depth + 1)

@@ -123,12 +123,16 @@ public struct Template: Sendable, Equatable {
         public var filter: String?
         /// Export only rows whose parent row is exported (composes with ``filter``; chains follow).
         public var parent: Parent?
+        /// `rename:`: SQLite column name → the PostgreSQL column (of ``query``'s output, or of ``source``) it shows.
+        /// ``primaryKey`` and the template's ``Template/timestamps`` name SQLite columns; ``exclude``, ``filter``,
+        /// ``query`` and ``Parent/column`` name PostgreSQL columns.
+        public var rename: [String: String]
 
         public init(
             name: String, source: String? = nil, query: String? = nil, primaryKey: [String]? = nil,
             exclude: [String] = [],
             indexes: [String] = [], writable: Bool = false, merge: MergeRule = .newestWins, filter: String? = nil,
-            parent: Parent? = nil
+            parent: Parent? = nil, rename: [String: String] = [:]
         ) {
             self.name = name
             self.source = source ?? name
@@ -140,6 +144,25 @@ public struct Template: Sendable, Equatable {
             self.merge = merge
             self.filter = filter
             self.parent = parent
+            self.rename = rename
+        }
+
+        /// The PostgreSQL column that SQLite column `sqliteName` shows (itself unless renamed).
+        ///
+        /// ```swift
+        /// Template.Table(name: "items", rename: ["title": "name"]).sourceColumn(of: "title")   // "name"
+        /// ```
+        public func sourceColumn(of sqliteName: String) -> String {
+            rename[sqliteName] ?? sqliteName
+        }
+
+        /// The SQLite column that shows PostgreSQL column `sourceName` (itself unless renamed).
+        ///
+        /// ```swift
+        /// Template.Table(name: "items", rename: ["title": "name"]).sqliteColumn(of: "name")   // "title"
+        /// ```
+        public func sqliteColumn(of sourceName: String) -> String {
+            rename.first { $0.value == sourceName }?.key ?? sourceName
         }
     }
 
@@ -180,12 +203,14 @@ public struct Template: Sendable, Equatable {
     }
 
     /// A copy whose tables all have a ``Table/primaryKey``: those the template left out are read from the source
-    /// table's primary key in PostgreSQL. Throws `.badTemplate` naming the table when there is none.
+    /// table's primary key in PostgreSQL, in SQLite names (through ``Table/rename``). Throws `.badTemplate` naming
+    /// the table when there is none.
     public func resolvingPrimaryKeys(using pg: PostgresConnection) throws -> Template {
         var copy = self
         for i in copy.tables.indices where copy.tables[i].primaryKey == nil {
             copy.tables[i].primaryKey = try TemplateValidator.sourcePrimaryKey(
-                of: copy.tables[i], index: i, template: self, pg: pg)
+                of: copy.tables[i], index: i, template: self, pg: pg
+            ).map(copy.tables[i].sqliteColumn(of:))
         }
         return copy
     }

@@ -12,6 +12,7 @@ struct TemplateParser {
     static let timestampKeys = ["created", "updated"]
     static let tableKeys = [
         "name", "source", "query", "primaryKey", "exclude", "indexes", "writable", "merge", "filter", "parent",
+        "rename",
     ]
 
     func fail(_ key: String?, _ message: String, at node: Node? = nil) -> FerryError {
@@ -310,7 +311,61 @@ struct TemplateParser {
             table.parent = Template.Parent(
                 table: parentTable, column: try column(columnNode, key: "\(at).parent.column"))
         }
+        if let node = map["rename"] { table.rename = try parseRename(node, table: table, at: at) }
+        try checkKeyKept(table, at: at, node: map["primaryKey"])
         return table
+    }
+
+    /// `rename: { sqlite_name: postgres_name }`. Each PostgreSQL column is shown once, and an excluded one cannot
+    /// be shown at all; clashes with the other exported columns need the catalog (TemplateValidator+Plans).
+    func parseRename(_ node: Node, table: Template.Table, at: String) throws -> [String: String] {
+        guard case .mapping(let mapping) = node else {
+            throw fail(
+                "\(at).rename",
+                "`rename` must be a mapping from the SQLite column name to the PostgreSQL column it shows, e.g. `rename: { title: name }`",
+                at: node)
+        }
+        var out: [String: String] = [:]
+        for (k, v) in mapping {
+            let name = try column(k, key: "\(at).rename")
+            let key = "\(at).rename.\(name)"
+            guard out[name] == nil else { throw fail(key, "SQLite column '\(name)' is renamed twice: keep one", at: k) }
+            let source = try column(v, key: key)
+            if let other = out.first(where: { $0.value == source })?.key {
+                throw fail(
+                    key,
+                    "table '\(table.name)': PostgreSQL column '\(source)' is already shown as '\(other)'; each PostgreSQL column can be renamed once",
+                    at: v)
+            }
+            if table.exclude.contains(source) {
+                throw fail(
+                    key,
+                    "table '\(table.name)': PostgreSQL column '\(source)' is excluded, so there is nothing to show as '\(name)'; drop one of the two",
+                    at: v)
+            }
+            out[name] = source
+        }
+        return out
+    }
+
+    /// A snapshot keeps every key column: a `primaryKey:` column (an SQLite name) that is excluded or renamed away
+    /// is refused here, before PostgreSQL is asked (a key missing from `query:`'s output is found by the publisher).
+    func checkKeyKept(_ table: Template.Table, at: String, node: Node?) throws {
+        for (j, key) in (table.primaryKey ?? []).enumerated() {
+            let source = table.sourceColumn(of: key)
+            if table.exclude.contains(source) {
+                throw fail(
+                    "\(at).primaryKey[\(j)]",
+                    "table '\(table.name)': key column '\(key)' is excluded; a snapshot needs every key column: remove it from `exclude:`",
+                    at: node)
+            }
+            if table.rename[key] == nil, let shown = table.rename.first(where: { $0.value == key })?.key {
+                throw fail(
+                    "\(at).primaryKey[\(j)]",
+                    "table '\(table.name)': key column '\(key)' is renamed to '\(shown)' by `rename:`; primaryKey names SQLite columns: write '\(shown)'",
+                    at: node)
+            }
+        }
     }
 
     // MARK: - Typed readers

@@ -20,8 +20,10 @@ import FerryPostgres
 /// | arrays                              | `to_json(col)::text`    | TEXT JSON array                     |
 /// | anything else (time, interval, inet, money, …) | `col::text` | TEXT                                |
 struct ColumnPlan: Equatable {
-    /// Column name as PostgreSQL reports it (also the SQLite column name).
+    /// The SQLite column name: PostgreSQL's, or the template's `rename:` of it.
     let name: String
+    /// The column as the rows query reports it (PostgreSQL's name).
+    let sourceName: String
     /// PostgreSQL type OID (of the base type, for domains).
     let typeOID: UInt32
     /// PostgreSQL type name, for messages and the digest.
@@ -48,13 +50,14 @@ struct ColumnPlan: Equatable {
         }
     }
 
-    /// The expression in the generated SELECT (PostgreSQL side).
+    /// The expression in the generated SELECT (PostgreSQL side), named as the SQLite column.
     var selectExpression: String {
-        let quoted = SQLIdentifier.quote(name)
+        let source = SQLIdentifier.quote(sourceName)
+        let alias = SQLIdentifier.quote(name)
         switch kind {
-        case .castText: return "\(quoted)::text AS \(quoted)"
-        case .arrayJSON: return "to_json(\(quoted))::text AS \(quoted)"
-        default: return quoted
+        case .castText: return "\(source)::text AS \(alias)"
+        case .arrayJSON: return "to_json(\(source))::text AS \(alias)"
+        default: return source == alias ? source : "\(source) AS \(alias)"
         }
     }
 

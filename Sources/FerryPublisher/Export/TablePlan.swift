@@ -5,7 +5,9 @@ import FerryPostgres
 struct TablePlan {
     let index: Int
     let table: Template.Table
+    /// Exported columns, named as in SQLite.
     let columns: [ColumnPlan]
+    /// Key columns, SQLite names.
     let primaryKey: [String]
     /// Template timestamp columns that this table has (nil when absent).
     let createdColumn: String?
@@ -20,8 +22,9 @@ struct TablePlan {
     var copySQL: String {
         let select = columns.map(\.selectExpression).joined(separator: ", ")
         let order = primaryKey.map { key -> String in
-            let quoted = "q." + SQLIdentifier.quote(key)
-            return columns.first { $0.name == key }?.sortsAsText == true ? quoted + " COLLATE \"C\"" : quoted
+            let column = columns.first { $0.name == key }
+            let quoted = "q." + SQLIdentifier.quote(column?.sourceName ?? key)
+            return column?.sortsAsText == true ? quoted + " COLLATE \"C\"" : quoted
         }.joined(separator: ", ")
         return "COPY (SELECT \(select) FROM (\(rowsQuery)) AS q ORDER BY \(order)) TO STDOUT (FORMAT binary)"
     }
@@ -44,7 +47,9 @@ struct TablePlan {
 
     /// What the digest covers besides the rows: anything that changes the SQLite file's tables.
     var definition: String {
-        let cols = columns.map { "\($0.name):\($0.typeName):\($0.sqliteType)" }.joined(separator: ",")
+        let cols = columns.map {
+            ($0.sourceName == $0.name ? "" : "\($0.sourceName)>") + "\($0.name):\($0.typeName):\($0.sqliteType)"
+        }.joined(separator: ",")
         return
             "table=\(name)|source=\(table.source)|query=\(table.query ?? "")|columns=\(cols)|pk=\(primaryKey.joined(separator: ","))"
             + "|writable=\(table.writable)|merge=\(table.merge.rawValue)|created=\(createdColumn ?? "")|updated=\(updatedColumn ?? "")"

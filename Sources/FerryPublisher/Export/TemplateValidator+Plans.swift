@@ -82,12 +82,46 @@ extension TemplateValidator {
                     template, "\(at).query",
                     "table '\(table.name)': column name '\(column.name)' cannot be used; rename it with AS")
             }
-            let primaryKey = try table.primaryKey ?? sourcePrimaryKey(of: table, index: i, template: template, pg: pg)
-            let keptNames = kept.map(\.name)
+            let keptSources = kept.map(\.name)
+            for (sqliteName, source) in table.rename.sorted(by: { $0.key < $1.key }) where !keptSources.contains(source)
+            {
+                throw fail(
+                    template, "\(at).rename.\(sqliteName)",
+                    "table '\(table.name)': there is no PostgreSQL column '\(source)' to show as '\(sqliteName)'; columns are: \(keptSources.joined(separator: ", "))"
+                )
+            }
+            let keptNames = keptSources.map(table.sqliteColumn(of:))
+            for (sqliteName, source) in table.rename.sorted(by: { $0.key < $1.key })
+            where keptNames.filter({ $0 == sqliteName }).count > 1 {
+                throw fail(
+                    template, "\(at).rename.\(sqliteName)",
+                    "table '\(table.name)': '\(source)' renamed to '\(sqliteName)' clashes with the exported column '\(sqliteName)'; rename or exclude that one too"
+                )
+            }
+            // The key in SQLite names: the template's, or the source's shown through `rename:`.
+            let primaryKey: [String]
+            if let given = table.primaryKey {
+                primaryKey = given
+            } else {
+                let sourceKey = try sourcePrimaryKey(of: table, index: i, template: template, pg: pg)
+                for key in sourceKey where !keptSources.contains(key) {
+                    let why =
+                        table.exclude.contains(key)
+                        ? "is excluded" : "is not among the exported columns (\(keptSources.joined(separator: ", ")))"
+                    throw fail(
+                        template, "\(at).primaryKey",
+                        "table '\(table.name)': key column '\(key)' \(why); export it or set primaryKey")
+                }
+                primaryKey = sourceKey.map(table.sqliteColumn(of:))
+            }
             for (j, key) in primaryKey.enumerated() where !keptNames.contains(key) {
+                let source = table.sourceColumn(of: key)
                 let why =
-                    table.exclude.contains(key)
-                    ? "is excluded" : "is not among the exported columns (\(keptNames.joined(separator: ", ")))"
+                    table.exclude.contains(source)
+                    ? "is excluded"
+                    : table.rename[key] == nil && table.rename.values.contains(key)
+                        ? "is renamed to '\(table.sqliteColumn(of: key))' by `rename:` (primaryKey names SQLite columns)"
+                        : "is not among the exported columns (\(keptNames.joined(separator: ", ")))"
                 throw fail(
                     template, "\(at).primaryKey\(table.primaryKey == nil ? "" : "[\(j)]")",
                     "table '\(table.name)': key column '\(key)' \(why); export it or set primaryKey")
@@ -104,7 +138,8 @@ extension TemplateValidator {
                 let info =
                     types[column.oid] ?? (name: "oid \(column.oid)", oid: column.oid, typtype: "b", category: "U")
                 return ColumnPlan(
-                    name: column.name, typeOID: info.oid, typeName: info.name,
+                    name: table.sqliteColumn(of: column.name), sourceName: column.name, typeOID: info.oid,
+                    typeName: info.name,
                     kind: ColumnPlan.kind(oid: info.oid, typtype: info.typtype, category: info.category))
             }
             plans.append(
