@@ -25,18 +25,21 @@ struct ServerWiring: Sendable {
             let templates = try settings.templatePaths.map { try Template.load(path: $0.path) }
             // Several templates of one dataset are its schema lines (docs/schema-lines.md): each line's edits
             // merge through its own template, at `/v1/datasets/DATASET.vN/changes`.
-            let counts = Dictionary(grouping: templates, by: \.dataset).mapValues(\.count)
+            let byDataset = Dictionary(grouping: templates, by: \.dataset)
+            for lines in byDataset.values where lines.count > 1 {
+                try Template.validateLines(lines.map { ($0, $0.path) })
+            }
+            let counts = byDataset.mapValues(\.count)
             for template in templates.sorted(by: { $0.schemaVersion < $1.schemaVersion }) {
                 let lined = counts[template.dataset, default: 1] > 1
                 let key =
                     lined
                     ? DatasetName.line(base: template.dataset, schemaVersion: template.schemaVersion) : template.dataset
+                // (Two lines of one schema version were refused by validateLines.)
                 if let other = sources[key] {
                     throw FerryError(
                         .badInput,
-                        lined
-                            ? "\(template.path) and \(other) both have schemaVersion \(template.schemaVersion) for dataset '\(template.dataset)': each line needs its own"
-                            : "dataset '\(template.dataset)' is also defined by \(other); give each dataset one template",
+                        "dataset '\(template.dataset)' is also defined by \(other); give each dataset one template",
                         path: template.path)
                 }
                 sources[key] = template.path

@@ -25,6 +25,13 @@ struct TemplateParserTests {
         let trips = try Template.load(path: root.appendingPathComponent("trips.yml").path)
         #expect(trips.timestamps == Template.Timestamps(created: "createdAt", updated: "updatedAt"))
         #expect(trips.tables == [Template.Table(name: "trips", source: "trips", writable: true, merge: .newestWins)])
+
+        // trips in two schema lines (docs/schema-lines.md): line 1 keeps the old shape.
+        let v1 = try Template.load(path: root.appendingPathComponent("trips.v1.yml").path)
+        let v2 = try Template.load(path: root.appendingPathComponent("trips.v2.yml").path)
+        #expect(v1.dataset == "trips" && v1.schemaVersion == 1 && v2.dataset == "trips" && v2.schemaVersion == 2)
+        #expect(v1.tables.first?.exclude == ["seats"] && v1.tables.first?.rename == ["bags": "luggage"])
+        try Template.validateLines([(v1, "trips.v1.yml"), (v2, "trips.v2.yml")])
     }
 
     @Test("defaults: source = name, schemaVersion 1, created_at/updated_at, read-only, newest-wins")

@@ -20,7 +20,7 @@ extension Publisher {
         _ templates: [Template], store: FileSnapshotStore, started: ContinuousClock.Instant, changed: Set<String>?,
         isCancelled: @escaping @Sendable () -> Bool
     ) throws -> PublishResult {
-        try Self.validateLines(templates)
+        try Template.validateLines(templates.map { ($0, $0.path) })
         let dataset = templates[0].dataset
         let lock: FileLock
         do {
@@ -77,33 +77,5 @@ extension Publisher {
         result.unchanged = results.allSatisfy(\.unchanged)
         result.seconds = (ContinuousClock.now - started).seconds
         return result
-    }
-
-    /// The lines of one publish share `dataset:` and the `scope:` definition, and their schema versions are
-    /// distinct; each error names the files.
-    static func validateLines(_ templates: [Template]) throws {
-        let first = templates[0]
-        var seen: [Int: String] = [:]
-        for template in templates {
-            guard template.dataset == first.dataset else {
-                throw FerryError(
-                    .badInput,
-                    "the templates of one publish must be lines of one dataset: \(first.path) says dataset '\(first.dataset)', \(template.path) says '\(template.dataset)'",
-                    path: template.path, key: "dataset")
-            }
-            if let other = seen[template.schemaVersion] {
-                throw FerryError(
-                    .badInput,
-                    "\(other) and \(template.path) both have schemaVersion \(template.schemaVersion): each line of dataset '\(first.dataset)' needs its own",
-                    path: template.path, key: "schemaVersion")
-            }
-            seen[template.schemaVersion] = template.path
-            guard template.scope == first.scope else {
-                throw FerryError(
-                    .badInput,
-                    "\(template.path) and \(first.path) define scope: differently; the lines of dataset '\(first.dataset)' share one scope definition",
-                    path: template.path, key: "scope")
-            }
-        }
     }
 }
