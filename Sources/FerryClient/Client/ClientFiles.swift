@@ -54,9 +54,9 @@ struct ClientFiles: Sendable {
 
     // MARK: Open
 
-    /// Checks that SQLite has the session extension, takes the directory (creating it), removes crash leftovers and
-    /// loads the checksum cache.
-    static func open(_ directory: ClientDirectory, logger: Logger) throws -> (FileLock, ClientStateFile) {
+    /// Checks that SQLite has the session extension, takes the directory (creating it), removes crash leftovers,
+    /// loads the checksum cache and the device id (made on the first open).
+    static func open(_ directory: ClientDirectory, logger: Logger) throws -> (FileLock, ClientStateFile, String) {
         try SessionExtension.require()
         try directory.create()
         let lock: FileLock
@@ -69,7 +69,8 @@ struct ClientFiles: Sendable {
                 path: directory.url.path)
         }
         try directory.removeLeftovers()
-        return (lock, ClientStateFile.load(from: directory.stateFile) { logger.warning("\($0)") })
+        let deviceID = try directory.deviceID()
+        return (lock, ClientStateFile.load(from: directory.stateFile) { logger.warning("\($0)") }, deviceID)
     }
 
     /// A writer killed mid-transaction leaves a hot journal: let SQLite roll it back before anyone reads (read-only
@@ -129,10 +130,10 @@ struct ClientFiles: Sendable {
 
     // MARK: Fetch
 
-    /// Refuses a directory that holds another dataset.
+    /// Refuses a directory that holds another dataset (one of the dataset's schema lines is the dataset).
     func checkDataset(_ dataset: String, _ state: inout ClientStateFile) throws {
         if let live = try directory.info(of: directory.database, state: &state), let liveDataset = live.dataset,
-            liveDataset != dataset
+            !DatasetName.names(liveDataset, lineOf: dataset, schemaVersion: live.schemaVersion)
         {
             throw FerryError(
                 .badInput,

@@ -24,6 +24,16 @@ public actor FerryClient {
     public nonisolated let configuration: Configuration
     /// The client directory's files.
     public nonisolated let directory: ClientDirectory
+    /// This client directory's device id: a random UUID made on its first open and kept in it (`.ferry/client-id`),
+    /// sent as `Ferry-Device` with every request so the server can count the devices on each schema line. It names
+    /// the directory, not the person: it is not personal data, and a new directory (a reinstall) gets a new one.
+    ///
+    /// ```swift
+    /// logger.info("syncing", metadata: ["device": "\(client.deviceID)"])
+    /// ```
+    public nonisolated let deviceID: String
+    /// The request header that carries ``deviceID``.
+    package static let deviceHeader = "Ferry-Device"
     let logger: Logger
     let transport: any SnapshotTransport
     /// The app's own connections to the live database (FerryGRDB), when it holds them; then the client opens none,
@@ -46,10 +56,11 @@ public actor FerryClient {
     private init(
         configuration: Configuration, logger: Logger, transport: any SnapshotTransport, host: (any LiveDatabaseHost)?,
         patchesOnArrival: Bool,
-        lock: FileLock, state: ClientStateFile
+        lock: FileLock, state: ClientStateFile, deviceID: String
     ) {
         self.configuration = configuration
         self.directory = ClientDirectory(configuration.directory)
+        self.deviceID = deviceID
         self.logger = logger
         self.transport = transport
         self.host = host
@@ -81,11 +92,11 @@ public actor FerryClient {
         patchesOnArrival: Bool = false
     ) async throws -> FerryClient {
         let directory = ClientDirectory(configuration.directory)
-        let (lock, state) = try await BlockingWork.run { try ClientFiles.open(directory, logger: logger) }
+        let (lock, state, deviceID) = try await BlockingWork.run { try ClientFiles.open(directory, logger: logger) }
         let client = FerryClient(
             configuration: configuration, logger: logger, transport: transport, host: host,
             patchesOnArrival: patchesOnArrival && host != nil,
-            lock: lock, state: state)
+            lock: lock, state: state, deviceID: deviceID)
         do {
             try await client.launch()
         } catch {

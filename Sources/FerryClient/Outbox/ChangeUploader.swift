@@ -4,7 +4,9 @@ import Foundation
 /// Uploads a batch of local edits and returns the server's answers. An app can plug in its own transport
 /// (``URLSessionChangeUploader`` is the default; FerryClientNIO has an AsyncHTTPClient one).
 ///
-/// Contract: send `accessToken`, when there is one, as `Authorization: Bearer <token>`. Return only when the server
+/// Contract: POST to `{server}/v1/datasets/{dataset}/changes`, `dataset` being the dataset or the schema line
+/// (`trips.v1`) the edits were made under. Send the batch's `clientId` as `Ferry-Device` (the directory's device id),
+/// and `accessToken`, when there is one, as `Authorization: Bearer <token>`. Return only when the server
 /// answered 200 with a well-formed body; throw a `FerryError` with code `.offline` when the server could not be
 /// reached, `.network` when it failed (the edits stay queued and are retried), `.unauthorized` on a 401 or 403 (the
 /// edits stay queued and are sent again, same change ids, once the app has a valid token; not retried meanwhile), and

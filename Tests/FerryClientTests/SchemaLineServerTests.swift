@@ -1,0 +1,165 @@
+import FerryCore
+import FerryStore
+import Foundation
+import Testing
+
+@testable import FerryClient
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// The client against the real Ferry server serving a hand-made line store (`trips.v2`, published as such), through
+/// a transport that records every request and stands in for the server's line resolution: it sends the base manifest
+/// request (`/v1/datasets/trips/manifest?schema=…`) to the line's manifest, and answers 410 where a test retires a
+/// path. Everything else is the real server's answer.
+@Suite struct SchemaLineServerTests {
+    /// The real transport behind a recorder, the base-to-line manifest step and the retired paths.
+    struct LineTransport: SnapshotTransport {
+        let inner: any SnapshotTransport
+        /// The line the base manifest request resolves to.
+        let line: String
+        let requests = Locked<[SnapshotRequest]>([])
+        /// Paths (prefixes) answered 410 with the server's error body.
+        let retired = Locked<[String]>([])
+
+        func get<Result: Sendable>(
+            _ request: SnapshotRequest, _ handle: (SnapshotResponseHead, SnapshotResponseBody) async throws -> Result
+        ) async throws -> Result {
+            requests.withLock { $0.append(request) }
+            let path = request.url.path
+            if retired.current.contains(where: { path.hasPrefix($0) }) {
+                let body = Data(
+                    #"{"error":{"code":"gone","message":"no accepted line is live; lines served: 3"}}"#.utf8)
+                let sent = Locked(false)
+                return try await handle(
+                    SnapshotResponseHead(status: 410, headers: ["content-type": "application/json"]),
+                    SnapshotResponseBody {
+                        sent.withLock { done in
+                            defer { done = true }
+                            return done ? nil : body
+                        }
+                    })
+            }
+            var routed = request
+            if let base = DatasetName.base(of: line), path.hasSuffix("/v1/datasets/\(base)/manifest") {
+                var components = URLComponents(url: request.url, resolvingAgainstBaseURL: false)!
+                components.path = path.replacingOccurrences(of: "/datasets/\(base)/", with: "/datasets/\(line)/")
+                components.query = nil
+                routed.url = components.url!
+            }
+            return try await inner.get(routed, handle)
+        }
+    }
+
+    struct Setup {
+        let temp: TemporaryDirectory
+        let fixtures: SnapshotFixtures
+        var dir: ClientDirectory { ClientDirectory(temp.appending("client")) }
+
+        init() throws {
+            temp = try TemporaryDirectory("ferry-lines")
+            fixtures = SnapshotFixtures(root: temp.appending("store"), dataset: "trips.v2")
+        }
+
+        func open(_ url: URL, _ transport: LineTransport) async throws -> FerryClient {
+            var configuration = FerryClient.Configuration(
+                directory: dir.url, serverURL: url, dataset: "trips", acceptedSchemaVersions: [2, 1])
+            configuration.applyPendingOnOpen = false
+            configuration.pushOnOpen = false
+            return try await FerryClient.open(configuration: configuration, logger: .test, transport: transport)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases) func aFetchFollowsTheLineTheManifestNames(_ kind: TransportKind)
+        async throws
+    {
+        let setup = try Setup()
+        defer { setup.temp.remove() }
+        let first = try setup.fixtures.publish(schemaVersion: 2)
+        try await withFerryServer(store: setup.fixtures.store.root, dataset: "trips.v2") { url, waitForVersion in
+            let transport = LineTransport(inner: kind.shared, line: "trips.v2")
+            let client = try await setup.open(url, transport)
+            defer { Task { await client.close() } }
+
+            // The check asks for the dataset with the accepted schema versions; the version comes from the line.
+            var result = try await client.checkForUpdates()
+            #expect(result.outcome == .initialSync && result.version == 1 && result.sha256 == first.sha256)
+            let db = try SQLiteConnection(path: setup.dir.database.path, mode: .readOnly)
+            #expect(try SnapshotMetadata.read(from: db).dataset == "trips.v2")
+            var paths = transport.requests.current.map { $0.url.path + ($0.url.query.map { "?" + $0 } ?? "") }
+            #expect(paths == ["/v1/datasets/trips/manifest?schema=1,2", "/v1/datasets/trips.v2/versions/1"])
+
+            // Every request carries the directory's device id.
+            #expect(transport.requests.current.allSatisfy { $0.headers["Ferry-Device"] == client.deviceID })
+
+            // The next checks still ask the base URL, and the directory holding a line is the dataset's.
+            result = try await client.checkForUpdates()
+            #expect(result.outcome == .notModified)
+            _ = try setup.fixtures.publish(rows: 5, schemaVersion: 2)
+            try await waitForVersion(2)
+            result = try await client.checkForUpdates()
+            #expect(result.outcome == .updateDownloaded && result.version == 2)
+            paths = transport.requests.current.map { $0.url.path + ($0.url.query.map { "?" + $0 } ?? "") }
+            #expect(
+                paths.suffix(3) == [
+                    "/v1/datasets/trips/manifest?schema=1,2", "/v1/datasets/trips/manifest?schema=1,2",
+                    "/v1/datasets/trips.v2/versions/2",
+                ])
+            #expect(transport.requests.current.allSatisfy { $0.headers["Ferry-Device"] == client.deviceID })
+
+            // A background download names the line's version URL, and its request carries the device id.
+            _ = try setup.fixtures.publish(rows: 6, schemaVersion: 2)
+            try await waitForVersion(3)
+            let download = try #require(try await client.prepareBackgroundDownload())
+            #expect(download.url.path == "/v1/datasets/trips.v2/versions/3")
+            let request = try await client.backgroundRequest(for: download)
+            #expect(request.value(forHTTPHeaderField: "Ferry-Device") == client.deviceID)
+        }
+    }
+
+    @Test func a410KeepsTheDatabaseThePendingUpdateAndThePartialDownload() async throws {
+        let setup = try Setup()
+        defer { setup.temp.remove() }
+        _ = try setup.fixtures.publish(schemaVersion: 2)
+        try await withFerryServer(store: setup.fixtures.store.root, dataset: "trips.v2") { url, waitForVersion in
+            let transport = LineTransport(inner: TransportKind.urlSession.shared, line: "trips.v2")
+            let client = try await setup.open(url, transport)
+            defer { Task { await client.close() } }
+            _ = try await client.checkForUpdates()
+            _ = try setup.fixtures.publish(rows: 4, schemaVersion: 2)
+            try await waitForVersion(2)
+            #expect(try await client.checkForUpdates().outcome == .updateDownloaded)
+            let pending = try Data(contentsOf: setup.dir.updated)
+            let live = try Data(contentsOf: setup.dir.database)
+
+            // Given a partial download of version 3, when the line's versions are retired
+            let third = try setup.fixtures.publish(rows: 9, schemaVersion: 2)
+            try await waitForVersion(3)
+            let bytes = try Data(contentsOf: setup.fixtures.snapshotFile(3)).prefix(1000)
+            try bytes.write(to: setup.dir.partial)
+            let record = PartialRecord(
+                dataset: "trips.v2",
+                expected: ExpectedSnapshot(sha256: third.sha256, size: third.size, version: 3))
+            try JSONEncoder().encode(record).write(to: setup.dir.partialRecord)
+            transport.retired.withLock { $0 = ["/v1/datasets/trips.v2/"] }
+
+            // Then the check fails with schemaRetired, naming the dataset and passing on the server's message
+            var error = await #expect(throws: FerryError.self) { try await client.checkForUpdates() }
+            #expect(error?.code == .schemaRetired)
+            #expect(error?.message.contains("too old for dataset 'trips'") == true)
+            #expect(error?.message.contains("lines served: 3") == true)
+
+            // And the same when the manifest itself is 410 (no accepted line is live)
+            transport.retired.withLock { $0 = ["/v1/datasets/trips/manifest"] }
+            error = await #expect(throws: FerryError.self) { try await client.checkForUpdates() }
+            #expect(error?.code == .schemaRetired)
+
+            // And nothing local moved
+            #expect(try Data(contentsOf: setup.dir.database) == live)
+            #expect(try Data(contentsOf: setup.dir.updated) == pending)
+            #expect(try Data(contentsOf: setup.dir.partial) == bytes)
+            #expect(setup.dir.exists(setup.dir.partialRecord))
+        }
+    }
+}
