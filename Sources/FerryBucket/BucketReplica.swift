@@ -134,17 +134,16 @@ public final class BucketReplica: Service, Sendable {
         removeUnreferencedFiles()
     }
 
-    /// The datasets with a manifest (`PREFIX/DATASET/manifest.json`), sorted.
+    /// The datasets of the store (`PREFIX/DATASET/`), sorted: one listing with a delimiter, so a poll costs one
+    /// entry per dataset, not one per object. A dataset whose manifest is not there yet (its first publish is
+    /// uploading objects) is skipped by ``sync(dataset:)``.
     func listDatasets() async throws -> [String] {
         let prefix = layout.storePrefix
-        let objects = try await s3.list(bucket: layout.bucket, prefix: prefix)
-        return objects.compactMap { object -> String? in
-            guard object.key.hasPrefix(prefix) else { return nil }
-            let parts = object.key.dropFirst(prefix.count).split(separator: "/", omittingEmptySubsequences: false)
-            guard parts.count == 2, parts[1] == "manifest.json", DatasetName.isValid(String(parts[0])) else {
-                return nil
-            }
-            return String(parts[0])
+        let prefixes = try await s3.listPrefixes(bucket: layout.bucket, prefix: prefix)
+        return prefixes.compactMap { entry -> String? in
+            guard entry.hasPrefix(prefix), entry.hasSuffix("/") else { return nil }
+            let name = String(entry.dropFirst(prefix.count).dropLast())
+            return DatasetName.isValid(name) ? name : nil
         }.sorted()
     }
 
@@ -153,9 +152,11 @@ public final class BucketReplica: Service, Sendable {
     func sync(dataset: String) async throws {
         let key = layout.manifestKey(dataset: dataset)
         let served = store.etags()[dataset]
-        guard case .object(let object) = try await s3.get(bucket: layout.bucket, key: key, ifNoneMatch: served) else {
+        guard let answer = try await s3.getIfPresent(bucket: layout.bucket, key: key, ifNoneMatch: served) else {
+            // No manifest: a first publish still uploading its objects (a served one is never deleted; see sync()).
             return
         }
+        guard case .object(let object) = answer else { return }
         let etag = object.etag ?? FileDigest.sha256Hex(bytes: [UInt8](object.body))
         if etag == served { return }
         let manifest = try StoredManifest.decode(object.body, path: "s3://\(layout.bucket)/\(key)")

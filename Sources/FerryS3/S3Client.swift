@@ -37,6 +37,9 @@ public struct S3ListedObject: Sendable, Equatable {
 /// One page of ListObjectsV2.
 public struct S3ListPage: Sendable {
     public var objects: [S3ListedObject]
+    /// With a delimiter: the distinct key prefixes up to and including the delimiter after `prefix`
+    /// (`PREFIX/trips/`), in place of the objects under them.
+    public var commonPrefixes: [String] = []
     /// The token of the next page; nil on the last.
     public var nextContinuationToken: String?
 }
@@ -149,6 +152,23 @@ public struct S3Client: Sendable {
                 contentRange: response.headers.first(name: "content-range")))
     }
 
+    /// ``get(bucket:key:range:ifNoneMatch:)``, or nil when there is no such object (404).
+    public func getIfPresent(bucket: String, key: String, ifNoneMatch: String? = nil) async throws -> S3GetResult? {
+        var headers: [(String, String)] = []
+        if let ifNoneMatch { headers.append(("if-none-match", ifNoneMatch)) }
+        let response = try await send(
+            "GET", "GET", bucket: bucket, key: key, headers: headers, accept: [200, 304, 404])
+        switch response.status {
+        case 304: return .notModified
+        case 404: return nil
+        default:
+            return .object(
+                S3Object(
+                    body: response.body, etag: response.headers.first(name: "etag"),
+                    contentRange: response.headers.first(name: "content-range")))
+        }
+    }
+
     /// What the server knows of an object, or nil when there is none.
     public func head(bucket: String, key: String) async throws -> S3ObjectInfo? {
         let response = try await send(
@@ -194,9 +214,11 @@ public struct S3Client: Sendable {
 
     /// One page (at most `maxKeys`) of the objects whose key starts with `prefix`.
     public func listPage(
-        bucket: String, prefix: String, continuationToken: String? = nil, maxKeys: Int = 1000
+        bucket: String, prefix: String, delimiter: String? = nil, continuationToken: String? = nil,
+        maxKeys: Int = 1000
     ) async throws -> S3ListPage {
         var query = [("list-type", "2"), ("prefix", prefix), ("max-keys", String(maxKeys))]
+        if let delimiter { query.append(("delimiter", delimiter)) }
         if let continuationToken { query.append(("continuation-token", continuationToken)) }
         let response = try await send("LIST", "GET", bucket: bucket, query: query)
         guard let root = S3XMLElement.parse(response.body), root.name == "ListBucketResult" else {
@@ -207,7 +229,24 @@ public struct S3Client: Sendable {
                 key: $0.text("Key") ?? "", size: Int($0.text("Size") ?? "") ?? 0, etag: $0.text("ETag") ?? "")
         }
         let truncated = root.text("IsTruncated") == "true"
-        return S3ListPage(objects: objects, nextContinuationToken: truncated ? root.text("NextContinuationToken") : nil)
+        var page = S3ListPage(
+            objects: objects, nextContinuationToken: truncated ? root.text("NextContinuationToken") : nil)
+        page.commonPrefixes = root.all("CommonPrefixes").compactMap { $0.text("Prefix") }
+        return page
+    }
+
+    /// The distinct key prefixes under `prefix` up to the next `delimiter` (`PREFIX/trips/`, `PREFIX/parks/`),
+    /// page by page: one entry per "directory", however many objects it holds.
+    public func listPrefixes(bucket: String, prefix: String, delimiter: String = "/") async throws -> [String] {
+        var all: [String] = []
+        var token: String?
+        repeat {
+            let page = try await listPage(
+                bucket: bucket, prefix: prefix, delimiter: delimiter, continuationToken: token)
+            all += page.commonPrefixes
+            token = page.nextContinuationToken
+        } while token != nil
+        return all
     }
 
     /// Every object whose key starts with `prefix`, page by page.

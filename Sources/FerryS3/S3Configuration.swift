@@ -103,7 +103,7 @@ public struct S3Configuration: Sendable, CustomStringConvertible {
         if !missing.isEmpty {
             throw FerryError(
                 .s3Credentials,
-                "no S3 credentials (\(missing.joined(separator: " and ")) is not set): set AWS_ACCESS_KEY_ID and "
+                "no S3 credentials (\(missing.joined(separator: " and ")) \(missing.count == 1 ? "is" : "are") not set): set AWS_ACCESS_KEY_ID and "
                     + "AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for temporary credentials)")
         }
         var endpointURL: URL?

@@ -22,19 +22,31 @@ struct ServerWiring: Sendable {
         var sources: [String: String] = [:]
         var authorities: [String: PostgresScopeAuthority] = [:]
         do {
-            for url in settings.templatePaths {
-                let template = try Template.load(path: url.path)
-                if let other = sources[template.dataset] {
+            let templates = try settings.templatePaths.map { try Template.load(path: $0.path) }
+            // Several templates of one dataset are its schema lines (docs/schema-lines.md): each line's edits
+            // merge through its own template, at `/v1/datasets/DATASET.vN/changes`.
+            let counts = Dictionary(grouping: templates, by: \.dataset).mapValues(\.count)
+            for template in templates.sorted(by: { $0.schemaVersion < $1.schemaVersion }) {
+                let lined = counts[template.dataset, default: 1] > 1
+                let key =
+                    lined
+                    ? DatasetName.line(base: template.dataset, schemaVersion: template.schemaVersion) : template.dataset
+                if let other = sources[key] {
                     throw FerryError(
                         .badInput,
-                        "dataset '\(template.dataset)' is also defined by \(other); give each dataset one template",
-                        path: url.path)
+                        lined
+                            ? "\(template.path) and \(other) both have schemaVersion \(template.schemaVersion) for dataset '\(template.dataset)': each line needs its own"
+                            : "dataset '\(template.dataset)' is also defined by \(other); give each dataset one template",
+                        path: template.path)
                 }
-                sources[template.dataset] = url.path
-                wiring.mergers[template.dataset] = try await ChangeMerger.start(
+                sources[key] = template.path
+                let merger = try await ChangeMerger.start(
                     template: template, databaseURL: settings.databaseURL, connections: settings.mergerConnections,
                     logger: logger)
-                if template.scope != nil {
+                wiring.mergers[key] = merger
+                // A device from before the lines posts to the dataset itself: its edits go to the oldest line.
+                if lined, wiring.mergers[template.dataset] == nil { wiring.mergers[template.dataset] = merger }
+                if template.scope != nil, authorities[template.dataset] == nil {
                     authorities[template.dataset] = try await PostgresScopeAuthority.start(
                         template: template, databaseURL: settings.databaseURL, logger: logger)
                 }
@@ -45,15 +57,21 @@ struct ServerWiring: Sendable {
             throw error
         }
         wiring.scopeAuthorities = authorities
+        // A merger serving a line and its dataset's base name runs (and stops) once.
+        var seen: Set<ObjectIdentifier> = []
         wiring.services =
-            wiring.mergers.keys.sorted().map { wiring.mergers[$0]! as any Service }
+            wiring.mergers.keys.sorted().compactMap { key -> (any Service)? in
+                let merger = wiring.mergers[key]!
+                return seen.insert(ObjectIdentifier(merger)).inserted ? merger : nil
+            }
             + authorities.keys.sorted().map { authorities[$0]! as any Service }
         return wiring
     }
 
     /// Closes every connection now (for a server that never started).
     func shutdown() {
-        for merger in mergers.values { merger.shutdown() }
+        var seen: Set<ObjectIdentifier> = []
+        for merger in mergers.values where seen.insert(ObjectIdentifier(merger)).inserted { merger.shutdown() }
         for case let authority as PostgresScopeAuthority in scopeAuthorities.values { authority.shutdown() }
     }
 }

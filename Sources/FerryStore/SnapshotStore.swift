@@ -123,6 +123,30 @@ public struct FileSnapshotStore: SnapshotStore {
         }.sorted()
     }
 
+    /// The schema lines of dataset `base` that have a manifest (`base.vN`, docs/schema-lines.md), by schema version
+    /// ascending; empty for a dataset published from one template.
+    public func lines(of base: String) throws -> [(name: String, schemaVersion: Int)] {
+        // A store not made yet (a first publish makes it) has no lines.
+        guard FileManager.default.fileExists(atPath: root.path) else { return [] }
+        return try datasets().compactMap { name in
+            guard let (lineBase, schemaVersion) = DatasetName.split(name), lineBase == base, let schemaVersion else {
+                return nil
+            }
+            return (name, schemaVersion)
+        }.sorted { $0.schemaVersion < $1.schemaVersion }
+    }
+
+    /// Marks schema line `line` retired (its manifest's `retiredAt`), atomically; its files stay, so the line's
+    /// template can come back. Returns false when it was retired already. Call it while holding the dataset's lock.
+    @discardableResult
+    public func retire(line: String, at timestamp: String) throws -> Bool {
+        guard var manifest = try storedManifest(for: line), manifest.retiredAt == nil else { return false }
+        manifest.retiredAt = timestamp
+        try manifest.validate()
+        try DurableFile.write(try manifest.jsonData(), to: manifestURL(dataset: line))
+        return true
+    }
+
     /// `manifest.json`, validated; nil when the dataset has never been published. A legacy manifest is converted.
     public func storedManifest(for dataset: String) throws -> StoredManifest? {
         guard DatasetName.isValid(dataset) else { return nil }

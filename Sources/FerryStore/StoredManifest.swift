@@ -32,6 +32,10 @@ public struct StoredManifest: Codable, Sendable, Equatable {
     /// `manifest.json`): the files of version N are `versions/N.sqlite[.gz]`. Not encoded; see
     /// `FileSnapshotStore+Legacy.swift`.
     public internal(set) var isLegacyLayout = false
+    /// When the operator dropped this schema line's template (docs/schema-lines.md), ISO-8601 UTC: the server then
+    /// answers its URLs `410 Gone`. Nil for a live line and for every dataset that is not a line. The next publish of
+    /// the line's template brings it back.
+    public var retiredAt: String?
 
     public init(
         dataset: String, scoped: Bool, schemaVersion: Int, lastVersion: Int, createdAt: String, scopes: [ScopeEntry]
@@ -44,7 +48,9 @@ public struct StoredManifest: Codable, Sendable, Equatable {
         self.scopes = scopes
     }
 
-    private enum CodingKeys: String, CodingKey { case dataset, scoped, schemaVersion, lastVersion, createdAt, scopes }
+    private enum CodingKeys: String, CodingKey {
+        case dataset, scoped, schemaVersion, lastVersion, createdAt, scopes, retiredAt
+    }
 
     /// The entry of scope value `scope` (nil: the implicit scope of an unscoped dataset), if it has a snapshot.
     public func entry(for scope: String?) -> ScopeEntry? {

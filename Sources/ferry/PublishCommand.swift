@@ -45,8 +45,12 @@ struct PublishCommand: AsyncParsableCommand {
 
 /// Options shared by `publish` and `schedule`.
 struct PublishOptions: ParsableArguments {
-    @Option(name: .long, help: ArgumentHelp("Template file, e.g. templates/campgrounds.yml.", valueName: "file"))
-    var config: String
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Template file, e.g. templates/campgrounds.yml. Repeat it to publish one dataset in several schema lines, one template per schemaVersion (docs/schema-lines.md).",
+            valueName: "file"))
+    var config: [String] = []
 
     @Option(name: .long, help: ArgumentHelp("PostgreSQL URL (default: $DATABASE_URL).", valueName: "url"))
     var databaseURL: String?
@@ -94,6 +98,9 @@ struct PublishOptions: ParsableArguments {
     var full = false
 
     func validate() throws {
+        guard !config.isEmpty else {
+            throw ValidationError("missing --config FILE: the template to publish (e.g. --config templates/trips.yml)")
+        }
         guard keep >= 1 else { throw ValidationError("--keep must be at least 1: the current version is always kept") }
         try validateStore()
     }
@@ -124,6 +131,11 @@ struct PublishOptions: ParsableArguments {
         guard case .bucket(let location) = try StoreLocation(parsing: store) else {
             return Publisher(configuration: configuration, logger: logger)
         }
+        if config.count > 1 {
+            throw ValidationError(
+                "--store \(store): schema lines (several --config) are published into a store directory only; a bucket is not built yet (docs/schema-lines.md)"
+            )
+        }
         var configuration = configuration
         configuration.store =
             cacheDir.map { URL(fileURLWithPath: $0) } ?? BucketPublisher.defaultCacheDirectory(for: location)
@@ -152,7 +164,8 @@ struct PublishOptions: ParsableArguments {
             throw ValidationError("no database: pass --database-url postgres://user@host:5432/db or set DATABASE_URL")
         }
         var configuration = Publisher.Configuration(
-            templatePath: config, databaseURL: url, store: URL(fileURLWithPath: store), keep: keep)
+            templatePath: config[0], databaseURL: url, store: URL(fileURLWithPath: store), keep: keep)
+        configuration.templatePaths = config
         configuration.patches = !noPatches
         configuration.incremental = !full
         return configuration

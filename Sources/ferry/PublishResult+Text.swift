@@ -5,6 +5,16 @@ import Foundation
 extension PublishResult {
     /// The human summary `ferry publish` prints.
     var text: String {
+        if let lineResults = self.lines {
+            var text = lineResults.map(\.text).joined(separator: "\n")
+            if let retiredLines, !retiredLines.isEmpty {
+                let base = DatasetName.base(of: dataset) ?? dataset
+                text +=
+                    "\n\(base): retired line(s) \(retiredLines.map { "v\($0)" }.joined(separator: ", ")) (no template given): "
+                    + "their devices get 410 and are told to update the app"
+            }
+            return text
+        }
         var lines: [String] = []
         if let scopes {
             let changed = scopes.filter { !$0.unchanged }.count

@@ -55,7 +55,7 @@ struct ScheduleCommand: AsyncParsableCommand {
         let publisher = try options.publisher(configuration: try options.configuration(), logger: logger)
         let service: any Service
         if onChange {
-            let template = try Template.load(path: options.config)
+            let template = try Template.load(path: options.config[0])
             service = OnChangeSchedule(
                 publisher: publisher, channel: ChangeTriggers.channel(for: template.dataset), debounce: debounce,
                 maxDelay: maxDelay,

@@ -135,6 +135,29 @@ import Testing
         #expect(try await s3.list(bucket: bucket, prefix: "nothing/").isEmpty)
     }
 
+    @Test func listsPrefixesWithADelimiterAndGetsNilForAMissingKey() async throws {
+        let (s3, bucket) = try await SeaweedFS.freshBucket("prefixes")
+        for key in ["s/trips/manifest.json", "s/trips/objects/a", "s/trips/objects/b", "s/parks.v2/objects/c", "s/x"] {
+            try await s3.put(bucket: bucket, key: key, body: Data(key.utf8))
+        }
+        #expect(Set(try await s3.listPrefixes(bucket: bucket, prefix: "s/")) == ["s/trips/", "s/parks.v2/"])
+        #expect(try await s3.listPrefixes(bucket: bucket, prefix: "none/").isEmpty)
+        #expect(try await s3.getIfPresent(bucket: bucket, key: "s/parks.v2/manifest.json") == nil)
+        guard case .object(let object)? = try await s3.getIfPresent(bucket: bucket, key: "s/trips/manifest.json")
+        else {
+            Issue.record("an existing key was not read")
+            return
+        }
+        #expect(object.body == Data("s/trips/manifest.json".utf8))
+        guard
+            case .notModified? = try await s3.getIfPresent(
+                bucket: bucket, key: "s/trips/manifest.json", ifNoneMatch: object.etag)
+        else {
+            Issue.record("a matching ETag was not answered 304")
+            return
+        }
+    }
+
     @Test func multipartUploadWithChecksums() async throws {
         let (s3, bucket) = try await SeaweedFS.freshBucket("multipart")
         let body = pattern(5 << 20 + 1234)
@@ -320,6 +343,7 @@ import Testing
         let none = #expect(throws: FerryError.self) { try S3Configuration.fromEnvironment([:]) }
         #expect(none?.code == .s3Credentials)
         #expect(none?.description.contains("set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY") == true)
+        #expect(none?.description.contains("(AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are not set)") == true)
         let noSecret = #expect(throws: FerryError.self) {
             try S3Configuration.fromEnvironment(["AWS_ACCESS_KEY_ID": "a"])
         }

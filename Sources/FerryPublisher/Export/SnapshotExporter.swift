@@ -15,10 +15,13 @@ final class ExportSession: @unchecked Sendable {
     /// The SQL type of the scope values, for a template with `scope:`.
     let scopeTypeName: String?
 
-    /// Opens the first session: begins the transaction, checks the scope queries and resolves the template.
-    init(template: Template, databaseURL: String) throws {
+    /// Opens the first session: begins the transaction, checks the scope queries and resolves the template. With
+    /// `snapshotID` (a ``SnapshotHolder``'s) the transaction sees that snapshot: the lines of one publish
+    /// (docs/schema-lines.md) all read the same cut of PostgreSQL.
+    init(template: Template, databaseURL: String, joining snapshotID: String? = nil) throws {
         pg = try PostgresConnection(url: databaseURL)
         try Self.begin(pg)
+        if let snapshotID { try Self.setSnapshot(snapshotID, on: pg) }
         scopeTypeName = try TemplateValidator.scopeTypeName(for: template, pg: pg)
         plans = try TemplateValidator.plans(
             for: template, pg: pg, scopeExpression: scopeTypeName.map(ScopeSQL.expression(typeName:)))
@@ -28,10 +31,14 @@ final class ExportSession: @unchecked Sendable {
     init(joining snapshotID: String, databaseURL: String, plans: [TablePlan]) throws {
         pg = try PostgresConnection(url: databaseURL)
         try Self.begin(pg)
-        // Must be the transaction's first statement. The id is PostgreSQL's own (hex digits and dashes).
-        try pg.execute("SET TRANSACTION SNAPSHOT '\(snapshotID.filter { $0.isHexDigit || $0 == "-" })'")
+        try Self.setSnapshot(snapshotID, on: pg)
         self.plans = plans
         scopeTypeName = nil
+    }
+
+    /// Must be the transaction's first statement. The id is PostgreSQL's own (hex digits and dashes).
+    private static func setSnapshot(_ snapshotID: String, on pg: PostgresConnection) throws {
+        try pg.execute("SET TRANSACTION SNAPSHOT '\(snapshotID.filter { $0.isHexDigit || $0 == "-" })'")
     }
 
     // Ends the read-only export transaction; it wrote nothing, and a dead connection has no transaction to end.
@@ -45,13 +52,32 @@ final class ExportSession: @unchecked Sendable {
         return id
     }
 
-    private static func begin(_ pg: PostgresConnection) throws {
+    static func begin(_ pg: PostgresConnection) throws {
         // Fixed session settings make every text conversion (casts, to_json) independent of server defaults.
         try pg.execute(
             "SET TIME ZONE 'UTC'; SET DateStyle = 'ISO, YMD'; SET IntervalStyle = 'iso_8601'; SET extra_float_digits = 3"
         )
         try pg.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
     }
+}
+
+/// A transaction that only holds a snapshot open for the sessions that join it (``ExportSession/init(template:databaseURL:joining:)``):
+/// one publish of several schema lines exports each line from this one snapshot. Rolled back when released.
+final class SnapshotHolder: @unchecked Sendable {
+    let pg: PostgresConnection
+    let snapshotID: String
+
+    init(databaseURL: String) throws {
+        pg = try PostgresConnection(url: databaseURL)
+        try ExportSession.begin(pg)
+        guard let id = try pg.query("SELECT pg_export_snapshot()").first?.first ?? nil else {
+            throw FerryError(.database, "pg_export_snapshot() returned nothing")
+        }
+        snapshotID = id
+    }
+
+    // It read nothing and wrote nothing; a dead connection has no transaction to end.
+    deinit { try? pg.execute("ROLLBACK") }
 }
 
 /// What an export produced: the verified SQLite file's row counts and the digest of its data.

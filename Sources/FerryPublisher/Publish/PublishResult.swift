@@ -45,6 +45,12 @@ public struct PublishResult: Encodable, Sendable, Equatable {
     public var keptTables: [String] = []
     /// For a publish into a bucket, what moved (``BucketTransfer``; key `bucket`); nil for a store directory.
     public var bucket: BucketTransfer?
+    /// For a dataset published in schema lines (docs/schema-lines.md), each line's own result, by schema version
+    /// ascending (key `lines`); the fields above are then the newest line's, except ``unchanged`` (true when no line
+    /// changed) and ``seconds`` (the whole publish). Nil for a dataset published from one template.
+    public var lines: [PublishResult]?
+    /// The schema versions of the lines in the store whose template was not given: retired (key `retiredLines`).
+    public var retiredLines: [Int]?
 
     /// One scope's outcome in a scoped publish: the manifest its token holders now get.
     @dynamicMemberLookup
@@ -114,7 +120,8 @@ public struct PublishResult: Encodable, Sendable, Equatable {
     public var versions: [Int]? { manifest?.versions }
 
     private enum CodingKeys: String, CodingKey {
-        case dataset, version, createdAt, schemaVersion, scopes, seconds, unchanged, phases, incremental, bucket
+        case dataset, version, createdAt, schemaVersion, scopes, seconds, unchanged, phases, incremental, bucket, lines,
+            retiredLines
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -133,5 +140,7 @@ public struct PublishResult: Encodable, Sendable, Equatable {
         try container.encode(phases, forKey: .phases)
         try container.encodeIfPresent(incremental, forKey: .incremental)
         try container.encodeIfPresent(bucket, forKey: .bucket)
+        try container.encodeIfPresent(lines, forKey: .lines)
+        try container.encodeIfPresent(retiredLines, forKey: .retiredLines)
     }
 }

@@ -23,16 +23,17 @@ extension Publisher {
 
     func publish(
         template: Template, store: FileSnapshotStore, started: ContinuousClock.Instant, changed: Set<String>? = nil,
-        isCancelled: @escaping @Sendable () -> Bool = { false }
+        isCancelled: @escaping @Sendable () -> Bool = { false }, snapshotID: String? = nil, version: Int? = nil
     ) throws -> PublishResult {
         let dataset = template.dataset
         let previous = try store.storedManifest(for: dataset)
-        let version = try store.nextVersion(dataset: dataset)
+        let version = try version ?? store.nextVersion(dataset: dataset)
         let tmp = store.temporaryDirectory(dataset: dataset)
         try DurableFile.makeDirectory(tmp)
         let createdAt = Timestamp.format(Date())
 
-        let main = try ExportSession(template: template, databaseURL: configuration.databaseURL)
+        let main = try ExportSession(
+            template: template, databaseURL: configuration.databaseURL, joining: snapshotID)
         let scopes: [String?] =
             template.scope == nil ? [nil] : try TemplateValidator.scopeValues(for: template, pg: main.pg)
         if scopes.isEmpty {

@@ -26,8 +26,14 @@ public struct Publisher: Sendable {
     /// configuration.keep = 3
     /// ```
     public struct Configuration: Sendable {
-        /// Path of the template (`templates/campgrounds.yml`).
-        public var templatePath: String
+        /// Path of the template (`templates/campgrounds.yml`); the first of ``templatePaths``.
+        public var templatePath: String {
+            get { templatePaths[0] }
+            set { templatePaths = [newValue] }
+        }
+        /// The templates published together: one, or one per schema line of a dataset (the same `dataset:`, distinct
+        /// `schemaVersion:`; docs/schema-lines.md). Never empty.
+        public var templatePaths: [String]
         /// libpq URL of the PostgreSQL database (`postgres://user:password@host:5432/db`). Never printed unredacted.
         public var databaseURL: String
         /// Root of the snapshot store. The CLI's default is `./snapshots`.
@@ -60,7 +66,7 @@ public struct Publisher: Sendable {
             gzipLevel: Int = 2,
             progress: (@Sendable (PublishProgress) -> Void)? = nil
         ) {
-            self.templatePath = templatePath
+            self.templatePaths = [templatePath]
             self.databaseURL = databaseURL
             self.store = store
             self.keep = keep
@@ -120,9 +126,14 @@ public struct Publisher: Sendable {
                 .badInput, "keep must be at least 1 (it is \(configuration.keep)): the current version is always kept",
                 key: "keep")
         }
-        let template = try Template.load(path: configuration.templatePath)
+        let templates = try configuration.templatePaths.map { try Template.load(path: $0) }
+        let template = templates[0]
         let dataset = template.dataset
         let store = FileSnapshotStore(root: configuration.store)
+        if try templates.count > 1 || !store.lines(of: dataset).isEmpty {
+            return try publishLines(
+                templates, store: store, started: started, changed: changedTables, isCancelled: isCancelled)
+        }
         let lock: FileLock
         do {
             lock = try store.lock(dataset: dataset, wait: configuration.waitForLock)

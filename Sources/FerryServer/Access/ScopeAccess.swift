@@ -140,7 +140,8 @@ public struct DatasetAccess: Sendable {
 
     /// The scope value the request's token maps to on scoped dataset `dataset`; throws 401 or 503.
     public func scope(of request: Request, dataset: String) async throws -> String {
-        guard let resolver = scopes[dataset] else {
+        // The lines of a dataset share its scope definition, and so its token check.
+        guard let resolver = scopes[dataset] ?? DatasetName.base(of: dataset).flatMap({ scopes[$0] }) else {
             logger.error(
                 "scoped dataset requested but this server has no token check for it; give the server its template and database (ServerConfiguration.database)",
                 metadata: ["dataset": .string(dataset)])
@@ -170,25 +171,33 @@ public struct DatasetAccess: Sendable {
     /// What `request` may read of dataset `name`: the public view, or its scope's. 404 for an unknown dataset or a
     /// scope with no snapshot yet.
     func view(_ request: Request, dataset name: String) async throws -> (
-        view: SnapshotCatalog.SnapshotView, scoped: Bool
+        view: SnapshotCatalog.SnapshotView, scoped: Bool, dataset: String
     ) {
-        let (view, scope) = try await viewAndScope(request, dataset: name)
-        return (view, scope != nil)
+        let (view, scope, dataset) = try await viewAndScope(request, dataset: name)
+        return (view, scope != nil, dataset)
+    }
+
+    /// The dataset a request for `name` reads: a schema line chosen by the request's `?schema=` when `name` is a
+    /// dataset published in lines, `410` for a retired line (``SnapshotCatalog/resolve(_:accepted:)``).
+    func resolve(_ request: Request, dataset name: String) throws -> String {
+        try catalog.resolve(name, accepted: SchemaLines.accepted(request.uri.queryParameters["schema"]))
     }
 
     /// ``view(_:dataset:)`` with the scope it was chosen for (nil for a public dataset), so a long-poll can read the
     /// same scope's next view without asking the token authority again (``view(dataset:scope:)``).
-    func viewAndScope(_ request: Request, dataset name: String) async throws -> (
-        view: SnapshotCatalog.SnapshotView, scope: String?
+    func viewAndScope(_ request: Request, dataset requested: String) async throws -> (
+        view: SnapshotCatalog.SnapshotView, scope: String?, dataset: String
     ) {
+        let name = try resolve(request, dataset: requested)
         guard let access = catalog.access(name) else { throw SnapshotResponder.unknownDataset(name) }
+        catalog.devices.record(request.headers, dataset: name)
         switch access {
         case .everyone(let view):
-            return (view, nil)
+            return (view, nil, name)
         case .scoped(let views):
             let scope = try await self.scope(of: request, dataset: name)
             guard let view = views[scope] else { throw Self.noScopeSnapshot(name) }
-            return (view, scope)
+            return (view, scope, name)
         }
     }
 
@@ -222,11 +231,13 @@ public struct DatasetAccess: Sendable {
     func cachedView(_ headers: HTTPFields, dataset name: String) -> (view: SnapshotCatalog.SnapshotView, scoped: Bool)?
     {
         guard let access = catalog.access(name) else { return nil }
+        catalog.devices.record(headers, dataset: name)
         switch access {
         case .everyone(let view):
             return (view, false)
         case .scoped(let views):
-            guard let resolver = scopes[name], case .bearer(let token) = Credential(headers[.authorization]),
+            guard let resolver = scopes[name] ?? DatasetName.base(of: name).flatMap({ scopes[$0] }),
+                case .bearer(let token) = Credential(headers[.authorization]),
                 case .some(.some(let scope)) = resolver.cachedScope(forToken: token), let view = views[scope]
             else { return nil }
             return (view, true)

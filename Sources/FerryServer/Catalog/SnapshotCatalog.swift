@@ -102,6 +102,8 @@ public final class SnapshotCatalog: Service, Sendable {
         let objects: [String: OpenObject]
         /// Open patch files by checksum, reused by the next reload.
         var patchFiles: [String: OpenFile] = [:]
+        /// When this schema line was retired (docs/schema-lines.md): its URLs answer `410 Gone`.
+        var retiredAt: String?
 
         /// The public view, nil for a scoped dataset.
         var everyone: SnapshotView? {
@@ -114,6 +116,8 @@ public final class SnapshotCatalog: Service, Sendable {
 
     struct State: Sendable {
         var datasets: [String: DatasetState] = [:]
+        /// The schema lines of each dataset published in lines, by base name (``SchemaLines``).
+        var lines: [String: SchemaLines] = [:]
         var listBody = ByteBuffer(string: #"{"datasets":[]}"#)
         /// Manifests that failed to load, by dataset, so a broken file is reported once, not every poll.
         var failed: [String: StoreRevision] = [:]
@@ -127,6 +131,8 @@ public final class SnapshotCatalog: Service, Sendable {
     let metrics: ServerMetrics?
     /// The manifest long-polls, woken by each reload that changes their dataset.
     let waiters = VersionWaiters()
+    /// The devices seen per dataset in the last 24 h, for the status page.
+    let devices = DeviceSightings()
     private let state = Locked(State())
 
     /// Creates an empty catalog; call ``refresh()`` once before serving, then run it as a service.
@@ -146,9 +152,46 @@ public final class SnapshotCatalog: Service, Sendable {
         state.withLock { $0.datasets[name] }
     }
 
-    /// Who may read the dataset and which views it has (the part of ``dataset(_:)`` every request needs).
+    /// Who may read the dataset and which views it has (the part of ``dataset(_:)`` every request needs). Nil for a
+    /// retired schema line, and for the base name of a dataset published in lines (a store that held it before its
+    /// lines may still have its files): ``resolve(_:accepted:)`` answers both, so the channel's fast path, which
+    /// asks this first, passes them on to it.
     func access(_ name: String) -> DatasetState.Access? {
-        state.withLock { $0.datasets[name]?.access }
+        state.withLock { state in
+            guard let dataset = state.datasets[name], dataset.retiredAt == nil, state.lines[name] == nil else {
+                return nil
+            }
+            return dataset.access
+        }
+    }
+
+    /// The dataset a request for `name` reads (docs/schema-lines.md):
+    /// - a dataset published from one template, and an unknown name: `name` itself;
+    /// - a dataset published in lines: its newest live line among the schema versions the client accepts
+    ///   (`accepted`, nil: any); `410` when the accepted lines are all retired, `404` when none was ever published;
+    /// - a live line: `name`; a retired line: `410`, naming the lines still served.
+    func resolve(_ name: String, accepted: Set<Int>?) throws -> String {
+        guard let (base, schemaVersion) = DatasetName.split(name),
+            let lines = state.withLock({ $0.lines[base] })
+        else { return name }
+        if let schemaVersion {
+            if lines.retired.contains(schemaVersion) { throw lines.gone(base: base, asked: [schemaVersion]) }
+            return name
+        }
+        if let best = lines.live.last(where: { accepted?.contains($0) ?? true }) {
+            return DatasetName.line(base: base, schemaVersion: best)
+        }
+        let retired = lines.retired.filter { accepted?.contains($0) ?? true }
+        if !retired.isEmpty { throw lines.gone(base: base, asked: retired) }
+        throw ServerError(
+            .notFound, code: .notFound,
+            "dataset '\(base)' has no schema line this app accepts (it accepts \(SchemaLines.list(accepted.map { Array($0) } ?? []))); lines served: \(SchemaLines.list(lines.live))"
+        )
+    }
+
+    /// Whether `name` is a retired schema line.
+    func isRetired(_ name: String) -> Bool {
+        state.withLock { $0.datasets[name]?.retiredAt != nil }
     }
 
     /// `{"datasets":[<manifest>...]}`, sorted by name; a scoped dataset appears as `{"dataset":…,"scoped":true}`.
@@ -249,8 +292,10 @@ public final class SnapshotCatalog: Service, Sendable {
         }
         if changed {
             let list = Self.listBody(datasets)
+            let lines = SchemaLines.index(datasets.mapValues { $0.retiredAt != nil })
             state.withLock {
                 $0.datasets = datasets
+                $0.lines = lines
                 $0.listBody = list
                 $0.failed = failed
             }
@@ -341,6 +386,7 @@ public final class SnapshotCatalog: Service, Sendable {
             access: access, identity: identity, lastVersion: manifest.lastVersion, createdAt: manifest.createdAt,
             oldestRetainedCreatedAt: manifest.oldestRetainedCreatedAt, objects: objects)
         state.patchFiles = patchFiles
+        state.retiredAt = manifest.retiredAt
         return state
     }
 
@@ -373,7 +419,8 @@ public final class SnapshotCatalog: Service, Sendable {
 
     static func listBody(_ datasets: [String: DatasetState]) -> ByteBuffer {
         var buffer = ByteBuffer(string: #"{"datasets":["#)
-        for (index, name) in datasets.keys.sorted().enumerated() {
+        // A retired schema line is not listed: it is gone.
+        for (index, name) in datasets.keys.filter({ datasets[$0]!.retiredAt == nil }).sorted().enumerated() {
             if index > 0 { buffer.writeString(",") }
             switch datasets[name]!.access {
             case .everyone(let view):
@@ -394,6 +441,7 @@ extension SnapshotCatalog {
     /// status page reads from the catalog.
     func statusSnapshot() -> CatalogStatus {
         let current = state.current
+        let devices = self.devices.counts()
         let datasets = current.datasets.keys.sorted().map { name in
             let dataset = current.datasets[name]!
             let views: [SnapshotView]
@@ -402,7 +450,7 @@ extension SnapshotCatalog {
             case .scoped(let byScope): views = byScope.keys.sorted().map { byScope[$0]! }
             }
             return CatalogStatus.Dataset(
-                name: name, scoped: dataset.isScoped,
+                name: name, scoped: dataset.isScoped, retired: dataset.retiredAt != nil, devices: devices[name] ?? 0,
                 views: views.map {
                     .init(
                         manifest: $0.manifest,

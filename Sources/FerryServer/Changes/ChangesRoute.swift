@@ -45,6 +45,15 @@ public struct ChangesRoute: ServerRouteGroup {
                 .badRequest, code: .badInput,
                 "dataset name '\(dataset.prefix(64))' is invalid: use 1-64 characters from a-z, 0-9, '_' and '-'")
         }
+        access.catalog.devices.record(request.headers, dataset: dataset)
+        // A retired schema line takes no edits: 410 with the reason, nothing applied (docs/schema-lines.md).
+        if access.catalog.isRetired(dataset) {
+            do {
+                _ = try access.catalog.resolve(dataset, accepted: nil)
+            } catch let error as ServerError {
+                return Self.error(.gone, code: "gone", error.message)
+            }
+        }
         guard let merger = mergers[dataset] else {
             return Self.error(
                 .notFound, code: .notFound,
@@ -94,6 +103,12 @@ public struct ChangesRoute: ServerRouteGroup {
     static func error(
         _ status: HTTPResponse.Status, code: FerryError.Code, _ message: String, closeConnection: Bool = false
     ) -> Response {
+        error(status, code: code.rawValue, message, closeConnection: closeConnection)
+    }
+
+    static func error(
+        _ status: HTTPResponse.Status, code: String, _ message: String, closeConnection: Bool = false
+    ) -> Response {
         struct Envelope: Encodable {
             struct Body: Encodable {
                 let code: String
@@ -102,7 +117,7 @@ public struct ChangesRoute: ServerRouteGroup {
             let error: Body
         }
         // Encoding two strings cannot fail.
-        let data = (try? JSONEncoder().encode(Envelope(error: .init(code: code.rawValue, message: message)))) ?? Data()
+        let data = (try? JSONEncoder().encode(Envelope(error: .init(code: code, message: message)))) ?? Data()
         var headers = HTTPFields()
         headers[.contentType] = "application/json"
         headers[.cacheControl] = "no-store"

@@ -16,7 +16,7 @@ extension SnapshotResponder {
     func patchEntry(_ request: Request, context: some RequestContext) async throws -> VersionEntry {
         let name = try Self.datasetName(context)
         let target = try ReadTarget.parsePatch(context.parameters.get("patch") ?? "")
-        let (view, _) = try await access.view(request, dataset: name)
-        return try ReadAnswer.entry(target, in: view, dataset: name)
+        let (view, _, dataset) = try await access.view(request, dataset: name)
+        return try ReadAnswer.entry(target, in: view, dataset: dataset)
     }
 }

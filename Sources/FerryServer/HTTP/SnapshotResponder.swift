@@ -44,8 +44,8 @@ struct SnapshotResponder: Sendable {
     func versionEntry(_ request: Request, context: some RequestContext) async throws -> VersionEntry {
         let name = try Self.datasetName(context)
         let target = try ReadTarget.parseVersion(context.parameters.get("version") ?? "")
-        let (view, _) = try await access.view(request, dataset: name)
-        return try ReadAnswer.entry(target, in: view, dataset: name)
+        let (view, _, dataset) = try await access.view(request, dataset: name)
+        return try ReadAnswer.entry(target, in: view, dataset: dataset)
     }
 
     /// Answers a GET or HEAD of the URL `parse` reads in the caller's own view, as
@@ -56,11 +56,12 @@ struct SnapshotResponder: Sendable {
     {
         let name = try Self.datasetName(context)
         let target = try parse()
-        let (view, _) = try await access.view(request, dataset: name)
+        let (view, _, dataset) = try await access.view(request, dataset: name)
         let checksum = target.readsChecksum ? request.uri.queryParameters["checksum"].map { String($0) } : nil
         return response(
             try ReadAnswer.decide(
-                target, in: view, dataset: name, method: request.method, headers: request.headers, checksum: checksum))
+                target, in: view, dataset: dataset, method: request.method, headers: request.headers,
+                checksum: checksum))
     }
 
     /// The representation of `entry` a request gets (``selectedRepresentation(of:headers:method:)``), for the

@@ -20,13 +20,15 @@ import ServiceLifecycle
 /// let response = try await ManifestLongPoll.respond(request, dataset: "trips", access: access, wait: wait)
 /// ```
 enum ManifestLongPoll {
-    static func respond(_ request: Request, dataset name: String, access: DatasetAccess, wait: WaitPreference)
+    static func respond(_ request: Request, dataset requested: String, access: DatasetAccess, wait: WaitPreference)
         async throws -> Response
     {
         let waiters = access.catalog.waiters
         let deadline = ContinuousClock.now + .seconds(wait.seconds)
+        // A dataset published in schema lines waits on the line the request resolves to now.
+        let name = try access.resolve(request, dataset: requested)
         var generation = waiters.generation(name)
-        let (first, scope) = try await access.viewAndScope(request, dataset: name)
+        let (first, scope, _) = try await access.viewAndScope(request, dataset: name)
         var view = first
         waiting: while view.manifestNotModified(request.headers) != nil {
             let remaining = deadline - ContinuousClock.now

@@ -16,6 +16,10 @@ struct CatalogStatus: Sendable {
     struct Dataset: Sendable {
         let name: String
         let scoped: Bool
+        /// A retired schema line (docs/schema-lines.md).
+        var retired = false
+        /// Distinct `Ferry-Device` ids seen in the last 24 h.
+        var devices = 0
         let views: [View]
     }
 

@@ -115,8 +115,12 @@ enum StatusPage {
         let name = StatusFormat.escape(dataset.name)
         var html = #"<article class="card" id="dataset-\#(name)"><h3>\#(name)"#
         if dataset.scoped { html += #" <span class="tag">scoped</span>"# }
+        if dataset.retired { html += #" <span class="tag">retired: answered 410</span>"# }
         html += #"</h3><dl class="numbers">"#
         html += item("Version", field("\(path).version", dataset.version, "v\(dataset.version)"))
+        html += item(
+            "Devices", field("\(path).devices24h", dataset.devices24h, StatusFormat.count(dataset.devices24h)),
+            note: "seen in the last 24 h")
         html += item(
             "Age", field("\(path).ageSeconds", dataset.ageSeconds, StatusFormat.duration(seconds: dataset.ageSeconds)),
             note: field("\(path).createdAt", dataset.createdAt, StatusFormat.time(dataset.createdAt)))

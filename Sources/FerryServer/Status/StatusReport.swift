@@ -19,6 +19,10 @@ struct StatusReport: Codable, Sendable, Equatable {
     struct Dataset: Codable, Sendable, Equatable {
         var name: String
         var scoped: Bool
+        /// For a schema line (`DATASET.vN`, docs/schema-lines.md): true once its template was dropped (410).
+        var retired: Bool
+        /// Distinct devices (`Ferry-Device` ids) that asked for this dataset in the last 24 h.
+        var devices24h: Int
         var version: Int
         var createdAt: String
         /// Seconds between `createdAt` and `generatedAt`.
@@ -219,7 +223,8 @@ extension StatusReport {
                 ))
         }
         return Dataset(
-            name: dataset.name, scoped: dataset.scoped, version: newest.version, createdAt: newest.createdAt,
+            name: dataset.name, scoped: dataset.scoped, retired: dataset.retired, devices24h: dataset.devices,
+            version: newest.version, createdAt: newest.createdAt,
             ageSeconds: ageSeconds,
             size: currents.reduce(0) { $0 + $1.size }, gzipSize: currents.reduce(0) { $0 + $1.gzipSize },
             tables: tables,
