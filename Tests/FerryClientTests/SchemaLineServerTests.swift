@@ -9,16 +9,13 @@ import Testing
     import FoundationNetworking
 #endif
 
-/// The client against the real Ferry server serving a hand-made line store (`trips.v2`, published as such), through
-/// a transport that records every request and stands in for the server's line resolution: it sends the base manifest
-/// request (`/v1/datasets/trips/manifest?schema=…`) to the line's manifest, and answers 410 where a test retires a
-/// path. Everything else is the real server's answer.
+/// The client against the real Ferry server serving a store of schema lines (`trips.v2`, published as such), through
+/// a transport that records every request and answers 410 on the paths a test names (to meet a 410 at a chosen
+/// request, a version download with a partial kept). Everything else is the real server's answer.
 @Suite struct SchemaLineServerTests {
-    /// The real transport behind a recorder, the base-to-line manifest step and the retired paths.
+    /// The real transport behind a recorder and the paths answered 410.
     struct LineTransport: SnapshotTransport {
         let inner: any SnapshotTransport
-        /// The line the base manifest request resolves to.
-        let line: String
         let requests = Locked<[SnapshotRequest]>([])
         /// Paths (prefixes) answered 410 with the server's error body.
         let retired = Locked<[String]>([])
@@ -41,14 +38,7 @@ import Testing
                         }
                     })
             }
-            var routed = request
-            if let base = DatasetName.base(of: line), path.hasSuffix("/v1/datasets/\(base)/manifest") {
-                var components = URLComponents(url: request.url, resolvingAgainstBaseURL: false)!
-                components.path = path.replacingOccurrences(of: "/datasets/\(base)/", with: "/datasets/\(line)/")
-                components.query = nil
-                routed.url = components.url!
-            }
-            return try await inner.get(routed, handle)
+            return try await inner.get(request, handle)
         }
     }
 
@@ -78,7 +68,7 @@ import Testing
         defer { setup.temp.remove() }
         let first = try setup.fixtures.publish(schemaVersion: 2)
         try await withFerryServer(store: setup.fixtures.store.root, dataset: "trips.v2") { url, waitForVersion in
-            let transport = LineTransport(inner: kind.shared, line: "trips.v2")
+            let transport = LineTransport(inner: kind.shared)
             let client = try await setup.open(url, transport)
             defer { Task { await client.close() } }
 
@@ -123,7 +113,7 @@ import Testing
         defer { setup.temp.remove() }
         _ = try setup.fixtures.publish(schemaVersion: 2)
         try await withFerryServer(store: setup.fixtures.store.root, dataset: "trips.v2") { url, waitForVersion in
-            let transport = LineTransport(inner: TransportKind.urlSession.shared, line: "trips.v2")
+            let transport = LineTransport(inner: TransportKind.urlSession.shared)
             let client = try await setup.open(url, transport)
             defer { Task { await client.close() } }
             _ = try await client.checkForUpdates()
@@ -160,6 +150,78 @@ import Testing
             #expect(try Data(contentsOf: setup.dir.updated) == pending)
             #expect(try Data(contentsOf: setup.dir.partial) == bytes)
             #expect(setup.dir.exists(setup.dir.partialRecord))
+        }
+    }
+
+    /// Against the real server's line resolution (no stand-in): an old app build gets line 1; its update, accepting
+    /// 1 and 2, moves the device to line 2 by a full download; the status page counts the device on each line; once
+    /// line 1 is retired, a build that accepts only it gets schemaRetired and keeps its data.
+    @Test func anAppUpdateMovesTheDeviceToTheNewerLineAndARetiredLineIsSchemaRetired() async throws {
+        let temp = try TemporaryDirectory("ferry-lines")
+        defer { temp.remove() }
+        let root = temp.appending("store")
+        let lineOne = SnapshotFixtures(root: root, dataset: "trips.v1")
+        let lineTwo = SnapshotFixtures(root: root, dataset: "trips.v2")
+        _ = try lineOne.publish(schemaVersion: 1)
+        let two = try lineTwo.publish(rows: 5, schemaVersion: 2)
+        let dir = ClientDirectory(temp.appending("client"))
+        try await withFerryServer(store: root, dataset: "trips.v1", statusToken: "status-secret") { url, _ in
+            var config = FerryClient.Configuration(
+                directory: dir.url, serverURL: url, dataset: "trips", acceptedSchemaVersions: [1])
+            config.applyPendingOnOpen = false
+            config.pushOnOpen = false
+            func dataset(_ file: URL) throws -> String {
+                try SnapshotMetadata.read(from: try SQLiteConnection(path: file.path, mode: .readOnly)).dataset
+            }
+
+            // Given the old build, on line 1
+            let old = try await FerryClient.open(configuration: config, logger: .test)
+            #expect(try await old.checkForUpdates().outcome == .initialSync)
+            #expect(try dataset(dir.database) == "trips.v1")
+            #expect(try await old.checkForUpdates().outcome == .notModified)
+            let deviceID = old.deviceID
+            await old.close()
+
+            // When the app update accepts line 2 too, the next check moves it there: a full download, then applied
+            config.acceptedSchemaVersions = [1, 2]
+            let updated = try await FerryClient.open(configuration: config, logger: .test)
+            #expect(updated.deviceID == deviceID)
+            let moved = try await updated.checkForUpdates()
+            #expect(moved.outcome == .updateDownloaded && moved.sha256 == two.sha256 && moved.path == .full)
+            #expect(try await updated.applyPendingUpdate().applied)
+            #expect(try dataset(dir.database) == "trips.v2")
+            #expect(try await updated.checkForUpdates().outcome == .notModified)
+            await updated.close()
+
+            // The status page counts the device once on each line it asked for
+            var request = URLRequest(url: url.appendingPathComponent("status.json"))
+            request.setValue("Bearer status-secret", forHTTPHeaderField: "Authorization")
+            let (data, _) = try await URLSession.shared.data(for: request)
+            let report = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+            let lines = (report["datasets"] as? [[String: Any]] ?? []).reduce(into: [String: Int]()) {
+                if let name = $1["name"] as? String { $0[name] = $1["devices24h"] as? Int }
+            }
+            #expect(lines["trips.v1"] == 1 && lines["trips.v2"] == 1, "\(lines)")
+
+            // When line 1 is retired (waited for on the wire), a build that accepts only line 1 is told to update
+            #expect(try FileSnapshotStore(root: root).retire(line: "trips.v1", at: Timestamp.format(Date())))
+            let manifest = url.appendingPathComponent("v1/datasets/trips.v1/manifest")
+            let deadline = ContinuousClock.now + .seconds(20)
+            func status() async throws -> Int? {
+                (try await URLSession.shared.data(from: manifest).1 as? HTTPURLResponse)?.statusCode
+            }
+            while try await status() != 410, ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            let live = try Data(contentsOf: dir.database)
+            config.acceptedSchemaVersions = [1]
+            let stale = try await FerryClient.open(configuration: config, logger: .test)
+            defer { Task { await stale.close() } }
+            let error = await #expect(throws: FerryError.self) { try await stale.checkForUpdates() }
+            #expect(error?.code == .schemaRetired)
+            #expect(error?.message.contains("too old for dataset 'trips'") == true)
+            #expect(error?.message.contains("lines served: 2") == true, "\(String(describing: error))")
+            #expect(try Data(contentsOf: dir.database) == live)
         }
     }
 }
