@@ -188,8 +188,72 @@ import Testing
         let sent = uploader.sent.current
         #expect(sent.map { $0.0 } == ["trips.v1", "trips.v2"])
         #expect(sent[0].1 == ["6a7d0c53-8f5e-4c59-9d0b-1f2e3d4c5b6a"])
-        #expect(sent.allSatisfy { $0.2 == client.deviceID })
+        let deviceID = try await client.deviceID()
+        #expect(sent.allSatisfy { $0.2 == deviceID })
         #expect(result.summary.gone == 1 && result.summary.applied == 1 && result.remaining == 0)
         #expect(try await client.rejectedEdits().map(\.id) == ["6a7d0c53-8f5e-4c59-9d0b-1f2e3d4c5b6a"])
+    }
+
+    /// Answers 410, as the server does, for the lines in `retired`; `applied` for the others.
+    struct RetiringUploader: ChangeUploader {
+        let retired = Locked<Set<String>>([])
+        let sent = Locked<[String]>([])
+
+        func upload(_ batch: ChangeBatch, dataset: String, accessToken: String?) async throws -> ChangeResults {
+            sent.withLock { $0.append(dataset) }
+            if retired.current.contains(dataset) {
+                let body = #"{"error":{"code":"gone","message":"schema line 1 of dataset 'trips' is retired"}}"#
+                return try ChangeUploadResponse.results(
+                    status: 410, data: Data(body.utf8), url: "http://127.0.0.1:9/v1/datasets/\(dataset)/changes")
+            }
+            return ChangeResults(
+                results: batch.changes.map { ChangeResult(id: $0.id, status: .applied, row: nil, message: nil) })
+        }
+    }
+
+    @Test func a410EndsAnOldLinesEditsAsGoneButKeepsTheCurrentLinesQueued() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let clientDir = ClientDirectory(dir.appending("client"))
+        try clientDir.create()
+        let live = try Self.makeDatabase(dir, "client/database.db", dataset: "trips.v2")
+        let foreign = "6a7d0c53-8f5e-4c59-9d0b-1f2e3d4c5b6a"
+        try live.run(
+            """
+            INSERT INTO ferry_outbox(id, tbl, op, key, vals, editedAt, baseUpdatedAt, line)
+            VALUES (?, 'trips', 'update', json_object('id', ?), '{"seats":5}', ?, ?, 'trips.v1')
+            """, [.text(foreign), .text(Self.rowID), .text(Self.serverTime), .text(Self.serverTime)])
+        let uploader = RetiringUploader()
+        uploader.retired.withLock { $0 = ["trips.v1", "trips.v2"] }
+        var config = FerryClient.Configuration(
+            directory: clientDir.url, serverURL: URL(string: "http://127.0.0.1:9")!, dataset: "trips")
+        config.pushOnOpen = false
+        config.uploader = uploader
+        let client = try await FerryClient.open(configuration: config, logger: .test)
+        defer { Task { await client.close() } }
+        _ = try await client.execute("UPDATE trips SET bags = 4 WHERE id = '\(Self.rowID)'")
+
+        // When both lines are retired: line 1's edit ends as gone, line 2's (database.db's) stays queued and the push
+        // says the app needs an update
+        let error = await #expect(throws: FerryError.self) { try await client.push() }
+        #expect(error?.code == .schemaRetired)
+        #expect(uploader.sent.current == ["trips.v1", "trips.v2"])
+        let rejected = try await client.rejectedEdits()
+        #expect(rejected.map(\.id) == [foreign] && rejected[0].outcome == .gone)
+        #expect(rejected[0].reason?.contains("is retired") == true)
+        #expect(try await client.pendingEdits() == 1)
+
+        // When line 2 is live again (or the app moved on), its edit goes
+        uploader.retired.withLock { $0 = ["trips.v1"] }
+        let pushed = try await client.push()
+        #expect(pushed.summary.applied == 1 && pushed.remaining == 0)
+    }
+
+    @Test func a410OnAnUploadIsSchemaRetired() {
+        let error = #expect(throws: FerryError.self) {
+            try ChangeUploadResponse.results(
+                status: 410, data: Data(#"{"error":{"code":"gone","message":"lines served: 2"}}"#.utf8), url: "u")
+        }
+        #expect(error?.code == .schemaRetired && error?.message.contains("lines served: 2") == true)
     }
 }

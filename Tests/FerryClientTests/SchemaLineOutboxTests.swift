@@ -2,6 +2,7 @@ import FerryCore
 import FerryPostgres
 import FerryPublisher
 import FerryServer
+import FerryStore
 import Foundation
 import Hummingbird
 import HummingbirdTesting
@@ -13,7 +14,11 @@ import Testing
 /// publisher), the real server resolving lines and merging each line's edits through its own template, and a real
 /// client directory that an app update moves from line 1 to line 2 with an edit still queued.
 @Suite struct SchemaLineOutboxTests {
-    @Test func anEditQueuedOnTheOldLineIsPushedToItAndOneOnTheNewLineToThat() async throws {
+    /// With `retireLineOne`, line 1 is retired before the push: the server answers its upload 410, and its edit ends
+    /// as `gone` (kept in ferry_rejected) while line 2's is merged.
+    @Test(arguments: [false, true]) func anEditQueuedOnTheOldLineIsPushedToItAndOneOnTheNewLineToThat(
+        retireLineOne: Bool
+    ) async throws {
         let database = try TestDatabase.create("lines")
         let directory = try TemporaryDirectory("lines-e2e")
         defer {
@@ -80,6 +85,24 @@ import Testing
             // And an edit made on line 2 is queued beside it
             _ = try await device.execute("UPDATE trips SET bags = 4 WHERE name = 'Kalmar-Öland'")
             #expect(try await device.pendingEdits() == 2)
+
+            if retireLineOne {
+                #expect(try FileSnapshotStore(root: store).retire(line: "trips.v1", at: Timestamp.format(Date())))
+                let deadline = ContinuousClock.now + .seconds(20)
+                while try await client.execute(uri: "/v1/datasets/trips.v1/manifest", method: .get).status != .gone,
+                    ContinuousClock.now < deadline
+                {
+                    try await Task.sleep(for: .milliseconds(50))
+                }
+                let pushed = try await device.push()
+                #expect(pushed.summary.gone == 1 && pushed.summary.applied == 1 && pushed.remaining == 0, "\(pushed)")
+                #expect(try scalar("SELECT passengers FROM trips WHERE name = 'Växjö-Kalmar'") == "0")
+                #expect(try scalar("SELECT bags FROM trips WHERE name = 'Kalmar-Öland'") == "4")
+                let rejected = try await device.rejectedEdits()
+                #expect(rejected.count == 1 && rejected.first?.outcome == .gone)
+                #expect(rejected.first?.values["passengers"] == .int(5))
+                return
+            }
 
             // When it pushes, each edit goes to its own line and the server merges both
             let pushed = try await device.push()

@@ -81,7 +81,8 @@ import Testing
             #expect(paths == ["/v1/datasets/trips/manifest?schema=1,2", "/v1/datasets/trips.v2/versions/1"])
 
             // Every request carries the directory's device id.
-            #expect(transport.requests.current.allSatisfy { $0.headers["Ferry-Device"] == client.deviceID })
+            let deviceID = try await client.deviceID()
+            #expect(transport.requests.current.allSatisfy { $0.headers["Ferry-Device"] == deviceID })
 
             // The next checks still ask the base URL, and the directory holding a line is the dataset's.
             result = try await client.checkForUpdates()
@@ -96,7 +97,7 @@ import Testing
                     "/v1/datasets/trips/manifest?schema=1,2", "/v1/datasets/trips/manifest?schema=1,2",
                     "/v1/datasets/trips.v2/versions/2",
                 ])
-            #expect(transport.requests.current.allSatisfy { $0.headers["Ferry-Device"] == client.deviceID })
+            #expect(transport.requests.current.allSatisfy { $0.headers["Ferry-Device"] == deviceID })
 
             // A background download names the line's version URL, and its request carries the device id.
             _ = try setup.fixtures.publish(rows: 6, schemaVersion: 2)
@@ -104,7 +105,7 @@ import Testing
             let download = try #require(try await client.prepareBackgroundDownload())
             #expect(download.url.path == "/v1/datasets/trips.v2/versions/3")
             let request = try await client.backgroundRequest(for: download)
-            #expect(request.value(forHTTPHeaderField: "Ferry-Device") == client.deviceID)
+            #expect(request.value(forHTTPHeaderField: "Ferry-Device") == deviceID)
         }
     }
 
@@ -179,13 +180,13 @@ import Testing
             #expect(try await old.checkForUpdates().outcome == .initialSync)
             #expect(try dataset(dir.database) == "trips.v1")
             #expect(try await old.checkForUpdates().outcome == .notModified)
-            let deviceID = old.deviceID
+            let deviceID = try await old.deviceID()
             await old.close()
 
             // When the app update accepts line 2 too, the next check moves it there: a full download, then applied
             config.acceptedSchemaVersions = [1, 2]
             let updated = try await FerryClient.open(configuration: config, logger: .test)
-            #expect(updated.deviceID == deviceID)
+            #expect(try await updated.deviceID() == deviceID)
             let moved = try await updated.checkForUpdates()
             #expect(moved.outcome == .updateDownloaded && moved.sha256 == two.sha256 && moved.path == .full)
             #expect(try await updated.applyPendingUpdate().applied)

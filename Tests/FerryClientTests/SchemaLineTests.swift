@@ -114,24 +114,28 @@ import Testing
         defer { dir.remove() }
         let config = FerryClient.Configuration(directory: dir.url)
         let first = try await FerryClient.open(configuration: config, logger: .test)
-        let id = first.deviceID
+        // The open itself writes nothing: the id is made when the directory first needs it.
+        let file = dir.appending(".ferry/client-id")
+        #expect(!FileManager.default.fileExists(atPath: file.path))
+        let id = try await first.deviceID()
+        #expect(try await first.deviceID() == id)
         await first.close()
         #expect(UUID(uuidString: id) != nil)
-        let file = dir.appending(".ferry/client-id")
         #expect(String(decoding: try Data(contentsOf: file), as: UTF8.self) == id)
         // No temp file is left beside it.
         let names = try FileManager.default.contentsOfDirectory(atPath: dir.appending(".ferry").path)
         #expect(!names.contains { $0.hasSuffix(".tmp") })
 
         let second = try await FerryClient.open(configuration: config, logger: .test)
-        #expect(second.deviceID == id)
+        #expect(try await second.deviceID() == id)
         await second.close()
 
         // A file that holds no UUID (damaged) is replaced by a new id, written durably.
         try Data("not an id".utf8).write(to: file)
         let third = try await FerryClient.open(configuration: config, logger: .test)
-        #expect(third.deviceID != id && UUID(uuidString: third.deviceID) != nil)
-        #expect(String(decoding: try Data(contentsOf: file), as: UTF8.self) == third.deviceID)
+        let replaced = try await third.deviceID()
+        #expect(replaced != id && UUID(uuidString: replaced) != nil)
+        #expect(String(decoding: try Data(contentsOf: file), as: UTF8.self) == replaced)
         await third.close()
     }
 }

@@ -54,9 +54,9 @@ struct ClientFiles: Sendable {
 
     // MARK: Open
 
-    /// Checks that SQLite has the session extension, takes the directory (creating it), removes crash leftovers,
-    /// loads the checksum cache and the device id (made on the first open).
-    static func open(_ directory: ClientDirectory, logger: Logger) throws -> (FileLock, ClientStateFile, String) {
+    /// Checks that SQLite has the session extension, takes the directory (creating it), removes crash leftovers and
+    /// loads the checksum cache.
+    static func open(_ directory: ClientDirectory, logger: Logger) throws -> (FileLock, ClientStateFile) {
         try SessionExtension.require()
         try directory.create()
         let lock: FileLock
@@ -69,8 +69,7 @@ struct ClientFiles: Sendable {
                 path: directory.url.path)
         }
         try directory.removeLeftovers()
-        let deviceID = try directory.deviceID()
-        return (lock, ClientStateFile.load(from: directory.stateFile) { logger.warning("\($0)") }, deviceID)
+        return (lock, ClientStateFile.load(from: directory.stateFile) { logger.warning("\($0)") })
     }
 
     /// A writer killed mid-transaction leaves a hot journal: let SQLite roll it back before anyone reads (read-only

@@ -18,7 +18,7 @@ extension FerryClient {
     /// guard let download = try await client.prepareBackgroundDownload() else { return }  // up to date
     /// ```
     public func prepareBackgroundDownload() async throws -> BackgroundDownload? {
-        let downloader = try makeDownloader()
+        let downloader = try await makeDownloader()
         let dataset = downloader.dataset
         let known = try await exclusively {
             try await onFiles { files, state in
@@ -48,7 +48,7 @@ extension FerryClient {
     public func backgroundRequest(for download: BackgroundDownload) async throws -> URLRequest {
         var request = URLRequest(url: download.url)
         request.setValue("identity", forHTTPHeaderField: "Accept-Encoding")
-        request.setValue(deviceID, forHTTPHeaderField: Self.deviceHeader)
+        request.setValue(try await deviceID(), forHTTPHeaderField: Self.deviceHeader)
         if let authorization = try await BearerAuthorization.header(from: configuration.tokenProvider) {
             request.setValue(authorization, forHTTPHeaderField: "Authorization")
         }
@@ -154,7 +154,7 @@ extension FerryClient {
 
     /// The downloader of ``checkForUpdates(progress:)`` and ``prepareBackgroundDownload()``, with this client's
     /// configuration.
-    func makeDownloader() throws -> SnapshotDownloader {
+    func makeDownloader() async throws -> SnapshotDownloader {
         let (url, dataset) = try configuration.datasetURL()
         var downloader = SnapshotDownloader(
             directory: directory, transport: transport, datasetsURL: url, dataset: dataset,
@@ -164,7 +164,7 @@ extension FerryClient {
             logger: logger)
         downloader.retryAfterLimit = configuration.retryAfterLimit
         downloader.waitForChanges = configuration.waitForChanges
-        downloader.deviceID = deviceID
+        downloader.deviceID = try await deviceID()
         return downloader
     }
 }

@@ -111,7 +111,7 @@ extension FerryClient {
         let uploader =
             configuration.uploader
             ?? URLSessionChangeUploader(server: server, transport: transport as? URLSessionTransport ?? .shared)
-        let clientID = deviceID
+        let clientID = try await deviceID()
         var summary = Outbox.Summary()
         var sent = 0
         // Nothing queued (or no database yet, before the initial sync): nothing to send, and no request is made.
@@ -134,7 +134,16 @@ extension FerryClient {
             let line = lineBatch.line ?? current ?? dataset
             let request = ChangeBatch(
                 clientId: clientID, sentAt: Timestamp.format(configuration.clock()), changes: batch)
-            let results = try await uploadWithRetry(request, dataset: line, uploader: uploader)
+            let results: ChangeResults
+            do {
+                results = try await uploadWithRetry(request, dataset: line, uploader: uploader)
+            } catch let error as FerryError where error.code == .schemaRetired && lineBatch.line != nil {
+                // A retired line takes none of the edits queued under it before the device moved to another line
+                // (410, nothing applied): they end as `gone`, kept in ferry_rejected. The current line's own edits
+                // stay queued instead (below, thrown): the app needs an update, not a loss.
+                results = ChangeResults(
+                    results: batch.map { ChangeResult(id: $0.id, status: .gone, row: nil, message: error.message) })
+            }
             let ids = Set(batch.map(\.id))
             guard results.results.allSatisfy({ ids.contains($0.id) }) else {
                 throw FerryError(.network, "the server answered for changes it was not sent; edits stay queued")

@@ -24,16 +24,10 @@ public actor FerryClient {
     public nonisolated let configuration: Configuration
     /// The client directory's files.
     public nonisolated let directory: ClientDirectory
-    /// This client directory's device id: a random UUID made on its first open and kept in it (`.ferry/client-id`),
-    /// sent as `Ferry-Device` with every request so the server can count the devices on each schema line. It names
-    /// the directory, not the person: it is not personal data, and a new directory (a reinstall) gets a new one.
-    ///
-    /// ```swift
-    /// logger.info("syncing", metadata: ["device": "\(client.deviceID)"])
-    /// ```
-    public nonisolated let deviceID: String
-    /// The request header that carries ``deviceID``.
+    /// The request header that carries ``deviceID()``.
     package static let deviceHeader = "Ferry-Device"
+    /// ``deviceID()`` once read or made.
+    private var knownDeviceID: String?
     let logger: Logger
     let transport: any SnapshotTransport
     /// The app's own connections to the live database (FerryGRDB), when it holds them; then the client opens none,
@@ -56,11 +50,10 @@ public actor FerryClient {
     private init(
         configuration: Configuration, logger: Logger, transport: any SnapshotTransport, host: (any LiveDatabaseHost)?,
         patchesOnArrival: Bool,
-        lock: FileLock, state: ClientStateFile, deviceID: String
+        lock: FileLock, state: ClientStateFile
     ) {
         self.configuration = configuration
         self.directory = ClientDirectory(configuration.directory)
-        self.deviceID = deviceID
         self.logger = logger
         self.transport = transport
         self.host = host
@@ -92,11 +85,11 @@ public actor FerryClient {
         patchesOnArrival: Bool = false
     ) async throws -> FerryClient {
         let directory = ClientDirectory(configuration.directory)
-        let (lock, state, deviceID) = try await BlockingWork.run { try ClientFiles.open(directory, logger: logger) }
+        let (lock, state) = try await BlockingWork.run { try ClientFiles.open(directory, logger: logger) }
         let client = FerryClient(
             configuration: configuration, logger: logger, transport: transport, host: host,
             patchesOnArrival: patchesOnArrival && host != nil,
-            lock: lock, state: state, deviceID: deviceID)
+            lock: lock, state: state)
         do {
             try await client.launch()
         } catch {
@@ -135,6 +128,23 @@ public actor FerryClient {
             let pending = try files.directory.info(of: files.directory.updated, state: &state)
             return live != nil && live?.sha256 == pending?.sha256
         }
+    }
+
+    /// This client directory's device id: a random UUID made when the directory first needs one (its first request)
+    /// and kept in it (`.ferry/client-id`, written durably), read back ever after. Every request carries it as
+    /// `Ferry-Device`, so the server can count the devices on each schema line; it is also the change batches'
+    /// `clientId`. It names the directory, not the person: it is not personal data, and a new directory (a
+    /// reinstall) gets a new one. Made off the open, whose speed must not depend on an fsync.
+    ///
+    /// ```swift
+    /// logger.info("syncing", metadata: ["device": "\(try await client.deviceID())"])
+    /// ```
+    public func deviceID() async throws -> String {
+        if let knownDeviceID { return knownDeviceID }
+        let directory = self.directory
+        let id = try await BlockingWork.run { try directory.deviceID() }
+        knownDeviceID = id
+        return id
     }
 
     /// Closes the live database and releases the directory, after any operation still running. The client must not
@@ -328,7 +338,7 @@ public actor FerryClient {
 
     /// The download itself runs outside ``exclusively(_:)``: the app keeps reading and writing database.db meanwhile.
     private func performCheck(progress: (@Sendable (FetchProgress) -> Void)?) async throws -> FetchResult {
-        let downloader = try makeDownloader()
+        let downloader = try await makeDownloader()
         let dataset = downloader.dataset
 
         let usePatches = configuration.usePatches

@@ -14,8 +14,8 @@ import Foundation
 ///                            {"dataset","expected":{"sha256","size","version"},"source":{"url","encoding","size","etag"}}
 /// DIR/.ferry/state.json      checksum cache (by inode, size, mtime) and versions refused by rollback or schema
 /// DIR/.ferry/lock            held by the one FerryClient using the directory
-/// DIR/.ferry/client-id       this directory's device id, a random UUID made once (sent as Ferry-Device and as the
-///                            change batches' clientId; never personal data)
+/// DIR/.ferry/client-id       this directory's device id, a random UUID made at its first request (sent as
+///                            Ferry-Device and as the change batches' clientId; never personal data)
 /// DIR/.ferry/previous.db.tmp a hard link made during apply; garbage after a crash
 /// DIR/.ferry/adopted-*.sqlite a background download being verified (FerryClient.adoptBackgroundDownload); garbage
 ///                            after a crash
