@@ -117,7 +117,11 @@ import Testing
         // The open itself writes nothing: the id is made when the directory first needs it.
         let file = dir.appending(".ferry/client-id")
         #expect(!FileManager.default.fileExists(atPath: file.path))
-        let id = try await first.deviceID()
+        // Concurrent first requests share the one id made.
+        async let one = first.deviceID()
+        async let other = first.deviceID()
+        let id = try await one
+        #expect(try await other == id)
         #expect(try await first.deviceID() == id)
         await first.close()
         #expect(UUID(uuidString: id) != nil)

@@ -26,8 +26,8 @@ public actor FerryClient {
     public nonisolated let directory: ClientDirectory
     /// The request header that carries ``deviceID()``.
     package static let deviceHeader = "Ferry-Device"
-    /// ``deviceID()`` once read or made.
-    private var knownDeviceID: String?
+    /// ``deviceID()`` once read or made, shared by concurrent first callers (so only one makes it).
+    private var deviceIDRead: Task<String, any Error>?
     let logger: Logger
     let transport: any SnapshotTransport
     /// The app's own connections to the live database (FerryGRDB), when it holds them; then the client opens none,
@@ -140,11 +140,15 @@ public actor FerryClient {
     /// logger.info("syncing", metadata: ["device": "\(try await client.deviceID())"])
     /// ```
     public func deviceID() async throws -> String {
-        if let knownDeviceID { return knownDeviceID }
         let directory = self.directory
-        let id = try await BlockingWork.run { try directory.deviceID() }
-        knownDeviceID = id
-        return id
+        let read = deviceIDRead ?? Task { try await BlockingWork.run { try directory.deviceID() } }
+        deviceIDRead = read
+        do {
+            return try await read.value
+        } catch {
+            deviceIDRead = nil  // the next request tries again
+            throw error
+        }
     }
 
     /// Closes the live database and releases the directory, after any operation still running. The client must not
