@@ -15,9 +15,11 @@ import Testing
 /// client directory that an app update moves from line 1 to line 2 with an edit still queued.
 @Suite struct SchemaLineOutboxTests {
     /// With `retireLineOne`, line 1 is retired before the push: the server answers its upload 410, and its edit ends
-    /// as `gone` (kept in ferry_rejected) while line 2's is merged.
-    @Test(arguments: [false, true]) func anEditQueuedOnTheOldLineIsPushedToItAndOneOnTheNewLineToThat(
-        retireLineOne: Bool
+    /// as `gone` (kept in ferry_rejected) while line 2's is merged. Each transport's uploader (URLSession's and
+    /// AsyncHTTPClient's) posts to the line.
+    @Test(arguments: [false, true], TransportKind.allCases)
+    func anEditQueuedOnTheOldLineIsPushedToItAndOneOnTheNewLineToThat(
+        retireLineOne: Bool, kind: TransportKind
     ) async throws {
         let database = try TestDatabase.create("lines")
         let directory = try TemporaryDirectory("lines-e2e")
@@ -45,6 +47,8 @@ import Testing
         serving.pollInterval = .milliseconds(100)
         serving.database = .init(templatePaths: [v1, v2], databaseURL: database.url)
         let app = try await buildApplication(serving, logger: .test)
+        let transport = try kind.make()
+        defer { Task { try await transport.shutdown() } }
         try await app.test(.live) { client in
             let server = URL(string: "http://127.0.0.1:\(client.port!)")!
             var config = FerryClient.Configuration(
@@ -52,6 +56,7 @@ import Testing
                 acceptedSchemaVersions: [1])
             config.pushOnOpen = false
             config.applyPendingOnOpen = false
+            config.uploader = transport.uploader(server: server)
             func scalar(_ sql: String) throws -> String? { try database.connect().query(sql, []).first?.first ?? nil }
             func line(_ device: FerryClient) async throws -> String? {
                 try await device.withDatabase { try $0.scalar("SELECT dataset FROM ferry_snapshot")?.text }
@@ -63,7 +68,7 @@ import Testing
             }
 
             // Given the old build on line 1 with an edit queued offline
-            let old = try await FerryClient.open(configuration: config, logger: .test)
+            let old = try await FerryClient.open(configuration: config, logger: .test, transport: transport.snapshot)
             #expect(try await old.checkForUpdates().outcome == .initialSync)
             #expect(try await line(old) == "trips.v1")
             _ = try await old.execute("UPDATE trips SET passengers = 5 WHERE name = 'Växjö-Kalmar'")
@@ -71,7 +76,7 @@ import Testing
 
             // When the app update moves the device to line 2
             config.acceptedSchemaVersions = [1, 2]
-            let device = try await FerryClient.open(configuration: config, logger: .test)
+            let device = try await FerryClient.open(configuration: config, logger: .test, transport: transport.snapshot)
             defer { Task { await device.close() } }
             #expect(try await device.checkForUpdates().outcome == .updateDownloaded)
             #expect(try await device.applyPendingUpdate().applied)
