@@ -5,11 +5,12 @@ import Foundation
 import NIOCore
 import NIOHTTP1
 
-/// `POST {server}/v1/datasets/{dataset}/changes` over AsyncHTTPClient.
+/// `POST {server}/v1/datasets/{dataset}/changes` over AsyncHTTPClient. `dataset` is a dataset or one of its schema
+/// lines (`trips.v2`); the batch's `clientId` goes as `Ferry-Device`.
 ///
 /// ```swift
 /// let uploader = HTTPChangeUploader(server: URL(string: "http://127.0.0.1:8080")!)
-/// let results = try await uploader.upload(batch, dataset: "trips")
+/// let results = try await uploader.upload(batch, dataset: "trips.v2")
 /// ```
 public struct HTTPChangeUploader: ChangeUploader {
     public var server: URL
@@ -39,6 +40,7 @@ public struct HTTPChangeUploader: ChangeUploader {
         request.method = .POST
         request.headers.add(name: "Content-Type", value: "application/json")
         request.headers.add(name: "Accept", value: "application/json")
+        request.headers.add(name: FerryClient.deviceHeader, value: batch.clientId)
         for (name, value) in headers { request.headers.add(name: name, value: value) }
         if let authorization = try BearerAuthorization.header(for: accessToken) {
             request.headers.replaceOrAdd(name: "Authorization", value: authorization)

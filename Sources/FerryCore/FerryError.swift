@@ -38,6 +38,10 @@ public struct FerryError: Error, CustomStringConvertible, Sendable {
         /// The server refused the access token (HTTP 401, or 403 when the token does not grant the dataset): sign in
         /// again and retry. Nothing local is lost: the data and the queued edits are kept.
         public static let unauthorized = Code("unauthorized")
+        /// The server retired every schema line this app build accepts (HTTP 410 on a dataset's manifest, versions,
+        /// patches or objects): update the app. Nothing local is lost: the data, a pending update, a partial download
+        /// and the queued edits are kept.
+        public static let schemaRetired = Code("schema-retired")
     }
 
     public var code: Code

@@ -23,6 +23,9 @@ enum CommandLineHints {
         if error.code == .unauthorized {
             return "pass a valid token with --token TOKEN or the FERRY_TOKEN environment variable"
         }
+        if error.code == .schemaRetired {
+            return "pass --accept-schema with a schema version the server still serves"
+        }
         switch error.tlsProblem {
         case .untrustedCertificate: return "pass --ca with the CA that signed it"
         case .wrongHost: return "give --server the host name the certificate names"

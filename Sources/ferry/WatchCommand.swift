@@ -18,7 +18,8 @@ struct WatchCommand: AsyncParsableCommand {
             asked once per --wait seconds (or as its Retry-After says); a failed check is retried after a growing, \
             jittered pause. --apply-mode automatic (the default) applies each version at once; on-launch and \
             on-request leave it pending as updated.db, as `ferry fetch` does. Prints one line per version (--json: \
-            one JSON line, with the keys of `ferry fetch --json`). A refused token ends it with code unauthorized. \
+            one JSON line, with the keys of `ferry fetch --json`). A refused token ends it with code unauthorized, \
+            a server that retired every schema line --accept-schema names with code schema-retired. \
             Exit status: 0 stopped by a signal, 1 failure (reason on stderr), 2 usage.
             """)
 
@@ -49,6 +50,10 @@ struct WatchCommand: AsyncParsableCommand {
     @Flag(name: .long, help: "Print one line of JSON per version.")
     var json = false
 
+    @Option(
+        name: .customLong("accept-schema"), help: "A schema version this client accepts (repeatable; default: any).")
+    var acceptSchema: [Int] = []
+
     func validate() throws {
         guard (1...60).contains(wait) else { throw ValidationError("--wait must be 1 to 60 seconds") }
     }
@@ -59,6 +64,7 @@ struct WatchCommand: AsyncParsableCommand {
             var configuration = try server.clientConfiguration(
                 directory: options.directoryURL, http: http, access: access)
             configuration.waitForChanges = .seconds(wait)
+            configuration.acceptedSchemaVersions = acceptSchema.isEmpty ? nil : Set(acceptSchema)
             let client = try await FerryClient.open(
                 configuration: configuration, logger: options.logger(), transport: http.snapshot)
             let watch = Watch(client: client, apply: applyMode == .automatic, json: json, dir: options.dir)

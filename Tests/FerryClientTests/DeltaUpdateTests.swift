@@ -370,20 +370,25 @@ import Testing
                     schemaVersion: schemaVersion, tables: ["trips": 1], patches: patches),
                 versions: [3, 4, 5])
         }
-        #expect(SnapshotDownloader.choosePatch(manifest([patch]), base: base, accepted: nil) == patch)
+        #expect(SnapshotDownloader.choosePatch(manifest([patch]), base: base, dataset: "trips", accepted: nil) == patch)
         // Another scope's version 3 (a grant changed the device's scope): its checksum is not the patch's base
         var otherScope = patch
         otherScope.base = String(repeating: "b", count: 64)
-        #expect(SnapshotDownloader.choosePatch(manifest([otherScope]), base: base, accepted: nil) == nil)
+        #expect(
+            SnapshotDownloader.choosePatch(manifest([otherScope]), base: base, dataset: "trips", accepted: nil) == nil)
         // A record from before `base` existed
         var unnamed = patch
         unnamed.base = nil
-        #expect(SnapshotDownloader.choosePatch(manifest([unnamed]), base: base, accepted: nil) == nil)
-        #expect(SnapshotDownloader.choosePatch(manifest([patch], schemaVersion: 2), base: base, accepted: nil) == nil)
-        #expect(SnapshotDownloader.choosePatch(manifest([patch]), base: base, accepted: [2]) == nil)
-        #expect(SnapshotDownloader.choosePatch(manifest([patch], gzipSize: 100), base: base, accepted: nil) == nil)
-        #expect(SnapshotDownloader.choosePatch(manifest(nil), base: base, accepted: nil) == nil)
-        #expect(SnapshotDownloader.choosePatch(manifest([patch]), base: nil, accepted: nil) == nil)
+        #expect(SnapshotDownloader.choosePatch(manifest([unnamed]), base: base, dataset: "trips", accepted: nil) == nil)
+        #expect(
+            SnapshotDownloader.choosePatch(
+                manifest([patch], schemaVersion: 2), base: base, dataset: "trips", accepted: nil) == nil)
+        #expect(SnapshotDownloader.choosePatch(manifest([patch]), base: base, dataset: "trips", accepted: [2]) == nil)
+        #expect(
+            SnapshotDownloader.choosePatch(
+                manifest([patch], gzipSize: 100), base: base, dataset: "trips", accepted: nil) == nil)
+        #expect(SnapshotDownloader.choosePatch(manifest(nil), base: base, dataset: "trips", accepted: nil) == nil)
+        #expect(SnapshotDownloader.choosePatch(manifest([patch]), base: nil, dataset: "trips", accepted: nil) == nil)
     }
 }
 

@@ -16,11 +16,13 @@ import NIOFoundationEssentialsCompat
 /// `body` gets the base URL and a function that waits until the server serves a given version.
 func withFerryServer<T: Sendable>(
     store: URL, dataset: String = "trips", database: ServerConfiguration.DatabaseSettings? = nil,
+    statusToken: String? = nil,
     _ body: @Sendable @escaping (_ url: URL, _ waitForVersion: @Sendable (Int) async throws -> Void) async throws -> T
 ) async throws -> T {
     var configuration = ServerConfiguration(storePath: store, port: 0)
     configuration.pollInterval = .milliseconds(100)
     configuration.database = database
+    configuration.statusToken = statusToken
     let app = try await buildApplication(configuration, logger: .test)
     return try await app.test(.live) { client in
         let url = URL(string: "http://127.0.0.1:\(client.port!)")!

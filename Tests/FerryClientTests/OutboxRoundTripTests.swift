@@ -146,8 +146,7 @@ import Testing
             // Given an upload the server applied but whose answer never reached the device (the process died)
             let batch = try await device.withDatabase { try Outbox.takeBatch(from: $0, limit: 500) }
             // The device's own id: the server answers a retried change only to the device that sent it.
-            let deviceID = try FerryClient.deviceID(
-                in: ClientDirectory(world.directory.appending("device")).privateDirectory)
+            let deviceID = try await device.deviceID()
             let request = ChangeBatch(clientId: deviceID, sentAt: Timestamp.format(Date()), changes: batch)
             let uploader = try kind.make()
             let first = try await uploader.uploader(server: server).upload(request, dataset: "trips")

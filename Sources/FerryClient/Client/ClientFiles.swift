@@ -129,10 +129,10 @@ struct ClientFiles: Sendable {
 
     // MARK: Fetch
 
-    /// Refuses a directory that holds another dataset.
+    /// Refuses a directory that holds another dataset (one of the dataset's schema lines is the dataset).
     func checkDataset(_ dataset: String, _ state: inout ClientStateFile) throws {
         if let live = try directory.info(of: directory.database, state: &state), let liveDataset = live.dataset,
-            liveDataset != dataset
+            !DatasetName.names(liveDataset, lineOf: dataset, schemaVersion: live.schemaVersion)
         {
             throw FerryError(
                 .badInput,

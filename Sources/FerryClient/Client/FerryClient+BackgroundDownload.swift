@@ -18,7 +18,7 @@ extension FerryClient {
     /// guard let download = try await client.prepareBackgroundDownload() else { return }  // up to date
     /// ```
     public func prepareBackgroundDownload() async throws -> BackgroundDownload? {
-        let downloader = try makeDownloader()
+        let downloader = try await makeDownloader()
         let dataset = downloader.dataset
         let known = try await exclusively {
             try await onFiles { files, state in
@@ -33,12 +33,14 @@ extension FerryClient {
         guard let manifest, !known.contains(manifest.sha256) else {
             return nil
         }
-        return BackgroundDownload(manifest: manifest, url: downloader.versionURL(manifest.version))
+        return BackgroundDownload(
+            manifest: manifest, url: downloader.versionURL(manifest.version, line: manifest.dataset))
     }
 
     /// The request for a background session's download task of `download`: its version URL, `Accept-Encoding:
     /// identity` (the file must be the SQLite file itself, which the manifest's checksum covers, not a gzip body a
-    /// session may or may not have inflated) and the access token from ``Configuration/tokenProvider``, asked now.
+    /// session may or may not have inflated), `Ferry-Device` and the access token from
+    /// ``Configuration/tokenProvider``, asked now.
     ///
     /// ```swift
     /// let task = backgroundSession.downloadTask(with: try await client.backgroundRequest(for: download))
@@ -46,6 +48,7 @@ extension FerryClient {
     public func backgroundRequest(for download: BackgroundDownload) async throws -> URLRequest {
         var request = URLRequest(url: download.url)
         request.setValue("identity", forHTTPHeaderField: "Accept-Encoding")
+        request.setValue(try await deviceID(), forHTTPHeaderField: Self.deviceHeader)
         if let authorization = try await BearerAuthorization.header(from: configuration.tokenProvider) {
             request.setValue(authorization, forHTTPHeaderField: "Authorization")
         }
@@ -71,7 +74,7 @@ extension FerryClient {
     public func adoptBackgroundDownload(_ download: BackgroundDownload, file: URL) async throws -> FetchResult {
         let dataset = try configuration.datasetURL().1
         let manifest = download.manifest
-        guard manifest.dataset == dataset else {
+        guard DatasetName.names(manifest.dataset, lineOf: dataset, schemaVersion: manifest.schemaVersion) else {
             throw FerryError(
                 .badInput,
                 "the background download is of dataset '\(manifest.dataset)', but this client syncs '\(dataset)'; nothing was changed",
@@ -96,7 +99,8 @@ extension FerryClient {
                 let sha256 = try FileDigest.sha256Hex(of: scratch)
                 let expected = ExpectedSnapshot(sha256: manifest.sha256, size: manifest.size, version: manifest.version)
                 let info = try SnapshotVerifier.verify(
-                    file: scratch, expected: expected, computedSHA256: sha256, dataset: dataset)
+                    file: scratch, expected: expected, computedSHA256: sha256, dataset: dataset,
+                    line: manifest.dataset)
                 if let refusal = SnapshotVerifier.schemaRefusal(info, accepted: accepted, file: scratch) {
                     try? FileManager.default.removeItem(at: scratch)  // refused for good; a leftover is removed on open
                     return .refused(info, refusal)
@@ -150,16 +154,17 @@ extension FerryClient {
 
     /// The downloader of ``checkForUpdates(progress:)`` and ``prepareBackgroundDownload()``, with this client's
     /// configuration.
-    func makeDownloader() throws -> SnapshotDownloader {
+    func makeDownloader() async throws -> SnapshotDownloader {
         let (url, dataset) = try configuration.datasetURL()
         var downloader = SnapshotDownloader(
-            directory: directory, transport: transport, datasetURL: url, dataset: dataset,
+            directory: directory, transport: transport, datasetsURL: url, dataset: dataset,
             acceptedSchemaVersions: configuration.acceptedSchemaVersions,
             writeBufferSize: configuration.writeBufferSize,
             maxBytesPerSecond: configuration.maxBytesPerSecond, tokenProvider: configuration.tokenProvider,
             logger: logger)
         downloader.retryAfterLimit = configuration.retryAfterLimit
         downloader.waitForChanges = configuration.waitForChanges
+        downloader.deviceID = try await deviceID()
         return downloader
     }
 }

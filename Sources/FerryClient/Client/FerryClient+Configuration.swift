@@ -27,10 +27,14 @@ extension FerryClient {
         /// Base URL of the Ferry server, e.g. `http://127.0.0.1:8080`. Required by
         /// ``FerryClient/checkForUpdates(progress:)``.
         public var serverURL: URL?
-        /// The dataset to fetch, `[a-z0-9_-]+`. Required by ``FerryClient/checkForUpdates(progress:)``.
+        /// The dataset to fetch, `[a-z0-9_-]+`: its base name (`trips`), never a schema line (`trips.v2`). Required by
+        /// ``FerryClient/checkForUpdates(progress:)``.
         public var dataset: String?
-        /// Schema versions this app can read; nil (the default) accepts any. A snapshot of another schema version is
-        /// refused with `FerryError.Code.schemaVersion` and not downloaded again while it stays refused.
+        /// Schema versions this app can read; nil (the default) accepts any. Every check sends them to the server
+        /// (`…/manifest?schema=1,2`), which answers the newest live schema line among them (`trips.v2`, docs/client.md
+        /// "Schema lines"); a server that has retired them all answers 410 (`FerryError.Code.schemaRetired`). A
+        /// snapshot of another schema version is refused with `FerryError.Code.schemaVersion` and not downloaded
+        /// again while it stays refused.
         public var acceptedSchemaVersions: Set<Int>?
         /// Apply a pending `updated.db` in ``FerryClient/open(configuration:logger:transport:)`` before any
         /// connection is handed out (the book's "on launch"). Default true.
@@ -103,7 +107,9 @@ extension FerryClient {
             tokenProvider = { @Sendable in token }
         }
 
-        /// `SERVER/v1/datasets/DATASET` (the manifest and the version URLs are under it), after validating both.
+        /// `SERVER/v1/datasets` (each line's manifest, versions and patches are under `…/{line}`) and the configured
+        /// dataset, after validating both: the dataset must be a base name (a line, `trips.v2`, is what the server
+        /// answers with, never what a client asks for).
         func datasetURL() throws -> (URL, String) {
             guard let serverURL else {
                 throw FerryError(.badInput, "no server URL configured: set Configuration.serverURL", key: "serverURL")
@@ -111,7 +117,7 @@ extension FerryClient {
             guard let dataset else {
                 throw FerryError(.badInput, "no dataset configured: set Configuration.dataset", key: "dataset")
             }
-            try DatasetName.validate(dataset)
+            try DatasetName.validateBase(dataset)
             guard let scheme = serverURL.scheme?.lowercased(), scheme == "http" || scheme == "https",
                 serverURL.host != nil
             else {
@@ -122,10 +128,30 @@ extension FerryClient {
             }
             var base = serverURL.absoluteString
             while base.hasSuffix("/") { base.removeLast() }
-            guard let url = URL(string: "\(base)/v1/datasets/\(dataset)") else {
+            guard let url = URL(string: "\(base)/v1/datasets") else {
                 throw FerryError(.badInput, "server URL '\(redactURL(base))' is malformed", key: "serverURL")
             }
             return (url, dataset)
+        }
+
+        /// The manifest request of every check: `SERVER/v1/datasets/DATASET/manifest`, with `?schema=1,2` (the
+        /// accepted schema versions, ascending) when ``acceptedSchemaVersions`` is set, so that the server answers
+        /// the newest live line this app build reads.
+        ///
+        /// ```swift
+        /// try config.manifestURL()   // http://127.0.0.1:8080/v1/datasets/trips/manifest?schema=1,2
+        /// ```
+        public func manifestURL() throws -> URL {
+            let (datasets, dataset) = try datasetURL()
+            return Self.manifestURL(datasets: datasets, dataset: dataset, accepted: acceptedSchemaVersions)
+        }
+
+        static func manifestURL(datasets: URL, dataset: String, accepted: Set<Int>?) -> URL {
+            let url = datasets.appendingPathComponent(dataset).appendingPathComponent("manifest")
+            guard let accepted, !accepted.isEmpty else { return url }
+            let query = accepted.sorted().map(String.init).joined(separator: ",")
+            // Digits and commas only: nothing to escape.
+            return URL(string: url.absoluteString + "?schema=" + query)!
         }
     }
 }

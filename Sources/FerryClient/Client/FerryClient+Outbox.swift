@@ -107,12 +107,11 @@ extension FerryClient {
         guard let dataset = configuration.dataset else {
             throw FerryError(.badInput, "pushing needs a dataset: set Configuration.dataset", key: "dataset")
         }
-        try DatasetName.validate(dataset)
+        try DatasetName.validateBase(dataset)
         let uploader =
             configuration.uploader
             ?? URLSessionChangeUploader(server: server, transport: transport as? URLSessionTransport ?? .shared)
-        let privateDirectory = directory.privateDirectory
-        let clientID = try await BlockingWork.run { try Self.deviceID(in: privateDirectory) }
+        let clientID = try await deviceID()
         var summary = Outbox.Summary()
         var sent = 0
         // Nothing queued (or no database yet, before the initial sync): nothing to send, and no request is made.
@@ -120,13 +119,31 @@ extension FerryClient {
         // The edits queued now: an app that keeps writing while the push runs must not keep it running forever.
         let last = try await exclusively { try await useDatabase(notify: false) { try Outbox.lastSequence(in: $0) } }
         while true {
-            let batch = try await exclusively {
-                try await useDatabase(notify: false) { try Outbox.takeBatch(from: $0, limit: batchSize, through: last) }
+            // One schema line's edits per batch: each goes to its line's URL (edits queued before a swap to another
+            // line carry that line; the others are of the line database.db holds, or the dataset before any).
+            let (lineBatch, current) = try await exclusively {
+                try await useDatabase(notify: false) { db in
+                    (
+                        try Outbox.takeLineBatch(from: db, limit: batchSize, through: last),
+                        try Outbox.currentLine(of: db)
+                    )
+                }
             }
+            let batch = lineBatch.changes
             if batch.isEmpty { break }
+            let line = lineBatch.line ?? current ?? dataset
             let request = ChangeBatch(
                 clientId: clientID, sentAt: Timestamp.format(configuration.clock()), changes: batch)
-            let results = try await uploadWithRetry(request, dataset: dataset, uploader: uploader)
+            let results: ChangeResults
+            do {
+                results = try await uploadWithRetry(request, dataset: line, uploader: uploader)
+            } catch let error as FerryError where error.code == .schemaRetired && lineBatch.line != nil {
+                // A retired line takes none of the edits queued under it before the device moved to another line
+                // (410, nothing applied): they end as `gone`, kept in ferry_rejected. The current line's own edits
+                // stay queued instead (below, thrown): the app needs an update, not a loss.
+                results = ChangeResults(
+                    results: batch.map { ChangeResult(id: $0.id, status: .gone, row: nil, message: error.message) })
+            }
             let ids = Set(batch.map(\.id))
             guard results.results.allSatisfy({ ids.contains($0.id) }) else {
                 throw FerryError(.network, "the server answered for changes it was not sent; edits stay queued")
@@ -134,7 +151,9 @@ extension FerryClient {
             let tables = liveTables
             let logger = self.logger
             let recorded = try await withDatabase { db in
-                try Outbox.record(results.results, for: batch, in: db, tables: tables) { logger.warning("\($0)") }
+                try Outbox.record(results.results, for: batch, in: db, tables: tables, line: lineBatch.line) {
+                    logger.warning("\($0)")
+                }
             }
             summary.merge(recorded)
             sent += batch.count
@@ -165,19 +184,5 @@ extension FerryClient {
                 attempt += 1
             }
         }
-    }
-
-    /// This device's id (`.ferry/client-id`), made once.
-    static func deviceID(in privateDirectory: URL) throws -> String {
-        let file = privateDirectory.appendingPathComponent("client-id")
-        if let data = FileManager.default.contents(atPath: file.path),
-            let text = String(data: data, encoding: .utf8)?.trimmingCharacters(in: .whitespacesAndNewlines),
-            !text.isEmpty
-        {
-            return text
-        }
-        let id = UUID().uuidString.lowercased()
-        try DurableFile.write(Data(id.utf8), to: file)
-        return id
     }
 }

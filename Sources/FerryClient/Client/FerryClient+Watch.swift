@@ -69,9 +69,10 @@ enum WatchPacing {
         return max(.zero, interval - elapsed)
     }
 
-    /// Errors that retrying cannot fix: the configuration, or a token the server refuses (a new one is needed).
+    /// Errors that retrying cannot fix: the configuration, a token the server refuses (a new one is needed), or
+    /// schema lines the server has retired (a newer app build is).
     static func endsTheLoop(_ error: FerryError) -> Bool {
-        [.badInput, .unauthorized].contains(error.code)
+        [.badInput, .unauthorized, .schemaRetired].contains(error.code)
     }
 
     /// Exponential backoff with jitter: 1 s, 2 s, 4 s … up to `cap`, each drawn between half and all of it, so that

@@ -14,6 +14,8 @@ import Foundation
 ///                            {"dataset","expected":{"sha256","size","version"},"source":{"url","encoding","size","etag"}}
 /// DIR/.ferry/state.json      checksum cache (by inode, size, mtime) and versions refused by rollback or schema
 /// DIR/.ferry/lock            held by the one FerryClient using the directory
+/// DIR/.ferry/client-id       this directory's device id, a random UUID made at its first request (sent as
+///                            Ferry-Device and as the change batches' clientId; never personal data)
 /// DIR/.ferry/previous.db.tmp a hard link made during apply; garbage after a crash
 /// DIR/.ferry/adopted-*.sqlite a background download being verified (FerryClient.adoptBackgroundDownload); garbage
 ///                            after a crash
@@ -44,6 +46,7 @@ public struct ClientDirectory: Sendable, Equatable {
     var patched: URL { privateDirectory.appendingPathComponent("patched.sqlite") }
     var stateFile: URL { privateDirectory.appendingPathComponent("state.json") }
     var lockFile: URL { privateDirectory.appendingPathComponent("lock") }
+    var deviceIDFile: URL { privateDirectory.appendingPathComponent("client-id") }
     var previousLink: URL { privateDirectory.appendingPathComponent("previous.db.tmp") }
     /// A new name for a background download being verified before it is installed (one per adoption, so two never
     /// share a file).
@@ -53,6 +56,21 @@ public struct ClientDirectory: Sendable, Equatable {
     static let adoptedPrefix = "adopted-"
 
     func exists(_ file: URL) -> Bool { FileManager.default.fileExists(atPath: file.path) }
+
+    /// The directory's device id (`.ferry/client-id`): read back when it holds a UUID, else a new random UUID written
+    /// durably (temp file, fsync, rename) and returned. Sent as `Ferry-Device` with every request and as each change
+    /// batch's `clientId`; it says which directory asked, nothing about the person using it.
+    func deviceID() throws -> String {
+        if let data = FileManager.default.contents(atPath: deviceIDFile.path),
+            let text = String(data: data, encoding: .utf8)?.trimmingCharacters(in: .whitespacesAndNewlines),
+            UUID(uuidString: text) != nil
+        {
+            return text
+        }
+        let id = UUID().uuidString.lowercased()
+        try DurableFile.write(Data(id.utf8), to: deviceIDFile)
+        return id
+    }
 
     /// Creates `DIR` and `DIR/.ferry` when missing.
     func create() throws {

@@ -5,15 +5,13 @@ extension SnapshotDownloader {
     /// The most a manifest may weigh; a real one is well under a kilobyte per retained version.
     static let manifestLimit = 4 << 20
 
-    /// `GET …/manifest` with `If-None-Match` carrying `knownChecksums` (the manifest's ETag is `"<sha256>"` of the
-    /// latest snapshot, the same tag as the snapshot's): nil on 304, else the manifest, checked to belong to this
-    /// dataset. The manifest is `Cache-Control: no-cache`: a cache may keep it but must revalidate it every time, so
-    /// this request always reaches the server (or a cache that asks it).
+    /// `GET …/DATASET/manifest?schema=…` with `If-None-Match` carrying `knownChecksums` (the manifest's ETag is
+    /// `"<sha256>"` of the latest snapshot, the same tag as the snapshot's): nil on 304, else the manifest, checked to
+    /// belong to this dataset or one of its schema lines. The manifest is `Cache-Control: no-cache`: a cache may keep
+    /// it but must revalidate it every time, so this request always reaches the server (or a cache that asks it).
+    /// A 410 (every accepted line retired) is ``FerryError/Code/schemaRetired``.
     func revalidateManifest(knownChecksums: [String]) async throws -> Manifest? {
-        var headers = ["Accept": "application/json"]
-        if let authorization = try await BearerAuthorization.header(from: tokenProvider) {
-            headers["Authorization"] = authorization
-        }
+        var headers = try await requestHeaders(["Accept": "application/json"])
         if !knownChecksums.isEmpty {
             headers["If-None-Match"] = knownChecksums.map { "\"\($0)\"" }.joined(separator: ", ")
         }
@@ -31,6 +29,8 @@ extension SnapshotDownloader {
             switch head.status {
             case 304:
                 return nil
+            case 410:
+                throw await SchemaRetired.error(dataset: dataset, url: url, body: body)
             case 200:
                 var data = Data()
                 do {
@@ -58,7 +58,8 @@ extension SnapshotDownloader {
         }
     }
 
-    /// Decodes a manifest body and checks that it describes a version of `dataset` the client can ask for.
+    /// Decodes a manifest body and checks that it describes a version of `dataset` the client can ask for: its
+    /// `dataset` is `dataset` itself or a schema line of it whose number is the manifest's `schemaVersion`.
     static func validated(_ data: Data, dataset: String, url: URL) throws -> Manifest {
         let manifest: Manifest
         do {
@@ -77,7 +78,7 @@ extension SnapshotDownloader {
                 "\(url.absoluteString) did not answer with a Ferry manifest (\(error)); is Configuration.serverURL a Ferry server?",
                 underlying: error)
         }
-        guard manifest.dataset == dataset else {
+        guard DatasetName.names(manifest.dataset, lineOf: dataset, schemaVersion: manifest.schemaVersion) else {
             throw FerryError(
                 .verification,
                 "the server's manifest is of dataset '\(manifest.dataset)', not '\(dataset)'; check the server's store",

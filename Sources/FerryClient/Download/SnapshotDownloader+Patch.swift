@@ -30,12 +30,14 @@ extension SnapshotDownloader {
     static let patchInflationLimit: Int64 = 64
 
     /// The patch to take from `base` to the manifest's version, or nil to take the full download: the patch must
-    /// start at the base's version and name the base's published checksum (scopes share version numbers), the schema
+    /// start at the base's version and name the base's published checksum (scopes share version numbers), the base
+    /// must be of the manifest's dataset exactly (a patch never crosses schema lines: moving to another line is a
+    /// full download; a base without a recorded dataset is of the configured `dataset`, as before lines), the schema
     /// must be unchanged and accepted, and the patch must be smaller than the compressed full download.
-    static func choosePatch(_ manifest: Manifest, base: PatchBase?, accepted: Set<Int>?) -> PatchRef? {
+    static func choosePatch(_ manifest: Manifest, base: PatchBase?, dataset: String, accepted: Set<Int>?) -> PatchRef? {
         guard let base, let version = base.info.version, version < manifest.version,
             base.info.schemaVersion == manifest.schemaVersion,
-            base.info.dataset == nil || base.info.dataset == manifest.dataset,
+            (base.info.dataset ?? dataset) == manifest.dataset,
             accepted?.contains(manifest.schemaVersion) ?? true,
             let ref = manifest.current.patch(from: version), ref.to == manifest.version, ref.base == base.info.sha256
         else { return nil }
@@ -43,21 +45,21 @@ extension SnapshotDownloader {
         return ref.size < full ? ref : nil
     }
 
-    func patchURL(_ ref: PatchRef) -> URL {
-        datasetURL.appendingPathComponent("patches").appendingPathComponent("\(ref.from)-\(ref.to)")
+    /// `…/LINE/patches/FROM-TO`, `line` being the manifest's dataset.
+    func patchURL(_ ref: PatchRef, line: String) -> URL {
+        datasetsURL.appendingPathComponent(line).appendingPathComponent("patches").appendingPathComponent(
+            "\(ref.from)-\(ref.to)")
     }
 
-    /// Downloads `ref` and checks its size and SHA-256 before inflating it. Patches are small (a fraction of the
-    /// compressed snapshot) and are not resumed: an interrupted one is downloaded again.
-    func downloadPatch(_ ref: PatchRef, progress: (@Sendable (FetchProgress) -> Void)?) async throws -> (
+    /// Downloads `ref` (of schema line `line`) and checks its size and SHA-256 before inflating it. Patches are small
+    /// (a fraction of the compressed snapshot) and are not resumed: an interrupted one is downloaded again.
+    func downloadPatch(_ ref: PatchRef, line: String, progress: (@Sendable (FetchProgress) -> Void)?) async throws -> (
         Changeset, Int64
     ) {
-        let url = patchURL(ref)
-        var headers = ["Accept-Encoding": "identity"]
-        if let authorization = try await BearerAuthorization.header(from: tokenProvider) {
-            headers["Authorization"] = authorization
-        }
+        let url = patchURL(ref, line: line)
+        let headers = try await requestHeaders(["Accept-Encoding": "identity"])
         let compressed: Data = try await transport.get(SnapshotRequest(url: url, headers: headers)) { head, body in
+            if head.status == 410 { throw await SchemaRetired.error(dataset: dataset, url: url, body: body) }
             guard head.status == 200 else { throw ResponsePlan.failure(head, url: url.absoluteString) }
             var data = Data()
             data.reserveCapacity(Int(ref.size))

@@ -51,8 +51,10 @@ struct TransferStats: Sendable, Equatable {
 struct SnapshotDownloader: Sendable {
     let directory: ClientDirectory
     let transport: any SnapshotTransport
-    /// `SERVER/v1/datasets/DATASET`.
-    let datasetURL: URL
+    /// `SERVER/v1/datasets`: the configured dataset's manifest and each line's versions and patches are under it.
+    let datasetsURL: URL
+    /// The configured dataset, a base name; the manifest names it or one of its schema lines (`trips.v2`), whose
+    /// name is then the path of that manifest's versions and patches.
     let dataset: String
     let acceptedSchemaVersions: Set<Int>?
     let writeBufferSize: Int
@@ -61,6 +63,8 @@ struct SnapshotDownloader: Sendable {
     var retryAfterLimit: Duration = .seconds(10)
     /// The access token, asked before each request; nil sends no `Authorization` header.
     var tokenProvider: FerryClient.TokenProvider? = nil
+    /// The client directory's device id, sent as `Ferry-Device` with every request; nil sends none.
+    var deviceID: String? = nil
     let logger: Logger
     /// Why the last patch offered could not be used (the check then took the full download).
     let patchFailure = Locked<String?>(nil)
@@ -107,10 +111,25 @@ struct SnapshotDownloader: Sendable {
         var source: TransferSource
     }
 
-    var manifestURL: URL { datasetURL.appendingPathComponent("manifest") }
+    /// `…/DATASET/manifest?schema=…`: every check asks for the configured dataset, never a line.
+    var manifestURL: URL {
+        FerryClient.Configuration.manifestURL(datasets: datasetsURL, dataset: dataset, accepted: acceptedSchemaVersions)
+    }
 
-    func versionURL(_ version: Int) -> URL {
-        datasetURL.appendingPathComponent("versions").appendingPathComponent(String(version))
+    /// `…/LINE/versions/N`, `line` being the dataset the manifest that named the version answered with.
+    func versionURL(_ version: Int, line: String) -> URL {
+        datasetsURL.appendingPathComponent(line).appendingPathComponent("versions").appendingPathComponent(
+            String(version))
+    }
+
+    /// `headers` with the ones every request carries: `Authorization` (when there is a token) and `Ferry-Device`.
+    func requestHeaders(_ headers: [String: String]) async throws -> [String: String] {
+        var headers = headers
+        if let authorization = try await BearerAuthorization.header(from: tokenProvider) {
+            headers["Authorization"] = authorization
+        }
+        if let deviceID { headers[FerryClient.deviceHeader] = deviceID }
+        return headers
     }
 
     // MARK: Partial file
@@ -127,7 +146,9 @@ struct SnapshotDownloader: Sendable {
                 "the partial download's record is malformed; downloading from byte 0", metadata: ["error": "\(error)"])
             return nil
         }
-        guard record.dataset == dataset, SHA256Hex.isValid(record.expected.sha256) else { return nil }
+        guard DatasetName.names(record.dataset, lineOf: dataset, schemaVersion: nil),
+            SHA256Hex.isValid(record.expected.sha256)
+        else { return nil }
         return record
     }
 
@@ -146,15 +167,15 @@ struct SnapshotDownloader: Sendable {
             encoding: encoding)
         return try await BlockingWork.run { [self] in
             let sha256 = try FileDigest.sha256Hex(of: directory.partial)
-            return try verify(expected: record.expected, computedSHA256: sha256, stats: stats)
+            return try verify(expected: record.expected, computedSHA256: sha256, stats: stats, line: record.dataset)
         }
     }
 
-    /// Where to resume a download of `promised`: the kept prefix of the same version in the same representation,
-    /// or nil to start from byte 0 (stale files removed). A record from a client before version URLs (no `source`)
-    /// is a prefix of the SQLite file itself and resumes as such.
-    func resumePoint(for promised: ExpectedSnapshot) -> ResumePoint? {
-        guard let record = loadRecord(), record.expected.sha256 == promised.sha256,
+    /// Where to resume a download of `promised` (of schema line `line`): the kept prefix of the same version in the
+    /// same representation, or nil to start from byte 0 (stale files removed). A record from a client before version
+    /// URLs (no `source`) is a prefix of the SQLite file itself and resumes as such.
+    func resumePoint(for promised: ExpectedSnapshot, line: String) -> ResumePoint? {
+        guard let record = loadRecord(), record.dataset == line, record.expected.sha256 == promised.sha256,
             let version = record.expected.version ?? promised.version, version == promised.version
         else {
             directory.discardPartial()
@@ -163,7 +184,7 @@ struct SnapshotDownloader: Sendable {
         let source =
             record.source
             ?? TransferSource(
-                url: versionURL(version).absoluteString, encoding: .identity, size: record.expected.size,
+                url: versionURL(version, line: line).absoluteString, encoding: .identity, size: record.expected.size,
                 etag: TransferSource.etag(sha256: record.expected.sha256, encoding: .identity))
         let kept = source.encoding == .gzip ? directory.partialGzip : directory.partial
         guard let size = FileIdentity.size(of: kept), size > 0, size < (source.size ?? Int64.max) else {
@@ -218,14 +239,19 @@ struct SnapshotDownloader: Sendable {
             }
             // A cache in between that dropped If-None-Match still cannot make us download what we have.
             if knownChecksums.contains(manifest.sha256) { return .notModified }
-            if let patchBase, let ref = Self.choosePatch(manifest, base: patchBase, accepted: acceptedSchemaVersions) {
+            if let patchBase,
+                let ref = Self.choosePatch(
+                    manifest, base: patchBase, dataset: dataset, accepted: acceptedSchemaVersions)
+            {
                 do {
-                    let (changeset, bytes) = try await downloadPatch(ref, progress: progress)
+                    let (changeset, bytes) = try await downloadPatch(ref, line: manifest.dataset, progress: progress)
                     return .patch(
                         DownloadedPatch(
                             ref: ref, changeset: changeset, target: manifest.current, base: patchBase,
                             bytesReceived: bytes))
-                } catch let error as FerryError where error.code != .offline && error.code != .unauthorized {
+                } catch let error as FerryError
+                    where ![.offline, .unauthorized, .schemaRetired].contains(error.code)
+                {
                     logger.warning(
                         "the patch cannot be used; taking the full download",
                         metadata: ["from": "\(ref.from)", "to": "\(ref.to)", "error": "\(error.message)"])
@@ -233,7 +259,7 @@ struct SnapshotDownloader: Sendable {
                 }
             }
             let promised = ExpectedSnapshot(sha256: manifest.sha256, size: manifest.size, version: manifest.version)
-            if let outcome = try await download(promised, progress: progress) {
+            if let outcome = try await download(promised, line: manifest.dataset, progress: progress) {
                 guard case .downloaded(var verified) = outcome else { return outcome }
                 verified.contentDigest = manifest.contentDigest
                 return .downloaded(verified)
@@ -246,22 +272,23 @@ struct SnapshotDownloader: Sendable {
         )
     }
 
-    /// Downloads `promised` from its version URL; nil when the server no longer has it (404).
-    /// At most one automatic restart from byte 0 when the server answers a range request inconsistently.
-    func download(_ promised: ExpectedSnapshot, progress: (@Sendable (FetchProgress) -> Void)?) async throws -> Outcome?
+    /// Downloads `promised` from its version URL under `line` (the manifest's dataset); nil when the server no
+    /// longer has it (404). At most one automatic restart from byte 0 when the server answers a range request
+    /// inconsistently. A 410 (the line is retired) is ``FerryError/Code/schemaRetired``, the partial kept.
+    func download(_ promised: ExpectedSnapshot, line: String, progress: (@Sendable (FetchProgress) -> Void)?)
+        async throws -> Outcome?
     {
         guard let version = promised.version else { preconditionFailure("a manifest always names its version") }
-        let url = versionURL(version)
+        let url = versionURL(version, line: line)
         var allowResume = true
         for _ in 0..<2 {
-            let resume = allowResume ? resumePoint(for: promised) : nil
+            let resume = allowResume ? resumePoint(for: promised, line: line) : nil
             if !allowResume { directory.discardPartial() }
             // Resume in the representation the kept prefix is of; otherwise ask for the gzip copy (a server without
             // one sends the SQLite file, which is just as good).
-            var headers = ["Accept-Encoding": resume?.source.encoding == .identity ? "identity" : "gzip"]
-            if let authorization = try await BearerAuthorization.header(from: tokenProvider) {
-                headers["Authorization"] = authorization
-            }
+            var headers = try await requestHeaders([
+                "Accept-Encoding": resume?.source.encoding == .identity ? "identity" : "gzip"
+            ])
             if let resume {
                 headers["Range"] = "bytes=\(resume.from)-"
                 headers["If-Range"] = resume.source.etag
@@ -274,6 +301,7 @@ struct SnapshotDownloader: Sendable {
             }
             let step: Step = try await transport.get(SnapshotRequest(url: url, headers: headers)) { head, body in
                 if head.status == 404 { return .versionGone }
+                if head.status == 410 { throw await SchemaRetired.error(dataset: dataset, url: url, body: body) }
                 let plan = try ResponsePlan.decide(
                     head: head, resumeFrom: resume?.from, partial: resume?.expected, source: resume?.source,
                     promised: promised,
@@ -289,7 +317,7 @@ struct SnapshotDownloader: Sendable {
                 case .full(let expected, let source):
                     let sink = try await BlockingWork.run { [self] in
                         directory.discardPartial()
-                        try writeRecord(expected, source)
+                        try writeRecord(expected, source, line: line)
                         return try DownloadSink(
                             directory: directory, encoding: source.encoding, from: 0, fileLimit: expected.size,
                             bufferSize: writeBufferSize)
@@ -302,8 +330,8 @@ struct SnapshotDownloader: Sendable {
                         sink = try await BlockingWork.run { [self] in
                             // The record learns what the 206 confirmed (sizes; the source of a record from an older
                             // client).
-                            if loadRecord() != PartialRecord(dataset: dataset, expected: expected, source: source) {
-                                try writeRecord(expected, source)
+                            if loadRecord() != PartialRecord(dataset: line, expected: expected, source: source) {
+                                try writeRecord(expected, source, line: line)
                             }
                             return try DownloadSink(
                                 directory: directory, encoding: source.encoding, from: from, fileLimit: expected.size,
@@ -326,7 +354,7 @@ struct SnapshotDownloader: Sendable {
                 continue
             case .written(let expected, let sha256, let stats):
                 return try await BlockingWork.run { [self] in
-                    try verify(expected: expected, computedSHA256: sha256, stats: stats)
+                    try verify(expected: expected, computedSHA256: sha256, stats: stats, line: line)
                 }
             }
         }
@@ -337,10 +365,11 @@ struct SnapshotDownloader: Sendable {
         )
     }
 
-    /// Writes `.ferry/partial.json` durably: what the partial download is promised to become, and where from.
-    private func writeRecord(_ expected: ExpectedSnapshot, _ source: TransferSource) throws {
+    /// Writes `.ferry/partial.json` durably: what the partial download is promised to become (a version of `line`),
+    /// and where from.
+    private func writeRecord(_ expected: ExpectedSnapshot, _ source: TransferSource, line: String) throws {
         try DurableFile.write(
-            try JSONEncoder().encode(PartialRecord(dataset: dataset, expected: expected, source: source)),
+            try JSONEncoder().encode(PartialRecord(dataset: line, expected: expected, source: source)),
             to: directory.partialRecord)
     }
 
@@ -431,12 +460,16 @@ struct SnapshotDownloader: Sendable {
     // MARK: Verification
 
     /// Checks the downloaded file end to end: checksum, SQLite header, `PRAGMA quick_check`, the `ferry_snapshot`
-    /// row (dataset, version) and the accepted schema versions. Discards the partial file on any failure.
-    func verify(expected: ExpectedSnapshot, computedSHA256: String, stats: TransferStats) throws -> Outcome {
+    /// row (dataset: `line`, the manifest's; version) and the accepted schema versions. Discards the partial file on
+    /// any failure.
+    func verify(expected: ExpectedSnapshot, computedSHA256: String, stats: TransferStats, line: String) throws
+        -> Outcome
+    {
         let info: SnapshotInfo
         do {
             info = try SnapshotVerifier.verify(
-                file: directory.partial, expected: expected, computedSHA256: computedSHA256, dataset: dataset)
+                file: directory.partial, expected: expected, computedSHA256: computedSHA256, dataset: dataset,
+                line: line)
         } catch {
             directory.discardPartial()
             throw error

@@ -5,9 +5,11 @@ import Foundation
 enum SnapshotVerifier {
     static let sqliteHeader = Array("SQLite format 3\0".utf8)
 
-    /// Verifies `file` against what the server promised; returns what it holds.
+    /// Verifies `file` against what the server promised; returns what it holds. Its `ferry_snapshot.dataset` must be
+    /// `line` (the dataset of the manifest that named it) and `line` must be `dataset` or one of its schema lines, of
+    /// the snapshot's schema version.
     static func verify(
-        file: URL, expected: ExpectedSnapshot, computedSHA256: String, dataset: String
+        file: URL, expected: ExpectedSnapshot, computedSHA256: String, dataset: String, line: String
     ) throws -> SnapshotInfo {
         guard computedSHA256 == expected.sha256 else {
             throw FerryError(
@@ -48,10 +50,12 @@ enum SnapshotVerifier {
                 "the downloaded snapshot is not a valid Ferry snapshot: \(error.message); check the publisher",
                 path: file.path)
         }
-        guard metadata.dataset == dataset else {
+        guard metadata.dataset == line,
+            DatasetName.names(metadata.dataset, lineOf: dataset, schemaVersion: metadata.schemaVersion)
+        else {
             throw FerryError(
                 .verification,
-                "the server sent a snapshot of dataset '\(metadata.dataset)' for '\(dataset)'; check the server's store",
+                "the server sent a snapshot of dataset '\(metadata.dataset)' for '\(line)'; check the server's store",
                 path: file.path)
         }
         if let version = expected.version, version != metadata.version {

@@ -4,11 +4,14 @@ import Foundation
 /// Uploads a batch of local edits and returns the server's answers. An app can plug in its own transport
 /// (``URLSessionChangeUploader`` is the default; FerryClientNIO has an AsyncHTTPClient one).
 ///
-/// Contract: send `accessToken`, when there is one, as `Authorization: Bearer <token>`. Return only when the server
+/// Contract: POST to `{server}/v1/datasets/{dataset}/changes`, `dataset` being the dataset or the schema line
+/// (`trips.v1`) the edits were made under. Send the batch's `clientId` as `Ferry-Device` (the directory's device id),
+/// and `accessToken`, when there is one, as `Authorization: Bearer <token>`. Return only when the server
 /// answered 200 with a well-formed body; throw a `FerryError` with code `.offline` when the server could not be
 /// reached, `.network` when it failed (the edits stay queued and are retried), `.unauthorized` on a 401 or 403 (the
-/// edits stay queued and are sent again, same change ids, once the app has a valid token; not retried meanwhile), and
-/// `.badInput` when it refused the request itself (another 4xx: retrying the same batch will not help).
+/// edits stay queued and are sent again, same change ids, once the app has a valid token; not retried meanwhile),
+/// `.schemaRetired` on a 410 (the schema line is retired and takes no edits: nothing was applied), and `.badInput` when
+/// it refused the request itself (another 4xx: retrying the same batch will not help).
 /// Never put the token into an error or a log line.
 ///
 /// ```swift
@@ -44,6 +47,11 @@ package enum ChangeUploadResponse {
             }
         case 401, 403:
             throw BearerAuthorization.refusal(status: status, url: url)
+        case 410:
+            throw FerryError(
+                .schemaRetired,
+                "the server takes no more edits of this schema line (410): \(errorMessage(data)); nothing was applied",
+                key: "dataset")
         case 400..<500:
             throw FerryError(.badInput, "the server refused the upload (\(status)): \(errorMessage(data))")
         default:

@@ -31,7 +31,7 @@ extension Outbox {
         let unrecorded =
             try db.scalar(
                 """
-                SELECT count(*) FROM (SELECT DISTINCT tbl, key FROM ferry_outbox) AS q
+                SELECT count(*) FROM (SELECT DISTINCT tbl, key FROM ferry_outbox WHERE line IS NULL) AS q
                 WHERE NOT EXISTS (SELECT 1 FROM ferry_written AS w WHERE w.tbl = q.tbl AND w.key = q.key)
                 """)?.integer ?? 0
         guard unrecorded == 0 else {
@@ -72,15 +72,16 @@ extension Outbox {
         }
     }
 
-    /// Records, for every queued row not yet recorded, the row as the database holds it now (the published one),
-    /// before the queue is replayed on top. Capture must be off, inside the caller's transaction.
+    /// Records, for every queued row (of this database's line) not yet recorded, the row as the database holds it
+    /// now (the published one), before the queue is replayed on top. Capture must be off, inside the caller's
+    /// transaction.
     static func rememberQueuedRows(in db: SQLiteConnection, tables: [SnapshotMetadata.TableInfo]) throws {
         guard try hasQueue(db), try PatchApplier.tableExists("ferry_written", db) else { return }
         let tableInfo = Dictionary(uniqueKeysWithValues: tables.map { ($0.name, $0) })
         let queued = try db.query(
             """
             SELECT DISTINCT tbl, key FROM main.ferry_outbox AS q
-            WHERE NOT EXISTS (SELECT 1 FROM main.ferry_written AS w WHERE w.tbl = q.tbl AND w.key = q.key)
+            WHERE q.line IS NULL AND NOT EXISTS (SELECT 1 FROM main.ferry_written AS w WHERE w.tbl = q.tbl AND w.key = q.key)
             """)
         for row in queued {
             guard let name = row[0].text, let keyText = row[1].text, let table = tableInfo[name], table.writable else {

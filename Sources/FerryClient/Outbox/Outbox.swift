@@ -5,11 +5,24 @@ import Foundation
 /// These functions run on the one connection that owns the database.
 ///
 /// ```swift
-/// let batch = try Outbox.takeBatch(from: db, limit: 500)      // marks them sent, durably
-/// let results = try await upload(batch)                       // POST /v1/datasets/{dataset}/changes
-/// let summary = try Outbox.record(results, for: batch, in: db, tables: tables)
+/// let batch = try Outbox.takeLineBatch(from: db, limit: 500)  // one line's edits, marked sent, durably
+/// let results = try await upload(batch.changes)               // POST /v1/datasets/{line}/changes
+/// let summary = try Outbox.record(results, for: batch.changes, in: db, tables: tables, line: batch.line)
 /// ```
 public enum Outbox {
+    /// Queued edits made under one schema line, oldest first (see ``takeLineBatch(from:limit:through:)``).
+    public struct LineBatch: Sendable, Equatable {
+        /// The line the edits were made under (`trips.v1`), when it is not the line of the database the queue sits
+        /// in; nil: that database's own line (its `ferry_snapshot.dataset`).
+        public var line: String?
+        public var changes: [Change]
+
+        public init(line: String?, changes: [Change]) {
+            self.line = line
+            self.changes = changes
+        }
+    }
+
     /// The `seq` of the newest queued edit, 0 when the queue is empty.
     ///
     /// ```swift
@@ -30,17 +43,41 @@ public enum Outbox {
         try db.scalar("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'ferry_outbox'")?.integer == 1
     }
 
-    /// The oldest `limit` edits in order, marked `sent` in the same transaction so that no later local edit is
-    /// coalesced into a change the server may already have applied. Edits already sent but not answered (a crash
-    /// or a network failure after the upload) come first and keep their ids: the server answers them once.
-    /// With `through`, only edits up to that `seq` are taken (``lastSequence(in:)`` when a push began), so a push
-    /// ends even while the app keeps writing; later edits wait for the next push.
+    /// The changes of ``takeLineBatch(from:limit:through:)``.
     public static func takeBatch(from db: SQLiteConnection, limit: Int, through last: Int64 = .max) throws -> [Change] {
-        guard try hasQueue(db) else { return [] }
+        try takeLineBatch(from: db, limit: limit, through: last).changes
+    }
+
+    /// The oldest `limit` edits made under the line of the oldest queued edit, in order, marked `sent` in the same
+    /// transaction so that no later local edit is coalesced into a change the server may already have applied.
+    /// Edits already sent but not answered (a crash or a network failure after the upload) come first and keep their
+    /// ids: the server answers them once. With `through`, only edits up to that `seq` are taken (``lastSequence(in:)``
+    /// when a push began), so a push ends even while the app keeps writing; later edits wait for the next push.
+    /// Edits of another line (queued before a swap to a new schema line) come in batches of their own, since each
+    /// line's edits go to that line's `changes` URL.
+    ///
+    /// ```swift
+    /// let batch = try Outbox.takeLineBatch(from: db, limit: 500)
+    /// let url = "/v1/datasets/\(batch.line ?? currentLine)/changes"
+    /// ```
+    public static func takeLineBatch(from db: SQLiteConnection, limit: Int, through last: Int64 = .max) throws
+        -> LineBatch
+    {
+        guard try hasQueue(db) else { return LineBatch(line: nil, changes: []) }
+        let hasLines = try OutboxSchema.hasLineColumn(db)
         return try db.transaction {
+            var line: String?
+            if hasLines {
+                line = try db.query(
+                    "SELECT line FROM ferry_outbox WHERE seq <= ? ORDER BY seq LIMIT 1", [.integer(last)]
+                )
+                .first?.first?.text
+            }
+            let sameLine = hasLines ? " AND line IS ?" : ""
+            let lineValue: [SQLiteValue] = hasLines ? [line.map { .text($0) } ?? .null] : []
             let rows = try db.query(
-                "SELECT seq, id, tbl, op, key, vals, editedAt, baseUpdatedAt FROM ferry_outbox WHERE seq <= ? ORDER BY seq LIMIT ?",
-                [.integer(last), .integer(Int64(limit))])
+                "SELECT seq, id, tbl, op, key, vals, editedAt, baseUpdatedAt FROM ferry_outbox WHERE seq <= ?\(sameLine) ORDER BY seq LIMIT ?",
+                [.integer(last)] + lineValue + [.integer(Int64(limit))])
             var changes: [Change] = []
             for row in rows {
                 guard let id = row[1].text, let table = row[2].text, let opText = row[3].text,
@@ -56,10 +93,27 @@ public enum Outbox {
                         editedAt: editedAt, baseUpdatedAt: row[7].text))
             }
             if let last = rows.last?[0].integer {
-                try db.run("UPDATE ferry_outbox SET sent = 1 WHERE seq <= ? AND sent = 0", [.integer(last)])
+                try db.run(
+                    "UPDATE ferry_outbox SET sent = 1 WHERE seq <= ? AND sent = 0\(sameLine)",
+                    [.integer(last)] + lineValue)
             }
-            return changes
+            return LineBatch(line: line, changes: changes)
         }
+    }
+
+    /// The dataset of the database the queue sits in (`ferry_snapshot.dataset`: the line that queued rows without a
+    /// `line` were made under); nil when the file has no snapshot description.
+    ///
+    /// ```swift
+    /// let line = batch.line ?? Outbox.currentLine(of: db) ?? configuredDataset
+    /// ```
+    public static func currentLine(of db: SQLiteConnection, schema: String = "main") throws -> String? {
+        guard
+            try db.scalar(
+                "SELECT count(*) FROM \(schema).sqlite_master WHERE type = 'table' AND name = 'ferry_snapshot'")?
+                .integer == 1
+        else { return nil }
+        return try db.scalar("SELECT dataset FROM \(schema).ferry_snapshot LIMIT 1")?.text
     }
 
     /// Per-status counts of what the server answered.
@@ -90,9 +144,12 @@ public enum Outbox {
     /// Writes the server's answers in one transaction: the winning row replaces the local one (then any newer
     /// local edit of that row is replayed on top, so it stays visible), `gone` removes the row, and every answered
     /// edit leaves the queue. `invalid` and `forbidden` edits are dropped, each reported through `log`.
+    /// A batch of another schema line (`line`, from ``LineBatch/line``) leaves the tables alone (their columns are
+    /// this line's; the next version of it carries what the server merged): its answered edits leave the queue, and
+    /// `rejected` and `gone` ones are kept in `ferry_rejected` as any.
     public static func record(
         _ results: [ChangeResult], for batch: [Change], in db: SQLiteConnection, tables: [SnapshotMetadata.TableInfo],
-        log: (String) -> Void = { _ in }
+        line: String? = nil, log: (String) -> Void = { _ in }
     ) throws -> Summary {
         let byID = Dictionary(results.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
         let tableInfo = Dictionary(uniqueKeysWithValues: tables.map { ($0.name, $0) })
@@ -108,6 +165,11 @@ public enum Outbox {
                 }
                 summary.add(result.status)
                 try db.run("DELETE FROM ferry_outbox WHERE id = ?", [.text(change.id)])
+                if let line {
+                    try recordForeign(
+                        change, result, line: line, rule: tableInfo[change.table]?.merge, db: db, log: log)
+                    continue
+                }
                 guard let table = tableInfo[change.table] else { continue }
                 if result.status == .rejected || result.status == .gone {
                     try RejectedEdit.keep(change, result: result, rule: table.merge, in: db)
@@ -122,7 +184,7 @@ public enum Outbox {
                     }
                     // The row now carries the server's updated_at: later edits of it are based on that.
                     try db.run(
-                        "UPDATE ferry_outbox SET baseUpdatedAt = ? WHERE tbl = ? AND key = ? AND op != 'insert'",
+                        "UPDATE ferry_outbox SET baseUpdatedAt = ? WHERE tbl = ? AND key = ? AND op != 'insert' AND line IS NULL",
                         [
                             result.row.flatMap { r in table.updatedColumn.flatMap { r[$0] } }.map(sqliteValue) ?? .null,
                             .text(change.table), .text(keyText),
@@ -131,7 +193,8 @@ public enum Outbox {
                 case .gone:
                     try deleteRow(key: change.key, table: table, db: db)
                     try db.run(
-                        "DELETE FROM ferry_outbox WHERE tbl = ? AND key = ?", [.text(change.table), .text(keyText)])
+                        "DELETE FROM ferry_outbox WHERE tbl = ? AND key = ? AND line IS NULL",
+                        [.text(change.table), .text(keyText)])
                 case .invalid, .forbidden:
                     log(
                         "edit \(change.id) (\(change.op.rawValue) on \(change.table)) was \(result.status.rawValue) by the server and is dropped: \(result.message ?? "no reason given")"
@@ -157,9 +220,44 @@ public enum Outbox {
         return summary
     }
 
+    /// The answer to an edit of another schema line: kept in `ferry_rejected` when `rejected` or `gone` (with the
+    /// merge rule of this line's table of that name, else the templates' default; the edit's own template is not at
+    /// hand), logged when `invalid` or `forbidden`. The line's later edits of a `gone` row go too.
+    private static func recordForeign(
+        _ change: Change, _ result: ChangeResult, line: String, rule: MergeRule?, db: SQLiteConnection,
+        log: (String) -> Void
+    ) throws {
+        switch result.status {
+        case .applied:
+            break
+        case .rejected, .gone:
+            try RejectedEdit.keep(change, result: result, rule: rule ?? .newestWins, in: db)
+            if result.status == .gone {
+                let encoder = JSONEncoder()
+                encoder.outputFormatting = .sortedKeys
+                for row in try db.query(
+                    "SELECT id, key FROM ferry_outbox WHERE tbl = ? AND line IS ?", [.text(change.table), .text(line)])
+                {
+                    guard let id = row[0].text, let key = row[1].text, try decodeObject(key, db) == change.key
+                    else { continue }
+                    try db.run("DELETE FROM ferry_outbox WHERE id = ?", [.text(id)])
+                }
+            }
+        case .invalid, .forbidden:
+            log(
+                "edit \(change.id) (\(change.op.rawValue) on \(change.table), schema line \(line)) was \(result.status.rawValue) by the server and is dropped: \(result.message ?? "no reason given")"
+            )
+        }
+    }
+
     /// Carries the queue from the live database into a freshly fetched snapshot and replays every queued edit on
     /// top of it, so a new snapshot never hides a pending edit. Runs on the new file before it is swapped in. Each
     /// queued row is recorded as written first (`rememberQueuedRows(in:tables:)`), so the next patch can put it back.
+    ///
+    /// When the new file is of another schema line than the live one (their `ferry_snapshot.dataset` differ), the
+    /// queued rows without a `line` are stamped with the live file's line as they move, and rows of any line but
+    /// the new file's are not replayed (their columns are their line's): they stay queued and are uploaded to their
+    /// line. Rows of the new file's line become its own again (`line` NULL), and are replayed.
     public static func carryOver(
         fromLiveDatabaseAt livePath: String, into db: SQLiteConnection, tables: [SnapshotMetadata.TableInfo],
         origin: String? = nil
@@ -175,13 +273,26 @@ public enum Outbox {
             .integer == 1
         guard liveHasQueue else { return }
         let tableInfo = Dictionary(uniqueKeysWithValues: tables.map { ($0.name, $0) })
+        let liveLine = try currentLine(of: db, schema: "live")
+        let newLine = try currentLine(of: db)
+        // Both files name their line, and the lines differ: the queue moves to another line.
+        let crossing = liveLine != nil && newLine != nil && liveLine != newLine
+        let stamp = crossing ? liveLine : nil
+        let queuedLine = try OutboxSchema.hasLineColumn(db, schema: "live") ? "line" : "NULL"
         try db.transaction {
             try db.execute(
+                "DELETE FROM main.ferry_outbox; DELETE FROM main.ferry_base; DELETE FROM main.ferry_rejected;")
+            try db.run(
                 """
-                DELETE FROM main.ferry_outbox; DELETE FROM main.ferry_base; DELETE FROM main.ferry_rejected;
-                INSERT INTO main.ferry_outbox SELECT * FROM live.ferry_outbox;
-                INSERT INTO main.ferry_base SELECT * FROM live.ferry_base;
-                """)
+                INSERT INTO main.ferry_outbox(seq, id, tbl, op, key, vals, editedAt, baseUpdatedAt, sent, line)
+                  SELECT seq, id, tbl, op, key, vals, editedAt, baseUpdatedAt, sent, \(stamp != nil ? "coalesce(\(queuedLine), ?)" : queuedLine)
+                  FROM live.ferry_outbox
+                """, stamp.map { [SQLiteValue.text($0)] } ?? [])
+            if let newLine {
+                try db.run("UPDATE main.ferry_outbox SET line = NULL WHERE line = ?", [.text(newLine)])
+            }
+            // The server's updated_at of a row is the same whichever line shows it: the bases stay.
+            try db.execute("INSERT INTO main.ferry_base SELECT * FROM live.ferry_base")
             // A database written before rejected edits were kept has no such table: nothing to carry.
             if try db.scalar(
                 "SELECT count(*) FROM live.sqlite_master WHERE type = 'table' AND name = 'ferry_rejected'")?.integer
@@ -196,19 +307,25 @@ public enum Outbox {
             // it has no record of is recorded as it holds it now, its published values, before the replay.
             try rememberQueuedRows(in: db, tables: tables)
             try replayQueued(in: db, tables: tables, tableInfo: tableInfo)
-            // Answers the new file does not carry yet (published before the server merged them) stay visible.
-            try keepAnsweredRows(try answeredRows(in: db, schema: "live", tables: tables), in: db)
+            // Answers the new file does not carry yet (published before the server merged them) stay visible; rows
+            // of another line's tables may have other columns, and the new line's next version carries them.
+            if !crossing {
+                try keepAnsweredRows(try answeredRows(in: db, schema: "live", tables: tables), in: db)
+            }
             try setCapture(true, db)
         }
     }
 
-    /// Replays every queued edit, in order, on top of what the database holds now (capture must be off).
+    /// Replays every queued edit of this database's line, in order, on top of what the database holds now (capture
+    /// must be off); edits of another line stay queued without touching the tables.
     static func replayQueued(
         in db: SQLiteConnection, tables: [SnapshotMetadata.TableInfo],
         tableInfo: [String: SnapshotMetadata.TableInfo]? = nil
     ) throws {
         let tableInfo = tableInfo ?? Dictionary(uniqueKeysWithValues: tables.map { ($0.name, $0) })
-        for row in try db.query("SELECT tbl, op, key, vals, editedAt FROM main.ferry_outbox ORDER BY seq") {
+        for row in try db.query(
+            "SELECT tbl, op, key, vals, editedAt FROM main.ferry_outbox WHERE line IS NULL ORDER BY seq")
+        {
             guard let name = row[0].text, let table = tableInfo[name],
                 let op = row[1].text.flatMap(Change.Operation.init(rawValue:)),
                 let key = row[2].text, let vals = row[3].text, let editedAt = row[4].text
@@ -225,10 +342,10 @@ public enum Outbox {
         try db.run("UPDATE ferry_capture SET enabled = ?", [.integer(on ? 1 : 0)])
     }
 
-    /// Replays the queued edits of one row on top of what is there now.
+    /// Replays the queued edits of one row (made under this database's line) on top of what is there now.
     static func replayPending(table: SnapshotMetadata.TableInfo, keyText: String, db: SQLiteConnection) throws {
         for row in try db.query(
-            "SELECT op, key, vals, editedAt FROM ferry_outbox WHERE tbl = ? AND key = ? ORDER BY seq",
+            "SELECT op, key, vals, editedAt FROM ferry_outbox WHERE tbl = ? AND key = ? AND line IS NULL ORDER BY seq",
             [.text(table.name), .text(keyText)])
         {
             guard let op = row[0].text.flatMap(Change.Operation.init(rawValue:)), let key = row[1].text,

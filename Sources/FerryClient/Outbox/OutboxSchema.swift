@@ -16,7 +16,10 @@ public enum OutboxSchema {
     /// The queue, the capture switch and the server-base memory.
     ///
     /// - `ferry_outbox`: one row per pending change, in `seq` order. `sent` = 1 once the change was part of an
-    ///   upload: it is never coalesced after that, and is resent with the same id until the server answers.
+    ///   upload: it is never coalesced after that, and is resent with the same id until the server answers. `line`
+    ///   is the schema line (`trips.v1`) the edit was made under when that is not the line of the database the row
+    ///   sits in (NULL: that database's own `ferry_snapshot.dataset`): a swap to another line stamps the queued
+    ///   rows with the old line, and such rows are uploaded to their line, never replayed or coalesced into.
     /// - `ferry_capture`: one row; triggers record only while `enabled` = 1 (the library turns it off while it
     ///   writes server rows or replays edits).
     /// - `ferry_base`: the server's `updated_at` of a row as it was before its first local edit, so every later
@@ -37,7 +40,8 @@ public enum OutboxSchema {
           vals TEXT NOT NULL DEFAULT '{}',
           editedAt TEXT NOT NULL,
           baseUpdatedAt TEXT,
-          sent INTEGER NOT NULL DEFAULT 0);
+          sent INTEGER NOT NULL DEFAULT 0,
+          line TEXT);
         CREATE INDEX IF NOT EXISTS ferry_outbox_row ON ferry_outbox(tbl, key);
         CREATE TABLE IF NOT EXISTS ferry_capture(enabled INTEGER NOT NULL);
         INSERT INTO ferry_capture(enabled) SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM ferry_capture);
@@ -108,6 +112,8 @@ public enum OutboxSchema {
         if try isCurrent(on: db, tables: tables, origin: origin) { return }
         try db.transaction {
             try db.execute(queueDDL)
+            // A queue made before schema lines: its rows are all of this database's line (NULL).
+            if try !hasLineColumn(db) { try db.execute("ALTER TABLE ferry_outbox ADD COLUMN line TEXT") }
             for table in protectedTables {
                 for event in ["INSERT", "UPDATE", "DELETE"] {
                     try db.execute(
@@ -152,7 +158,8 @@ public enum OutboxSchema {
             "table ferry_outbox", "index ferry_outbox_row", "table ferry_capture", "table ferry_base",
             "table ferry_written",
         ]
-        guard queue.allSatisfy(objects.contains), try db.scalar("SELECT count(*) FROM ferry_capture")?.integer == 1
+        guard queue.allSatisfy(objects.contains), try db.scalar("SELECT count(*) FROM ferry_capture")?.integer == 1,
+            try hasLineColumn(db)
         else { return false }
         if let origin {
             guard objects.contains("table ferry_origin"),
@@ -172,6 +179,13 @@ public enum OutboxSchema {
             wanted += ["INSERT", "UPDATE", "DELETE"].map { protectTrigger(table, $0) }
         }
         return wanted.allSatisfy(triggerSQL.contains)
+    }
+
+    /// Whether `schema`'s `ferry_outbox` has the `line` column (a queue made before schema lines has not).
+    static func hasLineColumn(_ db: SQLiteConnection, schema: String = "main") throws -> Bool {
+        try db.query("SELECT name FROM pragma_table_info('ferry_outbox', ?)", [.text(schema)]).contains {
+            $0.first?.text == "line"
+        }
     }
 
     /// The trigger that refuses local `event`s on the metadata table `table`.
@@ -353,9 +367,9 @@ public enum OutboxSchema {
             CREATE TRIGGER \(trigger("upd")) AFTER UPDATE ON \(t) WHEN \(capturing) BEGIN
               SELECT RAISE(ABORT, \(SQLIdentifier.literal("ferry: the primary key of \(table.name) cannot change; delete the row and insert a new one"))) WHERE \(keyChange);
               INSERT OR IGNORE INTO ferry_base(tbl, key, updatedAt) SELECT \(tbl), \(keyJSON("OLD")), \(updated.map { "OLD.\($0)" } ?? "NULL")
-                WHERE NOT EXISTS (SELECT 1 FROM ferry_outbox WHERE tbl = \(tbl) AND key = \(keyJSON("OLD")) AND op = 'insert');
+                WHERE NOT EXISTS (SELECT 1 FROM ferry_outbox WHERE tbl = \(tbl) AND key = \(keyJSON("OLD")) AND op = 'insert' AND line IS NULL);
               UPDATE ferry_outbox SET vals = json_patch(vals, \(changedJSON)), editedAt = \(nowSQL)
-                WHERE seq = (SELECT max(seq) FROM ferry_outbox WHERE tbl = \(tbl) AND key = \(keyJSON("NEW")) AND sent = 0 AND op IN ('insert', 'update'));
+                WHERE seq = (SELECT max(seq) FROM ferry_outbox WHERE tbl = \(tbl) AND key = \(keyJSON("NEW")) AND sent = 0 AND op IN ('insert', 'update') AND line IS NULL);
               INSERT INTO ferry_outbox(id, tbl, op, key, vals, editedAt, baseUpdatedAt)
                 SELECT \(uuidSQL), \(tbl), 'update', \(keyJSON("NEW")), \(changedJSON), \(nowSQL), \(baseOf("OLD"))
                 WHERE changes() = 0;
@@ -367,8 +381,8 @@ public enum OutboxSchema {
             CREATE TRIGGER \(trigger("del")) AFTER DELETE ON \(t) WHEN \(capturing) BEGIN
               INSERT INTO ferry_outbox(id, tbl, op, key, vals, editedAt, baseUpdatedAt)
                 SELECT \(uuidSQL), \(tbl), 'delete', \(keyJSON("OLD")), '{}', \(nowSQL), \(baseOf("OLD"))
-                WHERE NOT EXISTS (SELECT 1 FROM ferry_outbox WHERE tbl = \(tbl) AND key = \(keyJSON("OLD")) AND op = 'insert' AND sent = 0);
-              DELETE FROM ferry_outbox WHERE tbl = \(tbl) AND key = \(keyJSON("OLD")) AND sent = 0 AND op != 'delete';
+                WHERE NOT EXISTS (SELECT 1 FROM ferry_outbox WHERE tbl = \(tbl) AND key = \(keyJSON("OLD")) AND op = 'insert' AND sent = 0 AND line IS NULL);
+              DELETE FROM ferry_outbox WHERE tbl = \(tbl) AND key = \(keyJSON("OLD")) AND sent = 0 AND op != 'delete' AND line IS NULL;
             END
             """)
         return out

@@ -7,11 +7,12 @@ import Foundation
 
 /// `POST {server}/v1/datasets/{dataset}/changes` over a ``URLSessionTransport``'s session: the default uploader of
 /// ``FerryClient/push(batchSize:)``, which takes the client's transport when that is a ``URLSessionTransport`` (so a
-/// private CA applies to uploads too).
+/// private CA applies to uploads too). `dataset` is a dataset or one of its schema lines (`trips.v2`); the batch's
+/// `clientId` goes as `Ferry-Device`.
 ///
 /// ```swift
 /// let uploader = URLSessionChangeUploader(server: URL(string: "http://127.0.0.1:8080")!)
-/// let results = try await uploader.upload(batch, dataset: "trips")
+/// let results = try await uploader.upload(batch, dataset: "trips.v2")
 /// ```
 public struct URLSessionChangeUploader: ChangeUploader {
     public var server: URL
@@ -43,6 +44,7 @@ public struct URLSessionChangeUploader: ChangeUploader {
         request.httpMethod = "POST"
         request.setValue("application/json", forHTTPHeaderField: "Content-Type")
         request.setValue("application/json", forHTTPHeaderField: "Accept")
+        request.setValue(batch.clientId, forHTTPHeaderField: FerryClient.deviceHeader)
         for (name, value) in headers { request.addValue(value, forHTTPHeaderField: name) }
         if let authorization = try BearerAuthorization.header(for: accessToken) {
             request.setValue(authorization, forHTTPHeaderField: "Authorization")
