@@ -63,12 +63,17 @@ struct SyncCommand: AsyncParsableCommand {
     @Flag(name: .long, help: "Print the resulting status as one line of JSON.")
     var json = false
 
+    @Option(
+        name: .customLong("accept-schema"), help: "A schema version this client accepts (repeatable; default: any).")
+    var acceptSchema: [Int] = []
+
     func run() async throws {
         let result = try await access.withHTTPClient { http in
+            var configuration = try server.clientConfiguration(
+                directory: options.directoryURL, http: http, access: access)
+            configuration.acceptedSchemaVersions = acceptSchema.isEmpty ? nil : Set(acceptSchema)
             let client = try await FerryClient.open(
-                configuration: try server.clientConfiguration(
-                    directory: options.directoryURL, http: http, access: access), logger: options.logger(),
-                transport: http.snapshot)
+                configuration: configuration, logger: options.logger(), transport: http.snapshot)
             do {
                 let result = try await client.sync()
                 await client.close()
