@@ -63,7 +63,7 @@ import Testing
             }
             #expect(gone.status == .gone)
             #expect(gone.bodyString.contains(#""code":"gone""#) && gone.bodyString.contains("lines served: 2"))
-            #expect(gone.bodyString.contains("update the app"))
+            #expect(gone.bodyString.contains("schema line 1 of dataset 'trips' is retired"))
             let revalidatedGone = try await client.execute(
                 uri: "/v1/datasets/trips.v1/manifest", method: .get, headers: [.ifNoneMatch: etag])
             #expect(revalidatedGone.status == .gone)

@@ -137,7 +137,8 @@ def last_json(text):
 class Wave:
     def __init__(self, args):
         self.args = args
-        self.manifest = load_manifest(args.store, args.dataset)
+        # A dataset in schema lines: the devices ask for the dataset with --accept-schema, and must get --line's files.
+        self.manifest = load_manifest(args.store, args.line or args.dataset)
         self.tokens = parse_tokens(args.tokens)
         self.lock = threading.Lock()
         self.done = 0
@@ -145,7 +146,9 @@ class Wave:
         self.kill_done = not args.kill_pid
 
     def fetch_args(self, directory, extra=()):
-        return ["fetch", "--server", self.args.server, "--dataset", self.args.dataset, "--dir", directory, "--json", *extra]
+        accept = [a for n in self.args.accept_schema.split(",") if n for a in ("--accept-schema", n)]
+        return ["fetch", "--server", self.args.server, "--dataset", self.args.dataset, "--dir", directory, "--json",
+                *accept, *extra]
 
     def cut_and_resume(self, directory, token, expected):
         """Starts a throttled fetch, kills it with SIGKILL once half the gzip copy is on disk, fetches again."""
@@ -625,6 +628,8 @@ def main():
     w.add_argument("--kill-pid", type=int, default=0)
     w.add_argument("--kill-at", type=float, default=0.5)
     w.add_argument("--kill-metrics", default="")
+    w.add_argument("--line", default="", help="the schema line (DATASET.vN) the devices must end up on")
+    w.add_argument("--accept-schema", default="", help="schema versions the devices accept, comma-separated")
     v = sub.add_parser("verify")
     for name in ("--store", "--dataset", "--root", "--out"):
         v.add_argument(name, required=True)

@@ -29,7 +29,7 @@ struct SchemaLines: Sendable, Equatable {
     func gone(base: String, asked: [Int]) -> ServerError {
         ServerError(
             .gone, code: "gone",
-            "schema line \(Self.list(asked)) of dataset '\(base)' is retired: this app build is too old for dataset '\(base)'; update the app (lines served: \(Self.list(live)))"
+            "schema line \(Self.list(asked)) of dataset '\(base)' is retired (lines served: \(Self.list(live))): an app that accepts a line served can sync"
         )
     }
 
