@@ -22,15 +22,7 @@ extension Publisher {
     ) throws -> PublishResult {
         try Template.validateLines(templates.map { ($0, $0.path) })
         let dataset = templates[0].dataset
-        let lock: FileLock
-        do {
-            lock = try store.lock(dataset: dataset, wait: configuration.waitForLock)
-        } catch let error as FerryError where error.code == .store {
-            throw FerryError(
-                .store,
-                "dataset '\(dataset)' is being published by another ferry process (lock held); wait for it to finish or stop it, then retry",
-                path: error.path)
-        }
+        let lock = try lockDataset(dataset, in: store)
         defer { lock.unlock() }
 
         let ordered = templates.sorted { $0.schemaVersion < $1.schemaVersion }

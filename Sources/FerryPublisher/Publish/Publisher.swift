@@ -134,15 +134,7 @@ public struct Publisher: Sendable {
             return try publishLines(
                 templates, store: store, started: started, changed: changedTables, isCancelled: isCancelled)
         }
-        let lock: FileLock
-        do {
-            lock = try store.lock(dataset: dataset, wait: configuration.waitForLock)
-        } catch let error as FerryError where error.code == .store {
-            throw FerryError(
-                .store,
-                "dataset '\(dataset)' is being published by another ferry process (lock held); wait for it to finish or stop it, then retry",
-                path: error.path)
-        }
+        let lock = try lockDataset(dataset, in: store)
         defer { lock.unlock() }
 
         let removed = try store.cleanLeftovers(dataset: dataset)
@@ -154,5 +146,18 @@ public struct Publisher: Sendable {
         if isCancelled() { throw CancellationError() }
         return try publish(
             template: template, store: store, started: started, changed: changedTables, isCancelled: isCancelled)
+    }
+
+    /// Takes the dataset's publisher lock, failing at once with a message saying what to do when another publish
+    /// holds it (unless ``Configuration/waitForLock``).
+    func lockDataset(_ dataset: String, in store: FileSnapshotStore) throws -> FileLock {
+        do {
+            return try store.lock(dataset: dataset, wait: configuration.waitForLock)
+        } catch let error as FerryError where error.code == .store {
+            throw FerryError(
+                .store,
+                "dataset '\(dataset)' is being published by another ferry process (lock held); wait for it to finish or stop it, then retry",
+                path: error.path)
+        }
     }
 }
