@@ -32,6 +32,9 @@ import Testing
         "get /v1/datasets/trips/snapshot HTTP/1.1\r\n\r\n",
         "POST /v1/datasets/trips/snapshot HTTP/1.1\r\n\r\n",
         "GET /v1/datasets/trips/snapshot?checksum=abc HTTP/1.1\r\n\r\n",
+        "GET /v1/datasets/trips/manifest?schema= HTTP/1.1\r\n\r\n",
+        "GET /v1/datasets/trips/manifest?schema=1&x=2 HTTP/1.1\r\n\r\n",
+        "GET /v1/datasets/trips/manifest?schema=1 2 HTTP/1.1\r\n\r\n",
         "GET /v1/datasets/tr%69ps/snapshot HTTP/1.1\r\n\r\n",
         "GET /v1/datasets/Trips/snapshot HTTP/1.1\r\n\r\n",
         "GET http://x/v1/datasets/trips/snapshot HTTP/1.1\r\n\r\n",
@@ -49,6 +52,22 @@ import Testing
     ])
     func leavesEverythingElseToTheDecoder(_ text: String) {
         #expect(Self.parse(text) == nil)
+    }
+
+    @Test func takesSchemaLineNamesAndTheAcceptedSchemaQuery() throws {
+        let line = try #require(Self.parse("GET /v1/datasets/trips.v2/manifest HTTP/1.1\r\n\r\n"))
+        #expect(line.request.path == "/v1/datasets/trips.v2/manifest")
+        let query = try #require(Self.parse("GET /v1/datasets/trips/manifest?schema=1,2 HTTP/1.1\r\n\r\n"))
+        #expect(query.request.path == "/v1/datasets/trips/manifest?schema=1,2")
+        // The revalidator then takes each part only in its valid form: the query on a manifest only, and a list of
+        // positive numbers.
+        #expect(ChannelRevalidator.parse("/v1/datasets/trips/manifest?schema=1,2")?.accepted == [1, 2])
+        #expect(ChannelRevalidator.parse("/v1/datasets/trips.v2/manifest")?.dataset == "trips.v2")
+        #expect(ChannelRevalidator.parse("/v1/datasets/trips/snapshot?schema=1") == nil)
+        #expect(ChannelRevalidator.parse("/v1/datasets/trips/manifest?schema=0,1") == nil)
+        #expect(ChannelRevalidator.parse("/v1/datasets/trips/manifest?schema=1,,2") == nil)
+        #expect(ChannelRevalidator.parse("/v1/datasets/../manifest") == nil)
+        #expect(ChannelRevalidator.parse("/v1/datasets/trips.v0/manifest") == nil)
     }
 
     @Test func staysWithinTheLimits() {

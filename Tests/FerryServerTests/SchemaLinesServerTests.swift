@@ -53,6 +53,25 @@ import Testing
             // A dataset from one template ignores ?schema= (the client refuses a schema it does not know itself).
             #expect(try await manifest("/v1/datasets/solo/manifest?schema=5") == (.ok, "solo"))
 
+            // The base name's 304 (the channel's fast path) follows the resolution: once line 3 is published, the
+            // same request, byte for byte, gets line 3's manifest, not a remembered 304 of line 2's.
+            let accepting = "/v1/datasets/trips/manifest?schema=1,2,3"
+            let lineTwo = try await client.execute(uri: accepting, method: .get)
+            let lineTwoTag = try #require(lineTwo.header("ETag"))
+            for _ in 0..<3 {
+                let again = try await client.execute(
+                    uri: accepting, method: .get, headers: [.ifNoneMatch: lineTwoTag])
+                #expect(again.status == .notModified)
+            }
+            try store.publish("trips.v3", rows: 21)  // not byte for byte line 2's file (its ETag would match)
+            var moved = try await client.execute(uri: accepting, method: .get, headers: [.ifNoneMatch: lineTwoTag])
+            let publishedAt = ContinuousClock.now
+            while moved.status == .notModified, ContinuousClock.now - publishedAt < .seconds(20) {
+                try await Task.sleep(for: .milliseconds(50))
+                moved = try await client.execute(uri: accepting, method: .get, headers: [.ifNoneMatch: lineTwoTag])
+            }
+            #expect(moved.status == .ok && (try? Manifest.decode(moved.bodyData).dataset) == "trips.v3")
+
             // Retiring line 1: its URLs and the clients that accept only it get 410, code gone.
             try store.store.retire(line: "trips.v1", at: Timestamp.format(Date()))
             var gone = try await client.execute(uri: "/v1/datasets/trips.v1/manifest", method: .get)
@@ -62,7 +81,7 @@ import Testing
                 gone = try await client.execute(uri: "/v1/datasets/trips.v1/manifest", method: .get)
             }
             #expect(gone.status == .gone)
-            #expect(gone.bodyString.contains(#""code":"gone""#) && gone.bodyString.contains("lines served: 2"))
+            #expect(gone.bodyString.contains(#""code":"gone""#) && gone.bodyString.contains("lines served: 2, 3"))
             #expect(gone.bodyString.contains("schema line 1 of dataset 'trips' is retired"))
             let revalidatedGone = try await client.execute(
                 uri: "/v1/datasets/trips.v1/manifest", method: .get, headers: [.ifNoneMatch: etag])
@@ -71,7 +90,7 @@ import Testing
                 try await client.execute(uri: "/v1/datasets/trips.v1/versions/2", method: .get).status == .gone)
             #expect(try await manifest("/v1/datasets/trips/manifest?schema=1").0 == .gone)
             #expect(try await manifest("/v1/datasets/trips/manifest?schema=1,2") == (.ok, "trips.v2"))
-            #expect(try await manifest("/v1/datasets/trips/manifest") == (.ok, "trips.v2"))
+            #expect(try await manifest("/v1/datasets/trips/manifest") == (.ok, "trips.v3"))
             // The listing names the live lines only.
             let list = try await client.execute(uri: "/v1/datasets", method: .get)
             #expect(list.bodyString.contains(#""dataset":"trips.v2""#))
@@ -84,6 +103,42 @@ import Testing
             let lines = Dictionary(uniqueKeysWithValues: report.datasets.map { ($0.name, $0) })
             #expect(lines["trips.v1"]?.devices24h == 2 && lines["trips.v1"]?.retired == true)
             #expect(lines["trips.v2"]?.devices24h == 1 && lines["trips.v2"]?.retired == false)
+        }
+    }
+
+    @Test func theSameRequestHeadFollowsANewLineAndCountsItsDeviceEachTime() async throws {
+        let store = try TestStore()
+        defer { store.remove() }
+        try store.publish("trips.v1")
+        let two = try store.publish("trips.v2")
+        var configuration = store.configuration()
+        configuration.statusToken = "status-secret"
+        try await store.withLiveServer(configuration) { client in
+            let port = try #require(client.port)
+            // Byte for byte the same head each time: the channel's memo of request heads would answer it.
+            let head = [("If-None-Match", "\"\(two.sha256)\""), ("Ferry-Device", "device-memo")]
+            let path = "/v1/datasets/trips/manifest?schema=1,2,3"
+            for _ in 0..<3 {
+                #expect(try await RevalidationTests.exchange(port, "GET", path, head).status == 304)
+            }
+            try store.publish("trips.v3", rows: 21)
+            var status = 304
+            let deadline = ContinuousClock.now + .seconds(20)
+            while status == 304, ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(50))
+                status = try await RevalidationTests.exchange(port, "GET", path, head).status
+            }
+            #expect(status == 200)
+            // A line's own URL is remembered, and each answer still counts its device.
+            let own = "/v1/datasets/trips.v2/manifest"
+            for _ in 0..<3 {
+                #expect(try await RevalidationTests.exchange(port, "GET", own, head).status == 304)
+            }
+            let report = try await client.execute(
+                uri: "/status.json", method: .get, headers: [.authorization: "Bearer status-secret"])
+            let datasets = try JSONDecoder().decode(StatusReport.self, from: report.bodyData).datasets
+            #expect(datasets.first { $0.name == "trips.v2" }?.devices24h == 1)
+            #expect(datasets.first { $0.name == "trips.v3" }?.devices24h == 1)
         }
     }
 

@@ -93,6 +93,8 @@ struct ChannelRevalidator: Sendable {
         let dataset: String
         /// The view it was decided on, for a public dataset (nil for a scoped one).
         let publicView: SnapshotCatalog.SnapshotView?
+        /// Whether ``RevalidationMemo`` may keep it: not when a base name resolved to a schema line.
+        var memoizable = true
     }
 
     /// The 304 for `request` and what it was decided on, or nil to let the router answer: the route's own answer
@@ -103,25 +105,31 @@ struct ChannelRevalidator: Sendable {
         // may be a long-poll (ManifestLongPoll), which must wait, not get a 304 here. A decision that throws (404,
         // 400, 416) is not answered here: the router answers it from the same `ReadAnswer.decide`.
         guard request.method == .get || request.method == .head, headers[.ifNoneMatch] != nil, headers[.prefer] == nil,
-            let (dataset, target, route, view, scoped) = lookUp(request),
+            let (dataset, target, route, view, scoped, resolved) = lookUp(request),
             let decided = try? ReadAnswer.decide(
                 target, in: view, dataset: dataset, method: request.method, headers: headers, checksum: nil),
             decided.status == .notModified
         else { return nil }
-        return Answer(route: route, fields: decided.fields, dataset: dataset, publicView: scoped ? nil : view)
+        var answer = Answer(route: route, fields: decided.fields, dataset: dataset, publicView: scoped ? nil : view)
+        answer.memoizable = !resolved
+        return answer
     }
 
     /// The dataset, target and route of `request`'s path, and the view the route would answer it from, when the
     /// router would answer it from its head alone, at once: a path in its canonical form, no body, a connection
     /// that stays open, a dataset the catalog serves and, on a scoped dataset, a token whose scope is cached.
+    /// `resolved`: the path named a dataset's base name, answered from one of its schema lines.
     private func lookUp(_ request: HTTPRequest) -> (
-        dataset: String, target: ReadTarget, route: Route, view: SnapshotCatalog.SnapshotView, scoped: Bool
+        dataset: String, target: ReadTarget, route: Route, view: SnapshotCatalog.SnapshotView, scoped: Bool,
+        resolved: Bool
     )? {
-        guard let path = request.path, let (dataset, target) = Self.parse(path), let route = Self.route(target),
-            Self.isBodilessKeepAlive(request.headerFields),
+        guard let path = request.path, let (requested, target, accepted) = Self.parse(path),
+            let route = Self.route(target), Self.isBodilessKeepAlive(request.headerFields),
+            // A dataset's base name resolves to one of its schema lines; an error (410, 404) is the router's.
+            let dataset = try? access.catalog.resolve(requested, accepted: accepted),
             let (view, scoped) = access.cachedView(request.headerFields, dataset: dataset)
         else { return nil }
-        return (dataset, target, route, view, scoped)
+        return (dataset, target, route, view, scoped, dataset != requested)
     }
 
     /// A whole file the raw handler may send itself (with `sendfile`): the route's 200, fields included.
@@ -141,7 +149,7 @@ struct ChannelRevalidator: Sendable {
         let headers = request.headerFields
         // As in `answer(_:)`: a decision that throws goes to the router, which throws the same error.
         guard request.method == .get, headers[.ifNoneMatch] == nil, headers[.range] == nil, headers[.ifRange] == nil,
-            let (dataset, target, route, view, scoped) = lookUp(request), !scoped,
+            let (dataset, target, route, view, scoped, _) = lookUp(request), !scoped,
             route == .snapshot || route == .version,
             let decided = try? ReadAnswer.decide(
                 target, in: view, dataset: dataset, method: .get, headers: headers, checksum: nil),
@@ -195,7 +203,21 @@ struct ChannelRevalidator: Sendable {
 
     /// `/v1/datasets/{dataset}/manifest|snapshot|versions/{n}|patches/{from}-{to}`, each part in its only valid
     /// form (a dataset name, canonical version numbers); anything else, a query included, is nil.
-    static func parse(_ path: String) -> (dataset: String, target: ReadTarget)? {
+    static func parse(_ path: String) -> (dataset: String, target: ReadTarget, accepted: Set<Int>?)? {
+        // The one query answered here: a manifest's `?schema=` (docs/schema-lines.md), in its valid form only.
+        guard let query = path.utf8.firstIndex(of: UInt8(ascii: "?")) else {
+            return parsePath(path).map { ($0.dataset, $0.target, nil) }
+        }
+        let schema = "?schema="
+        guard path.utf8[query...].starts(with: schema.utf8),
+            let (dataset, target) = parsePath(String(path[..<query])), case .manifest = target,
+            let accepted = try? SchemaLines.accepted(path[path.utf8.index(query, offsetBy: schema.utf8.count)...])
+        else { return nil }
+        return (dataset, target, accepted)
+    }
+
+    /// The path without a query, as ``parse(_:)`` describes.
+    static func parsePath(_ path: String) -> (dataset: String, target: ReadTarget)? {
         let prefix = "/v1/datasets/"
         guard path.utf8.starts(with: prefix.utf8) else { return nil }
         let parts = path.utf8.dropFirst(prefix.utf8.count).split(

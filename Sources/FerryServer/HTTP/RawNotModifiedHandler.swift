@@ -65,6 +65,7 @@ final class RawNotModifiedHandler: ChannelInboundHandler, RemovableChannelHandle
                 buffer.moveReaderIndex(forwardBy: length)
                 answer(context, prefix: remembered.prefix)
                 revalidator.record(remembered.route, line: remembered.line, remembered: true)
+                revalidator.access.catalog.devices.record(id: remembered.device, dataset: remembered.dataset)
                 continue
             }
             let parsed = buffer.withUnsafeReadableBytes { RawRequestHead.parse($0, maxHeadBytes: maxHeadBytes) }
@@ -82,11 +83,12 @@ final class RawNotModifiedHandler: ChannelInboundHandler, RemovableChannelHandle
             }
             let prefix = Self.headPrefix(context, status: "HTTP/1.1 304 Not Modified\r\n", fields: decided.fields)
             let line = "\(head.request.method.rawValue) \(head.request.path ?? "")"
-            if let view = decided.publicView {
+            if let view = decided.publicView, decided.memoizable {
                 revalidator.memo.remember(
                     buffer.getSlice(at: buffer.readerIndex, length: head.length)!,
                     RevalidationMemo.Entry(
-                        dataset: decided.dataset, view: view, route: decided.route, prefix: prefix, line: line))
+                        dataset: decided.dataset, view: view, route: decided.route, prefix: prefix, line: line,
+                        device: head.request.headerFields[.ferryDevice]))
             }
             buffer.moveReaderIndex(forwardBy: head.length)
             answer(context, prefix: prefix)
@@ -244,6 +246,17 @@ struct RawRequestHead {
         let pathStart = i
         while i < end, isPathByte(bytes[i]) { i += 1 }
         guard i > pathStart, bytes[pathStart] == UInt8(ascii: "/") else { return nil }
+        // The one query the fast path answers: the accepted schema versions of a dataset in lines.
+        if i < end, bytes[i] == UInt8(ascii: "?") {
+            guard expect("?schema=") else { return nil }
+            let valueStart = i
+            while i < end,
+                (bytes[i] >= UInt8(ascii: "0") && bytes[i] <= UInt8(ascii: "9")) || bytes[i] == UInt8(ascii: ",")
+            {
+                i += 1
+            }
+            guard i > valueStart else { return nil }
+        }
         let path = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[pathStart..<i]), as: UTF8.self)
         guard expect(" HTTP/1.1\r\n") else { return nil }
 
@@ -281,10 +294,14 @@ struct RawRequestHead {
         return RawRequestHead(request: request, length: i)
     }
 
+    /// What a path the fast path may answer is made of: dataset names (a schema line's `.vN` too) and numbers; the
+    /// one query is `?schema=` with digits and commas. `ChannelRevalidator.parse` then accepts each part only in its
+    /// one valid form.
     static func isPathByte(_ byte: UInt8) -> Bool {
         (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z"))
             || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9"))
             || byte == UInt8(ascii: "_") || byte == UInt8(ascii: "-") || byte == UInt8(ascii: "/")
+            || byte == UInt8(ascii: ".")
     }
 
     /// RFC 9110 §5.6.2 tchar.

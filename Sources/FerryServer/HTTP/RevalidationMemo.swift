@@ -9,7 +9,8 @@ import NIOCore
 /// the catalog serves for the dataset: a new publish replaces the view, and every answer decided on the old one is
 /// decided afresh. Equal head bytes make an equal request (method, path, every field), and a view never changes,
 /// so the answer is the one the revalidator would give. Scoped datasets are not remembered: their answer also
-/// depends on the token cache, which changes without the view changing.
+/// depends on the token cache, which changes without the view changing. Nor is a request for a dataset's base name
+/// that resolved to one of its schema lines: which line it resolves to changes without that line's view changing.
 ///
 /// At most ``capacity`` heads are kept; a full memo is emptied and refilled, so memory stays bounded (a head is
 /// at most the handler's `maxHeadBytes`) whatever the requests.
@@ -23,6 +24,8 @@ final class RevalidationMemo: Sendable {
         let prefix: ByteBuffer
         /// `GET /v1/…` for the debug log.
         let line: String
+        /// The head's `Ferry-Device`, counted again at each answer (the status page's devices per dataset).
+        var device: String?
     }
 
     static let capacity = 256

@@ -24,7 +24,12 @@ final class DeviceSightings: Sendable {
     /// Records the request's `Ferry-Device` id for `dataset`; a missing or malformed id (not 1-64 characters of
     /// `A-Z a-z 0-9 -`) is ignored.
     func record(_ headers: HTTPFields, dataset: String, now: Date = Date()) {
-        guard let id = headers[.ferryDevice], Self.isValid(id) else { return }
+        record(id: headers[.ferryDevice], dataset: dataset, now: now)
+    }
+
+    /// Records `id` (a `Ferry-Device` value) for `dataset`; nil or malformed is ignored.
+    func record(id: String?, dataset: String, now: Date = Date()) {
+        guard let id, Self.isValid(id) else { return }
         seen.withLock { all in
             all[dataset, default: [:]][id] = now
             if all[dataset]!.count > limit { Self.prune(&all[dataset]!, now: now, limit: limit) }
