@@ -189,11 +189,6 @@ public final class SnapshotCatalog: Service, Sendable {
         )
     }
 
-    /// Whether `name` is a retired schema line.
-    func isRetired(_ name: String) -> Bool {
-        state.withLock { $0.datasets[name]?.retiredAt != nil }
-    }
-
     /// `{"datasets":[<manifest>...]}`, sorted by name; a scoped dataset appears as `{"dataset":…,"scoped":true}`.
     var listBody: ByteBuffer { state.withLock { $0.listBody } }
 

@@ -47,12 +47,12 @@ public struct ChangesRoute: ServerRouteGroup {
         }
         access.catalog.devices.record(request.headers, dataset: dataset)
         // A retired schema line takes no edits: 410 with the reason, nothing applied (docs/schema-lines.md).
-        if access.catalog.isRetired(dataset) {
-            do {
-                _ = try access.catalog.resolve(dataset, accepted: nil)
-            } catch let error as ServerError {
-                return Self.error(.gone, code: "gone", error.message)
-            }
+        do {
+            _ = try access.catalog.resolve(dataset, accepted: nil)
+        } catch let error as ServerError where error.status == .gone {
+            return Self.error(.gone, code: error.code, error.message)
+        } catch {
+            // Any other answer of the resolution (no line published) is the merger lookup's below.
         }
         guard let merger = mergers[dataset] else {
             return Self.error(

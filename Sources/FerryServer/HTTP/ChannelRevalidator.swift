@@ -211,6 +211,7 @@ struct ChannelRevalidator: Sendable {
         let schema = "?schema="
         guard path.utf8[query...].starts(with: schema.utf8),
             let (dataset, target) = parsePath(String(path[..<query])), case .manifest = target,
+            // A malformed list is not answered here: the router answers it 400, naming the parameter.
             let accepted = try? SchemaLines.accepted(path[path.utf8.index(query, offsetBy: schema.utf8.count)...])
         else { return nil }
         return (dataset, target, accepted)
