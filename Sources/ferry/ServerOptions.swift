@@ -15,6 +15,11 @@ struct ServerOptions: ParsableArguments {
 
     func validate() throws {
         _ = try serverURL()
+        if case (let base, let schemaVersion?)? = DatasetName.split(dataset) {
+            throw ValidationError(
+                "--dataset '\(dataset)' names schema line \(schemaVersion) of '\(base)': give the dataset itself, --dataset \(base), and the line with --accept-schema \(schemaVersion)"
+            )
+        }
         guard DatasetName.isValidBase(dataset) else {
             throw ValidationError("--dataset '\(dataset)' is invalid: use 1-64 characters from a-z, 0-9, '_' and '-'")
         }

@@ -74,6 +74,10 @@ import Testing
         #expect(
             try await runFerry(["fetch", "--server", "http://127.0.0.1:1", "--dataset", "../x", "--dir", temp.url.path])
                 .status == 2)
+        // A schema line instead of the dataset: the usage error says what to give instead.
+        let line = try await runFerry(
+            ["fetch", "--server", "http://127.0.0.1:1", "--dataset", "trips.v2", "--dir", temp.url.path])
+        #expect(line.status == 2 && line.stderr.contains("--dataset trips, and the line with --accept-schema 2"))
         // Failures: 1 with one line on stderr
         try FileManager.default.createDirectory(at: temp.appending("c"), withIntermediateDirectories: true)
         let rollback = try await runFerry(["rollback", "--dir", temp.appending("c").path])
