@@ -67,6 +67,18 @@ public final class BucketReplica: Service, Sendable {
             pollInterval: pollInterval, logger: logger)
     }
 
+    /// A presigned URL of object `object` (its name in `objects/`, e.g. `<sha256>.sqlite.gz`) of `dataset` in the
+    /// bucket, valid for `expires` seconds: what the object lookup hands a cache with `ferry serve
+    /// --presign-objects`, so the cache fills from the bucket with no credentials of its own (deploy/nginx/ferry.conf).
+    public func objectURL(dataset: String, object: String, expires: Int = BucketReplica.objectURLLifetime) -> String {
+        s3.presignedGetURL(
+            bucket: layout.bucket, key: layout.objectKey(dataset: dataset, name: object), expires: expires)
+    }
+
+    /// How long a presigned object URL is valid: 1 hour, the default `--object-grace`, so an object that a URL
+    /// names outlives it, and long enough for a cache to fetch every slice of a large object from one lookup.
+    public static let objectURLLifetime = 3600
+
     /// The first sync: lists the bucket and downloads what its manifests name. Throws when the bucket cannot be
     /// listed (unknown bucket, wrong credentials, unreachable endpoint), with the message naming the setting; a
     /// dataset whose manifest or objects fail is logged and left out, like on every later poll.

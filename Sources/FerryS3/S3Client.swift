@@ -133,6 +133,16 @@ public struct S3Client: Sendable {
         return Response(status: status, headers: response.headers, body: data)
     }
 
+    /// A presigned `GET` URL of `key` in `bucket`, valid for `expires` seconds from now (query-string
+    /// authentication, ``SigV4/presign(method:path:query:host:expires:date:)``): anyone holding it may read that one
+    /// object until it expires, with no credentials of their own. Nothing is sent.
+    public func presignedGetURL(bucket: String, key: String, expires: Int) -> String {
+        let (scheme, host, path) = configuration.address(bucket: bucket, key: key)
+        let signer = SigV4(credentials: configuration.credentials, region: configuration.region)
+        let items = signer.presign(method: "GET", path: path, query: [], host: host, expires: expires, date: now())
+        return "\(scheme)://\(host)\(SigV4.encodePath(path))?\(SigV4.encodeQuery(items))"
+    }
+
     // MARK: Objects
 
     /// Reads an object, or the bytes of `range` (an HTTP `Range` value such as `bytes=0-9`, passed through).

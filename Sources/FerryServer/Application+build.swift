@@ -154,6 +154,7 @@ func buildRouter(
             ReadRoutes(
                 snapshots: SnapshotResponder(
                     access: access, chunkSize: max(64 * 1024, configuration.chunkSize), threadPool: .singleton,
+                    objectURL: configuration.objectURL,
                     budget: BufferBudget(
                         slots: configuration.downloadBufferBytes / max(64 * 1024, configuration.chunkSize))),
                 metrics: metrics)

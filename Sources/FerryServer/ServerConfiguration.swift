@@ -23,6 +23,11 @@ public struct ServerConfiguration: Sendable {
     public var store: (any SnapshotStore)? = nil
     /// How logs name the store (a bucket's `s3://BUCKET/PREFIX`, never a secret); nil: ``storePath``.
     public var storeName: String? = nil
+    /// Where a cache may fetch an object's bytes itself: given the dataset and the object's name (`objects/{name}`),
+    /// a URL (a bucket's presigned URL, `ferry serve --presign-objects`) that the object lookup sends in
+    /// `Ferry-Object-URL`, so nginx fills its cache from the bucket instead of from a replica
+    /// (deploy/nginx/ferry.conf). Nil (default): the lookup names no URL, and caches fill from the replicas.
+    public var objectURL: (@Sendable (_ dataset: String, _ object: String) -> String)? = nil
     /// Address to bind. Default `127.0.0.1`.
     public var host: String
     /// Port to bind; 0 picks a free port. Default 8080.

@@ -60,6 +60,13 @@ struct ServeCommand: AsyncParsableCommand {
             valueName: "dir"))
     var cacheDir: String?
 
+    @Flag(
+        name: .customLong("presign-objects"),
+        help: ArgumentHelp(
+            "With an s3:// store: the object lookup also names a presigned URL of the object in the bucket (Ferry-Object-URL, valid 1 hour), so nginx fills its cache from the bucket, not from this replica (deploy/nginx/ferry.conf)."
+        ))
+    var presignObjects = false
+
     @Option(name: .long, help: "Address to listen on.")
     var host: String = "127.0.0.1"
 
@@ -207,7 +214,7 @@ struct ServeCommand: AsyncParsableCommand {
         case .directory:
             for (flag, given) in [
                 ("--s3-endpoint", s3Endpoint != nil), ("--manifest-poll", manifestPoll != nil),
-                ("--cache-dir", cacheDir != nil),
+                ("--cache-dir", cacheDir != nil), ("--presign-objects", presignObjects),
             ] where given {
                 throw ValidationError("\(flag) needs a bucket store (--store s3://BUCKET/PREFIX), not a directory")
             }
@@ -476,6 +483,11 @@ struct ServeCommand: AsyncParsableCommand {
             }
             configuration.store = replica?.store
             configuration.storeName = store
+            if presignObjects, let bucketReplica = replica {
+                configuration.objectURL = { dataset, object in
+                    bucketReplica.objectURL(dataset: dataset, object: object)
+                }
+            }
             configuration.storePath = replica?.store.cacheDirectory ?? configuration.storePath
         }
         let app: any Service

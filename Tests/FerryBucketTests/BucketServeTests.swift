@@ -246,6 +246,60 @@ import Testing
         #expect(rows == [["6"]])
     }
 
+    @Test(
+        "--presign-objects: the object lookup names a presigned bucket URL of the object (its exact bytes, no credentials needed, a changed signature refused) and the object's own headers; without the flag no URL"
+    )
+    func presignedObjectURLs() async throws {
+        let world = try await BucketWorld.make("presign")
+        defer { world.cleanUp() }
+        try await world.publish()
+        try await world.copyToBucket()
+        let presigning = try await Self.serveBucket(world, extra: ["--presign-objects"])
+        defer { presigning.stop() }
+        let plain = try await Self.serveBucket(world)
+        defer { plain.stop() }
+
+        let manifest = try Manifest.decode(try await httpGet(plain.url, "/v1/datasets/trips/manifest").body)
+        for encoding in [[:], ["Accept-Encoding": "gzip"]] {
+            let lookup = try await httpGet(presigning.url, "/v1/datasets/trips/versions/1/object", headers: encoding)
+            #expect(lookup.status == 200, "\(encoding)")
+            let object = try #require(lookup.headers["ferry-object"])
+            #expect(object == manifest.sha256 + (encoding.isEmpty ? ".sqlite" : ".sqlite.gz"))
+            // The object's own headers, as its object URL sends them.
+            let served = try await httpGet(plain.url, "/v1/datasets/trips/objects/\(object)")
+            #expect(lookup.headers["ferry-object-etag"] == served.headers["etag"])
+            #expect(lookup.headers["ferry-object-cache-control"] == served.headers["cache-control"])
+            #expect(lookup.headers["ferry-object-repr-digest"] == served.headers["repr-digest"])
+            #expect(lookup.headers["ferry-object-etag"] != nil && lookup.headers["ferry-object-repr-digest"] != nil)
+
+            let url = try #require(lookup.headers["ferry-object-url"])
+            #expect(url.hasPrefix(try BucketWorld.endpoint), "\(url)")
+            #expect(url.contains("X-Amz-Expires=3600") && url.contains("X-Amz-Signature="))
+            #expect(!url.contains(try BucketWorld.s3Environment()["AWS_SECRET_ACCESS_KEY"] ?? "no secret"))
+            // Fetched with nothing but the URL (curl, no credentials): the object's bytes, also by Range.
+            let fromBucket = try await httpGet(try #require(URL(string: url)), "")
+            #expect(fromBucket.status == 200, "\(url)")
+            #expect(fromBucket.body == served.body)
+            if encoding.isEmpty { #expect(FileDigest.sha256Hex(bytes: Array(fromBucket.body)) == manifest.sha256) }
+            let ranged = try await httpGet(try #require(URL(string: url)), "", headers: ["Range": "bytes=10-109"])
+            #expect(ranged.status == 206 && ranged.body == served.body[10..<110])
+            // One changed character of the signature: the bucket refuses it.
+            let forged = String(url.dropLast()) + (url.hasSuffix("0") ? "1" : "0")
+            let refused = try await httpGet(try #require(URL(string: forged)), "")
+            #expect(refused.status == 403, "\(refused.status)")
+
+            let unsigned = try await httpGet(plain.url, "/v1/datasets/trips/versions/1/object", headers: encoding)
+            #expect(unsigned.headers["ferry-object"] == object)
+            #expect(unsigned.headers["ferry-object-url"] == nil)
+            #expect(unsigned.headers["ferry-object-etag"] == lookup.headers["ferry-object-etag"])
+        }
+        let onDisk = try await runFerry([
+            "serve", "--store", world.storeDirectory.path, "--port", "0", "--presign-objects",
+        ])
+        #expect(onDisk.status == 2, "\(onDisk.stderr)")
+        #expect(onDisk.stderr.contains("--presign-objects needs a bucket store"), "\(onDisk.stderr)")
+    }
+
     @Test("a scoped dataset from a bucket: its manifest, versions and objects need the scope's token, as from disk")
     func scopedObjectsNeedTheToken() async throws {
         let world = try await BucketWorld.make("scoped")

@@ -480,6 +480,7 @@ def report(args):
     fetches = {}  # (object, content range) → times fetched from an origin
     asked = set()  # the objects clients were answered with: each must leave an origin at least once
     origin_by_object = {}
+    fills_by_upstream = collections.Counter()  # snapshot bytes nginx received, by the address that sent them
     statuses = {}
     for group in groups:
         lookup_lines = [e for e in group if e["uri"] == "/_ferry/lookup"]
@@ -514,6 +515,9 @@ def report(args):
                 all_hit = False
             if e["object"] not in ("-", ""):
                 asked.add(e["object"])
+            # $upstream_addr and $upstream_bytes_received list one value per upstream tried, in the same order.
+            for addr, count in zip(re.split(r", | : ", e["upstream"]), numbers(e["upstreamBytes"])):
+                fills_by_upstream[addr] += count
             if got and e["object"] not in ("-", ""):
                 key = (e["object"], e["contentRange"])
                 fetches[key] = fetches.get(key, 0) + 1
@@ -554,6 +558,11 @@ def report(args):
     print(f"{'  of which object lookups (auth_request)':58} {lookup_bytes:>16,}  ({lookups} lookups)")
     print(f"{'origin body bytes per /metrics (all routes; objects route)':58} {after - before:>16,.0f}  ({after_objects - before_objects:,.0f})")
     print(f"{'client answers by status':58} {json.dumps(dict(sorted(statuses.items())))}")
+    if args.fill_from:
+        from_bucket = fills_by_upstream.get(args.fill_from, 0)
+        others = {a: n for a, n in fills_by_upstream.items() if a != args.fill_from and n}
+        print(f"{'snapshot bytes nginx filled from the bucket (' + args.fill_from + ')':58} {from_bucket:>16,}"
+              + (f"  (from elsewhere: {json.dumps(others)})" if others else "  (all of them)"))
     print("times each version left an origin (per object: fetches of its most-fetched slice; origin bytes / object size):")
     worst = 0
     for name in sorted(origin_by_object, key=lambda n: (str(versions.get(n, ("", 0, ""))[0]), str(versions.get(n, ("", 0, ""))[1]), n)):
@@ -601,6 +610,10 @@ def report(args):
         missed.append(f"{len(checked['different'])} devices differ from the published version")
     if checked["checked"] == 0:
         missed.append("no device was checked")
+    if args.fill_from and (not fills_by_upstream.get(args.fill_from) or others):
+        # --presign-objects: every fill of a version or patch comes from the bucket, none from a replica (a lookup
+        # that failed over to a replica's own answer, @ferry_origin, would show here as well).
+        missed.append(f"snapshot bytes filled from {json.dumps(others)}, not only from the bucket {args.fill_from}")
     if probed and probed["leakedBytes"]:
         missed.append(f"{probed['leakedBytes']} bytes leaked to another scope")
     for wave in waves:
@@ -648,6 +661,7 @@ def main():
     r.add_argument("--metrics-after", nargs="*", default=[])
     r.add_argument("--waves", nargs="+", required=True)
     r.add_argument("--probe", default="")
+    r.add_argument("--fill-from", default="", help="HOST:PORT every snapshot byte nginx fetched must come from (the bucket)")
     args = parser.parse_args()
     if args.command == "wave":
         if args.cut > args.devices:

@@ -164,6 +164,13 @@ extension HTTPField.Name {
     static let ferryVersion = HTTPField.Name("Ferry-Version")!
     /// `Ferry-Object: <name>`: the object a version or patch URL would answer with (the object lookup).
     static let ferryObject = HTTPField.Name("Ferry-Object")!
+    /// The object lookup's copy of the object's own `ETag`, `Cache-Control` and `Repr-Digest`, which a cache sends
+    /// with the object whichever upstream filled it (a bucket sends its own ETag and none of the others).
+    static let ferryObjectETag = HTTPField.Name("Ferry-Object-ETag")!
+    static let ferryObjectCacheControl = HTTPField.Name("Ferry-Object-Cache-Control")!
+    static let ferryObjectReprDigest = HTTPField.Name("Ferry-Object-Repr-Digest")!
+    /// `Ferry-Object-URL: <url>`: where a cache may fetch the object itself (``ServerConfiguration/objectURL``).
+    static let ferryObjectURL = HTTPField.Name("Ferry-Object-URL")!
     /// RFC 9530 `Repr-Digest`.
     static let reprDigest = HTTPField.Name("Repr-Digest")!
 }

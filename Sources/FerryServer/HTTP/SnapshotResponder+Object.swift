@@ -14,7 +14,10 @@ import NIOCore
 /// - `GET|HEAD /v1/datasets/{dataset}/versions/{version}/object` and `/patches/{from}-{to}/object` (the object
 ///   lookup) name the object that request would be answered with, in `Ferry-Object`, after the same token
 ///   check and the same choice of representation (``select(_:entry:)``); nginx's `auth_request` asks it before
-///   serving a cached object, so a request without a valid token for the scope gets no byte from the cache.
+///   serving a cached object, so a request without a valid token for the scope gets no byte from the cache. It
+///   also sends the object's `ETag`, `Cache-Control` and `Repr-Digest` (`Ferry-Object-ETag`, …), which nginx
+///   sends with the object, and with ``ServerConfiguration/objectURL`` (a bucket store, `--presign-objects`) a
+///   presigned URL of the object in the bucket (`Ferry-Object-URL`), which nginx fills its cache from.
 ///
 /// Both answer with the dataset's own `Cache-Control`: `private` on a scoped dataset, so a cache that only honours
 /// `Cache-Control` keeps none of it; the lookup is `no-store`.
@@ -40,6 +43,10 @@ extension SnapshotResponder {
         headers[.cacheControl] = "no-store"
         headers[.ferryObject] = lookup.object
         headers[.ferryVersion] = String(entry.version)
+        headers[.ferryObjectETag] = selected.etag
+        headers[.ferryObjectCacheControl] = selected.objectHeaders[.cacheControl]
+        headers[.ferryObjectReprDigest] = selected.objectHeaders[.reprDigest]
+        if let objectURL { headers[.ferryObjectURL] = objectURL(name, lookup.object) }
         let body = ByteBuffer(bytes: try Self.lookupEncoder.encode(lookup))
         let response = Response(status: .ok, headers: headers, body: .init(byteBuffer: body))
         return request.method == .head ? response.createHeadResponse() : response
