@@ -160,7 +160,11 @@ func buildRouter(
                 metrics: metrics)
         ] + extraRoutes
         + (configuration.statusToken.map {
-            [StatusRoutes(access: StatusAccess(token: $0), board: configuration.statusBoard)]
+            [
+                StatusRoutes(
+                    access: StatusAccess(token: $0), board: configuration.statusBoard,
+                    store: configuration.storeName ?? configuration.storePath.path)
+            ]
         } ?? [])
     for group in groups { try group.addRoutes(to: routes) }
     return router

@@ -20,6 +20,7 @@ enum StatusPage {
         html +=
             "<header><h1>Ferry status</h1><p>Generated \(field("generatedAt", report.generatedAt, StatusFormat.time(report.generatedAt)))"
         html += " · server up since \(field("startedAt", report.startedAt, StatusFormat.time(report.startedAt)))"
+        html += " · store \(field("store", report.store, report.store))"
         html += #" · <a href="status.json">status.json</a> (same token)</p></header><main>"#
         html += health(report.health)
         html += #"<section id="datasets"><h2>Datasets</h2>"#

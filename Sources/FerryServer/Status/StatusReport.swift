@@ -12,6 +12,8 @@ import Foundation
 struct StatusReport: Codable, Sendable, Equatable {
     var generatedAt: String
     var startedAt: String
+    /// The store this server reads: its directory, or a bucket's `s3://BUCKET/PREFIX` (never a secret).
+    var store: String
     var datasets: [Dataset]
     var traffic: Traffic
     var health: Health
@@ -177,7 +179,8 @@ extension StatusReport {
     /// Builds the report from the catalog's state, the board and the datasets with a token check (each with its
     /// connection state, nil when the check keeps none).
     static func make(
-        catalog: CatalogStatus, board: StatusBoard, tokenChecks: [String: PostgresPool.Health?], now: Date = Date()
+        catalog: CatalogStatus, board: StatusBoard, tokenChecks: [String: PostgresPool.Health?], store: String,
+        now: Date = Date()
     ) -> StatusReport {
         let boardState = board.current
         let datasets = catalog.datasets.compactMap { dataset(from: $0, now: now) }
@@ -195,7 +198,8 @@ extension StatusReport {
                 })
         }
         return StatusReport(
-            generatedAt: Timestamp.format(now), startedAt: Timestamp.format(board.startedAt), datasets: datasets,
+            generatedAt: Timestamp.format(now), startedAt: Timestamp.format(board.startedAt), store: store,
+            datasets: datasets,
             traffic: traffic(board.traffic.window(endingAt: now)),
             health: Health(
                 lastPollAt: catalog.lastPoll.map(Timestamp.format), unreadableManifests: catalog.unreadableManifests,

@@ -17,6 +17,8 @@ import NIOCore
 struct StatusRoutes: ServerRouteGroup {
     let access: StatusAccess
     let board: StatusBoard
+    /// How the report names the store (``ServerConfiguration/storeName``, else the directory).
+    let store: String
 
     static let contentSecurityPolicy =
         "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
@@ -26,6 +28,7 @@ struct StatusRoutes: ServerRouteGroup {
         let scopes = routes.access.scopes
         let access = self.access
         let board = self.board
+        let store = self.store
         @Sendable func report(_ request: Request) throws -> StatusReport {
             do {
                 try access.check(request)
@@ -35,7 +38,8 @@ struct StatusRoutes: ServerRouteGroup {
             }
             // Each token check's connection state as its pool recorded it (no query to PostgreSQL here).
             let tokenChecks = scopes.mapValues { ($0.authority as? PostgresScopeAuthority)?.connectionHealth }
-            return StatusReport.make(catalog: catalog.statusSnapshot(), board: board, tokenChecks: tokenChecks)
+            return StatusReport.make(
+                catalog: catalog.statusSnapshot(), board: board, tokenChecks: tokenChecks, store: store)
         }
         routes.on("/status", method: .get) { request, _ in
             let html = StatusPage.render(try report(request))

@@ -33,7 +33,7 @@ struct StatusReportTests {
             unreadableManifests: [])
 
         let report = StatusReport.make(
-            catalog: catalog, board: StatusBoard(), tokenChecks: ["tiered": nil],
+            catalog: catalog, board: StatusBoard(), tokenChecks: ["tiered": nil], store: "s3://ferry-store/prod/",
             now: Timestamp.parse("2026-03-03T10:01:00.000Z")!)
 
         let dataset = try #require(report.datasets.first)
@@ -55,6 +55,9 @@ struct StatusReportTests {
         // And no scope value appears in the JSON or the page
         let json = String(decoding: try report.jsonData(), as: UTF8.self)
         let page = StatusPage.render(report)
+        // The store is named in both (a bucket's URL here).
+        #expect(json.contains(#""store" : "s3://ferry-store/prod/""#), "\(json)")
+        #expect(page.contains(#"data-field="store" data-value="s3://ferry-store/prod/">s3://ferry-store/prod/<"#))
         for scope in ["free", "secret-tenant-42", "premium"] {
             #expect(!json.contains(scope) && !page.contains(scope), "\(scope)")
         }
