@@ -1,7 +1,8 @@
-import FerryClient
 import FerryCore
 import Foundation
 import Testing
+
+@testable import FerryClient
 
 /// The outbox machinery on real SQLite files, without a server: capture, coalescing, refusal, answers, carry-over.
 @Suite struct OutboxTests {
@@ -219,6 +220,51 @@ import Testing
         // And capture works on the new file
         try fresh.run("UPDATE trips SET seats = 4 WHERE id = ?", [.text(id)])
         #expect(try Outbox.count(in: fresh) == 2)
+    }
+
+    @Test("carrying over from a device with nothing queued is a no-op; one queued edit is carried")
+    func carryOverWithNothingQueuedIsANoOp() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        _ = try makeDatabase(dir)  // database.db with the outbox installed and nothing queued
+        let livePath = dir.appending("database.db").path
+        func freshSnapshot(_ name: String) throws -> SQLiteConnection {
+            let fresh = try SQLiteConnection(path: dir.appending(name).path)
+            try fresh.execute(
+                """
+                CREATE TABLE trips(id TEXT PRIMARY KEY, name TEXT, seats INTEGER, luggage INTEGER, created_at TEXT, updated_at TEXT);
+                CREATE TABLE regions(code TEXT PRIMARY KEY, label TEXT);
+                """)
+            try fresh.run(
+                "INSERT INTO trips VALUES (?, 'Växjö-Kalmar', 0, 0, ?, ?)",
+                [.text(Self.rowID), .text(Self.serverTime), .text(Self.serverTime)])
+            try OutboxSchema.install(on: fresh, tables: [Self.trips, Self.regions], origin: nil)
+            return fresh
+        }
+        func nothingQueued(_ fresh: SQLiteConnection) throws -> Bool {
+            try fresh.run("ATTACH DATABASE ? AS live", [.text(livePath)])
+            defer { try? fresh.execute("DETACH DATABASE live") }
+            return try Outbox.nothingQueued(fresh)
+        }
+        // Nothing queued: the check says so, and the carry-over leaves the new file's tables and queue as they were.
+        let quiet = try freshSnapshot("quiet.db")
+        #expect(try nothingQueued(quiet))
+        try Outbox.carryOver(fromLiveDatabaseAt: livePath, into: quiet, tables: [Self.trips, Self.regions])
+        #expect(try Outbox.count(in: quiet) == 0)
+        #expect(try quiet.scalar("SELECT seats FROM trips WHERE id = ?", [.text(Self.rowID)]) == 0)
+
+        // One queued edit on the live file: the check says no, and the edit is carried and replayed.
+        let live = try SQLiteConnection(path: livePath)
+        try live.run("UPDATE trips SET seats = 5 WHERE id = ?", [.text(Self.rowID)])
+        let busy = try freshSnapshot("busy.db")
+        #expect(try !nothingQueued(busy))
+        try Outbox.carryOver(fromLiveDatabaseAt: livePath, into: busy, tables: [Self.trips, Self.regions])
+        #expect(try Outbox.count(in: busy) == 1)
+        #expect(try busy.scalar("SELECT seats FROM trips WHERE id = ?", [.text(Self.rowID)]) == 5)
+        // A new file that holds a queued edit of its own (a rollback's previous.db) is not a no-op either.
+        try busy.run("UPDATE trips SET seats = 6 WHERE id = ?", [.text(Self.rowID)])
+        try live.run("DELETE FROM ferry_outbox")
+        #expect(try !nothingQueued(busy))
     }
 }
 

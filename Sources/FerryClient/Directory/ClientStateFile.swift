@@ -85,12 +85,26 @@ struct ClientStateFile: Codable, Equatable, Sendable {
         return state
     }
 
-    /// Writes the cache durably (temp, fsync, rename).
+    /// Writes the cache durably (temp, fsync, rename), unless the file already holds exactly these bytes because
+    /// this process wrote them and nobody has replaced the file since (same inode, size and time): a swap asks to
+    /// save several times, often with nothing changed, and each write costs two fsyncs.
     func save(to url: URL) throws {
+        let path = url.standardizedFileURL.path
+        if let last = Self.written.withLock({ $0[path] }), last.state == self, let identity = FileIdentity.of(url),
+            identity == last.identity
+        {
+            return
+        }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
         try DurableFile.write(try encoder.encode(self), to: url)
+        let identity = FileIdentity.of(url)
+        Self.written.withLock { $0[path] = identity.map { (self, $0) } }
     }
+
+    /// What this process last wrote to each state file, and the file's identity right after: a file replaced by
+    /// anyone else (another process, a restore) has another inode, so it is written again.
+    private static let written = Locked<[String: (state: ClientStateFile, identity: FileIdentity)]>([:])
 
     func cached(_ identity: FileIdentity) -> SnapshotInfo? {
         checksums.first { $0.identity == identity }?.info

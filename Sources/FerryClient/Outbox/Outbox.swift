@@ -279,6 +279,14 @@ public enum Outbox {
         let crossing = liveLine != nil && newLine != nil && liveLine != newLine
         let stamp = crossing ? liveLine : nil
         let queuedLine = try OutboxSchema.hasLineColumn(db, schema: "live") ? "line" : "NULL"
+        // Answers the new file does not carry yet (published before the server merged them) stay visible; rows
+        // of another line's tables may have other columns, and the new line's next version carries them. Read
+        // before the transaction, which writes only `main`.
+        let answered = crossing ? [] : try answeredRows(in: db, schema: "live", tables: tables)
+        // Nothing to carry (a device with no edit queued, kept or refused, and an empty queue in the new file): the
+        // transaction below would leave the new file as it is, so it is skipped, with the journals and the six
+        // syncs of a transaction over two files. The common case for a device that only reads.
+        if answered.isEmpty, try nothingQueued(db) { return }
         try db.transaction {
             try db.execute(
                 "DELETE FROM main.ferry_outbox; DELETE FROM main.ferry_base; DELETE FROM main.ferry_rejected;")
@@ -307,13 +315,23 @@ public enum Outbox {
             // it has no record of is recorded as it holds it now, its published values, before the replay.
             try rememberQueuedRows(in: db, tables: tables)
             try replayQueued(in: db, tables: tables, tableInfo: tableInfo)
-            // Answers the new file does not carry yet (published before the server merged them) stay visible; rows
-            // of another line's tables may have other columns, and the new line's next version carries them.
-            if !crossing {
-                try keepAnsweredRows(try answeredRows(in: db, schema: "live", tables: tables), in: db)
-            }
+            try keepAnsweredRows(answered, in: db)
             try setCapture(true, db)
         }
+    }
+
+    /// True when the live file (attached as `live`) queues, bases and keeps no edit, and the new file (`main`)
+    /// holds none either, with capture on: then carrying over changes nothing.
+    static func nothingQueued(_ db: SQLiteConnection) throws -> Bool {
+        let liveRejected =
+            try db.scalar("SELECT count(*) FROM live.sqlite_master WHERE type = 'table' AND name = 'ferry_rejected'")?
+            .integer == 1
+        let empty =
+            [
+                "live.ferry_outbox", "live.ferry_base", "main.ferry_outbox", "main.ferry_base", "main.ferry_rejected",
+            ] + (liveRejected ? ["live.ferry_rejected"] : [])
+        let checks = empty.map { "NOT EXISTS (SELECT 1 FROM \($0))" }.joined(separator: " AND ")
+        return try db.scalar("SELECT \(checks) AND (SELECT enabled FROM main.ferry_capture) = 1")?.integer == 1
     }
 
     /// Replays every queued edit of this database's line, in order, on top of what the database holds now (capture
