@@ -65,6 +65,7 @@ func buildApplication(
         pollInterval: configuration.effectivePollInterval,
         logger: logger, metrics: metrics)
     try await catalog.refresh()
+    configuration.storeChanges?.attach(catalog)
     let access = DatasetAccess(
         catalog: catalog,
         scopes: wiring.scopeAuthorities.mapValues { TokenScopes(authority: $0, ttl: configuration.tokenCacheTTL) },

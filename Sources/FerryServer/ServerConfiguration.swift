@@ -28,6 +28,9 @@ public struct ServerConfiguration: Sendable {
     /// `Ferry-Object-URL`, so nginx fills its cache from the bucket instead of from a replica
     /// (deploy/nginx/ferry.conf). Nil (default): the lookup names no URL, and caches fill from the replicas.
     public var objectURL: (@Sendable (_ dataset: String, _ object: String) -> String)? = nil
+    /// Lets a publisher in the same process say that the store changed, so the catalog reads it at once rather than
+    /// at its next poll (``StoreChanges``). Nil (default): the poll alone finds changes.
+    public var storeChanges: StoreChanges? = nil
     /// Address to bind. Default `127.0.0.1`.
     public var host: String
     /// Port to bind; 0 picks a free port. Default 8080.

@@ -407,6 +407,10 @@ struct ServeCommand: AsyncParsableCommand {
         // A temp dir: what a failed removal leaves, the OS cleans.
         defer { if let publisherCache { try? FileManager.default.removeItem(at: publisherCache) } }
         if publishEvery != nil || publishOnChange, let databaseURL {
+            // A publish into the store directory is served at once, not at the catalog's next poll (a bucket's
+            // replica finds it at its next --manifest-poll, as any other publisher's).
+            let storeChanges = isBucket ? nil : StoreChanges()
+            configuration.storeChanges = storeChanges
             if isBucket {
                 publisherCache = (cacheDir.map { URL(fileURLWithPath: $0) } ?? FileManager.default.temporaryDirectory)
                     .appendingPathComponent("ferry-publisher-cache-\(UUID().uuidString)", isDirectory: true)
@@ -448,6 +452,7 @@ struct ServeCommand: AsyncParsableCommand {
                             dataset: result.dataset,
                             outcome: result.unchanged
                                 ? .unchanged(version: result.version) : .published(version: result.version))
+                        if !result.unchanged, let storeChanges { Task { await storeChanges.changed() } }
                     case .failure(let error):
                         statusBoard.recordPublish(dataset: dataset, outcome: .failed(message: "\(error)"))
                     }

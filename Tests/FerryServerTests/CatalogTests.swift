@@ -4,11 +4,44 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
+import Logging
 import Testing
 
 @testable import FerryServer
 
 @Suite struct CatalogTests {
+    @Test(
+        "StoreChanges: a publish in the same process is served as soon as changed() returns, with no poll (a catalog that never polls)"
+    )
+    func storeChangesRefreshesAtOnce() async throws {
+        let store = try TestStore()
+        defer { store.remove() }
+        _ = try store.publish()
+        var logger = Logger(label: "test")
+        logger.logLevel = .warning
+        // run() is never called: only an initial refresh and StoreChanges read the store.
+        let catalog = SnapshotCatalog(
+            store: FileSnapshotStore(root: store.store.root), pollInterval: .seconds(1), logger: logger)
+        try await catalog.refresh()
+        let changes = StoreChanges()
+        await changes.changed()  // not attached yet: nothing happens, nothing fails
+        changes.attach(catalog)
+        #expect(catalog.manifests.map(\.version) == [1])
+
+        let v2 = try store.publish()
+        #expect(catalog.manifests.map(\.version) == [1], "nothing reads the store but changed()")
+        await changes.changed()
+        #expect(catalog.manifests.map(\.version) == [2])
+        #expect(catalog.manifests.first?.sha256 == v2.sha256)
+
+        // Refreshes side by side (the poll's and changed()) are one at a time and end on the newest manifest.
+        let v3 = try store.publish()
+        await withTaskGroup(of: Void.self) { group in
+            for _ in 0..<8 { group.addTask { await changes.changed() } }
+        }
+        #expect(catalog.manifests.map(\.version) == [3] && catalog.manifests.first?.sha256 == v3.sha256)
+    }
+
     @Test func aVersionPublishedWhileServingIsPickedUpWithinASecond() async throws {
         // Given a server on the default poll interval, serving version 1
         let store = try TestStore()

@@ -134,6 +134,8 @@ public final class SnapshotCatalog: Service, Sendable {
     /// The devices seen per dataset in the last 24 h, for the status page.
     let devices = DeviceSightings()
     private let state = Locked(State())
+    /// Held for the whole of ``refreshBlocking()`` (on the thread pool, where blocking is allowed).
+    private let refreshing = NSLock()
 
     /// Creates an empty catalog; call ``refresh()`` once before serving, then run it as a service.
     public convenience init(store: any SnapshotStore, pollInterval: Duration, logger: Logger) {
@@ -238,6 +240,10 @@ public final class SnapshotCatalog: Service, Sendable {
     }
 
     func refreshBlocking() throws {
+        // One refresh at a time (the poll and ``StoreChanges``): each reads the state the previous one swapped in,
+        // so a slower refresh can never put back an older manifest after a newer one.
+        refreshing.lock()
+        defer { refreshing.unlock() }
         let names = try datasetNames()
         let before = state.current
         var datasets = before.datasets
