@@ -38,5 +38,8 @@ print(f"{'commit → device holding the row':44} {'p50 s':>8} {'p99 s':>8} {'las
 for label, r in (("anchor: 15 s schedule, 30 s fetch", anchor), ("Ferry: on change + ferry watch", fresh)):
     print(f"{label:44} {r['p50']:8.2f} {r['p99']:8.2f} {r['everyDeviceP99']:18.2f} {r['originPerVersion'] or 0:28.2f}")
 print(f"versions published: anchor {anchor['versions']}, Ferry {fresh['versions']}; (commit, device) pairs never served: anchor {anchor['missed']}, Ferry {fresh['missed']}")
+print(f"{'split at the version being in the store':44} {'commit → in store p50/p99 s':>30} {'in store → device p50/p99 s':>30} {'publish s p50/p99':>20}")
+for label, r in (("anchor", anchor), ("Ferry", fresh)):
+    print(f"{label:44} {r['publishedP50']:14.2f} /{r['publishedP99']:6.2f}      {r['deliveredP50']:14.2f} /{r['deliveredP99']:6.2f}      {r['publishSecondsP50']:8.2f} /{r['publishSecondsP99']:6.2f}")
 print(f"targets: p99 <= 2 s plus the publish time; <= 2 origin manifest requests per version per cache")
 PY

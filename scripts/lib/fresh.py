@@ -16,13 +16,19 @@ version is timestamped as its line comes out.
 For each commit and device: the time from the commit to the first version the device holds that contains the row
 (which version contains which rows is read from the versions themselves). Printed: p50 and p99 over all (commit,
 device) pairs and over commits (the last device), the versions published, and the origin's manifest requests per
-version (from its /metrics). The triggers are removed at the end; every process is stopped by its PID.
+version (from its /metrics). Each pair's time is also split in two at the moment the first version holding the row
+was in the store (its `createdAt`, when the publish started, plus the publish's `seconds` from the server's log):
+`published` (the commit to that moment: the debounce, a publish in flight, the publish itself) and `delivered`
+(that moment to the device holding the row: the server noticing it, the long-poll, nginx, the patch and its apply),
+with the publishes' own seconds. The triggers are removed at the end; every process is stopped by its PID.
 """
 import argparse
 import asyncio
+import datetime
 import json
 import os
 import random
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -198,9 +204,14 @@ async def run(args):
         ticks = {}
         for version in range(version_before, server.manifest()["version"] + 1):
             ticks[version] = server.max_tick(version, work)
-        pairs, per_commit, never = [], [], 0
+        stored = published_at(server, work)
+        pairs, per_commit, never, publish_waits, deliveries = [], [], 0, [], []
         for i, committed in commits.items():
             slowest = 0.0
+            first = min((v for v, tick in ticks.items() if tick >= i), default=None)
+            in_store = stored.get(first)
+            if in_store is not None:
+                publish_waits.append(in_store - committed)
             for a in arrivals:
                 held = next((t for t, v in a if ticks.get(v, 0) >= i and t >= committed - 0.001), None)
                 if held is None:
@@ -208,13 +219,19 @@ async def run(args):
                     continue
                 pairs.append(held - committed)
                 slowest = max(slowest, held - committed)
+                if in_store is not None:
+                    deliveries.append(held - in_store)
             per_commit.append(slowest)
+        seconds = [s for _, s in publish_seconds(work).items()]
         print(json.dumps({
             "mode": args.mode, "devices": args.devices, "commits": args.commits, "versions": versions,
             "p50": percentile(pairs, 50), "p99": percentile(pairs, 99),
             "everyDeviceP50": percentile(per_commit, 50), "everyDeviceP99": percentile(per_commit, 99),
             "originManifestRequests": origin, "originPerVersion": origin / versions if versions else None,
             "missed": never,
+            "publishedP50": percentile(publish_waits, 50), "publishedP99": percentile(publish_waits, 99),
+            "deliveredP50": percentile(deliveries, 50), "deliveredP99": percentile(deliveries, 99),
+            "publishSecondsP50": percentile(seconds, 50), "publishSecondsP99": percentile(seconds, 99),
         }))
     finally:
         if nginx:
@@ -225,6 +242,35 @@ async def run(args):
             subprocess.run([args.ferry, "triggers", "remove", "--config", TEMPLATE, "--database-url", args.pg_url],
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         shutil.rmtree(work, ignore_errors=True)
+
+
+def publish_seconds(work):
+    """{version: seconds} of each new version, from the server's log lines (`… new version`, `version=N`,
+    `seconds=S`)."""
+    out = {}
+    with open(os.path.join(work, "serve.log"), encoding="utf-8", errors="replace") as f:
+        for line in f:
+            if "new version" not in line:
+                continue
+            version, seconds = re.search(r"\bversion=(\d+)", line), re.search(r"\bseconds=([0-9.]+)", line)
+            if version and seconds:
+                out[int(version.group(1))] = float(seconds.group(1))
+    return out
+
+
+def published_at(server, work):
+    """{version: the Unix time it was in the store}: its createdAt (the publish's start) plus the publish's seconds."""
+    seconds = publish_seconds(work)
+    with open(os.path.join(server.store, "trips", "manifest.json"), encoding="utf-8") as f:
+        manifest = json.load(f)
+    out = {}
+    for entry in manifest.get("scopes", []):
+        for record in entry.get("retained", []):
+            version = record["version"]
+            if version in seconds:
+                created = datetime.datetime.fromisoformat(record["createdAt"].replace("Z", "+00:00")).timestamp()
+                out[version] = created + seconds[version]
+    return out
 
 
 def main():
