@@ -163,7 +163,10 @@ JSON
   # Each bucket is a collection with volumes of its own: -volume.max=0 sizes the count to the free disk (a fixed
   # small count ran out after three buckets, and PUTs then failed with 500 InternalError). -s3.autoCreateBucket=false:
   # by default SeaweedFS creates a missing bucket on an admin's PUT, where S3 answers NoSuchBucket.
-  "$PWD/.build/s3-venv/bin/weed" server -dir="$FERRY_S3_DIR/data" -ip=127.0.0.1 -ip.bind=127.0.0.1 \
+  # -logdir: weed's log files go with the data dir (by default they pile up in /tmp). The gRPC ports' local sockets
+  # have no flag (weed makes /tmp/seaweedfs-<service>-grpc-<port>.sock): ferry_stop_seaweedfs removes them by port.
+  echo "${ports[1]} ${ports[3]} ${ports[5]} ${ports[7]}" >"$FERRY_S3_DIR/grpc-ports"
+  "$PWD/.build/s3-venv/bin/weed" -logdir="$FERRY_S3_DIR" server -dir="$FERRY_S3_DIR/data" -ip=127.0.0.1 -ip.bind=127.0.0.1 \
     -master.port="${ports[0]}" -master.port.grpc="${ports[1]}" -master.telemetry=false -master.volumeSizeLimitMB=64 \
     -volume.port="${ports[2]}" -volume.port.grpc="${ports[3]}" -volume.max=0 \
     -filer -filer.port="${ports[4]}" -filer.port.grpc="${ports[5]}" -filer.localSocket="$FERRY_S3_DIR/filer.sock" \
@@ -198,6 +201,10 @@ PY
 
 ferry_stop_seaweedfs() {
   [ -n "${FERRY_S3_PID:-}" ] && ferry_stop_pid "$FERRY_S3_PID"
+  local port
+  if [ -n "${FERRY_S3_DIR:-}" ] && [ -f "$FERRY_S3_DIR/grpc-ports" ]; then
+    for port in $(cat "$FERRY_S3_DIR/grpc-ports"); do rm -f /tmp/seaweedfs-*-grpc-"$port".sock; done
+  fi
   [ -n "${FERRY_S3_DIR:-}" ] && rm -rf "$FERRY_S3_DIR"
   FERRY_S3_PID= FERRY_S3_DIR=
 }
