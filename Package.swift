@@ -3,8 +3,10 @@ import PackageDescription
 
 // Ferry: PostgreSQL → versioned SQLite snapshots → HTTP → offline devices, and their edits back.
 // Data flows one way: FerryCore ← FerryPostgres ← {FerryPublisher, FerryMerge}; FerryMerge ← FerryServer;
-// FerryCore ← FerryStore ← {FerryPublisher, FerryServer}; FerryCore ← FerryClient ← {FerryClientNIO, FerryGRDB (the
-// app's pool)}; `ferry` is a thin CLI over all of them.
+// FerryCore ← FerryStore ← {FerryPublisher, FerryServer}; FerryCore ← FerryS3 ← FerryBucket (a store in a bucket, over
+// FerryStore and FerryPublisher); {FerryServer, FerryBucket, FerryPublisher} ← FerryService (a whole server from one
+// configuration value); FerryCore ← FerryClient ← {FerryClientNIO, FerryGRDB (the app's pool)}; `ferry` is a thin CLI
+// over all of them.
 
 /// Every target: an existential must say `any`, and a file must import each module whose members it uses, so an
 /// undeclared dependency fails the build instead of leaking in through another module.
@@ -28,6 +30,7 @@ let package = Package(
         .library(name: "FerryGRDB", targets: ["FerryGRDB"]),
         .library(name: "FerryS3", targets: ["FerryS3"]),
         .library(name: "FerryBucket", targets: ["FerryBucket"]),
+        .library(name: "FerryService", targets: ["FerryService"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -189,6 +192,19 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // A whole server from one configuration value (`ServeConfiguration` → `ServerAssembly`): the store (a directory or
+        // a bucket's replica), the HTTP application, in-process publish schedules; and the publish settings that
+        // `ferry publish`, `schedule` and `serve` share. The CLI only parses flags into these values.
+        .target(
+            name: "FerryService",
+            dependencies: [
+                "FerryCore", "FerryBucket", "FerryMerge", "FerryPostgres", "FerryPublisher", "FerryServer",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: strict
+        ),
         // `scripts/lib/sigv4_check.py`: signs JSON-described requests with FerryS3's signer, to compare with
         // botocore's. A test tool, in no product.
         .executableTarget(
@@ -201,7 +217,7 @@ let package = Package(
             name: "ferry",
             dependencies: [
                 "FerryCore", "FerryPostgres", "FerryPublisher", "FerryMerge", "FerryServer", "FerryClient",
-                "FerryClientNIO", "FerryBucket",
+                "FerryClientNIO", "FerryBucket", "FerryService",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
@@ -277,6 +293,14 @@ let package = Package(
             dependencies: [
                 "FerryBucket", "FerryCore", "FerryS3", "FerryStore", "FerryPublisher", "FerryPostgres",
                 "FerryTestSupport", .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict),
+        .testTarget(
+            name: "FerryServiceTests",
+            dependencies: [
+                "FerryCore", "FerryService", "FerryServer", "FerryBucket", "FerryPostgres", "FerryPublisher",
+                "FerryTestSupport",
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict),
         .testTarget(name: "FerryCoreTests", dependencies: ["FerryCore", "FerryTestSupport"], swiftSettings: strict),

@@ -1,7 +1,7 @@
 import ArgumentParser
 import FerryCore
 import FerryPostgres
-import FerryPublisher
+import FerryService
 import Foundation
 import Logging
 import ServiceLifecycle
@@ -20,52 +20,37 @@ struct ScheduleCommand: AsyncParsableCommand {
             """
     )
 
+    @OptionGroup var target: PublishTargetOptions
     @OptionGroup var options: PublishOptions
 
     @Option(
         name: .long,
-        help: ArgumentHelp("Interval: a whole number followed by s, m or h (e.g. 15m).", valueName: "duration"),
-        transform: PublishInterval.argument)
-    var every: PublishInterval?
+        help: ArgumentHelp("Interval: a number followed by s, m, h or d (e.g. 15m).", valueName: "duration"),
+        transform: Duration.intervalArgument)
+    var every: Duration?
 
     @Flag(name: .customLong("on-change"), help: "Publish when a source table changes (needs `ferry triggers install`).")
     var onChange = false
 
-    @Option(
-        name: .long,
-        help: ArgumentHelp(
-            "With --on-change: wait this long after the last notification (default 500ms).", valueName: "duration"),
-        transform: ShortDuration.argument)
-    var debounce: Duration = .milliseconds(500)
-
-    @Option(
-        name: .customLong("max-delay"),
-        help: ArgumentHelp(
-            "With --on-change: publish at most this long after the first notification (default 5s).",
-            valueName: "duration"), transform: ShortDuration.argument)
-    var maxDelay: Duration = .seconds(5)
+    @OptionGroup var timing: OnChangeOptions
 
     func validate() throws {
         guard every != nil || onChange else { throw ValidationError("pass --every DURATION, --on-change, or both") }
+        _ = try target.settings(options)
     }
 
     func run() async throws {
         var logger = Logger(label: "ferry.schedule")
         logger.logLevel = .info
-        let publisher = try options.publisher(configuration: try options.configuration(), logger: logger)
-        let service: any Service
-        if onChange {
-            let template = try Template.load(path: options.config[0])
-            service = OnChangeSchedule(
-                publisher: publisher, channel: ChangeTriggers.channel(for: template.dataset), debounce: debounce,
-                maxDelay: maxDelay,
-                every: every?.duration, logger: logger)
-        } else if let every {
-            service = PublishSchedule(publisher: publisher, every: every, logger: logger)
-        } else {
+        let settings = try target.settings(options)
+        let publisher = try await usageError { try settings.publisher(templatePaths: target.config, logger: logger) }
+        guard let trigger = timing.trigger(onChange: onChange, every: every) else {
             throw ValidationError("pass --every DURATION, --on-change, or both")
         }
-        let group = ServiceGroup(services: [service], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+        let dataset = DatasetPublisher(dataset: try Template.load(path: target.config[0]).dataset, publisher: publisher)
+        let group = ServiceGroup(
+            services: trigger.schedules(for: [dataset], logger: logger), gracefulShutdownSignals: [.sigterm, .sigint],
+            logger: logger)
         try await group.run()
     }
 }

@@ -26,10 +26,7 @@ struct TriggersCommand: ParsableCommand {
         var also: [String] = []
 
         func connect() throws -> (Template, PostgresConnection) {
-            guard let url = databaseURL ?? ProcessInfo.processInfo.environment["DATABASE_URL"], !url.isEmpty else {
-                throw ValidationError(
-                    "no database: pass --database-url postgres://user@host:5432/db or set DATABASE_URL")
-            }
+            let url = try databaseURLOrEnvironment(databaseURL)
             for table in also where !(SQLIdentifier.isPlain(table) || SQLIdentifier.isQualified(table)) {
                 throw ValidationError("--also '\(table)' is not a table name: write table or schema.table")
             }
@@ -71,16 +68,5 @@ struct TriggersCommand: ParsableCommand {
                 "removed trigger \(ChangeTriggers.triggerName(for: template.dataset)) from \(tables.count) table\(tables.count == 1 ? "" : "s")"
             )
         }
-    }
-}
-
-/// `--debounce` and `--max-delay`: a whole number followed by ms or s.
-enum ShortDuration {
-    static func argument(_ text: String) throws -> Duration {
-        let trimmed = text.trimmingCharacters(in: .whitespaces)
-        if trimmed.hasSuffix("ms"), let n = Int(trimmed.dropLast(2)), n >= 0, n <= 3_600_000 { return .milliseconds(n) }
-        if trimmed.hasSuffix("s"), let n = Int(trimmed.dropLast()), n >= 0, n <= 3600 { return .seconds(n) }
-        throw ValidationError(
-            "'\(text)' is not a short duration: write a whole number followed by ms or s, e.g. 500ms or 5s")
     }
 }

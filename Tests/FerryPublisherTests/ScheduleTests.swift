@@ -9,24 +9,6 @@ import Testing
 
 @Suite("Publisher schedule")
 struct ScheduleTests {
-    @Test("durations accept s, m, h and d; anything else is a clear error")
-    func intervals() throws {
-        #expect(try PublishInterval(parsing: "30s").seconds == 30)
-        #expect(try PublishInterval(parsing: "15m").seconds == 900)
-        #expect(try PublishInterval(parsing: "2h").seconds == 7200)
-        #expect(try PublishInterval(parsing: "90m").description == "90m")
-        #expect(try PublishInterval(parsing: "120m").description == "2h")
-        #expect(
-            try PublishInterval(parsing: "30d").seconds == 30 * 86_400
-                && PublishInterval(parsing: "48h").description == "2d")
-        for bad in ["", "15", "m", "15x", "-5m", "0s", "1.5h", "15 m", "9999999h"] {
-            let error = ferryError { _ = try PublishInterval(parsing: bad) }
-            #expect(error?.code == .badInput, "'\(bad)'")
-            #expect(error?.key == "every")
-        }
-        #expect(ferryError { _ = try PublishInterval(parsing: "15x") }?.message.contains("s, m, h or d") == true)
-    }
-
     /// Runs a schedule in a ServiceGroup until `runs` runs were reported, then shuts it down gracefully.
     func runSchedule(_ publisher: Publisher, runs wanted: Int) async throws -> [Result<PublishResult, any Error>] {
         let outcomes = Locked<[Result<PublishResult, any Error>]>([])

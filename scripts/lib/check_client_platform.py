@@ -39,7 +39,14 @@ ALLOWED = {
 # Targets of this package that only the publisher and the server link. Their own dependencies may all be allowed
 # (FerryStore needs FerryCore and zlib only), so they are refused by name: an app must not carry the store's writer,
 # the parallel gzip or the publish threads (issue 27).
-SERVER_SIDE = {"FerryStore", "FerryPostgres", "FerryPublisher", "FerryMerge", "FerryServer", "FerryTestSupport"}
+SERVER_SIDE = {
+    "FerryStore", "FerryPostgres", "FerryPublisher", "FerryMerge", "FerryServer", "FerryS3", "FerryBucket",
+    "FerryService", "FerryTestSupport",
+}
+# Library targets an app does not link that are not server-side either: the CLI's NIO transport. The self-test
+# requires every library target to be reached by the client, or named in SERVER_SIDE or here, so that a new
+# module is classified when it is added.
+NEITHER = {"FerryClientNIO"}
 SERVER_HINT = ("FerryCore keeps only what both sides need; code an app needs from a server-side target moves to "
                "FerryCore or FerryClient (docs/ARCHITECTURE.md)")
 # Modules an app-facing target must never reach, named in the message with where they belong.
@@ -163,6 +170,12 @@ def self_test(root: str) -> int:
         failures.append("today's package fails the check:\n  " + "\n  ".join(problems))
     if "FerryStore" not in parse_targets(today) or "FerryStore" in checked:
         failures.append(f"today's package has no FerryStore target, or the client reaches it: {checked}")
+    # Every library target is classified: a new server-side module must be refused by name, not by luck.
+    unclassified = [name for name, (kind, _, _) in parse_targets(today).items()
+                    if kind == "target" and name not in checked and name not in SERVER_SIDE and name not in NEITHER]
+    if unclassified:
+        failures.append(f"library targets in neither the client, SERVER_SIDE nor NEITHER: {unclassified}; add each "
+                        f"to the list it belongs to in scripts/lib/check_client_platform.py")
     # The store's writer left FerryCore for FerryStore: a client, or FerryCore itself, depending on it again fails,
     # though every module FerryStore depends on is allowed.
     for target, via in [("FerryClient", ""), ("FerryCore", " (linked by FerryClient)")]:

@@ -11,23 +11,24 @@ import ServiceLifecycle
 /// publish finish first, then `run()` returns.
 ///
 /// ```swift
-/// let schedule = PublishSchedule(publisher: publisher, every: try PublishInterval(parsing: "15m"), logger: logger)
+/// let schedule = PublishSchedule(publisher: publisher, every: .seconds(15 * 60), logger: logger)
 /// let group = ServiceGroup(services: [schedule], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
 /// try await group.run()
 /// ```
 public struct PublishSchedule: Service {
     public let publisher: any Publishing
-    public let interval: PublishInterval
+    /// The time between two runs' starts (at least 1 s).
+    public let interval: Duration
     let logger: Logger
     let period: Duration
     let onRun: (@Sendable (Result<PublishResult, any Error>) -> Void)?
 
     /// - Parameter onRun: called after every run with its outcome (for metrics, tests, or a status page).
     public init(
-        publisher: any Publishing, every interval: PublishInterval, logger: Logger,
+        publisher: any Publishing, every interval: Duration, logger: Logger,
         onRun: (@Sendable (Result<PublishResult, any Error>) -> Void)? = nil
     ) {
-        self.init(publisher: publisher, period: interval.duration, logger: logger, onRun: onRun)
+        self.init(publisher: publisher, period: max(interval, .seconds(1)), logger: logger, onRun: onRun)
     }
 
     /// Any period, including sub-second ones (tests).
@@ -36,7 +37,7 @@ public struct PublishSchedule: Service {
         onRun: (@Sendable (Result<PublishResult, any Error>) -> Void)?
     ) {
         self.publisher = publisher
-        self.interval = PublishInterval(seconds: max(1, Int(period.components.seconds)))
+        self.interval = period
         self.period = period
         self.logger = logger
         self.onRun = onRun
@@ -47,7 +48,7 @@ public struct PublishSchedule: Service {
         var tick = clock.now
         logger.info(
             "publish schedule started",
-            metadata: ["template": "\(publisher.configuration.templatePath)", "every": "\(interval)"])
+            metadata: ["template": "\(publisher.configuration.templatePath)", "every": "\(interval.shortDescription)"])
         while !Task.isShuttingDownGracefully && !Task.isCancelled {
             let outcome: Result<PublishResult, any Error>
             do {
