@@ -54,8 +54,7 @@ struct PublishTargetOptions: ParsableArguments {
             valueName: "file"))
     var config: [String] = []
 
-    @Option(name: .long, help: ArgumentHelp("PostgreSQL URL (default: $DATABASE_URL).", valueName: "url"))
-    var databaseURL: String?
+    @OptionGroup var database: DatabaseOption
 
     @Option(
         name: .long,
@@ -64,19 +63,7 @@ struct PublishTargetOptions: ParsableArguments {
             valueName: "dir|url"))
     var store: String = "snapshots"
 
-    @Option(
-        name: .customLong("s3-endpoint"),
-        help: ArgumentHelp(
-            "With --store s3://: the S3 server's URL (default: $AWS_ENDPOINT_URL, else AWS); path-style addressing.",
-            valueName: "url"))
-    var s3Endpoint: String?
-
-    @Option(
-        name: .customLong("cache-dir"),
-        help: ArgumentHelp(
-            "With --store s3://: the local cache the publisher builds in (default: ${XDG_CACHE_HOME:-$HOME/.cache}/ferry/s3/BUCKET/PREFIX).",
-            valueName: "dir"))
-    var cacheDir: String?
+    @OptionGroup var bucket: BucketOptions
 
     func validate() throws {
         guard !config.isEmpty else {
@@ -85,18 +72,13 @@ struct PublishTargetOptions: ParsableArguments {
         _ = try StoreLocation(flag: store)
     }
 
-    /// The flags given that only a store in a bucket takes.
-    var bucketOnlyFlags: [String] {
-        [("--s3-endpoint", s3Endpoint != nil), ("--cache-dir", cacheDir != nil)].filter(\.1).map(\.0)
-    }
-
     /// The publish settings these flags and `options` name; the database URL defaults to `DATABASE_URL`.
     func settings(_ options: PublishOptions) throws -> PublishSettings {
-        let location = try StoreLocation(flag: store, refusing: bucketOnlyFlags + options.bucketOnlyFlags)
-        var settings = PublishSettings(store: location, databaseURL: try databaseURLOrEnvironment(databaseURL))
+        let location = try StoreLocation(flag: store, refusing: bucket.givenFlags + options.bucketOnlyFlags)
+        var settings = PublishSettings(store: location, databaseURL: try database.url())
         settings.policy = options.policy
-        settings.s3Endpoint = s3Endpoint
-        settings.cacheDirectory = cacheDir.map { URL(fileURLWithPath: $0) }
+        settings.s3Endpoint = bucket.s3Endpoint
+        settings.cacheDirectory = bucket.cacheDir.map { URL(fileURLWithPath: $0) }
         return settings
     }
 }
@@ -147,10 +129,39 @@ extension Duration {
     static let intervalArgument = Duration.argument(in: .seconds(1) ... .longestSetting, expected: "at least 1s")
 }
 
-/// `--database-url`, else a non-empty `DATABASE_URL`; neither is a usage error saying how to give one.
-func databaseURLOrEnvironment(_ databaseURL: String?) throws -> String {
-    guard let url = databaseURL ?? ProcessInfo.processInfo.environment["DATABASE_URL"], !url.isEmpty else {
-        throw ValidationError("no database: pass --database-url postgres://user@host:5432/db or set DATABASE_URL")
+/// `--database-url` of the commands that read PostgreSQL themselves (`publish`, `schedule`, `triggers`), with
+/// `DATABASE_URL` as its default.
+struct DatabaseOption: ParsableArguments {
+    @Option(name: .long, help: ArgumentHelp("PostgreSQL URL (default: $DATABASE_URL).", valueName: "url"))
+    var databaseURL: String?
+
+    /// `--database-url`, else a non-empty `DATABASE_URL`; neither is a usage error saying how to give one.
+    func url() throws -> String {
+        guard let url = databaseURL ?? ProcessInfo.processInfo.environment["DATABASE_URL"], !url.isEmpty else {
+            throw ValidationError("no database: pass --database-url postgres://user@host:5432/db or set DATABASE_URL")
+        }
+        return url
     }
-    return url
+}
+
+/// `--s3-endpoint` and `--cache-dir`: how a command that publishes or serves reaches a store in a bucket.
+struct BucketOptions: ParsableArguments {
+    @Option(
+        name: .customLong("s3-endpoint"),
+        help: ArgumentHelp(
+            "With --store s3://: the S3 server's URL (default: $AWS_ENDPOINT_URL, else AWS); path-style addressing.",
+            valueName: "url"))
+    var s3Endpoint: String?
+
+    @Option(
+        name: .customLong("cache-dir"),
+        help: ArgumentHelp(
+            "With --store s3://: the local cache. publish and schedule build in it (default: ${XDG_CACHE_HOME:-$HOME/.cache}/ferry/s3/BUCKET/PREFIX); serve makes its temp directories of downloaded objects there, removed at exit (default: the system's temp directory).",
+            valueName: "dir"))
+    var cacheDir: String?
+
+    /// The flags given, each of which only a store in a bucket takes.
+    var givenFlags: [String] {
+        [("--s3-endpoint", s3Endpoint != nil), ("--cache-dir", cacheDir != nil)].filter(\.1).map(\.0)
+    }
 }

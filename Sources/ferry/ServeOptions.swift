@@ -13,11 +13,7 @@ struct ServeStoreOptions: ParsableArguments {
         help: "The snapshot store the publisher writes: a directory, or a bucket (s3://BUCKET/PREFIX, docs/s3.md).")
     var store: String
 
-    @Option(
-        name: .customLong("s3-endpoint"),
-        help: ArgumentHelp(
-            "With an s3:// store: the S3 server's URL (default AWS_ENDPOINT_URL, else AWS).", valueName: "url"))
-    var s3Endpoint: String?
+    @OptionGroup var access: BucketOptions
 
     @Option(
         name: .customLong("manifest-poll"),
@@ -26,13 +22,6 @@ struct ServeStoreOptions: ParsableArguments {
             valueName: "duration"),
         transform: Duration.argument(in: .milliseconds(100) ... .longestSetting, expected: "at least 100ms"))
     var manifestPoll: Duration?
-
-    @Option(
-        name: .customLong("cache-dir"),
-        help: ArgumentHelp(
-            "With an s3:// store: where the temp directory of downloaded objects is made (default the system's temp directory); it is removed at exit.",
-            valueName: "dir"))
-    var cacheDir: String?
 
     @Flag(
         name: .customLong("presign-objects"),
@@ -43,17 +32,15 @@ struct ServeStoreOptions: ParsableArguments {
 
     /// The flags given that only a store in a bucket takes.
     var bucketOnlyFlags: [String] {
-        [
-            ("--s3-endpoint", s3Endpoint != nil), ("--manifest-poll", manifestPoll != nil),
-            ("--cache-dir", cacheDir != nil), ("--presign-objects", presignObjects),
-        ].filter(\.1).map(\.0)
+        access.givenFlags
+            + [("--manifest-poll", manifestPoll != nil), ("--presign-objects", presignObjects)].filter(\.1).map(\.0)
     }
 
     var bucket: ServeConfiguration.BucketSettings {
         var bucket = ServeConfiguration.BucketSettings()
-        bucket.endpoint = s3Endpoint
+        bucket.endpoint = access.s3Endpoint
         if let manifestPoll { bucket.manifestPoll = manifestPoll }
-        bucket.cacheParent = cacheDir.map { URL(fileURLWithPath: $0) }
+        bucket.cacheParent = access.cacheDir.map { URL(fileURLWithPath: $0) }
         bucket.presignObjects = presignObjects
         return bucket
     }

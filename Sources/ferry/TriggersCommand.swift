@@ -15,8 +15,7 @@ struct TriggersCommand: ParsableCommand {
         @Option(name: .long, help: ArgumentHelp("Template file, e.g. templates/trips.yml.", valueName: "file"))
         var config: String
 
-        @Option(name: .long, help: ArgumentHelp("PostgreSQL URL (default: $DATABASE_URL).", valueName: "url"))
-        var databaseURL: String?
+        @OptionGroup var database: DatabaseOption
 
         @Option(
             name: .long,
@@ -26,7 +25,7 @@ struct TriggersCommand: ParsableCommand {
         var also: [String] = []
 
         func connect() throws -> (Template, PostgresConnection) {
-            let url = try databaseURLOrEnvironment(databaseURL)
+            let url = try database.url()
             for table in also where !(SQLIdentifier.isPlain(table) || SQLIdentifier.isQualified(table)) {
                 throw ValidationError("--also '\(table)' is not a table name: write table or schema.table")
             }
@@ -35,11 +34,7 @@ struct TriggersCommand: ParsableCommand {
     }
 
     struct Install: ParsableCommand {
-        static let configuration = CommandConfiguration(
-            abstract:
-                "Add one function (ferry_notify) and one statement-level trigger per source table; running it again changes nothing."
-        )
-
+        static let configuration = CommandConfiguration(abstract: TriggersCommand.installAbstract)
         @OptionGroup var options: Options
 
         func run() throws {
@@ -54,19 +49,20 @@ struct TriggersCommand: ParsableCommand {
     }
 
     struct Remove: ParsableCommand {
-        static let configuration = CommandConfiguration(
-            abstract:
-                "Drop the dataset's triggers, and the function once no dataset uses it; the database is left as before the install."
-        )
-
+        static let configuration = CommandConfiguration(abstract: TriggersCommand.removeAbstract)
         @OptionGroup var options: Options
 
         func run() throws {
             let (template, pg) = try options.connect()
-            let tables = try ChangeTriggers.remove(template, also: options.also, on: pg)
+            let count = try ChangeTriggers.remove(template, also: options.also, on: pg).count
             print(
-                "removed trigger \(ChangeTriggers.triggerName(for: template.dataset)) from \(tables.count) table\(tables.count == 1 ? "" : "s")"
+                "removed trigger \(ChangeTriggers.triggerName(for: template.dataset)) from \(count) table\(count == 1 ? "" : "s")"
             )
         }
     }
+
+    static let installAbstract =
+        "Add one function (ferry_notify) and one statement-level trigger per source table; running it again changes nothing."
+    static let removeAbstract =
+        "Drop the dataset's triggers, and the function once no dataset uses it; the database is left as before the install."
 }
