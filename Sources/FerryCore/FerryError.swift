@@ -12,7 +12,9 @@ public struct FerryError: Error, CustomStringConvertible, Sendable {
     /// What kind of failure this is. Stable: tools and tests match on it.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         public let rawValue: String
-        public init(_ rawValue: String) { self.rawValue = rawValue }
+        public init(_ rawValue: String) {
+            self.rawValue = rawValue
+        }
         public var description: String { rawValue }
 
         /// A template file is malformed or names something that does not exist.

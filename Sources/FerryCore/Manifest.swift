@@ -116,7 +116,7 @@ public struct PatchRef: Codable, Sendable, Equatable {
 ///  "createdAt":"2026-11-21T10:00:00.000Z","schemaVersion":1,"tables":{"campgrounds":120},"versions":[1,2,3]}
 /// ```
 @dynamicMemberLookup
-public struct Manifest: Codable, Sendable, Equatable {
+public struct Manifest: Codable, Sendable, Equatable, ManifestDocument {
     /// Dataset name, `[a-z0-9_-]+`.
     public var dataset: String
     /// The latest version.
@@ -164,26 +164,6 @@ public struct Manifest: Codable, Sendable, Equatable {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(dataset, forKey: .dataset)
         try container.encode(versions, forKey: .versions)
-    }
-
-    /// Encodes as compact JSON with sorted keys (stable bytes for equal manifests).
-    public func jsonData(pretty: Bool = false) throws -> Data {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting =
-            pretty ? [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes] : [.sortedKeys, .withoutEscapingSlashes]
-        return try encoder.encode(self)
-    }
-
-    /// Decodes and validates a manifest (dataset name, checksum form, sizes).
-    public static func decode(_ data: Data, path: String? = nil) throws -> Manifest {
-        let manifest: Manifest
-        do {
-            manifest = try JSONDecoder().decode(Manifest.self, from: data)
-        } catch {
-            throw FerryError(.store, "manifest is not valid JSON of the expected shape: \(error)", path: path)
-        }
-        try manifest.validate(path: path)
-        return manifest
     }
 
     /// Checks the fields a reader relies on; never trust a file or the network.

@@ -194,25 +194,24 @@ public final class SQLiteConnection {
         if isInsideTransaction {
             // Already inside a transaction (an app's GRDB write hands Ferry its writer mid-transaction): a savepoint
             // makes `body` all-or-nothing within it, and the owner's COMMIT makes it durable.
-            try execute("SAVEPOINT ferry_transaction")
-            do {
-                let result = try body()
-                try execute("RELEASE ferry_transaction")
-                return result
-            } catch {
-                // The body's error is the one to report; a failed rollback leaves the owner's transaction to fail.
-                try? execute("ROLLBACK TO ferry_transaction; RELEASE ferry_transaction")
-                throw error
-            }
+            return try enclosing(
+                body, begin: "SAVEPOINT ferry_transaction", commit: "RELEASE ferry_transaction",
+                rollback: "ROLLBACK TO ferry_transaction; RELEASE ferry_transaction")
         }
-        try execute("BEGIN \(kind)")
+        return try enclosing(body, begin: "BEGIN \(kind)", commit: "COMMIT", rollback: "ROLLBACK")
+    }
+
+    /// Runs `body` between `begin` and `commit`, or `rollback` when it throws.
+    private func enclosing<T>(_ body: () throws -> T, begin: String, commit: String, rollback: String) throws -> T {
+        try execute(begin)
         do {
             let result = try body()
-            try execute("COMMIT")
+            try execute(commit)
             return result
         } catch {
-            // The body's error is the one to report; a failed ROLLBACK leaves nothing committed either.
-            try? execute("ROLLBACK")
+            // The body's error is the one to report; a failed rollback leaves nothing committed either (inside a
+            // savepoint, the owner's transaction fails).
+            try? execute(rollback)
             throw error
         }
     }

@@ -30,17 +30,22 @@ enum ChangeLog {
         try pg.execute("BEGIN; SELECT pg_advisory_xact_lock(7301700); \(ddl) COMMIT;")
     }
 
+    /// Deletes `dataset`'s tombstones deleted before `cutoff`: how many.
     static func pruneTombstones(dataset: String, before cutoff: String, on pg: PostgresConnection) throws -> Int {
-        let rows = try pg.run(
-            "WITH d AS (DELETE FROM ferry_tombstones WHERE dataset = $1 AND deleted_at < $2::timestamptz RETURNING 1) SELECT count(*)::text FROM d",
-            [dataset, cutoff])
-        let value = rows.first?.first ?? nil
-        return Int(value ?? "0") ?? 0
+        try prune("ferry_tombstones", by: "deleted_at", dataset: dataset, before: cutoff, on: pg)
     }
 
+    /// Deletes `dataset`'s stored answers processed before `cutoff`: how many.
     static func pruneChanges(dataset: String, before cutoff: String, on pg: PostgresConnection) throws -> Int {
+        try prune("ferry_changes", by: "processed_at", dataset: dataset, before: cutoff, on: pg)
+    }
+
+    /// Deletes the rows of `table` (one of Ferry's own) whose timestamp `column` is before `cutoff`.
+    private static func prune(
+        _ table: String, by column: String, dataset: String, before cutoff: String, on pg: PostgresConnection
+    ) throws -> Int {
         let rows = try pg.run(
-            "WITH d AS (DELETE FROM ferry_changes WHERE dataset = $1 AND processed_at < $2::timestamptz RETURNING 1) SELECT count(*)::text FROM d",
+            "WITH d AS (DELETE FROM \(table) WHERE dataset = $1 AND \(column) < $2::timestamptz RETURNING 1) SELECT count(*)::text FROM d",
             [dataset, cutoff])
         let value = rows.first?.first ?? nil
         return Int(value ?? "0") ?? 0

@@ -158,20 +158,7 @@ extension ChangeMerger {
     {
         var results = [ChangeResult?](repeating: nil, count: segment.count)
         var fresh: [Int] = []  // answers to store
-
-        // Answers given before.
-        // An id stored for another device or dataset is refused without revealing that answer.
-        // The ids behind a sub-select, so the planner looks them up by the primary key (see keyFilter).
-        let stored = try pg.run(
-            "SELECT id, result::text, dataset = $2 AND client_id = $3 FROM ferry_changes WHERE id = ANY(ARRAY(SELECT unnest($1::text[])))",
-            [ChangeLog.arrayLiteral(segment.map(\.change.id)), context.dataset, context.clientId])
-        var storedByID: [String: ChangeResult] = [:]
-        for row in stored {
-            guard let id = row[0], let text = row[1] else { continue }
-            storedByID[id] =
-                row[2] == "t" ? try JSONDecoder().decode(ChangeResult.self, from: Data(text.utf8)) : idTaken(id)
-        }
-
+        let storedByID = try storedAnswers(segment, context: context, on: pg)
         var byTable: [String: [Int]] = [:]
         for (i, change) in segment.enumerated() {
             if let answer = storedByID[change.change.id] {
@@ -190,116 +177,171 @@ extension ChangeMerger {
         // Tables in one fixed order, rows locked in key order: two batches never deadlock on row locks.
         for name in byTable.keys.sorted() {
             let indexes = byTable[name]!
-            let changes = indexes.map { segment[$0].validChange! }
-            let schema = changes[0].schema
-            var current = try lockRows(changes, schema: schema, on: pg)
-            // On a scoped dataset, an existing row outside the caller's scope is not theirs to see or touch:
-            // forbidden, and its content never goes into the answer.
-            var outOfScope: Set<Int> = []
-            if let rows = context.visibility[name] {
-                let existing = changes.indices.filter { current[$0] != nil }
-                let visible = try visibleChanges(existing.map { changes[$0] }, rows: rows, schema: schema, on: pg).map {
-                    existing[$0]
-                }
-                outOfScope = Set(existing).subtracting(visible)
-                for j in outOfScope { current[j] = nil }
-            }
-            let insertsWithoutRow = changes.indices.filter { changes[$0].op == .insert && current[$0] == nil }
-            let tombstoned = try tombstones(
-                insertsWithoutRow.map { changes[$0] }, schema: schema, context: context, on: pg
-            )
-            .map { insertsWithoutRow[$0] }
-
-            var decisions: [MergeDecision] = []
-            for (j, change) in changes.enumerated() {
-                if outOfScope.contains(j) {
-                    decisions.append(.reject(forbiddenMessage))
-                    continue
-                }
-                decisions.append(
-                    MergeDecision.decide(
-                        op: change.op, rule: schema.table.merge,
-                        row: current[j].map { MergeDecision.ServerRow(updatedMillis: $0) },
-                        tombstoned: tombstoned.contains(j), baseMillis: change.baseMillis,
-                        editedMillis: change.editedMillis))
-            }
-
-            // A rejection answers with the server's row (the winner); read only those rows, locked above and not
-            // written by this segment.
-            let rejected = decisions.indices.filter { j in
-                if case .reject = decisions[j], !outOfScope.contains(j) { return true }
-                return false
-            }
-            var serverRows: [Int: [String: JSONValue]] = [:]
-            if !rejected.isEmpty {
-                for (k, row) in try rows(rejected.map { changes[$0] }, schema: schema, on: pg) {
-                    serverRows[rejected[k]] = row
-                }
-            }
-
-            let updates = decisions.indices.filter { decisions[$0] == .update }
-            let inserts = decisions.indices.filter { decisions[$0] == .insert }
-            let deletes = decisions.indices.filter { decisions[$0] == .delete }
-            var written: [Int: [String: JSONValue]] = [:]
-            for group in grouped(updates, changes) {
-                for (k, row) in try update(group.map { changes[$0] }, schema: schema, context: context, on: pg) {
-                    written[group[k]] = row
-                }
-            }
-            for group in grouped(inserts, changes) {
-                for (k, row) in try insert(group.map { changes[$0] }, schema: schema, context: context, on: pg) {
-                    written[group[k]] = row
-                }
-            }
-            if !deletes.isEmpty {
-                try delete(deletes.map { changes[$0] }, schema: schema, context: context, on: pg)
-            }
-            // A write must leave the row inside the scope (a filter column moved out, a child of an invisible
-            // parent): otherwise the batch is redone change by change and this one is answered forbidden.
-            if let rows = context.visibility[name] {
-                let writes = (updates + inserts).sorted()
-                let visible = try visibleChanges(writes.map { changes[$0] }, rows: rows, schema: schema, on: pg)
-                if visible.count != writes.count { throw ScopeViolation() }
-            }
-
-            for (j, decision) in decisions.enumerated() {
-                let id = segment[indexes[j]].change.id
-                let result: ChangeResult
-                switch decision {
-                case .insert, .update:
-                    guard let row = written[j] else {
-                        throw MergeInvariantError(table: name, "a write returned no row")
-                    }
-                    result = ChangeResult(id: id, status: .applied, row: row, message: nil)
-                case .delete:
-                    result = ChangeResult(id: id, status: .applied, row: nil, message: nil)
-                case .reject(let message) where outOfScope.contains(j):
-                    result = ChangeResult(id: id, status: .forbidden, row: nil, message: message)
-                case .reject(let message):
-                    result = ChangeResult(id: id, status: .rejected, row: serverRows[j], message: message)
-                case .gone(let message):
-                    result = ChangeResult(id: id, status: .gone, row: nil, message: message)
-                }
-                results[indexes[j]] = result
-            }
+            let answers = try mergeTable(indexes, of: segment, context: context, on: pg)
+            for (j, answer) in answers.enumerated() { results[indexes[j]] = answer }
         }
 
         let answers = results.map { $0! }
-        if !fresh.isEmpty {
-            // One JSON array of the answers, parsed once (cheaper than a text[] of JSON texts cast one by one); each
-            // answer's id is its change id.
-            _ = try pg.run(
-                """
-                INSERT INTO ferry_changes(id, dataset, client_id, result, processed_at)
-                SELECT r.answer->>'id', $2, $3, r.answer, $4::timestamptz FROM jsonb_array_elements($1::jsonb) AS r(answer)
-                """,
-                [
-                    String(decoding: AnswerJSON.encodeArray(fresh.map { answers[$0] }), as: UTF8.self), context.dataset,
-                    context.clientId,
-                    context.nowText,
-                ])
-        }
+        if !fresh.isEmpty { try storeAnswers(fresh.map { answers[$0] }, context: context, on: pg) }
         return answers
+    }
+
+    /// Answers given before to the segment's change ids, by id. An id stored for another device or dataset is
+    /// refused without revealing that answer.
+    static func storedAnswers(_ segment: [PreparedChange], context: BatchContext, on pg: PostgresConnection) throws
+        -> [String: ChangeResult]
+    {
+        // The ids behind a sub-select, so the planner looks them up by the primary key (see keyFilter).
+        let stored = try pg.run(
+            "SELECT id, result::text, dataset = $2 AND client_id = $3 FROM ferry_changes WHERE id = ANY(ARRAY(SELECT unnest($1::text[])))",
+            [ChangeLog.arrayLiteral(segment.map(\.change.id)), context.dataset, context.clientId])
+        var storedByID: [String: ChangeResult] = [:]
+        for row in stored {
+            guard let id = row[0], let text = row[1] else { continue }
+            storedByID[id] =
+                row[2] == "t" ? try JSONDecoder().decode(ChangeResult.self, from: Data(text.utf8)) : idTaken(id)
+        }
+        return storedByID
+    }
+
+    /// Stores new answers in `ferry_changes`, in the caller's transaction.
+    static func storeAnswers(_ answers: [ChangeResult], context: BatchContext, on pg: PostgresConnection) throws {
+        // One JSON array of the answers, parsed once (cheaper than a text[] of JSON texts cast one by one); each
+        // answer's id is its change id.
+        _ = try pg.run(
+            """
+            INSERT INTO ferry_changes(id, dataset, client_id, result, processed_at)
+            SELECT r.answer->>'id', $2, $3, r.answer, $4::timestamptz FROM jsonb_array_elements($1::jsonb) AS r(answer)
+            """,
+            [
+                String(decoding: AnswerJSON.encodeArray(answers), as: UTF8.self), context.dataset, context.clientId,
+                context.nowText,
+            ])
+    }
+
+    /// What the merge rule decided for each of one table's changes, and which of them name a row outside the
+    /// caller's scope (answered `forbidden`).
+    struct TableDecisions {
+        var decisions: [MergeDecision]
+        var outOfScope: Set<Int>
+
+        /// The indexes of the rejections whose answer carries the server's row (not the out-of-scope ones).
+        var rejected: [Int] {
+            decisions.indices.filter { j in
+                if case .reject = decisions[j], !outOfScope.contains(j) { return true }
+                return false
+            }
+        }
+    }
+
+    /// Decides and writes one table's changes of a segment (`indexes` into `segment`, all valid and of one
+    /// table): the answers, in the order of `indexes`.
+    static func mergeTable(
+        _ indexes: [Int], of segment: [PreparedChange], context: BatchContext, on pg: PostgresConnection
+    ) throws -> [ChangeResult] {
+        let changes = indexes.map { segment[$0].validChange! }
+        let schema = changes[0].schema
+        let decided = try decide(changes, schema: schema, context: context, on: pg)
+        // A rejection answers with the server's row (the winner); read only those rows, locked above and not
+        // written by this segment.
+        let rejected = decided.rejected
+        var serverRows: [Int: [String: JSONValue]] = [:]
+        if !rejected.isEmpty {
+            for (k, row) in try rows(rejected.map { changes[$0] }, schema: schema, on: pg) {
+                serverRows[rejected[k]] = row
+            }
+        }
+        let written = try write(changes, decisions: decided.decisions, schema: schema, context: context, on: pg)
+        return try decided.decisions.enumerated().map { j, decision in
+            let id = segment[indexes[j]].change.id
+            switch decision {
+            case .insert, .update:
+                guard let row = written[j] else {
+                    throw MergeInvariantError(table: schema.name, "a write returned no row")
+                }
+                return ChangeResult(id: id, status: .applied, row: row, message: nil)
+            case .delete:
+                return ChangeResult(id: id, status: .applied, row: nil, message: nil)
+            case .reject(let message) where decided.outOfScope.contains(j):
+                return ChangeResult(id: id, status: .forbidden, row: nil, message: message)
+            case .reject(let message):
+                return ChangeResult(id: id, status: .rejected, row: serverRows[j], message: message)
+            case .gone(let message):
+                return ChangeResult(id: id, status: .gone, row: nil, message: message)
+            }
+        }
+    }
+
+    /// Locks the rows one table's changes name and decides each change under the table's merge rule.
+    static func decide(_ changes: [ValidChange], schema: TableSchema, context: BatchContext, on pg: PostgresConnection)
+        throws -> TableDecisions
+    {
+        var current = try lockRows(changes, schema: schema, on: pg)
+        // On a scoped dataset, an existing row outside the caller's scope is not theirs to see or touch:
+        // forbidden, and its content never goes into the answer.
+        var outOfScope: Set<Int> = []
+        if let rows = context.visibility[schema.name] {
+            let existing = changes.indices.filter { current[$0] != nil }
+            let visible = try visibleChanges(existing.map { changes[$0] }, rows: rows, schema: schema, on: pg).map {
+                existing[$0]
+            }
+            outOfScope = Set(existing).subtracting(visible)
+            for j in outOfScope { current[j] = nil }
+        }
+        let insertsWithoutRow = changes.indices.filter { changes[$0].op == .insert && current[$0] == nil }
+        let tombstoned = try tombstones(
+            insertsWithoutRow.map { changes[$0] }, schema: schema, context: context, on: pg
+        )
+        .map { insertsWithoutRow[$0] }
+
+        var decisions: [MergeDecision] = []
+        decisions.reserveCapacity(changes.count)
+        for (j, change) in changes.enumerated() {
+            if outOfScope.contains(j) {
+                decisions.append(.reject(forbiddenMessage))
+                continue
+            }
+            decisions.append(
+                MergeDecision.decide(
+                    op: change.op, rule: schema.table.merge,
+                    row: current[j].map { MergeDecision.ServerRow(updatedMillis: $0) },
+                    tombstoned: tombstoned.contains(j), baseMillis: change.baseMillis,
+                    editedMillis: change.editedMillis))
+        }
+        return TableDecisions(decisions: decisions, outOfScope: outOfScope)
+    }
+
+    /// Carries out one table's decided updates, inserts and deletes (one statement per shape): the written rows,
+    /// by index into `changes`. On a scoped dataset a write must leave the row inside the scope (a filter column
+    /// moved out, a child of an invisible parent): otherwise it throws ``ScopeViolation``, and the batch is redone
+    /// change by change and this one answered forbidden.
+    static func write(
+        _ changes: [ValidChange], decisions: [MergeDecision], schema: TableSchema, context: BatchContext,
+        on pg: PostgresConnection
+    ) throws -> [Int: [String: JSONValue]] {
+        let updates = decisions.indices.filter { decisions[$0] == .update }
+        let inserts = decisions.indices.filter { decisions[$0] == .insert }
+        let deletes = decisions.indices.filter { decisions[$0] == .delete }
+        var written: [Int: [String: JSONValue]] = [:]
+        for group in grouped(updates, changes) {
+            for (k, row) in try update(group.map { changes[$0] }, schema: schema, context: context, on: pg) {
+                written[group[k]] = row
+            }
+        }
+        for group in grouped(inserts, changes) {
+            for (k, row) in try insert(group.map { changes[$0] }, schema: schema, context: context, on: pg) {
+                written[group[k]] = row
+            }
+        }
+        if !deletes.isEmpty {
+            try delete(deletes.map { changes[$0] }, schema: schema, context: context, on: pg)
+        }
+        if let rows = context.visibility[schema.name] {
+            let writes = (updates + inserts).sorted()
+            let visible = try visibleChanges(writes.map { changes[$0] }, rows: rows, schema: schema, on: pg)
+            if visible.count != writes.count { throw ScopeViolation() }
+        }
+        return written
     }
 
     static func encode(_ result: ChangeResult) -> String {
@@ -316,200 +358,5 @@ extension ChangeMerger {
             groups[shape, default: []].append(i)
         }
         return order.map { groups[$0]! }
-    }
-
-    // MARK: - Statements
-
-    /// `unnest($1::text[], …) WITH ORDINALITY AS k(k1…, v1…, ord)` over the changes' key and value texts.
-    static func unnest(_ changes: [ValidChange], keys: Int, values: Int, firstParameter: Int) -> (
-        sql: String, parameters: [String]
-    ) {
-        var parameters: [String] = []
-        for c in 0..<keys { parameters.append(ChangeLog.arrayLiteral(changes.map { $0.keyParameters[c] })) }
-        for c in 0..<values { parameters.append(ChangeLog.arrayLiteral(changes.map { $0.valueParameters[c] })) }
-        let arrays = parameters.indices.map { "$\(firstParameter + $0)::text[]" }.joined(separator: ", ")
-        let names = (0..<keys).map { "k\($0)" } + (0..<values).map { "v\($0)" } + ["ord"]
-        return ("unnest(\(arrays)) WITH ORDINALITY AS k(\(names.joined(separator: ", ")))", parameters)
-    }
-
-    /// `t.id = k.k0::int AND …`
-    static func keyMatch(_ schema: TableSchema, alias: String) -> String {
-        schema.key.enumerated().map {
-            "\(alias).\($0.element.quoted) = \(TableSchema.input($0.element, "k.k\($0.offset)"))"
-        }
-        .joined(separator: " AND ")
-    }
-
-    /// `t.id = ANY(ARRAY(SELECT (x)::integer FROM unnest($2::text[]) AS x)) AND …` over the key arrays that
-    /// ``unnest(_:keys:values:firstParameter:)`` bound from `firstParameter` on: reaches the changes' rows through
-    /// the primary-key index. Without it PostgreSQL joins a batch's few hundred keys to the table by hashing the
-    /// whole table (a sequential scan per statement, measured at 24 ms against 0.6 ms for 500 keys in a table of
-    /// 50,000 rows); an array behind a sub-select has no length the planner knows, so it takes the index.
-    static func keyFilter(_ schema: TableSchema, alias: String, firstParameter: Int) -> String {
-        let filters = schema.key.enumerated().compactMap { offset, column -> String? in
-            // An array-typed key cannot be rebuilt element-wise into ARRAY(...); the join alone finds those rows.
-            guard column.sourceKind != .array else { return nil }
-            return
-                "\(alias).\(column.quoted) = ANY(ARRAY(SELECT \(TableSchema.input(column, "x")) FROM unnest($\(firstParameter + offset)::text[]) AS x))"
-        }
-        return filters.isEmpty ? "TRUE" : filters.joined(separator: " AND ")
-    }
-
-    /// Reads and locks (`FOR UPDATE`) the rows the changes name, in key order: each row's `updated_at` in
-    /// milliseconds, nil where there is no row. The rows themselves are read only for the answers that need them
-    /// (``rows(_:schema:on:)``): most changes are applied, and their answer is the row as written.
-    static func lockRows(_ changes: [ValidChange], schema: TableSchema, on pg: PostgresConnection) throws -> [Int64?] {
-        let (from, parameters) = unnest(changes, keys: schema.key.count, values: 0, firstParameter: 1)
-        let order = schema.key.map { "t.\($0.quoted)" }.joined(separator: ", ")
-        let rows = try pg.run(
-            """
-            SELECT k.ord::text, \(schema.updatedMillis(from: "t"))
-            FROM \(schema.sqlName) AS t JOIN \(from) ON \(keyMatch(schema, alias: "t"))
-            WHERE \(keyFilter(schema, alias: "t", firstParameter: 1))
-            ORDER BY \(order) FOR UPDATE OF t
-            """, parameters)
-        var out = [Int64?](repeating: nil, count: changes.count)
-        for row in rows {
-            guard let ord = row[0].flatMap({ Int($0) }), let millis = row[1].flatMap({ Int64($0) }) else { continue }
-            out[ord - 1] = millis
-        }
-        return out
-    }
-
-    /// The current rows the changes name, by index into `changes` (rows this transaction has locked).
-    static func rows(_ changes: [ValidChange], schema: TableSchema, on pg: PostgresConnection) throws -> [Int: [String:
-        JSONValue]]
-    {
-        let (from, parameters) = unnest(changes, keys: schema.key.count, values: 0, firstParameter: 1)
-        let rows = try pg.run(
-            """
-            SELECT k.ord::text, \(schema.outputs(from: "t"))
-            FROM \(schema.sqlName) AS t JOIN \(from) ON \(keyMatch(schema, alias: "t"))
-            WHERE \(keyFilter(schema, alias: "t", firstParameter: 1))
-            """, parameters)
-        var out: [Int: [String: JSONValue]] = [:]
-        for row in rows {
-            guard let ord = row[0].flatMap({ Int($0) }) else { continue }
-            out[ord - 1] = schema.row(row, at: 1)
-        }
-        return out
-    }
-
-    /// Which of `changes` name a row that `rows` (a table's visible-rows SELECT for the transaction's scope)
-    /// contains, as indexes into `changes`.
-    static func visibleChanges(_ changes: [ValidChange], rows: String, schema: TableSchema, on pg: PostgresConnection)
-        throws -> [Int]
-    {
-        guard !changes.isEmpty else { return [] }
-        let (from, parameters) = unnest(changes, keys: schema.key.count, values: 0, firstParameter: 1)
-        let found = try pg.run(
-            """
-            SELECT k.ord::text FROM \(from)
-            WHERE EXISTS (SELECT 1 FROM (\(rows)) AS v WHERE \(keyMatch(schema, alias: "v")))
-            """, parameters)
-        return found.compactMap { $0[0].flatMap { Int($0) }.map { $0 - 1 } }
-    }
-
-    /// Which of `changes` name a tombstoned key (indexes into `changes`).
-    static func tombstones(
-        _ changes: [ValidChange], schema: TableSchema, context: BatchContext, on pg: PostgresConnection
-    ) throws -> [Int] {
-        guard !changes.isEmpty else { return [] }
-        let (from, parameters) = unnest(changes, keys: schema.key.count, values: 0, firstParameter: 3)
-        let key = schema.keyObject { column in
-            TableSchema.input(column, "k.k\(schema.key.firstIndex { $0.name == column.name }!)")
-        }
-        let rows = try pg.run(
-            """
-            SELECT k.ord::text FROM \(from)
-            WHERE EXISTS (SELECT 1 FROM ferry_tombstones f WHERE f.dataset = $1 AND f.tbl = $2 AND f.key = \(key))
-            """, [context.dataset, schema.name] + parameters)
-        return rows.compactMap { $0[0].flatMap { Int($0) }.map { $0 - 1 } }
-    }
-
-    /// Writes the changes' values over existing rows (one shape), stamping `updated_at`; returns the new rows.
-    static func update(_ changes: [ValidChange], schema: TableSchema, context: BatchContext, on pg: PostgresConnection)
-        throws -> [Int: [String: JSONValue]]
-    {
-        let columns = changes[0].columns
-        let (from, parameters) = unnest(changes, keys: schema.key.count, values: columns.count, firstParameter: 2)
-        var sets = columns.enumerated().map {
-            "\($0.element.quoted) = \(TableSchema.input($0.element, "k.v\($0.offset)"))"
-        }
-        if let updated = schema.updated { sets.append("\(updated.quoted) = \(TableSchema.input(updated, "$1"))") }
-        let rows = try pg.run(
-            """
-            UPDATE \(schema.sqlName) AS t SET \(sets.joined(separator: ", "))
-            FROM \(from) WHERE \(keyMatch(schema, alias: "t")) AND \(keyFilter(schema, alias: "t", firstParameter: 2))
-            RETURNING k.ord::text, \(schema.outputs(from: "t"))
-            """, [context.nowText] + parameters)
-        return try byOrdinal(rows, schema: schema, expected: changes.count, what: "update")
-    }
-
-    /// Creates rows (one shape), stamping `created_at` and `updated_at`; returns the new rows.
-    static func insert(_ changes: [ValidChange], schema: TableSchema, context: BatchContext, on pg: PostgresConnection)
-        throws -> [Int: [String: JSONValue]]
-    {
-        let columns = changes[0].columns
-        let (from, parameters) = unnest(changes, keys: schema.key.count, values: columns.count, firstParameter: 2)
-        var targets = schema.key.map(\.quoted) + columns.map(\.quoted)
-        var values =
-            schema.key.enumerated().map { TableSchema.input($0.element, "k.k\($0.offset)") }
-            + columns.enumerated().map { TableSchema.input($0.element, "k.v\($0.offset)") }
-        for stamp in [schema.created, schema.updated].compactMap({ $0 }) {
-            targets.append(stamp.quoted)
-            values.append(TableSchema.input(stamp, "$1"))
-        }
-        let returnedKeys = schema.key.enumerated().map { "t.\($0.element.quoted) AS ferry_k\($0.offset)" }
-        let outputs = schema.columns.enumerated().map {
-            "\(TableSchema.output($0.element, from: "t")) AS ferry_o\($0.offset)"
-        }
-        let join = schema.key.enumerated().map {
-            "ins.ferry_k\($0.offset) = \(TableSchema.input($0.element, "k.k\($0.offset)"))"
-        }
-        let rows = try pg.run(
-            """
-            WITH ins AS (
-              INSERT INTO \(schema.sqlName) AS t (\(targets.joined(separator: ", ")))
-              SELECT \(values.joined(separator: ", ")) FROM \(from)
-              RETURNING \((returnedKeys + outputs).joined(separator: ", ")))
-            SELECT k.ord::text, \(schema.columns.indices.map { "ins.ferry_o\($0)" }.joined(separator: ", "))
-            FROM ins JOIN \(from) ON \(join.joined(separator: " AND "))
-            """, [context.nowText] + parameters)
-        return try byOrdinal(rows, schema: schema, expected: changes.count, what: "insert")
-    }
-
-    /// Deletes rows and writes their tombstones in one statement.
-    static func delete(_ changes: [ValidChange], schema: TableSchema, context: BatchContext, on pg: PostgresConnection)
-        throws
-    {
-        let (from, parameters) = unnest(changes, keys: schema.key.count, values: 0, firstParameter: 4)
-        let key = schema.keyObject { "t.\($0.quoted)" }
-        let rows = try pg.run(
-            """
-            WITH d AS (
-              DELETE FROM \(schema.sqlName) AS t USING \(from)
-              WHERE \(keyMatch(schema, alias: "t")) AND \(keyFilter(schema, alias: "t", firstParameter: 4)) RETURNING \(key) AS key)
-            INSERT INTO ferry_tombstones(dataset, tbl, key, deleted_at) SELECT $1, $2, d.key, $3::timestamptz FROM d
-            ON CONFLICT (dataset, tbl, key) DO UPDATE SET deleted_at = EXCLUDED.deleted_at
-            RETURNING 1
-            """, [context.dataset, schema.name, context.nowText] + parameters)
-        guard rows.count == changes.count else {
-            throw MergeInvariantError(table: schema.name, "deleted \(rows.count) rows, expected \(changes.count)")
-        }
-    }
-
-    static func byOrdinal(_ rows: [[String?]], schema: TableSchema, expected: Int, what: String) throws -> [Int:
-        [String: JSONValue]]
-    {
-        guard rows.count == expected else {
-            throw MergeInvariantError(table: schema.name, "\(what) wrote \(rows.count) rows, expected \(expected)")
-        }
-        var out: [Int: [String: JSONValue]] = [:]
-        for row in rows {
-            guard let ord = row[0].flatMap({ Int($0) }) else { continue }
-            out[ord - 1] = schema.row(row, at: 1)
-        }
-        return out
     }
 }

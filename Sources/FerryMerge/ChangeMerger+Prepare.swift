@@ -60,48 +60,14 @@ extension ChangeMerger {
             base = millis
         }
 
-        // The key: exactly the primary-key columns, none null.
-        for name in change.key.keys where !schema.key.contains(where: { $0.name == name }) {
-            return invalid(
-                "key column '\(name)' is not part of the primary key of \(table) (\(schema.key.map(\.name).joined(separator: ", ")))"
-            )
-        }
-        var keyParameters: [String?] = []
-        for column in schema.key {
-            guard let value = change.key[column.name] else {
-                return invalid("the key lacks primary-key column '\(column.name)' of \(table)")
-            }
-            if value == .null { return invalid("primary-key column \(table).\(column.name) cannot be null") }
-            switch TableSchema.parameter(value, for: column, table: table) {
-            case .success(let text): keyParameters.append(text)
-            case .failure(let error): return invalid(error.message)
-            }
-        }
-
-        // The values: only exported columns; timestamps are the server's to stamp; keys cannot change.
-        var columns: [TableSchema.Column] = []
-        var valueParameters: [String?] = []
-        for name in change.values.keys.sorted() {
-            guard let column = schema.byName[name] else {
-                return invalid(
-                    "unknown column '\(name)' in table \(table): not one of the columns this dataset's devices edit (\(schema.columns.map(\.name).joined(separator: ", ")))"
-                )
-            }
-            if name == schema.created?.name || name == schema.updated?.name { continue }
-            let converted: String?
-            switch TableSchema.parameter(change.values[name]!, for: column, table: table) {
-            case .success(let text): converted = text
-            case .failure(let error): return invalid(error.message)
-            }
-            if let k = schema.key.firstIndex(where: { $0.name == name }) {
-                if converted != keyParameters[k] {
-                    return invalid(
-                        "primary-key column \(table).\(name) cannot change; delete the row and insert a new one")
-                }
-                continue
-            }
-            columns.append(column)
-            valueParameters.append(converted)
+        let keyParameters: [String?]
+        let columns: [TableSchema.Column]
+        let valueParameters: [String?]
+        do {
+            keyParameters = try Self.keyParameters(of: change, schema: schema)
+            (columns, valueParameters) = try Self.valueParameters(of: change, schema: schema, key: keyParameters)
+        } catch {
+            return invalid(error.message)
         }
         switch change.op {
         case .update where columns.isEmpty:
@@ -120,5 +86,63 @@ extension ChangeMerger {
                     op: change.op, schema: schema, keyParameters: keyParameters, columns: columns,
                     valueParameters: valueParameters,
                     baseMillis: change.op == .insert ? nil : base, editedMillis: normalised)))
+    }
+
+    /// The key of `change` as text in `schema.key` order: exactly the primary-key columns, none null.
+    static func keyParameters(of change: Change, schema: TableSchema) throws(TableSchema.ConversionError)
+        -> [String?]
+    {
+        let table = schema.name
+        for name in change.key.keys where !schema.key.contains(where: { $0.name == name }) {
+            throw TableSchema.ConversionError(
+                message:
+                    "key column '\(name)' is not part of the primary key of \(table) (\(schema.key.map(\.name).joined(separator: ", ")))"
+            )
+        }
+        var keyParameters: [String?] = []
+        keyParameters.reserveCapacity(schema.key.count)
+        for column in schema.key {
+            guard let value = change.key[column.name] else {
+                throw TableSchema.ConversionError(
+                    message: "the key lacks primary-key column '\(column.name)' of \(table)")
+            }
+            if value == .null {
+                throw TableSchema.ConversionError(
+                    message: "primary-key column \(table).\(column.name) cannot be null")
+            }
+            keyParameters.append(try TableSchema.parameter(value, for: column, table: table).get())
+        }
+        return keyParameters
+    }
+
+    /// The changed columns of `change`, sorted by name, and their values as text: only exported columns;
+    /// timestamps are the server's to stamp (dropped); a key column may only repeat its `key` value.
+    static func valueParameters(of change: Change, schema: TableSchema, key keyParameters: [String?])
+        throws(TableSchema.ConversionError) -> ([TableSchema.Column], [String?])
+    {
+        let table = schema.name
+        var columns: [TableSchema.Column] = []
+        var valueParameters: [String?] = []
+        for name in change.values.keys.sorted() {
+            guard let column = schema.byName[name] else {
+                throw TableSchema.ConversionError(
+                    message:
+                        "unknown column '\(name)' in table \(table): not one of the columns this dataset's devices edit (\(schema.columns.map(\.name).joined(separator: ", ")))"
+                )
+            }
+            if name == schema.created?.name || name == schema.updated?.name { continue }
+            let converted = try TableSchema.parameter(change.values[name]!, for: column, table: table).get()
+            if let k = schema.key.firstIndex(where: { $0.name == name }) {
+                if converted != keyParameters[k] {
+                    throw TableSchema.ConversionError(
+                        message:
+                            "primary-key column \(table).\(name) cannot change; delete the row and insert a new one")
+                }
+                continue
+            }
+            columns.append(column)
+            valueParameters.append(converted)
+        }
+        return (columns, valueParameters)
     }
 }

@@ -56,59 +56,122 @@ struct TableSchema: Sendable {
     /// Reads the catalog for `table` and checks the template's names against it: the columns a device of this
     /// line sees (the query's output columns of the source, minus excluded ones, renamed), its key and stamps.
     static func resolve(_ table: MergeTable, on pg: PostgresConnection) throws -> TableSchema {
-        func fail(_ message: String) -> FerryError { FerryError(.badTemplate, message, key: "tables.\(table.name)") }
-        let found: [[String?]]
-        do {
-            found = try pg.run(
-                "SELECT c.oid::text, c.oid::regclass::text FROM pg_class c WHERE c.oid = to_regclass($1)",
-                [table.source])
-        } catch {
-            throw fail("cannot look up source '\(table.source)': \(error.message)")
-        }
-        guard let first = found.first, let oid = first[0], let sqlName = first[1] else {
-            throw fail("source table '\(table.source)' does not exist in PostgreSQL; check `source:`")
-        }
-        let rows = try pg.run(
-            """
-            SELECT a.attname, format_type(a.atttypid, a.atttypmod), t.typname, t.typcategory,
-                   COALESCE(e.typname, ''), a.attnum = ANY(COALESCE(i.indkey::int2[], '{}')), a.atttypid::text
-            FROM pg_attribute a
-            JOIN pg_type t ON t.oid = a.atttypid
-            LEFT JOIN pg_type e ON e.oid = t.typbasetype
-            LEFT JOIN pg_index i ON i.indrelid = a.attrelid AND i.indisprimary
-            WHERE a.attrelid = $1::oid AND a.attnum > 0 AND NOT a.attisdropped
-            ORDER BY a.attnum
-            """, [oid])
-        var all: [Column] = []
-        var typeOIDs: [String: String] = [:]
-        var catalogKey: [String] = []
-        for row in rows {
-            guard let name = row[0], let typeName = row[1], let typname = row[2], let category = row[3] else {
-                continue
+        let catalog = try CatalogTable.read(table, on: pg)
+        let sqlName = catalog.sqlName
+        let columns = try exportedColumns(table, catalog: catalog, on: pg)
+        var byName: [String: Column] = [:]
+        for column in columns {
+            guard byName.updateValue(column, forKey: column.name) == nil else {
+                throw templateError(
+                    table,
+                    "column '\(column.name)' of \(sqlName) appears twice after rename; rename or exclude one of them")
             }
-            guard SQLIdentifier.isQuotable(name) else {
-                throw fail(
-                    "column name '\(name)' of \(sqlName) cannot be used in SQL (empty, over 63 bytes or with control characters); rename it"
-                )
-            }
-            let base = row[4] ?? ""
-            all.append(
-                Column(
-                    name: name, typeName: typeName,
-                    kind: kind(typname: base.isEmpty ? typname : base, category: category)))
-            if row[5] == "t" { catalogKey.append(name) }
-            typeOIDs[name] = row[6]
         }
-        let allByName = Dictionary(uniqueKeysWithValues: all.map { ($0.name, $0) })
-        var columns = all
+        let keyNames =
+            table.primaryKey.isEmpty
+            ? catalog.key.map { source in table.renames.first { $0.value == source }?.key ?? source }
+            : table.primaryKey
+        guard !keyNames.isEmpty else {
+            throw templateError(table, "\(sqlName) has no primary key; declare `primaryKey:` in the template")
+        }
+        let key = try keyNames.map { name in
+            guard let column = byName[name] else {
+                throw templateError(table, "primary-key column '\(name)' is not an exported column of \(sqlName)")
+            }
+            return column
+        }
+        let created = try stamp(table.createdColumn, "created", of: table, sqlName: sqlName, byName: byName)
+        let updated = try stamp(table.updatedColumn, "updated", of: table, sqlName: sqlName, byName: byName)
+        if table.writable && updated == nil {
+            throw templateError(
+                table, "writable table needs an updated-at column (timestamps.updated) to detect conflicts")
+        }
+        return TableSchema(
+            table: table, sqlName: sqlName, columns: columns, byName: byName, key: key, created: created,
+            updated: updated)
+    }
+
+    /// A template error about `table`, keyed to its entry.
+    static func templateError(_ table: MergeTable, _ message: String) -> FerryError {
+        FerryError(.badTemplate, message, key: "tables.\(table.name)")
+    }
+
+    /// A source table as PostgreSQL's catalog describes it: every live column in catalog order, each column's
+    /// type oid and the primary key's column names.
+    struct CatalogTable {
+        let sqlName: String
+        let columns: [Column]
+        let typeOIDs: [String: String]
+        let key: [String]
+
+        /// Reads `table.source` from the catalog, failing with the fix when it does not exist or a column name
+        /// cannot be quoted.
+        static func read(_ table: MergeTable, on pg: PostgresConnection) throws -> CatalogTable {
+            let found: [[String?]]
+            do {
+                found = try pg.run(
+                    "SELECT c.oid::text, c.oid::regclass::text FROM pg_class c WHERE c.oid = to_regclass($1)",
+                    [table.source])
+            } catch {
+                throw templateError(table, "cannot look up source '\(table.source)': \(error.message)")
+            }
+            guard let first = found.first, let oid = first[0], let sqlName = first[1] else {
+                throw templateError(
+                    table, "source table '\(table.source)' does not exist in PostgreSQL; check `source:`")
+            }
+            let rows = try pg.run(
+                """
+                SELECT a.attname, format_type(a.atttypid, a.atttypmod), t.typname, t.typcategory,
+                       COALESCE(e.typname, ''), a.attnum = ANY(COALESCE(i.indkey::int2[], '{}')), a.atttypid::text
+                FROM pg_attribute a
+                JOIN pg_type t ON t.oid = a.atttypid
+                LEFT JOIN pg_type e ON e.oid = t.typbasetype
+                LEFT JOIN pg_index i ON i.indrelid = a.attrelid AND i.indisprimary
+                WHERE a.attrelid = $1::oid AND a.attnum > 0 AND NOT a.attisdropped
+                ORDER BY a.attnum
+                """, [oid])
+            var columns: [Column] = []
+            var typeOIDs: [String: String] = [:]
+            var key: [String] = []
+            for row in rows {
+                guard let name = row[0], let typeName = row[1], let typname = row[2], let category = row[3] else {
+                    continue
+                }
+                guard SQLIdentifier.isQuotable(name) else {
+                    throw templateError(
+                        table,
+                        "column name '\(name)' of \(sqlName) cannot be used in SQL (empty, over 63 bytes or with control characters); rename it"
+                    )
+                }
+                let base = row[4] ?? ""
+                columns.append(
+                    Column(
+                        name: name, typeName: typeName,
+                        kind: kind(typname: base.isEmpty ? typname : base, category: category)))
+                if row[5] == "t" { key.append(name) }
+                typeOIDs[name] = row[6]
+            }
+            return CatalogTable(sqlName: sqlName, columns: columns, typeOIDs: typeOIDs, key: key)
+        }
+    }
+
+    /// The columns a device of this line sees, in catalog order and named as devices name them: the template's
+    /// `columns`, narrowed to the query's output, minus redacted ones, with `rename:` applied.
+    static func exportedColumns(_ table: MergeTable, catalog: CatalogTable, on pg: PostgresConnection) throws
+        -> [Column]
+    {
+        let sqlName = catalog.sqlName
+        var columns = catalog.columns
         if let wanted = table.columns {
-            for name in wanted where allByName[name] == nil {
-                throw fail("column '\(name)' is not a column of \(sqlName); check the template's query/exclude")
+            let known = Set(catalog.columns.map(\.name))
+            for name in wanted where !known.contains(name) {
+                throw templateError(
+                    table, "column '\(name)' is not a column of \(sqlName); check the template's query/exclude")
             }
-            columns = all.filter { wanted.contains($0.name) }
+            columns = catalog.columns.filter { wanted.contains($0.name) }
         }
         if let query = table.query {
-            columns = try queryColumns(query, of: columns, typeOIDs: typeOIDs, table: table, on: pg)
+            columns = try queryColumns(query, of: columns, typeOIDs: catalog.typeOIDs, table: table, on: pg)
         }
         // Redacted columns are never exported, so devices can neither see nor write them (a key column stays).
         let sourceKey = table.primaryKey.map { table.renames[$0] ?? $0 }
@@ -116,57 +179,38 @@ struct TableSchema: Sendable {
         // The names devices use: the template's `rename:` (SQLite name → PostgreSQL column).
         for (name, source) in table.renames.sorted(by: { $0.key < $1.key }) {
             guard columns.contains(where: { $0.sourceName == source }) else {
-                throw fail(
+                throw templateError(
+                    table,
                     "rename '\(name)': '\(source)' is not an exported column of \(sqlName); check the template's rename/query/exclude"
                 )
             }
         }
-        columns = columns.map { column in
+        return columns.map { column in
             guard let shown = table.renames.first(where: { $0.value == column.sourceName })?.key else { return column }
             return Column(
                 name: shown, sourceName: column.sourceName, typeName: column.typeName, kind: column.kind,
                 sourceKind: column.sourceKind, exportType: column.exportType)
         }
-        var byName: [String: Column] = [:]
-        for column in columns {
-            guard byName.updateValue(column, forKey: column.name) == nil else {
-                throw fail(
-                    "column '\(column.name)' of \(sqlName) appears twice after rename; rename or exclude one of them")
+    }
+
+    /// The `created`/`updated` stamp column `name`, checked to be a timestamp; nil when the template names none,
+    /// or (on a read-only table) names one the line does not export.
+    static func stamp(
+        _ name: String?, _ what: String, of table: MergeTable, sqlName: String, byName: [String: Column]
+    ) throws -> Column? {
+        guard let name else { return nil }
+        guard let column = byName[name] else {
+            if table.writable {
+                throw templateError(
+                    table, "\(what) column '\(name)' is not a column of \(sqlName); check `timestamps:`")
             }
+            return nil
         }
-        let keyNames =
-            table.primaryKey.isEmpty
-            ? catalogKey.map { source in table.renames.first { $0.value == source }?.key ?? source } : table.primaryKey
-        guard !keyNames.isEmpty else {
-            throw fail("\(sqlName) has no primary key; declare `primaryKey:` in the template")
+        guard column.sourceKind == .timestamptz || column.sourceKind == .timestamp else {
+            throw templateError(
+                table, "\(what) column '\(name)' of \(sqlName) is \(column.typeName); it must be a timestamp")
         }
-        let key = try keyNames.map { name in
-            guard let column = byName[name] else {
-                throw fail("primary-key column '\(name)' is not an exported column of \(sqlName)")
-            }
-            return column
-        }
-        func stamp(_ name: String?, _ what: String) throws -> Column? {
-            guard let name else { return nil }
-            guard let column = byName[name] else {
-                if table.writable {
-                    throw fail("\(what) column '\(name)' is not a column of \(sqlName); check `timestamps:`")
-                }
-                return nil
-            }
-            guard column.sourceKind == .timestamptz || column.sourceKind == .timestamp else {
-                throw fail("\(what) column '\(name)' of \(sqlName) is \(column.typeName); it must be a timestamp")
-            }
-            return column
-        }
-        let created = try stamp(table.createdColumn, "created")
-        let updated = try stamp(table.updatedColumn, "updated")
-        if table.writable && updated == nil {
-            throw fail("writable table needs an updated-at column (timestamps.updated) to detect conflicts")
-        }
-        return TableSchema(
-            table: table, sqlName: sqlName, columns: columns, byName: byName, key: key, created: created,
-            updated: updated)
+        return column
     }
 
     /// The columns of `columns` that the template's `query:` outputs under their own name (a computed or
@@ -181,9 +225,7 @@ struct TableSchema: Sendable {
         do {
             output = try pg.describe("SELECT * FROM (\(sql)) AS q")
         } catch let error as FerryError {
-            throw FerryError(
-                .badTemplate, "the template's query fails in PostgreSQL: \(error.message)",
-                key: "tables.\(table.name)")
+            throw templateError(table, "the template's query fails in PostgreSQL: \(error.message)")
         }
         let oids = Set(output.map(\.oid)).map(String.init)
         var types: [String: (name: String, kind: Kind)] = [:]

@@ -17,7 +17,9 @@ import Foundation
 /// Version numbers are shared by the scopes of a dataset: a publish that changes any scope's data takes the next
 /// number (``lastVersion`` + 1) and gives it to every scope whose data changed; an unchanged scope keeps its
 /// version. Files are content-addressed (`objects/<sha256>.sqlite`), so scopes with identical content share a file.
-public struct StoredManifest: Codable, Sendable, Equatable {
+/// ``ManifestDocument`` reads and writes it; a `manifest.json` of the legacy layout (a plain ``Manifest``) is read
+/// by `FileSnapshotStore.storedManifest(for:)`.
+public struct StoredManifest: Codable, Sendable, Equatable, ManifestDocument {
     public var dataset: String
     /// True for a template with `scope:` (every request must prove its scope); false for one implicit scope.
     public var scoped: Bool
@@ -67,25 +69,6 @@ public struct StoredManifest: Codable, Sendable, Equatable {
     /// tombstones younger than this must stay.
     public var oldestRetainedCreatedAt: String? {
         scopes.flatMap(\.retained).map(\.createdAt).min()
-    }
-
-    public func jsonData() throws -> Data {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return try encoder.encode(self)
-    }
-
-    /// Decodes and validates a manifest in the current form. A `manifest.json` of the legacy layout (a plain
-    /// ``Manifest``) is read by `FileSnapshotStore.storedManifest(for:)`.
-    public static func decode(_ data: Data, path: String? = nil) throws -> StoredManifest {
-        let manifest: StoredManifest
-        do {
-            manifest = try JSONDecoder().decode(StoredManifest.self, from: data)
-        } catch {
-            throw FerryError(.store, "manifest is not valid JSON of the expected shape: \(error)", path: path)
-        }
-        try manifest.validate(path: path)
-        return manifest
     }
 
     /// Checks what a reader relies on: names, checksums, that each scope's versions are ascending and distinct.

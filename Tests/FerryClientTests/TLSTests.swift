@@ -91,7 +91,7 @@ import Testing
 
         // A later refusal leaves version 1 and downloads nothing
         let v2 = try snapshots.publish(rows: 6)
-        try await Task.sleep(for: .seconds(1.5))  // the server picks up new versions within 1 s
+        try await Self.waitUntilServed(v2.version, of: snapshots.dataset, by: server.url)
         let refused = try await runFerry(fetch + ["--ca", Self.otherCA.path])
         #expect(refused.status == 1)
         #expect(refused.stderr.contains(Self.untrusted))
@@ -99,6 +99,24 @@ import Testing
         #expect(!dir.exists(dir.updated) && !dir.exists(dir.partial))
         #expect(try await runFerry(fetch + ["--ca", Self.ca.path, "--apply"]).status == 0)
         #expect(try publishedVersion(of: dir.database, among: [v1, v2]) == 2)
+    }
+
+    /// Waits, up to 20 s, until the HTTPS `server` serves `version` of `dataset` (its catalog polls the store),
+    /// asking over a client that trusts the test CA.
+    static func waitUntilServed(_ version: Int, of dataset: String, by server: URL) async throws {
+        let http = try AsyncHTTPClientTransport.makeHTTPClient(trusting: try TrustedCertificates(pemFile: ca))
+        let url = server.appendingPathComponent("v1/datasets/\(dataset)/manifest").absoluteString
+        var served: Int?
+        let deadline = ContinuousClock.now + .seconds(20)
+        while ContinuousClock.now < deadline {
+            let response = try await http.execute(HTTPClientRequest(url: url), timeout: .seconds(5))
+            let body = try await response.body.collect(upTo: 1 << 20)
+            served = try? Manifest.decode(Data(body.readableBytesView)).version
+            if let served, served >= version { break }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        try await http.shutdown()
+        #expect((served ?? 0) >= version, "the server still serves version \(served.map(String.init) ?? "none")")
     }
 
     @Test(arguments: TransportKind.allCases) func clientLibraryOverHTTPSWithAPrivateCA(_ kind: TransportKind)

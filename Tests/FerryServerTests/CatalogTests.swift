@@ -98,8 +98,11 @@ import Testing
         defer { store.remove() }
         let v1 = try store.publish(blobBytes: 24 << 20, keep: 1)
         let expected = v1.sha256
+        let changes = StoreChanges()
+        var configuration = store.configuration()
+        configuration.storeChanges = changes
 
-        try await store.withLiveServer { client in
+        try await store.withLiveServer(configuration) { client in
             let port = try #require(client.port)
             let connection = try RawHTTPConnection(port: port)
             let (status, length, first) = try await offPool {
@@ -115,7 +118,7 @@ import Testing
             #expect(
                 !FileManager.default.fileExists(atPath: store.store.objectURL(dataset: "trips", sha256: v1.sha256).path)
             )
-            try await Task.sleep(for: .milliseconds(400))  // let the catalog drop version 1
+            await changes.changed()  // the catalog has re-read the store and dropped version 1
 
             // Then the download finishes with exactly the bytes of version 1
             let digest = try await offPool {
@@ -150,7 +153,10 @@ import Testing
         #expect(legacy.sha256 == source.sha256)
 
         let legacyBody = try legacy.jsonData()
-        try await store.withLiveServer { client in
+        let changes = StoreChanges()
+        var configuration = store.configuration()
+        configuration.storeChanges = changes
+        try await store.withLiveServer(configuration) { client in
             // Then the manifest is the legacy one, byte for byte, and the snapshot and version URL serve its file
             let manifest = try await client.execute(uri: "/v1/datasets/old/manifest", method: .get)
             #expect(manifest.status == .ok && manifest.bodyData == legacyBody)
@@ -163,7 +169,7 @@ import Testing
             let lock = try store.store.lock(dataset: "old", wait: false)
             try store.store.cleanLeftovers(dataset: "old")
             lock.unlock()
-            try await Task.sleep(for: .milliseconds(400))  // the catalog polls every 100 ms here
+            await changes.changed()  // the catalog has re-read the migrated store
 
             // Then the answers are unchanged, now from objects/
             let after = try await client.execute(uri: "/v1/datasets/old/manifest", method: .get)

@@ -51,90 +51,31 @@ public enum ScopeSQL {
         }
         indices.append(sql.unicodeScalars.endIndex)
 
-        func isIdent(_ c: Unicode.Scalar) -> Bool {
-            c == "_" || c == "$" || c.properties.isAlphabetic || ("0"..."9").contains(c)
-        }
         let word = Array(":scope".unicodeScalars)
         var out: [Range<String.Index>] = []
         var i = 0
         while i < chars.count {
             let c = chars[i]
+            let next: Unicode.Scalar? = i + 1 < chars.count ? chars[i + 1] : nil
             if c == "'" {
                 let backslashEscapes =
                     i > 0 && (chars[i - 1] == "E" || chars[i - 1] == "e") && (i < 2 || !isIdent(chars[i - 2]))
-                i += 1
-                while i < chars.count {
-                    if backslashEscapes && chars[i] == "\\" {
-                        i += 2
-                        continue
-                    }
-                    if chars[i] == "'" {
-                        if i + 1 < chars.count && chars[i + 1] == "'" {
-                            i += 2
-                            continue
-                        }
-                        break
-                    }
-                    i += 1
-                }
-                i += 1
+                i = endOfQuoted(chars, from: i, backslashEscapes: backslashEscapes)
             } else if c == "\"" {
-                i += 1
-                while i < chars.count {
-                    if chars[i] == "\"" {
-                        if i + 1 < chars.count && chars[i + 1] == "\"" {
-                            i += 2
-                            continue
-                        }
-                        break
-                    }
-                    i += 1
-                }
-                i += 1
-            } else if c == "-" && i + 1 < chars.count && chars[i + 1] == "-" {
+                i = endOfQuoted(chars, from: i, backslashEscapes: false)
+            } else if c == "-" && next == "-" {
                 while i < chars.count && chars[i] != "\n" { i += 1 }
-            } else if c == "/" && i + 1 < chars.count && chars[i + 1] == "*" {
-                var depth = 1
-                i += 2
-                while i < chars.count && depth > 0 {
-                    if chars[i] == "/" && i + 1 < chars.count && chars[i + 1] == "*" {
-                        depth += 1
-                        i += 2
-                    } else if chars[i] == "*" && i + 1 < chars.count && chars[i + 1] == "/" {
-                        depth -= 1
-                        i += 2
-                    } else {
-                        i += 1
-                    }
-                }
+            } else if c == "/" && next == "*" {
+                i = endOfBlockComment(chars, from: i)
             } else if c == "$" && (i == 0 || !isIdent(chars[i - 1])) {
-                // $tag$ … $tag$ (tag may be empty); a $1 parameter is not a dollar quote.
-                var j = i + 1
-                while j < chars.count && chars[j] != "$" && isIdent(chars[j])
-                    && !(j == i + 1 && ("0"..."9").contains(chars[j]))
-                { j += 1 }
-                guard j < chars.count, chars[j] == "$" else {
-                    i += 1
-                    continue
-                }
-                let tag = Array(chars[i...j])
-                var k = j + 1
-                var closed = false
-                while k + tag.count <= chars.count {
-                    if Array(chars[k..<(k + tag.count)]) == tag {
-                        closed = true
-                        break
-                    }
-                    k += 1
-                }
-                i = closed ? k + tag.count : chars.count
+                i = endOfDollarQuote(chars, from: i) ?? i + 1
+            } else if c == ":" && next == ":" {
+                i += 2  // a cast
             } else if c == ":" {
-                if i + 1 < chars.count && chars[i + 1] == ":" {
-                    i += 2  // a cast
-                    continue
-                }
                 let end = i + word.count
-                if end <= chars.count && Array(chars[i..<end]) == word && (end == chars.count || !isIdent(chars[end])) {
+                if end <= chars.count && chars[i..<end].elementsEqual(word)
+                    && (end == chars.count || !isIdent(chars[end]))
+                {
                     out.append(indices[i]..<indices[end])
                     i = end
                 } else {
@@ -145,6 +86,68 @@ public enum ScopeSQL {
             }
         }
         return out
+    }
+
+    /// Whether `c` can stand in an unquoted identifier (or a dollar-quote tag).
+    private static func isIdent(_ c: Unicode.Scalar) -> Bool {
+        c == "_" || c == "$" || c.properties.isAlphabetic || ("0"..."9").contains(c)
+    }
+
+    /// Past the end of the `'…'` or `"…"` that opens at `start` (a doubled quote stays inside; with
+    /// `backslashEscapes`, as in `E'…'`, so does a backslash-escaped character).
+    private static func endOfQuoted(_ chars: [Unicode.Scalar], from start: Int, backslashEscapes: Bool) -> Int {
+        let quote = chars[start]
+        var i = start + 1
+        while i < chars.count {
+            if backslashEscapes && chars[i] == "\\" {
+                i += 2
+                continue
+            }
+            if chars[i] == quote {
+                if i + 1 < chars.count && chars[i + 1] == quote {
+                    i += 2
+                    continue
+                }
+                break
+            }
+            i += 1
+        }
+        return i + 1
+    }
+
+    /// Past the end of the (nestable) `/* … */` comment that opens at `start`.
+    private static func endOfBlockComment(_ chars: [Unicode.Scalar], from start: Int) -> Int {
+        var depth = 1
+        var i = start + 2
+        while i < chars.count && depth > 0 {
+            if chars[i] == "/" && i + 1 < chars.count && chars[i + 1] == "*" {
+                depth += 1
+                i += 2
+            } else if chars[i] == "*" && i + 1 < chars.count && chars[i + 1] == "/" {
+                depth -= 1
+                i += 2
+            } else {
+                i += 1
+            }
+        }
+        return i
+    }
+
+    /// Past the end of the `$tag$ … $tag$` that opens at `start` (the tag may be empty; an unclosed one runs to
+    /// the end), or nil when the `$` opens no dollar quote (a `$1` parameter is none).
+    private static func endOfDollarQuote(_ chars: [Unicode.Scalar], from start: Int) -> Int? {
+        var j = start + 1
+        while j < chars.count && chars[j] != "$" && isIdent(chars[j])
+            && !(j == start + 1 && ("0"..."9").contains(chars[j]))
+        { j += 1 }
+        guard j < chars.count, chars[j] == "$" else { return nil }
+        let tag = chars[start...j]
+        var k = j + 1
+        while k + tag.count <= chars.count {
+            if chars[k..<(k + tag.count)].elementsEqual(tag) { return k + tag.count }
+            k += 1
+        }
+        return chars.count
     }
 }
 

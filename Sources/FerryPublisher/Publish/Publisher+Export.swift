@@ -21,6 +21,12 @@ extension Publisher {
         let result: ExportResult
     }
 
+    /// The scopes' entries of the new manifest, and which scopes kept their current version.
+    struct StoredScopes {
+        var entries: [ScopeEntry] = []
+        var unchangedScopes: Set<String?> = []
+    }
+
     func publish(
         template: Template, store: FileSnapshotStore, started: ContinuousClock.Instant, changed: Set<String>? = nil,
         isCancelled: @escaping @Sendable () -> Bool = { false }, snapshotID: String? = nil, version: Int? = nil
@@ -71,34 +77,47 @@ extension Publisher {
 
         var phases = PublishPhases()
         for export in exports { phases.add(export.result.phases) }
-        var incremental = IncrementalCounts()
-        for export in exports { if let counts = export.result.incremental { incremental.add(counts) } }
-        let builtIncrementally = exports.filter { $0.result.incremental != nil }.count
         let kept = Set(exports.flatMap(\.result.keptTables)).sorted()
         if !kept.isEmpty {
             logger.info(
                 "tables kept from the current version without reading them",
                 metadata: ["dataset": "\(dataset)", "tables": "\(kept)"])
         }
-        var entries: [ScopeEntry] = []
-        var unchangedScopes: Set<String?> = []
+        let stored = try storeExports(
+            exports, after: comparable, template: template, version: version, createdAt: createdAt,
+            gzipLevel: gzipLevel, store: store, phases: &phases)
+        var result = try commit(
+            stored, template: template, scopes: scopes, previous: previous, comparable: comparable,
+            version: version, createdAt: createdAt, store: store, started: started, phases: phases)
+        var incremental = IncrementalCounts()
+        for export in exports { if let counts = export.result.incremental { incremental.add(counts) } }
+        result.incremental = exports.contains { $0.result.incremental != nil } ? incremental : nil
+        result.keptTables = kept
+        return result
+    }
+
+    /// Moves each scope's export into the store (or drops it: when its data equals its current version's, or
+    /// another scope of this publish already stored the same data) and builds its entry of the new manifest, with
+    /// patches from its older versions.
+    private func storeExports(
+        _ exports: [ScopeExport], after comparable: StoredManifest?, template: Template, version: Int,
+        createdAt: String, gzipLevel: Int, store: FileSnapshotStore, phases: inout PublishPhases
+    ) throws -> StoredScopes {
+        let dataset = template.dataset
+        var stored = StoredScopes()
         var storedByDigest: [String: FileSnapshotStore.StoredObject] = [:]
         for export in exports {
             let before = comparable?.entry(for: export.scope)
             if let before, before.current.dataDigest == export.result.dataDigest {
-                try export.result.prepared?.discard()
-                try DurableFile.remove(export.file)
-                if let rowIndex = export.result.rowIndex { try DurableFile.remove(rowIndex) }
-                entries.append(
+                try discard(export)
+                stored.entries.append(
                     ScopeEntry(scope: export.scope, retained: Array(before.retained.suffix(configuration.keep))))
-                unchangedScopes.insert(export.scope)
+                stored.unchangedScopes.insert(export.scope)
                 continue
             }
             let object: FileSnapshotStore.StoredObject
             if let shared = storedByDigest[export.result.dataDigest] {
-                try export.result.prepared?.discard()
-                try DurableFile.remove(export.file)
-                if let rowIndex = export.result.rowIndex { try DurableFile.remove(rowIndex) }
+                try discard(export)
                 object = shared
             } else {
                 object = try phases.time(.store) {
@@ -129,26 +148,41 @@ extension Publisher {
                         from: Array(retained.dropLast()), in: comparable, store: store, diff: export.result.changeset)
                 }
             }
-            entries.append(ScopeEntry(scope: export.scope, retained: retained.dropLast() + [record]))
+            stored.entries.append(ScopeEntry(scope: export.scope, retained: retained.dropLast() + [record]))
         }
+        return stored
+    }
 
-        let newVersion = entries.count > unchangedScopes.count
+    /// Removes an export that goes into no store: its file, its row index and a prepared gzip copy.
+    private func discard(_ export: ScopeExport) throws {
+        try export.result.prepared?.discard()
+        try DurableFile.remove(export.file)
+        if let rowIndex = export.result.rowIndex { try DurableFile.remove(rowIndex) }
+    }
+
+    /// Writes the new manifest of `stored`'s entries, unless it equals `previous` (then nothing is written and the
+    /// result is `unchanged`).
+    private func commit(
+        _ stored: StoredScopes, template: Template, scopes: [String?], previous: StoredManifest?,
+        comparable: StoredManifest?, version: Int, createdAt: String, store: FileSnapshotStore,
+        started: ContinuousClock.Instant, phases: PublishPhases
+    ) throws -> PublishResult {
+        let dataset = template.dataset
+        var phases = phases
+        let newVersion = stored.entries.count > stored.unchangedScopes.count
         let manifest = StoredManifest(
             dataset: dataset, scoped: template.scope != nil, schemaVersion: template.schemaVersion,
             lastVersion: newVersion ? version : (previous?.lastVersion ?? 0),
-            createdAt: newVersion ? createdAt : (previous?.createdAt ?? createdAt), scopes: entries)
+            createdAt: newVersion ? createdAt : (previous?.createdAt ?? createdAt), scopes: stored.entries)
         let seconds = { (ContinuousClock.now - started).seconds }
         let sameScopes = comparable.map { Set($0.scopes.map(\.scope)) == Set(scopes) } ?? false
-        let unchanged = !newVersion && sameScopes
         if let previous, previous == manifest {
             logger.info(
                 "data unchanged; no new version",
                 metadata: ["dataset": "\(dataset)", "version": "\(previous.lastVersion)"])
-            var result = PublishResult(
-                stored: previous, unchangedScopes: unchangedScopes, unchanged: true, seconds: seconds(), phases: phases,
-                incremental: builtIncrementally > 0 ? incremental : nil)
-            result.keptTables = kept
-            return result
+            return PublishResult(
+                stored: previous, unchangedScopes: stored.unchangedScopes, unchanged: true, seconds: seconds(),
+                phases: phases)
         }
         try phases.time(.manifest) {
             if configuration.storeIsCache {
@@ -162,16 +196,13 @@ extension Publisher {
         logger.info(
             newVersion ? "published" : "retention changed; no new version",
             metadata: [
-                "dataset": "\(dataset)", "version": "\(manifest.lastVersion)", "scopes": "\(entries.count)",
-                "files": "\(Set(entries.map(\.current.sha256)).count)", "dropped": "\(dropped.count)",
+                "dataset": "\(dataset)", "version": "\(manifest.lastVersion)", "scopes": "\(stored.entries.count)",
+                "files": "\(Set(stored.entries.map(\.current.sha256)).count)", "dropped": "\(dropped.count)",
                 "seconds": "\(seconds())",
             ])
-        var result = PublishResult(
-            stored: manifest, unchangedScopes: unchangedScopes, unchanged: unchanged, seconds: seconds(),
-            phases: phases,
-            incremental: builtIncrementally > 0 ? incremental : nil)
-        result.keptTables = kept
-        return result
+        return PublishResult(
+            stored: manifest, unchangedScopes: stored.unchangedScopes, unchanged: !newVersion && sameScopes,
+            seconds: seconds(), phases: phases)
     }
 
     /// Patches from each older retained version of a scope to its new version `record`: the diff from the previous

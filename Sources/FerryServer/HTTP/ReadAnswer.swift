@@ -20,34 +20,37 @@ enum ReadTarget: Equatable, Sendable {
 
     /// `{version}` of a version URL: 400 unless a canonical version number.
     static func parseVersion(_ text: String) throws -> ReadTarget {
-        guard let number = SnapshotResponder.versionNumber(text) else {
-            throw ServerError(
-                .badRequest, code: .badInput,
-                "version '\(text.prefix(40))' is malformed: use a positive decimal integer without leading zeros")
-        }
-        return .version(number)
+        .version(
+            try parsed(
+                SnapshotResponder.versionNumber(text), "version", text,
+                fix: "use a positive decimal integer without leading zeros"))
     }
 
     /// `{from}-{to}` of a patch URL: 400 unless two canonical version numbers, `from` below `to`.
     static func parsePatch(_ text: String) throws -> ReadTarget {
-        guard let key = PatchKey(text) else {
-            throw ServerError(
-                .badRequest, code: .badInput,
-                "patch '\(text.prefix(40))' is malformed: use FROM-TO, two version numbers without leading zeros, FROM below TO"
-            )
-        }
-        return .patch(key)
+        .patch(
+            try parsed(
+                PatchKey(text), "patch", text,
+                fix: "use FROM-TO, two version numbers without leading zeros, FROM below TO"))
     }
 
     /// `{object}` of an object URL: 400 unless an ``ObjectName``.
     static func parseObject(_ text: String) throws -> ReadTarget {
-        guard let object = ObjectName(text) else {
-            throw ServerError(
-                .badRequest, code: .badInput,
-                "object '\(text.prefix(80))' is malformed: use <sha256>.sqlite, <sha256>.sqlite.gz or <sha256>.patch.gz (64 lowercase hex digits)"
-            )
+        .object(
+            try parsed(
+                ObjectName(text), "object", text, shown: 80,
+                fix: "use <sha256>.sqlite, <sha256>.sqlite.gz or <sha256>.patch.gz (64 lowercase hex digits)"))
+    }
+
+    /// `value`, parsed from a URL's `text`; nil is a 400 that shows the first `shown` characters of the `what` and
+    /// says how to `fix` it.
+    private static func parsed<T>(_ value: T?, _ what: String, _ text: String, shown: Int = 40, fix: String) throws
+        -> T
+    {
+        guard let value else {
+            throw ServerError(.badRequest, code: .badInput, "\(what) '\(text.prefix(shown))' is malformed: \(fix)")
         }
-        return .object(object)
+        return value
     }
 }
 

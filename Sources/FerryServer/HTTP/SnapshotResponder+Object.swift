@@ -31,8 +31,7 @@ extension SnapshotResponder {
     /// The object lookup of a version URL (`patch: false`) or a patch URL (`patch: true`).
     func objectLookup(_ request: Request, context: some RequestContext, patch: Bool) async throws -> Response {
         let name = try Self.datasetName(context)
-        let entry =
-            patch ? try await patchEntry(request, context: context) : try await versionEntry(request, context: context)
+        let entry = try await self.entry(request, context: context, patch: patch)
         let selected = patch ? entry.identity : Self.select(request, entry: entry)
         let lookup = ObjectLookup(
             dataset: name, version: entry.version, object: selected.object.description,

@@ -36,16 +36,20 @@ struct SnapshotResponder: Sendable {
     /// A version URL answers only from the caller's own view: on a scoped dataset, a version number of another scope
     /// is 404 exactly like a number that never existed.
     func version(_ request: Request, context: some RequestContext) async throws -> Response {
-        try await respond(to: request, context: context) {
-            try ReadTarget.parseVersion(context.parameters.get("version") ?? "")
-        }
+        try await respond(to: request, context: context) { try Self.versionTarget(context) }
     }
 
-    /// The retained version `{version}` of `{dataset}` in the caller's own view (the object lookup of a version
-    /// URL): 400 when the number is malformed, 404 when the view does not retain it.
-    func versionEntry(_ request: Request, context: some RequestContext) async throws -> VersionEntry {
+    /// The `{version}` of a version URL: 400 when the number is malformed.
+    static func versionTarget(_ context: some RequestContext) throws -> ReadTarget {
+        try ReadTarget.parseVersion(context.parameters.get("version") ?? "")
+    }
+
+    /// The retained version (or, with `patch`, the patch) that a version or patch URL names, in the caller's own
+    /// view (the object lookup of that URL): 400 when the URL's parameter is malformed, 404 when the view does not
+    /// retain it.
+    func entry(_ request: Request, context: some RequestContext, patch: Bool) async throws -> VersionEntry {
         let name = try Self.datasetName(context)
-        let target = try ReadTarget.parseVersion(context.parameters.get("version") ?? "")
+        let target = try patch ? Self.patchTarget(context) : Self.versionTarget(context)
         let (view, _, dataset) = try await access.view(request, dataset: name)
         return try ReadAnswer.entry(target, in: view, dataset: dataset)
     }

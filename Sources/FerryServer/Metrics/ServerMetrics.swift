@@ -40,35 +40,31 @@ final class ServerMetrics: Sendable {
 
     /// `ferry_http_requests_total{route,status}`, made on first use.
     func requestsCounter(route: String, status: Int) -> Metrics.Counter {
-        let key = Key(route: route, status: status)
-        return requests.withLock { counters in
-            if let counter = counters[key] { return counter }
-            let counter = Metrics.Counter(
-                label: "ferry_http_requests_total", dimensions: [("route", route), ("status", String(status))],
-                factory: factory)
-            counters[key] = counter
-            return counter
-        }
+        counter(
+            in: requests, Key(route: route, status: status), label: "ferry_http_requests_total",
+            dimensions: [("route", route), ("status", String(status))])
     }
 
     /// `ferry_http_not_modified_total{route}`, made on first use.
     func notModifiedCounter(route: String) -> Metrics.Counter {
-        notModified.withLock { counters in
-            if let counter = counters[route] { return counter }
-            let counter = Metrics.Counter(
-                label: "ferry_http_not_modified_total", dimensions: [("route", route)], factory: factory)
-            counters[route] = counter
-            return counter
-        }
+        counter(in: notModified, route, label: "ferry_http_not_modified_total", dimensions: [("route", route)])
     }
 
     /// The counter of body bytes for `route`; streaming bodies increment it per chunk.
     func bytesCounter(route: String) -> Metrics.Counter {
-        bytes.withLock { counters in
-            if let counter = counters[route] { return counter }
-            let counter = Metrics.Counter(
-                label: "ferry_http_response_bytes_total", dimensions: [("route", route)], factory: factory)
-            counters[route] = counter
+        counter(in: bytes, route, label: "ferry_http_response_bytes_total", dimensions: [("route", route)])
+    }
+
+    /// The counter `counters` holds under `key`, made with `label` and `dimensions` on first use (the dimensions
+    /// are only built then: the requests' hot path finds its counter without allocating).
+    private func counter<K: Hashable>(
+        in counters: Locked<[K: Metrics.Counter]>, _ key: K, label: String,
+        dimensions: @autoclosure () -> [(String, String)]
+    ) -> Metrics.Counter {
+        counters.withLock { counters in
+            if let counter = counters[key] { return counter }
+            let counter = Metrics.Counter(label: label, dimensions: dimensions(), factory: factory)
+            counters[key] = counter
             return counter
         }
     }
@@ -100,16 +96,12 @@ final class ServerMetrics: Sendable {
 
     /// Counts rows removed by retention: `kind` is `tombstones` or `changes`.
     func recordPruned(dataset: String, kind: String, count: Int) {
-        let counter = pruned.withLock { counters in
-            let key = Key(route: dataset, status: kind == "tombstones" ? 0 : 1)
-            if let counter = counters[key] { return counter }
-            let counter = Metrics.Counter(
-                label: "ferry_retention_pruned_total", dimensions: [("dataset", dataset), ("kind", kind)],
-                factory: factory)
-            counters[key] = counter
-            return counter
-        }
-        counter.increment(by: count)
+        counter(
+            in: pruned, Key(route: dataset, status: kind == "tombstones" ? 0 : 1),
+            label: "ferry_retention_pruned_total",
+            dimensions: [("dataset", dataset), ("kind", kind)]
+        )
+        .increment(by: count)
     }
 
     /// Records how many manifest long-polls wait now; the gauge is made when the first one is seen, so a server

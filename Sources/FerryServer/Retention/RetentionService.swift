@@ -70,18 +70,12 @@ final class RetentionService: Service {
                 pruned.withLock { $0[dataset] = cutoffText }
                 continue
             }
-            do {
-                let count = try await merger.pruneTombstones(before: cutoff)
-                pruned.withLock { $0[dataset] = cutoffText }
-                metrics?.recordPruned(dataset: dataset, kind: "tombstones", count: count)
-                logger.info(
-                    "pruned tombstones older than the oldest retained snapshot",
-                    metadata: ["dataset": "\(dataset)", "before": "\(cutoffText)", "removed": "\(count)"])
-            } catch {
-                logger.warning(
-                    "pruning tombstones failed; retrying at the next check",
-                    metadata: ["dataset": "\(dataset)", "error": "\(error)"])
-            }
+            let done = await prune(
+                "tombstones", of: dataset, before: cutoffText,
+                done: "pruned tombstones older than the oldest retained snapshot",
+                failed: "pruning tombstones failed; retrying at the next check"
+            ) { try await merger.pruneTombstones(before: cutoff) }
+            if done { pruned.withLock { $0[dataset] = cutoffText } }
         }
     }
 
@@ -89,17 +83,29 @@ final class RetentionService: Service {
     func pruneChanges(now: Date) async {
         let cutoff = now.addingTimeInterval(-Double(changeRetention.components.seconds))
         for (dataset, merger) in mergers.sorted(by: { $0.key < $1.key }) {
-            do {
-                let count = try await merger.pruneProcessedChanges(before: cutoff)
-                metrics?.recordPruned(dataset: dataset, kind: "changes", count: count)
-                logger.info(
-                    "pruned stored change answers",
-                    metadata: ["dataset": "\(dataset)", "before": "\(Timestamp.format(cutoff))", "removed": "\(count)"])
-            } catch {
-                logger.warning(
-                    "pruning stored change answers failed; retrying at the next sweep",
-                    metadata: ["dataset": "\(dataset)", "error": "\(error)"])
-            }
+            await prune(
+                "changes", of: dataset, before: Timestamp.format(cutoff), done: "pruned stored change answers",
+                failed: "pruning stored change answers failed; retrying at the next sweep"
+            ) { try await merger.pruneProcessedChanges(before: cutoff) }
+        }
+    }
+
+    /// Runs one prune of `kind` (`tombstones` or `changes`) of `dataset`, then counts and logs the rows it removed
+    /// (`done`); a failure is logged (`failed`) and left to the next check. Whether it succeeded.
+    @discardableResult
+    private func prune(
+        _ kind: String, of dataset: String, before cutoff: String, done: String, failed: String,
+        _ body: () async throws -> Int
+    ) async -> Bool {
+        do {
+            let count = try await body()
+            metrics?.recordPruned(dataset: dataset, kind: kind, count: count)
+            logger.info(
+                "\(done)", metadata: ["dataset": "\(dataset)", "before": "\(cutoff)", "removed": "\(count)"])
+            return true
+        } catch {
+            logger.warning("\(failed)", metadata: ["dataset": "\(dataset)", "error": "\(error)"])
+            return false
         }
     }
 }

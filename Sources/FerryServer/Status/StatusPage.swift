@@ -118,7 +118,35 @@ enum StatusPage {
         if dataset.scoped { html += #" <span class="tag">scoped</span>"# }
         if dataset.retired { html += #" <span class="tag">retired: answered 410</span>"# }
         html += #"</h3><dl class="numbers">"#
-        html += item("Version", field("\(path).version", dataset.version, "v\(dataset.version)"))
+        html += numbers(dataset, path: path)
+        html += "</dl>"
+        if dataset.scoped {
+            html +=
+                "<p class=\"note\">Sums over every scope's current snapshot; versions show the dataset as of each number.</p>"
+        }
+        html += "<figure>"
+        html += StatusPlot.versions(
+            name: "dataset-\(dataset.name)", title: "\(dataset.name): snapshot size and rows over retained versions",
+            versions: dataset.retained)
+        let patched = dataset.retained.contains { !$0.patches.isEmpty }
+        html += "<figcaption>Size (solid line, round markers)"
+        if patched { html += ", patch from the previous version (dotted line, triangle markers, same scale)" }
+        html +=
+            " and rows (dashed line, square markers) per retained version, publish times in UTC.</figcaption></figure>"
+        html += retainedTable(dataset, path: path)
+        html +=
+            #"<div class="scroll"><table><caption>Rows per table (current)</caption><thead><tr><th scope="col">Table</th><th scope="col" class="num">Rows</th></tr></thead><tbody>"#
+        for table in dataset.tables.keys.sorted() {
+            let rows = dataset.tables[table] ?? 0
+            html +=
+                "<tr><td>\(StatusFormat.escape(table))</td><td class=\"num\">\(field("\(path).tables.\(table)", rows, StatusFormat.count(rows)))</td></tr>"
+        }
+        return html + "</tbody></table></div></article>"
+    }
+
+    /// The items of a dataset card's numbers: version, devices, age, sizes, rows, the newest patch and the scopes.
+    static func numbers(_ dataset: StatusReport.Dataset, path: String) -> String {
+        var html = item("Version", field("\(path).version", dataset.version, "v\(dataset.version)"))
         html += item(
             "Devices", field("\(path).devices24h", dataset.devices24h, StatusFormat.count(dataset.devices24h)),
             note: "seen in the last 24 h")
@@ -152,21 +180,12 @@ enum StatusPage {
                     "\(path).scopes.largest.rows", scopes.largest.rows,
                     "\(StatusFormat.count(scopes.largest.rows)) rows"))
         }
-        html += "</dl>"
-        if dataset.scoped {
-            html +=
-                "<p class=\"note\">Sums over every scope's current snapshot; versions show the dataset as of each number.</p>"
-        }
-        html += "<figure>"
-        html += StatusPlot.versions(
-            name: "dataset-\(dataset.name)", title: "\(dataset.name): snapshot size and rows over retained versions",
-            versions: dataset.retained)
-        let patched = dataset.retained.contains { !$0.patches.isEmpty }
-        html += "<figcaption>Size (solid line, round markers)"
-        if patched { html += ", patch from the previous version (dotted line, triangle markers, same scale)" }
-        html +=
-            " and rows (dashed line, square markers) per retained version, publish times in UTC.</figcaption></figure>"
-        html +=
+        return html
+    }
+
+    /// The table of a dataset's retained versions, newest first, with their patches.
+    static func retainedTable(_ dataset: StatusReport.Dataset, path: String) -> String {
+        var html =
             #"<div class="scroll"><table><caption>Retained versions</caption><thead><tr><th scope="col">Version</th><th scope="col">Published (UTC)</th>"#
         html +=
             #"<th scope="col" class="num">Size</th><th scope="col" class="num">Gzip</th><th scope="col" class="num">Patches</th>"#
@@ -188,15 +207,7 @@ enum StatusPage {
             html +=
                 "<td class=\"num\">\(field("\(row).rows", version.rows, StatusFormat.count(version.rows)))</td></tr>"
         }
-        html += "</tbody></table></div>"
-        html +=
-            #"<div class="scroll"><table><caption>Rows per table (current)</caption><thead><tr><th scope="col">Table</th><th scope="col" class="num">Rows</th></tr></thead><tbody>"#
-        for table in dataset.tables.keys.sorted() {
-            let rows = dataset.tables[table] ?? 0
-            html +=
-                "<tr><td>\(StatusFormat.escape(table))</td><td class=\"num\">\(field("\(path).tables.\(table)", rows, StatusFormat.count(rows)))</td></tr>"
-        }
-        return html + "</tbody></table></div></article>"
+        return html + "</tbody></table></div>"
     }
 
     static func item(_ term: String, _ value: String, note: String? = nil) -> String {

@@ -1,0 +1,123 @@
+import FerryCore
+import FerryStore
+import Foundation
+import Logging
+
+/// Loading one dataset's manifest into a ``SnapshotCatalog/DatasetState``.
+extension SnapshotCatalog {
+    /// Opens every file the manifest names (once per checksum, reusing the previous state's) and builds one view per
+    /// scope: the single implicit scope of an unscoped dataset is everyone's view. A missing current file is an
+    /// error; a missing older one is skipped (retention raced us).
+    func load(dataset name: String, identity: StoreRevision, previous: DatasetState?) throws -> DatasetState {
+        let manifestPath = store.manifestURL(dataset: name).path
+        guard let manifest = try store.storedManifest(for: name) else {
+            throw FerryError(.io, "cannot read manifest", path: manifestPath)
+        }
+        guard manifest.dataset == name else {
+            throw FerryError(
+                .store, "manifest names dataset '\(manifest.dataset)' but lives in '\(name)'", path: manifestPath,
+                key: "dataset")
+        }
+        var files = OpenFiles(previous: previous)
+        var views: [String: SnapshotView] = [:]
+        var everyone: SnapshotView?
+        for entry in manifest.scopes {
+            let view = try openView(of: entry, in: manifest, files: &files)
+            if let scope = entry.scope { views[scope] = view } else { everyone = view }
+        }
+        let access: DatasetState.Access
+        if manifest.scoped {
+            access = .scoped(views)
+        } else if let everyone {
+            access = .everyone(everyone)
+        } else {
+            throw FerryError(.store, "the manifest names no version", path: manifestPath, key: "scopes")
+        }
+        var state = DatasetState(
+            access: access, identity: identity, lastVersion: manifest.lastVersion, createdAt: manifest.createdAt,
+            oldestRetainedCreatedAt: manifest.oldestRetainedCreatedAt, objects: files.objects)
+        state.patchFiles = files.patchFiles
+        state.retiredAt = manifest.retiredAt
+        return state
+    }
+
+    /// The files one load has opened (or taken over from the previous state), by checksum.
+    struct OpenFiles {
+        let previous: DatasetState?
+        var objects: [String: OpenObject] = [:]
+        var patchFiles: [String: OpenFile] = [:]
+    }
+
+    /// The view of one scope `entry`: its retained versions whose files are there, and their patches.
+    func openView(of entry: ScopeEntry, in manifest: StoredManifest, files: inout OpenFiles) throws -> SnapshotView {
+        let name = manifest.dataset
+        var versions: [Int: VersionEntry] = [:]
+        var patches: [PatchKey: VersionEntry] = [:]
+        for record in entry.retained {
+            for patch in record.patches ?? [] {
+                guard let file = try openPatch(patch, dataset: name, files: &files) else { continue }
+                patches[PatchKey(from: patch.from, to: patch.to)] = .patch(
+                    dataset: name, patch, to: record, file: file, scoped: manifest.scoped)
+            }
+            let object: OpenObject
+            let paths = store.files(of: record, in: manifest)
+            if let known = files.objects[record.sha256] ?? files.previous?.objects[record.sha256] {
+                object = known
+            } else if let opened = try openObject(
+                snapshotPath: paths.snapshot.path, gzipPath: paths.gzip.path, record: record)
+            {
+                object = opened
+            } else {
+                continue
+            }
+            files.objects[record.sha256] = object
+            versions[record.version] = VersionEntry(
+                dataset: name, record: record, snapshot: object.snapshot, gzipFile: object.gzip,
+                gzipSHA256: object.gzipSHA256,
+                scoped: manifest.scoped)
+        }
+        guard let latest = versions[entry.current.version] else {
+            throw FerryError(
+                .store, "\(entry.scope.map { "scope '\($0)': " } ?? "")the current snapshot's file is missing",
+                path: store.files(of: entry.current, in: manifest).snapshot.path)
+        }
+        return try SnapshotView(
+            manifest: entry.manifest(dataset: name), scoped: manifest.scoped, latest: latest, versions: versions,
+            patches: patches)
+    }
+
+    /// A patch's file, checked against its size; nil (and a warning) when it is missing.
+    func openPatch(_ patch: PatchRef, dataset name: String, files: inout OpenFiles) throws -> OpenFile? {
+        let path = store.patchURL(dataset: name, sha256: patch.sha256).path
+        guard
+            let file = try files.patchFiles[patch.sha256] ?? files.previous?.patchFiles[patch.sha256]
+                ?? OpenFile.open(path: path)
+        else {
+            logger.warning(
+                "a patch named by the manifest is missing; devices take the full download",
+                metadata: ["path": .string(path)])
+            return nil
+        }
+        guard file.size == patch.size else {
+            throw FerryError(.store, "patch is \(file.size) bytes but its record says \(patch.size)", path: path)
+        }
+        files.patchFiles[patch.sha256] = file
+        return file
+    }
+
+    /// Opens a snapshot file and its gzip copy, checking their sizes against the record; nil when the snapshot is gone.
+    func openObject(snapshotPath path: String, gzipPath: String, record: VersionRecord) throws -> OpenObject? {
+        guard let snapshot = try OpenFile.open(path: path) else { return nil }
+        guard snapshot.size == record.size else {
+            throw FerryError(
+                .store, "snapshot is \(snapshot.size) bytes but its record says \(record.size)", path: path)
+        }
+        if let file = try OpenFile.open(path: gzipPath) {
+            if file.size == record.gzipSize {
+                return OpenObject(snapshot: snapshot, gzip: file, gzipSHA256: try file.sha256Hex())
+            }
+            logger.warning("gzip copy has the wrong size; serving identity only", metadata: ["path": .string(gzipPath)])
+        }
+        return OpenObject(snapshot: snapshot, gzip: nil, gzipSHA256: nil)
+    }
+}
