@@ -44,6 +44,8 @@ public struct BucketPublisher: Publishing {
     public var partsInFlight: Int = 4
     /// Test hook: runs after the objects are uploaded, just before the manifest is written.
     var beforeManifestWrite: (@Sendable () async throws -> Void)?
+    /// Test hook: called with an object's name each time a cached file is hashed (``CachedDigests``).
+    var hashed: (@Sendable (String) -> Void)?
     let logger: Logger
 
     public init(
@@ -62,8 +64,11 @@ public struct BucketPublisher: Publishing {
     /// The key of the list of unreferenced objects and when each was first seen unreferenced.
     public func unreferencedKey(dataset: String) -> String { layout.datasetPrefix(dataset) + "unreferenced.json" }
 
+    /// Publishes once into the bucket (steps 1–6 above) and returns the publish's result, with what moved as its
+    /// ``PublishResult/bucket`` (``BucketTransfer``, key `bucket` of `publish --json`).
     public func publish(changedTables: Set<String>?) async throws -> PublishResult {
-        let dataset = try Template.load(path: configuration.templatePath).dataset
+        let templatePath = configuration.templatePath
+        let dataset = try await ThreadJob.run(name: Self.lane) { try Template.load(path: templatePath).dataset }
         let cache = FileSnapshotStore(root: configuration.store)
         var transfer = BucketTransfer()
 
@@ -72,13 +77,14 @@ public struct BucketPublisher: Publishing {
 
         // 2. The cache in line with the bucket.
         let syncStarted = ContinuousClock.now
-        try await syncCache(dataset: dataset, remote: remote?.manifest, cache: cache, transfer: &transfer)
+        let digests = try await syncCache(dataset: dataset, remote: remote?.manifest, cache: cache, transfer: &transfer)
         transfer.downloadSeconds = Self.seconds(ContinuousClock.now - syncStarted)
 
         // 3. The normal publish, into the cache.
         var result = try await Publisher(configuration: configuration, logger: logger).publish(
             changedTables: changedTables)
-        guard let manifest = try cache.storedManifest(for: dataset) else {
+        let stored = try await ThreadJob.run(name: Self.lane) { try cache.storedManifest(for: dataset) }
+        guard let manifest = stored else {
             throw FerryError(
                 .store, "the publish left no manifest in the cache", path: cache.manifestURL(dataset: dataset).path)
         }
@@ -106,11 +112,16 @@ public struct BucketPublisher: Publishing {
 
         // 6. Retention, with a grace period.
         try await retain(dataset: dataset, manifest: manifest, inBucket: inBucket, transfer: &transfer)
-        pruneCache(dataset: dataset, manifest: manifest, cache: cache)
+        try await pruneCache(dataset: dataset, manifest: manifest, cache: cache, digests: digests)
         for note in transfer.notes { logger.notice("\(note)", metadata: ["dataset": "\(dataset)"]) }
         result.bucket = transfer
         return result
     }
+
+    /// The name of the publish lane's threads (`ThreadJob.run`): every blocking step of a bucket publish (reading
+    /// the template and manifests, hashing, reading files to upload, fsync, rename, pruning) runs there, off the
+    /// cooperative pool, on a thread of its own, as the publish itself does (docs/ARCHITECTURE.md, "Concurrency").
+    static let lane = "ferry-bucket-publish"
 
     static func seconds(_ duration: Duration) -> Double {
         Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
@@ -142,92 +153,6 @@ public struct BucketPublisher: Publishing {
             manifest: try StoredManifest.decode(object.body, path: "s3://\(layout.bucket)/\(key)"), etag: etag)
     }
 
-    /// Replaces the cache's manifest with the bucket's, and fetches what an incremental build and its patches read:
-    /// each scope's current file (verified), its row index and the patches that led to it.
-    func syncCache(
-        dataset: String, remote: StoredManifest?, cache: FileSnapshotStore, transfer: inout BucketTransfer
-    ) async throws {
-        try DurableFile.makeDirectory(cache.objectsDirectory(dataset: dataset))
-        let manifestURL = cache.manifestURL(dataset: dataset)
-        guard let remote else {
-            // A bucket without the dataset: the cache starts afresh too.
-            if FileManager.default.fileExists(atPath: manifestURL.path) { try DurableFile.remove(manifestURL) }
-            return
-        }
-        // An unreadable cached manifest is replaced like a stale one: the bucket's is the truth.
-        if (try? cache.storedManifest(for: dataset)) != remote {
-            try DurableFile.write(try remote.jsonData(), to: manifestURL)
-        }
-        var done: Set<String> = []
-        for entry in remote.scopes {
-            let current = entry.current
-            guard done.insert(current.sha256).inserted else { continue }
-            let snapshot = "\(current.sha256).sqlite"
-            if !(try await fetch(
-                dataset: dataset, name: snapshot, sha256: current.sha256, cache: cache, transfer: &transfer))
-            {
-                transfer.notes.append(
-                    "version \(current.version)\(entry.scope.map { " of scope \($0)" } ?? ""): \(snapshot) is in "
-                        + "neither the cache nor the bucket; building from scratch, without patches")
-                continue
-            }
-            if !(try await fetch(
-                dataset: dataset, name: "\(current.sha256).rows", sha256: nil, cache: cache, transfer: &transfer))
-            {
-                transfer.notes.append(
-                    "version \(current.version)\(entry.scope.map { " of scope \($0)" } ?? ""): no row index "
-                        + "(\(current.sha256).rows) in the bucket; building from scratch")
-            }
-            for patch in current.published.patches ?? [] {
-                if !(try await fetch(
-                    dataset: dataset, name: "\(patch.sha256).patch.gz", sha256: patch.sha256, cache: cache,
-                    transfer: &transfer))
-                {
-                    transfer.notes.append(
-                        "patch \(patch.from)-\(patch.to) is not in the bucket; no patch from version \(patch.from)")
-                }
-            }
-        }
-    }
-
-    /// Makes sure the cache holds object `name` (with SHA-256 `sha256` when given): keeps a good local copy, else
-    /// streams the bucket's into a temp file, verifies, fsyncs and renames it. False when the bucket has none.
-    func fetch(
-        dataset: String, name: String, sha256: String?, cache: FileSnapshotStore, transfer: inout BucketTransfer
-    ) async throws -> Bool {
-        let local = cache.objectsDirectory(dataset: dataset).appendingPathComponent(name)
-        if FileManager.default.fileExists(atPath: local.path) {
-            guard let sha256 else { return true }
-            if try FileDigest.sha256Hex(of: local) == sha256 { return true }
-            logger.warning(
-                "a cached object does not match its checksum; downloading it again", metadata: ["file": "\(local.path)"]
-            )
-        }
-        let temp = cache.objectsDirectory(dataset: dataset).appendingPathComponent(".\(name).\(UUID().uuidString).tmp")
-        defer { try? FileManager.default.removeItem(at: temp) }  // gone after the rename; a leftover is pruned
-        let key = layout.objectKey(dataset: dataset, name: name)
-        let got: S3Download
-        do {
-            got = try await s3.download(bucket: layout.bucket, key: key, to: temp)
-        } catch let error as FerryError
-            where (error.underlying as? S3ErrorResponse).map({ $0.status == 404 && $0.code != "NoSuchBucket" }) == true
-        {
-            return false  // the bucket has no such object (a missing bucket is an error)
-        }
-        // The download hashed the bytes as they arrived: no second read of the file.
-        if let sha256, got.sha256 != sha256 {
-            throw FerryError(
-                .verification,
-                "s3://\(layout.bucket)/\(key) has SHA-256 \(got.sha256), not the \(sha256) its name promises: "
-                    + "delete the object and publish with --full")
-        }
-        try DurableFile.sync(temp)
-        try DurableFile.rename(temp, to: local)
-        transfer.downloaded += 1
-        transfer.downloadedBytes += got.size
-        return true
-    }
-
     // MARK: 4: uploading
 
     /// The object names (in `objects/`) a manifest needs in the bucket: every retained version's file, gzip copy
@@ -254,7 +179,14 @@ public struct BucketPublisher: Publishing {
                 continue
             }
             let file = cache.objectsDirectory(dataset: dataset).appendingPathComponent(name)
-            guard FileManager.default.fileExists(atPath: file.path) else {
+            let threshold = multipartThreshold
+            // The size, and the whole file when it goes up in one PUT (at most `multipartThreshold` bytes).
+            let local = try await ThreadJob.run(name: Self.lane) { () -> (size: Int64, body: Data?)? in
+                guard FileManager.default.fileExists(atPath: file.path) else { return nil }
+                let size = try BucketUpload.size(of: file)
+                return (size, size > threshold ? nil : try BucketUpload.read(file))
+            }
+            guard let local else {
                 if rowIndexes.contains(name) && !required.contains(name) {
                     transfer.notes.append("no row index \(name) to upload; the next cold publisher builds from scratch")
                     continue
@@ -266,21 +198,20 @@ public struct BucketPublisher: Publishing {
                     path: file.path)
             }
             let key = layout.objectKey(dataset: dataset, name: name)
-            let size = try BucketUpload.size(of: file)
-            if size > multipartThreshold {
-                try await BucketUpload.multipart(
-                    s3: s3, bucket: layout.bucket, key: key, file: file, size: size, partSize: partSize,
-                    inFlight: partsInFlight)
-            } else {
+            let size = local.size
+            if let body = local.body {
                 do {
-                    try await s3.put(
-                        bucket: layout.bucket, key: key, body: try Data(contentsOf: file), condition: .ifNoneMatchAny)
+                    try await s3.put(bucket: layout.bucket, key: key, body: body, condition: .ifNoneMatchAny)
                 } catch let error as FerryError where error.code == .s3PreconditionFailed {
                     // Content-addressed: an object with this name already has these bytes.
                     transfer.skipped += 1
                     inBucket.insert(name)
                     continue
                 }
+            } else {
+                try await BucketUpload.multipart(
+                    s3: s3, bucket: layout.bucket, key: key, file: file, size: size, partSize: partSize,
+                    inFlight: partsInFlight)
             }
             inBucket.insert(name)
             transfer.uploaded += 1
@@ -337,22 +268,6 @@ public struct BucketPublisher: Publishing {
             guard grace == 0 || now.timeIntervalSince(started) >= grace else { continue }
             try await s3.abortMultipartUpload(bucket: layout.bucket, key: upload.key, uploadID: upload.uploadID)
             transfer.abortedUploads += 1
-        }
-    }
-
-    /// Removes from the cache the files the new manifest no longer names, and row indexes of versions no longer
-    /// current: the cache holds what the next publish builds on.
-    func pruneCache(dataset: String, manifest: StoredManifest, cache: FileSnapshotStore) {
-        let referenced = manifest.referencedObjects
-        let current = Set(manifest.scopes.map(\.current.sha256))
-        let directory = cache.objectsDirectory(dataset: dataset)
-        // The cache only: an unlistable directory keeps its files until the next publish.
-        for name in (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? [] {
-            let sha = name.split(separator: ".").first.map(String.init) ?? ""
-            if name.hasPrefix(".") || !referenced.contains(sha) || (name.hasSuffix(".rows") && !current.contains(sha)) {
-                // The cache only: a file left behind is removed by the next publish.
-                try? FileManager.default.removeItem(at: directory.appendingPathComponent(name))
-            }
         }
     }
 }

@@ -3,6 +3,7 @@ import FerryS3
 import FerryStore
 import Foundation
 import Logging
+import NIOPosix
 import ServiceLifecycle
 
 /// Keeps a ``BucketSnapshotStore`` in step with its bucket, for `ferry serve --store s3://BUCKET/PREFIX`: every
@@ -86,22 +87,26 @@ public final class BucketReplica: Service, Sendable {
         try await sync()
     }
 
+    /// Syncs every ``pollInterval`` until graceful shutdown, then removes the cache.
     public func run() async throws {
         defer { removeCache() }
         while !Task.isShuttingDownGracefully && !Task.isCancelled {
-            do {
-                try await cancelWhenGracefulShutdown { try await Task.sleep(for: self.pollInterval) }
-            } catch {
-                break
+            // A cancelled sleep is the shutdown: stop polling.
+            guard (try? await cancelWhenGracefulShutdown({ try await Task.sleep(for: self.pollInterval) })) != nil
+            else { break }
+            await poll()
+        }
+    }
+
+    /// One sync; a bucket that cannot be listed is reported once and the last good state stays served.
+    func poll() async {
+        do {
+            try await sync()
+            if reported.withLock({ $0.removeValue(forKey: "bucket") }) != nil {
+                logger.notice("the bucket s3://\(layout.bucket) is readable again", metadata: metadata)
             }
-            do {
-                try await sync()
-                if reported.withLock({ $0.removeValue(forKey: "bucket") }) != nil {
-                    logger.notice("the bucket s3://\(layout.bucket) is readable again", metadata: metadata)
-                }
-            } catch {
-                report("bucket", "cannot list \(layout.location): \(error); serving the last good state")
-            }
+        } catch {
+            report("bucket", "cannot list \(layout.location): \(error); serving the last good state")
         }
     }
 
@@ -143,7 +148,7 @@ public final class BucketReplica: Service, Sendable {
         }
         // A served dataset whose manifest vanished from the listing keeps being served: a publisher never deletes a
         // manifest, so this is a bucket being emptied or replaced, and the last good state is what devices need.
-        removeUnreferencedFiles()
+        try await NIOThreadPool.singleton.runIfActive { self.removeUnreferencedFiles() }
     }
 
     /// The datasets of the store (`PREFIX/DATASET/`), sorted: one listing with a delimiter, so a poll costs one
@@ -177,8 +182,11 @@ public final class BucketReplica: Service, Sendable {
                 .store, "the manifest names dataset '\(manifest.dataset)', not '\(dataset)'",
                 path: "s3://\(layout.bucket)/\(key)", key: "dataset")
         }
-        let missing = BucketSnapshotStore.objectNames(of: manifest).filter {
-            !FileManager.default.fileExists(atPath: store.objectURL(dataset: dataset, name: $0.name).path)
+        let needed = BucketSnapshotStore.objectNames(of: manifest)
+        let missing = try await NIOThreadPool.singleton.runIfActive { [store] in
+            needed.filter {
+                !FileManager.default.fileExists(atPath: store.objectURL(dataset: dataset, name: $0.name).path)
+            }
         }
         try await download(missing, dataset: dataset)
         store.expose(dataset: dataset, etag: etag, manifest: manifest)
@@ -207,37 +215,49 @@ public final class BucketReplica: Service, Sendable {
         }
     }
 
-    /// Streams one object to a temp file, verifies it, fsyncs it and renames it into the cache.
+    /// Streams one object to a temp file, verifies it, fsyncs it and renames it into the cache. The file work (the
+    /// temp directory, the fsync, the rename, removing a failed download) runs on `NIOThreadPool.singleton`, the
+    /// server's lane for short blocking file work; the download writes there too (``S3Client/download(bucket:key:to:)``).
     func download(_ object: BucketSnapshotStore.NeededObject, dataset: String) async throws {
         let key = layout.objectKey(dataset: dataset, name: object.name)
         let temporary = store.cacheDirectory.appendingPathComponent(".tmp", isDirectory: true)
-        try DurableFile.makeDirectory(temporary)
         let file = temporary.appendingPathComponent("\(UUID().uuidString)-\(object.name)")
+        let target = store.objectURL(dataset: dataset, name: object.name)
         do {
+            try await NIOThreadPool.singleton.runIfActive { try DurableFile.makeDirectory(temporary) }
             let got = try await s3.download(bucket: layout.bucket, key: key, to: file)
-            if let sha256 = object.sha256, got.sha256 != sha256 {
-                throw FerryError(
-                    .verification,
-                    "s3://\(layout.bucket)/\(key): the object's SHA-256 is \(got.sha256), not the \(sha256) its name "
-                        + "and the manifest give; republish the dataset")
+            try verify(got, of: object, key: key)
+            try await NIOThreadPool.singleton.runIfActive {
+                try DurableFile.sync(file)
+                try DurableFile.makeDirectory(target.deletingLastPathComponent())
+                try DurableFile.rename(file, to: target)
             }
-            if got.size != object.size {
-                throw FerryError(
-                    .verification,
-                    "s3://\(layout.bucket)/\(key): the object has \(got.size) bytes, not the \(object.size) the "
-                        + "manifest gives; republish the dataset")
-            }
-            try DurableFile.sync(file)
-            let target = store.objectURL(dataset: dataset, name: object.name)
-            try DurableFile.makeDirectory(target.deletingLastPathComponent())
-            try DurableFile.rename(file, to: target)
         } catch {
-            try? DurableFile.remove(file)  // the download's error is the one to report; the temp file is garbage
+            // The download's error is the one to report; the temp file is garbage (the next sync's download of
+            // the same object uses a new name, and the cache is removed when the replica stops).
+            _ = try? await NIOThreadPool.singleton.runIfActive { try DurableFile.remove(file) }
             throw error
         }
     }
 
-    /// Deletes cached files that no served manifest named at the previous sync nor names now.
+    /// Checks a download against the manifest: the SHA-256 that names a snapshot or patch, the size of every object.
+    func verify(_ got: S3Download, of object: BucketSnapshotStore.NeededObject, key: String) throws {
+        if let sha256 = object.sha256, got.sha256 != sha256 {
+            throw FerryError(
+                .verification,
+                "s3://\(layout.bucket)/\(key): the object's SHA-256 is \(got.sha256), not the \(sha256) its name "
+                    + "and the manifest give; republish the dataset")
+        }
+        if got.size != object.size {
+            throw FerryError(
+                .verification,
+                "s3://\(layout.bucket)/\(key): the object has \(got.size) bytes, not the \(object.size) the "
+                    + "manifest gives; republish the dataset")
+        }
+    }
+
+    /// Deletes cached files that no served manifest named at the previous sync nor names now. Blocking (it lists
+    /// and removes files): ``sync()`` runs it on `NIOThreadPool.singleton`.
     func removeUnreferencedFiles() {
         let referenced = store.referencedFiles()
         var found: Set<String> = []

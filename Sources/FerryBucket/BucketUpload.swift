@@ -1,8 +1,10 @@
 import FerryCore
 import FerryS3
+import FerryStore
 import Foundation
 
-/// Uploads of local files into the bucket.
+/// Uploads of local files into the bucket. The reads block: they run on the publish lane (`ThreadJob.run`, see
+/// ``BucketPublisher/lane``), never on the cooperative pool.
 enum BucketUpload {
     static func size(of file: URL) throws -> Int64 {
         do {
@@ -30,7 +32,9 @@ enum BucketUpload {
                     let number = next
                     next += 1
                     group.addTask {
-                        let body = try readPart(of: file, offset: Int64(number - 1) * Int64(partSize), length: partSize)
+                        let body = try await ThreadJob.run(name: BucketPublisher.lane) {
+                            try readPart(of: file, offset: Int64(number - 1) * Int64(partSize), length: partSize)
+                        }
                         return try await s3.uploadPart(
                             bucket: bucket, key: key, uploadID: uploadID, partNumber: number, body: body)
                     }
@@ -50,6 +54,16 @@ enum BucketUpload {
         }
     }
 
+    /// The whole of `file` (a small object, at most ``BucketPublisher/multipartThreshold`` bytes). Blocking.
+    static func read(_ file: URL) throws -> Data {
+        do {
+            return try Data(contentsOf: file)
+        } catch {
+            throw FerryError(.io, "cannot read a file to upload: \(error.localizedDescription)", path: file.path)
+        }
+    }
+
+    /// `length` bytes of `file` from `offset` (fewer at its end). Blocking.
     static func readPart(of file: URL, offset: Int64, length: Int) throws -> Data {
         do {
             let handle = try FileHandle(forReadingFrom: file)

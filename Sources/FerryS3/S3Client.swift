@@ -98,17 +98,8 @@ public struct S3Client: Sendable {
         _ operation: String, _ method: String, bucket: String, key: String = "", query: [(String, String)] = [],
         headers: [(String, String)] = [], body: Data = Data(), payload: PayloadHash? = nil, accept: Set<Int> = [200]
     ) async throws -> Response {
-        let (scheme, host, path) = configuration.address(bucket: bucket, key: key)
-        let signer = SigV4(credentials: configuration.credentials, region: configuration.region)
-        let signed =
-            [("host", host)] + headers
-            + signer.sign(
-                method: method, path: path, query: query, headers: [("host", host)] + headers,
-                payload: payload ?? .of(body), date: now())
-        var request = HTTPClientRequest(
-            url: "\(scheme)://\(host)\(SigV4.encodePath(path))\(query.isEmpty ? "" : "?" + SigV4.encodeQuery(query))")
-        request.method = HTTPMethod(rawValue: method)
-        for (name, value) in signed { request.headers.add(name: name, value: value) }
+        var (request, endpoint) = signedRequest(
+            method, bucket: bucket, key: key, query: query, headers: headers, payload: payload ?? .of(body))
         if !body.isEmpty || method == "PUT" || method == "POST" {
             request.body = .bytes(ByteBuffer(bytes: body))
         }
@@ -118,19 +109,53 @@ public struct S3Client: Sendable {
             response = try await http.execute(request, timeout: TimeAmount(timeout))
             data = Data(try await response.body.collect(upTo: maxResponseBytes).readableBytesView)
         } catch {
-            throw FerryError(
-                .network,
-                "\(operation) s3://\(bucket)/\(key): could not reach \(scheme)://\(host): check the endpoint "
-                    + "(AWS_ENDPOINT_URL) and the network", underlying: error)
+            throw unreachable(operation, bucket: bucket, key: key, endpoint: endpoint, error)
         }
         let status = Int(response.status.code)
         guard accept.contains(status) else {
-            let serverTime = response.headers.first(name: "date").flatMap(Self.parseHTTPDate)
-            throw S3ErrorResponse.parse(status: status, body: data).ferryError(
-                operation: operation, bucket: bucket, key: key.isEmpty ? nil : key,
-                accessKeyID: configuration.credentials.accessKeyID, serverTime: serverTime, now: now())
+            throw failure(response, body: data, operation: operation, bucket: bucket, key: key)
         }
         return Response(status: status, headers: response.headers, body: data)
+    }
+
+    /// A request of `method` for `key` in `bucket`, signed (its body, if any, is the caller's to set), and the
+    /// endpoint it goes to (`scheme://host`), for error messages.
+    func signedRequest(
+        _ method: String, bucket: String, key: String, query: [(String, String)] = [],
+        headers: [(String, String)] = [], payload: PayloadHash
+    ) -> (HTTPClientRequest, endpoint: String) {
+        let (scheme, host, path) = configuration.address(bucket: bucket, key: key)
+        let signer = SigV4(credentials: configuration.credentials, region: configuration.region)
+        let signed =
+            [("host", host)] + headers
+            + signer.sign(
+                method: method, path: path, query: query, headers: [("host", host)] + headers, payload: payload,
+                date: now())
+        var request = HTTPClientRequest(
+            url: "\(scheme)://\(host)\(SigV4.encodePath(path))\(query.isEmpty ? "" : "?" + SigV4.encodeQuery(query))")
+        request.method = HTTPMethod(rawValue: method)
+        for (name, value) in signed { request.headers.add(name: name, value: value) }
+        return (request, "\(scheme)://\(host)")
+    }
+
+    /// The error of a request that got no answer: the endpoint could not be reached, or the answer broke off.
+    func unreachable(_ operation: String, bucket: String, key: String, endpoint: String, _ error: any Error)
+        -> FerryError
+    {
+        FerryError(
+            .network,
+            "\(operation) s3://\(bucket)/\(key): could not reach \(endpoint): check the endpoint "
+                + "(AWS_ENDPOINT_URL) and the network", underlying: error)
+    }
+
+    /// The error of an answer with a status the operation does not accept; `body` is S3's error document, if any.
+    func failure(_ response: HTTPClientResponse, body: Data, operation: String, bucket: String, key: String)
+        -> FerryError
+    {
+        let serverTime = response.headers.first(name: "date").flatMap(Self.parseHTTPDate)
+        return S3ErrorResponse.parse(status: Int(response.status.code), body: body).ferryError(
+            operation: operation, bucket: bucket, key: key.isEmpty ? nil : key,
+            accessKeyID: configuration.credentials.accessKeyID, serverTime: serverTime, now: now())
     }
 
     /// A presigned `GET` URL of `key` in `bucket`, valid for `expires` seconds from now (query-string

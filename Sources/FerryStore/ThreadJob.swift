@@ -39,6 +39,23 @@ package final class ThreadJob<Value>: @unchecked Sendable {
         return try result!.get()
     }
 
+    /// Runs `body` on a new thread named `name` and awaits its value: the async caller's way onto the publish job's
+    /// lane (docs/ARCHITECTURE.md, "Concurrency"). The calling task is suspended, not blocked, so no cooperative
+    /// thread waits meanwhile; `body` is guaranteed its own thread, so whole-file hashing or a long fsync never
+    /// delays the server's short file work on `NIOThreadPool.singleton`.
+    ///
+    /// ```swift
+    /// let sha256 = try await ThreadJob.run(name: "ferry-hash") { try FileDigest.sha256Hex(of: file) }
+    /// ```
+    package static func run(name: String, _ body: @escaping @Sendable () throws -> Value) async throws -> Value
+    where Value: Sendable {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Value, any Error>) in
+            let thread = Thread { continuation.resume(with: Result { try body() }) }
+            thread.name = name
+            thread.start()
+        }
+    }
+
     /// The job's value (or error) if it has finished, else nil at once.
     package func poll() throws -> Value? {
         guard joined || done.wait(timeout: .now()) == .success else { return nil }

@@ -1,3 +1,4 @@
+import FerryBucket
 import FerryCore
 import FerryPublisher
 import Foundation
@@ -52,7 +53,7 @@ extension PublishResult {
                 "  not read   " + keptTables.joined(separator: ", ")
                     + " (no changed table in their queries; rows kept from the current version)")
         }
-        if let bucket {
+        if let bucket {  // FerryBucket's `PublishResult.bucket`: the report of a publish into a bucket
             lines.append(
                 "  bucket     \(bucket.uploaded) object(s) uploaded (\(bucket.uploadedBytes) bytes), \(bucket.skipped) already "
                     + "there, \(bucket.deleted) deleted, \(bucket.abortedUploads) stale upload(s) aborted")

@@ -263,6 +263,53 @@ import Testing
         try await fixture.checkBucket()
     }
 
+    @Test("a cached file is hashed by identity: a second publish re-hashes nothing, a changed file is re-hashed")
+    func cachedFilesAreHashedOnce() async throws {
+        let fixture = try await Fixture("bhash")
+        defer { fixture.cleanUp() }
+        let cache = fixture.directory.appending("cache")
+        var publisher = BucketPublisher(
+            configuration: .init(templatePath: fixture.template, databaseURL: fixture.database.url, store: cache),
+            s3: try SeaweedFS.client(), layout: fixture.layout)
+        let hashed = Locked<[String]>([])
+        publisher.hashed = { name in hashed.withLock { $0.append(name) } }
+
+        // Given a first publish, which stored version 1 in the cache under its SHA-256
+        let first = try await publisher.publish(changedTables: nil)
+        let sha256 = try #require(first.sha256)
+        let file = FileSnapshotStore(root: cache).objectURL(dataset: "bhash", sha256: sha256)
+        // Its report prints under `bucket` as BucketTransfer's own JSON (`publish --json`), and takes part in `==`
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        let transfer = try #require(first.bucket)
+        #expect(transfer.uploaded == 3)
+        #expect(
+            String(decoding: try encoder.encode(first), as: UTF8.self).contains(
+                "\"bucket\":" + String(decoding: try encoder.encode(transfer), as: UTF8.self)))
+        var other = first
+        other.bucket?.uploaded += 1
+        #expect(other != first)
+
+        // When it publishes again, the cached current file is checked by its identity, not hashed
+        let second = try await publisher.publish(changedTables: nil)
+        #expect(second.unchanged && second.bucket?.downloaded == 0)
+        #expect(hashed.current.isEmpty)
+
+        // When the cached file changes (same size, other bytes), the next publish hashes it, finds it wrong and
+        // fetches the bucket's copy
+        var bytes = try Data(contentsOf: file)
+        bytes[bytes.count - 1] ^= 0xFF
+        try bytes.write(to: file)
+        let third = try await publisher.publish(changedTables: nil)
+        #expect(hashed.current == ["\(sha256).sqlite"])
+        #expect(third.unchanged && third.bucket?.downloaded == 1)
+        #expect(try FileDigest.sha256Hex(of: file) == sha256)
+
+        // Then the fetched copy is known by its identity: no more hashing
+        _ = try await publisher.publish(changedTables: nil)
+        #expect(hashed.current.count == 1)
+    }
+
     @Test("bad credentials and a missing bucket: exit 1, naming the setting or the bucket, never the secret")
     func badCredentialsAndMissingBucket() async throws {
         let directory = try TemporaryDirectory("ferry-bucket-creds")

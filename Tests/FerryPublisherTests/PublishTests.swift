@@ -194,9 +194,13 @@ struct PublishTests {
         #expect(error.description.contains("being published by another ferry process"))
         #expect(try fixture.storeAccess.manifest(for: "trips") == nil)
 
-        // With waitForLock the publish proceeds once the holder lets go.
-        let waiting = Task { try await fixture.publisher(template: template, waitForLock: true).publish() }
-        try await Task.sleep(for: .milliseconds(300))
+        // With waitForLock the publish waits while the lock is held, and proceeds once the holder lets go.
+        let (waits, waitContinuation) = AsyncStream<Void>.makeStream()
+        var waitingPublisher = fixture.publisher(template: template, waitForLock: true)
+        waitingPublisher.waitingForLock = { waitContinuation.yield() }
+        let waiting = Task { [waitingPublisher] in try await waitingPublisher.publish() }
+        var events = waits.makeAsyncIterator()
+        _ = await events.next()  // the publisher found the lock held and waits for it
         held.unlock()
         let result = try await waiting.value
         #expect(result.version == 1)

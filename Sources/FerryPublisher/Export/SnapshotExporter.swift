@@ -63,7 +63,10 @@ final class ExportSession: @unchecked Sendable {
 
 /// A transaction that only holds a snapshot open for the sessions that join it (``ExportSession/init(template:databaseURL:joining:)``):
 /// one publish of several schema lines exports each line from this one snapshot. Rolled back when released.
-final class SnapshotHolder: @unchecked Sendable {
+///
+/// Not `Sendable`, like the ``PostgresConnection`` it owns: the publish job's thread creates it, reads its
+/// ``snapshotID`` and releases it; no other thread or task ever sees it (the compiler checks that).
+final class SnapshotHolder {
     let pg: PostgresConnection
     let snapshotID: String
 

@@ -43,8 +43,14 @@ public struct PublishResult: Encodable, Sendable, Equatable {
     /// (``Publisher/publish(changedTables:)``);
     /// not part of `publish --json`.
     public var keptTables: [String] = []
-    /// For a publish into a bucket, what moved (``BucketTransfer``; key `bucket`); nil for a store directory.
-    public var bucket: BucketTransfer?
+    /// What the publisher adds to the result, printed by `publish --json` under the report's ``PublishReport/key``:
+    /// for a publish into a bucket, FerryBucket's `BucketTransfer` (key `bucket`); nil for a store directory.
+    public var report: (any PublishReport)? {
+        get { reportBox?.report }
+        set { reportBox = newValue.map(PublishReportBox.init) }
+    }
+    /// ``report``, stored so that the result stays `Equatable`.
+    private var reportBox: PublishReportBox?
     /// For a dataset published in schema lines (docs/schema-lines.md), each line's own result, by schema version
     /// ascending (key `lines`); the fields above are then the newest line's, except ``unchanged`` (true when no line
     /// changed) and ``seconds`` (the whole publish). Nil for a dataset published from one template.
@@ -120,7 +126,7 @@ public struct PublishResult: Encodable, Sendable, Equatable {
     public var versions: [Int]? { manifest?.versions }
 
     private enum CodingKeys: String, CodingKey {
-        case dataset, version, createdAt, schemaVersion, scopes, seconds, unchanged, phases, incremental, bucket, lines,
+        case dataset, version, createdAt, schemaVersion, scopes, seconds, unchanged, phases, incremental, lines,
             retiredLines
     }
 
@@ -139,7 +145,10 @@ public struct PublishResult: Encodable, Sendable, Equatable {
         try container.encode(unchanged, forKey: .unchanged)
         try container.encode(phases, forKey: .phases)
         try container.encodeIfPresent(incremental, forKey: .incremental)
-        try container.encodeIfPresent(bucket, forKey: .bucket)
+        if let report {
+            var extra = encoder.container(keyedBy: PublishReportKey.self)
+            try extra.encode(report, forKey: PublishReportKey(stringValue: type(of: report).key))
+        }
         try container.encodeIfPresent(lines, forKey: .lines)
         try container.encodeIfPresent(retiredLines, forKey: .retiredLines)
     }

@@ -80,6 +80,9 @@ public struct Publisher: Sendable {
     let logger: Logger
     /// Test hook passed to the exporter: runs after each table while the PostgreSQL snapshot is open.
     var afterTable: (@Sendable (String) throws -> Void)?
+    /// Test hook: called when another publish holds the dataset's lock and this one starts waiting for it
+    /// (``Configuration/waitForLock``).
+    var waitingForLock: (@Sendable () -> Void)?
 
     public init(configuration: Configuration, logger: Logger) {
         self.configuration = configuration
@@ -100,15 +103,10 @@ public struct Publisher: Sendable {
     /// never holds half a version.
     public func publish(changedTables: Set<String>? = nil) async throws -> PublishResult {
         let cancelled = Locked(false)
+        let job = self
         return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { continuation in
-                let job = self
-                Thread.detachNewThread {
-                    continuation.resume(
-                        with: Result {
-                            try job.publishBlocking(changedTables: changedTables, isCancelled: { cancelled.current })
-                        })
-                }
+            try await ThreadJob.run(name: "ferry-publish") {
+                try job.publishBlocking(changedTables: changedTables, isCancelled: { cancelled.current })
             }
         } onCancel: {
             cancelled.withLock { $0 = true }
@@ -150,10 +148,18 @@ public struct Publisher: Sendable {
 
     /// Takes the dataset's publisher lock, failing at once with a message saying what to do when another publish
     /// holds it (unless ``Configuration/waitForLock``).
+    /// With ``Configuration/waitForLock``, a lock held by another publish is logged, then waited for.
     func lockDataset(_ dataset: String, in store: FileSnapshotStore) throws -> FileLock {
         do {
-            return try store.lock(dataset: dataset, wait: configuration.waitForLock)
+            return try store.lock(dataset: dataset, wait: false)
         } catch let error as FerryError where error.code == .store {
+            if configuration.waitForLock {
+                logger.notice(
+                    "another ferry process is publishing this dataset; waiting for it to finish",
+                    metadata: ["dataset": "\(dataset)"])
+                waitingForLock?()
+                return try store.lock(dataset: dataset, wait: true)
+            }
             throw FerryError(
                 .store,
                 "dataset '\(dataset)' is being published by another ferry process (lock held); wait for it to finish or stop it, then retry",

@@ -100,23 +100,10 @@ public struct OnChangeSchedule: Service {
         var lastPublish = ContinuousClock.now
         while !Task.isShuttingDownGracefully && !Task.isCancelled {
             if let reason {
-                let outcome: Result<PublishResult, any Error>
-                do {
-                    // A publish on change reads only the tables the triggers named (and what depends on them).
-                    let result = try await publisher.publish(changedTables: changed)
-                    outcome = .success(result)
-                    logger.info(
-                        result.unchanged ? "publish on change: unchanged" : "publish on change: new version",
-                        metadata: [
-                            "reason": "\(reason.rawValue)", "dataset": "\(result.dataset)",
-                            "version": "\(result.version)", "seconds": "\(result.seconds)",
-                        ])
-                } catch {
-                    outcome = .failure(error)
-                    logger.error(
-                        "publish on change failed; retrying at the next change or tick",
-                        metadata: ["reason": "\(reason.rawValue)", "error": "\(error)"])
-                }
+                // A publish on change reads only the tables the triggers named (and what depends on them).
+                let outcome = await publisher.publishLogging(
+                    changedTables: changed, label: "publish on change", retry: "change or tick",
+                    metadata: ["reason": "\(reason.rawValue)"], logger: logger)
                 lastPublish = .now
                 onRun?(reason, outcome)
             }

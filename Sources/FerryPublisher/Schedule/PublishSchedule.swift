@@ -50,19 +50,8 @@ public struct PublishSchedule: Service {
             "publish schedule started",
             metadata: ["template": "\(publisher.configuration.templatePath)", "every": "\(interval.shortDescription)"])
         while !Task.isShuttingDownGracefully && !Task.isCancelled {
-            let outcome: Result<PublishResult, any Error>
-            do {
-                let result = try await publisher.publish(changedTables: nil)
-                outcome = .success(result)
-                logger.info(
-                    result.unchanged ? "scheduled publish: unchanged" : "scheduled publish: new version",
-                    metadata: [
-                        "dataset": "\(result.dataset)", "version": "\(result.version)", "seconds": "\(result.seconds)",
-                    ])
-            } catch {
-                outcome = .failure(error)
-                logger.error("scheduled publish failed; retrying at the next tick", metadata: ["error": "\(error)"])
-            }
+            let outcome = await publisher.publishLogging(
+                changedTables: nil, label: "scheduled publish", retry: "tick", logger: logger)
             onRun?(outcome)
 
             let now = clock.now

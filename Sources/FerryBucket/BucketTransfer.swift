@@ -1,7 +1,18 @@
-/// What a publish into a bucket moved (FerryBucket's `BucketPublisher`): `publish --json` prints it under `bucket`,
+import FerryPublisher
+
+/// What a publish into a bucket moved (``BucketPublisher``), the ``PublishResult/report`` of its result:
+/// `publish --json` prints it under `bucket`,
 /// `{"uploaded","skipped","uploadedBytes","uploadSeconds","downloaded","downloadedBytes","downloadSeconds","deleted",
 /// "abortedUploads","notes"}`.
-public struct BucketTransfer: Encodable, Sendable, Equatable {
+///
+/// ```swift
+/// let result = try await bucketPublisher.publish(changedTables: nil)
+/// if let moved = result.bucket { print("\(moved.uploaded) object(s) uploaded") }
+/// ```
+public struct BucketTransfer: PublishReport, Equatable {
+    /// `bucket`, the key of `publish --json`.
+    public static let key = "bucket"
+
     /// Objects uploaded (snapshots, gzip copies, patches, row indexes).
     public var uploaded = 0
     /// Objects the new manifest names that the bucket already had.
@@ -23,4 +34,17 @@ public struct BucketTransfer: Encodable, Sendable, Equatable {
     public var notes: [String] = []
 
     public init() {}
+}
+
+extension PublishResult {
+    /// For a publish into a bucket, what moved: the ``PublishResult/report`` when it is a ``BucketTransfer``; nil
+    /// for a publish into a store directory.
+    ///
+    /// ```swift
+    /// let uploaded = result.bucket?.uploaded ?? 0
+    /// ```
+    public var bucket: BucketTransfer? {
+        get { report as? BucketTransfer }
+        set { report = newValue }
+    }
 }
