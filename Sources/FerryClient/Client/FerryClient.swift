@@ -5,11 +5,10 @@ import Logging
 /// The client library's entry point: fetches verified snapshots into a client directory and swaps them in,
 /// on launch or on request. An app on a phone and an edge device on Linux use the same code.
 ///
-/// The actor serializes everything the book's serial queue did: two concurrent applies apply once, a check never
-/// races another check, and the live database is only used through ``withDatabase(_:)`` so a swap never happens
-/// under a running query. The blocking file and SQLite work itself runs on a Dispatch queue (`BlockingWork`), never on
-/// Swift's
-/// cooperative threads, one operation at a time. One process at a time uses a directory (`DIR/.ferry/lock`).
+/// The actor runs the client's operations one at a time: two concurrent applies apply once, a check never races
+/// another check, and the live database is only used through ``withDatabase(_:)`` so a swap never happens under a
+/// running query. The blocking file and SQLite work itself runs on a Dispatch queue, never on Swift's cooperative
+/// threads, one operation at a time. One process at a time uses a directory (`DIR/.ferry/lock`).
 ///
 /// ```swift
 /// var config = FerryClient.Configuration(directory: appSupport.appendingPathComponent("ferry"))
@@ -41,6 +40,8 @@ public actor FerryClient {
     private var state: ClientStateFile
     private var runningCheck: Task<FetchResult, any Error>?
     var runningPush: Task<PushResult, any Error>?
+    /// The push of the edits queued at open (see ``open(configuration:logger:transport:)``); ``close()`` cancels it.
+    var launchPush: Task<Void, Never>?
     /// The live database's tables as its snapshot describes them (for the outbox).
     var liveTables: [SnapshotMetadata.TableInfo] = []
     /// True while a file operation runs (see ``exclusively(_:)``); the operations waiting for it, in order.
@@ -63,8 +64,9 @@ public actor FerryClient {
     }
 
     /// Opens a client directory "on launch": recovers from any crash, applies a pending update (unless
-    /// ``Configuration/applyPendingOnOpen`` is false), then opens the live database. Holds the directory's lock until
-    /// ``close()``.
+    /// `configuration.update.applyOnOpen` is false), then opens the live database. Holds the directory's lock until
+    /// ``close()``. It never waits on the network: the edits still queued are pushed after it returns (when
+    /// `configuration.push.onOpen` is true and a server is set), in a task the client owns and ``close()`` cancels.
     ///
     /// ```swift
     /// let client = try await FerryClient.open(configuration: config, logger: Logger(label: "ferry"))
@@ -73,12 +75,12 @@ public actor FerryClient {
         configuration: Configuration, logger: Logger, transport: any SnapshotTransport = URLSessionTransport.shared
     ) async throws -> FerryClient {
         let client = try await open(configuration: configuration, logger: logger, transport: transport, host: nil)
-        await client.pushOnLaunch()
+        await client.startLaunchPush()
         return client
     }
 
     /// Opens a client directory whose live database the app holds open (FerryGRDB's pool): recovers, applies a
-    /// pending update in place when ``Configuration/applyPendingOnOpen`` says so, and installs the outbox on the
+    /// pending update in place when `Configuration.update.applyOnOpen` says so, and installs the outbox on the
     /// app's writer. Never pushes: the caller does that in the background.
     package static func open(
         configuration: Configuration, logger: Logger, transport: any SnapshotTransport, host: (any LiveDatabaseHost)?,
@@ -101,7 +103,7 @@ public actor FerryClient {
 
     private func launch() async throws {
         try await exclusively {
-            let apply = configuration.applyPendingOnOpen
+            let apply = configuration.update.applyOnOpen
             let inPlace = host != nil
             try await onFiles { files, state in
                 try files.recoverHotJournals()
@@ -151,9 +153,14 @@ public actor FerryClient {
         }
     }
 
-    /// Closes the live database and releases the directory, after any operation still running. The client must not
-    /// be used afterwards.
+    /// Closes the live database and releases the directory, after any operation still running; the push started by
+    /// the open is cancelled (its edits stay queued). The client must not be used afterwards.
     public func close() async {
+        if let push = launchPush {
+            launchPush = nil
+            push.cancel()
+            await push.value
+        }
         await exclusively {
             connection = nil
             lock?.unlock()
@@ -333,7 +340,12 @@ public actor FerryClient {
         let task = Task { try await self.performCheck(progress: nil) }
         runningCheck = task
         defer { runningCheck = nil }
-        return try await withTaskCancellationHandler {
+        return try await Self.value(of: task)
+    }
+
+    /// The value of `task`, which is cancelled when the calling task is.
+    static func value<T: Sendable>(of task: Task<T, any Error>) async throws -> T {
+        try await withTaskCancellationHandler {
             try await task.value
         } onCancel: {
             task.cancel()
@@ -345,7 +357,7 @@ public actor FerryClient {
         let downloader = try await makeDownloader()
         let dataset = downloader.dataset
 
-        let usePatches = configuration.usePatches
+        let usePatches = configuration.download.usePatches
         let (earlier, known, base) = try await exclusively {
             () async throws -> (FetchResult?, [String], SnapshotDownloader.PatchBase?) in
             try await onFiles { files, state in try files.checkDataset(dataset, &state) }
@@ -374,21 +386,17 @@ public actor FerryClient {
             }
         }
         let patchFailure = downloader.patchFailure.withLock { $0 }
-        var result = try await exclusively {
+        let result = try await exclusively {
             if case .notModified = outcome {
                 logger.debug("not modified", metadata: ["dataset": "\(dataset)"])
                 try await onFiles { files, state in files.notModified(&state) }
                 if let earlier { return earlier }
-                return FetchResult(
-                    outcome: .notModified, bytesReceived: 0, resumedFrom: 0, status: try await currentStatus())
+                return FetchResult.notModified(.init(status: try await currentStatus()))
             }
             return try await install(outcome)
         }
-        result.patchFailure = patchFailure
         let pacing = downloader.manifestPacing.withLock { $0 }
-        result.waitApplied = pacing.waitApplied
-        result.retryAfter = pacing.retryAfter
-        return result
+        return result.with(patchFailure: patchFailure, waitApplied: pacing.waitApplied, retryAfter: pacing.retryAfter)
     }
 
     /// Builds the next version from a downloaded patch: a copy of the base taken while no other operation runs
@@ -433,21 +441,23 @@ public actor FerryClient {
     func install(_ outcome: SnapshotDownloader.Outcome) async throws -> FetchResult {
         switch try await onFiles({ files, state in try files.install(outcome, &state) }) {
         case .alreadyPresent(let stats):
-            return FetchResult(
-                outcome: .notModified, bytesReceived: stats.bytesReceived, resumedFrom: stats.resumedFrom,
-                status: try await currentStatus())
+            return .notModified(
+                .init(
+                    status: try await currentStatus(), bytesReceived: stats.bytesReceived,
+                    resumedFrom: stats.resumedFrom))
         case .installed(let outcome, let info, let stats, let path):
             if outcome == .initialSync, host != nil {
                 _ = try await applyInPlace()
             }
             if outcome == .initialSync { try await openConnection() }
-            var result = FetchResult(
-                outcome: outcome, version: info.version, sha256: info.sha256, bytesReceived: stats.bytesReceived,
-                resumedFrom: stats.resumedFrom,
-                status: try await currentStatus(), fileBytes: stats.fileBytes, encoding: stats.encoding, path: path)
-            result.publishedBytes = stats.publishedBytes ?? stats.fileBytes
-            if case .patch = path { result.ownRowsSettled = result.status.ownRowsSettled }
-            return result
+            let status = try await currentStatus()
+            let fileBytes = stats.fileBytes ?? FileIdentity.size(of: directory.database) ?? 0
+            let download = FetchResult.Download(
+                version: info.version ?? 0, sha256: info.sha256, bytesReceived: stats.bytesReceived,
+                resumedFrom: stats.resumedFrom, fileBytes: fileBytes, publishedBytes: stats.publishedBytes ?? fileBytes,
+                encoding: stats.encoding ?? .identity, path: path,
+                ownRowsSettled: path == .full ? nil : status.ownRowsSettled, status: status)
+            return outcome == .initialSync ? .initialSync(download) : .updateDownloaded(download)
         }
     }
 
@@ -464,10 +474,7 @@ public actor FerryClient {
     public func applyPendingUpdate() async throws -> ApplyResult {
         try await exclusively {
             guard directory.exists(directory.updated) else {
-                let status = try await currentStatus()
-                return ApplyResult(
-                    applied: false, version: status.version, previousVersion: nil,
-                    message: "nothing to apply: no update is pending", status: status)
+                return .nothingPending(status: try await currentStatus())
             }
             let (live, pending): (SnapshotInfo?, SnapshotInfo)
             if host != nil {
@@ -478,12 +485,8 @@ public actor FerryClient {
                 (live, pending) = try await onFiles { files, state in try files.swapInPendingUpdate(&state) }
                 try await openConnection()
             }
-            let message =
-                "applied version \(pending.version.map(String.init) ?? "?")"
-                + (live.map { "; version \($0.version.map(String.init) ?? "?") kept as previous.db" } ?? "")
-            return ApplyResult(
-                applied: true, version: pending.version, previousVersion: live?.version, message: message,
-                status: try await currentStatus())
+            return .applied(
+                version: pending.version, previousVersion: live?.version, status: try await currentStatus())
         }
     }
 
@@ -550,15 +553,13 @@ public actor FerryClient {
                     "ownRows": "\(applied.ownRowsSettled)", "digest": "\(applied.digestCheck.rawValue)",
                     "seconds": "\((ContinuousClock.now - started).components.seconds)",
                 ])
-            var result = FetchResult(
-                outcome: .updateDownloaded, version: info.version, sha256: info.sha256,
-                bytesReceived: patch.bytesReceived, resumedFrom: 0,
-                status: try await currentStatus(), fileBytes: FileIdentity.size(of: directory.database),
-                encoding: .gzip,
-                path: .patch(from: patch.ref.from, to: patch.ref.to))
-            result.publishedBytes = patch.target.size
-            result.ownRowsSettled = applied.ownRowsSettled
-            return result
+            return .updateDownloaded(
+                .init(
+                    version: info.version ?? patch.ref.to, sha256: info.sha256, bytesReceived: patch.bytesReceived,
+                    resumedFrom: 0, fileBytes: FileIdentity.size(of: directory.database) ?? patch.target.size,
+                    publishedBytes: patch.target.size, encoding: .gzip,
+                    path: .patch(from: patch.ref.from, to: patch.ref.to), ownRowsSettled: applied.ownRowsSettled,
+                    status: try await currentStatus()))
         }
     }
 
