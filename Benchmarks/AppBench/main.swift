@@ -102,7 +102,7 @@ struct AppBench {
             var configuration = FerryClient.Configuration(
                 directory: options.work.appendingPathComponent(name), serverURL: options.server,
                 dataset: options.dataset)
-            configuration.pushOnOpen = false
+            configuration.push.onOpen = false
             return configuration
         }
 
@@ -152,7 +152,7 @@ struct AppBench {
         let client = try await FerryClient.open(
             configuration: {
                 var c = configuration("rename")
-                c.applyPendingOnOpen = false
+                c.update.applyOnOpen = false
                 return c
             }(), logger: logger)
         let renameResult = try await client.checkForUpdates()
@@ -168,10 +168,10 @@ struct AppBench {
         let applySeconds = seconds(applyEnded - applyStarted)
         let renameSeconds = seconds(renameEnded - renameStarted)
         say(
-            "in place:  v\(version) → v\(inPlace.currentStatus.version ?? 0) by \(result.path.map { "\($0)" } ?? "?"), \(String(format: "%.2f s", applySeconds)) (download, keep previous.db, apply and verify in one transaction)"
+            "in place:  v\(version) → v\(inPlace.currentStatus.version ?? 0) by \(result.download.map { "\($0.path)" } ?? "?"), \(String(format: "%.2f s", applySeconds)) (download, keep previous.db, apply and verify in one transaction)"
         )
         say(
-            "rename:    v\(version) → v\(renameResult.version ?? 0) by \(renameResult.path.map { "\($0)" } ?? "?"), \(String(format: "%.2f s", renameSeconds)) (download, patch a copy, verify, close the pool, rename, reopen)"
+            "rename:    v\(version) → v\(renameResult.download?.version ?? 0) by \(renameResult.download.map { "\($0.path)" } ?? "?"), \(String(format: "%.2f s", renameSeconds)) (download, patch a copy, verify, close the pool, rename, reopen)"
         )
         say(String(format: "ratio:     in place / rename = %.2f× (target ≤ 1.5×)", applySeconds / renameSeconds))
         for phase in [Latencies.Phase.idle, .applying, .after] {

@@ -9,7 +9,7 @@ let package = Package(
     platforms: [.macOS(.v14), .iOS(.v17)],
     dependencies: [
         .package(name: "ferry", path: "../.."),
-        .package(url: "https://github.com/groue/GRDB.swift", exact: "7.10.0"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
     ],
     targets: [

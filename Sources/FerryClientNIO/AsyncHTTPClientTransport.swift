@@ -23,7 +23,7 @@ public struct AsyncHTTPClientTransport: SnapshotTransport {
     /// Upper bound for one whole exchange, body included. A stalled transfer ends earlier through the HTTP client's
     /// read timeout (60 s with ``makeHTTPClient(connectTimeout:trusting:)``, 90 s with ``sharedClient``).
     ///
-    /// A manifest long-poll (`FerryClient.Configuration.waitForChanges`) sends nothing for up to its wait, and
+    /// A manifest long-poll (`FerryClient.Configuration.download.waitForChanges`) sends nothing for up to its wait, and
     /// AsyncHTTPClient has no per-request read timeout: give the client a read timeout above the wait
     /// (`makeHTTPClient(readTimeout:)`, as `ferry watch` does). A request's ``SnapshotRequest/timeout`` beyond
     /// ``deadline`` extends the deadline.
@@ -90,12 +90,7 @@ public struct AsyncHTTPClientTransport: SnapshotTransport {
             let longest = request.timeout.map { max(deadline, TimeAmount($0)) } ?? deadline
             response = try await client.execute(httpRequest, deadline: .now() + longest)
         } catch {
-            throw TransportFailure.error(
-                NIOTransportFailure.classified(error), url: request.url.absoluteString,
-                offline: FerryError(
-                    .offline,
-                    "cannot reach \(request.url.absoluteString): \(NIOTransportFailure.plainReason(error)); offline is normal: the app keeps using database.db, try again later"
-                ))
+            throw NIOTransportFailure.error(error, url: request.url.absoluteString, exchange: .snapshot)
         }
         var headers: [String: String] = [:]
         for field in response.headers {

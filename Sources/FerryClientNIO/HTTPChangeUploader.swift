@@ -34,34 +34,27 @@ public struct HTTPChangeUploader: ChangeUploader {
     }
 
     public func upload(_ batch: ChangeBatch, dataset: String, accessToken: String?) async throws -> ChangeResults {
-        try DatasetName.validate(dataset)
-        let url = server.appendingPathComponent("v1/datasets/\(dataset)/changes").absoluteString
+        let upload = try ChangeUploadRequest(
+            server: server, batch: batch, dataset: dataset, accessToken: accessToken, extraHeaders: headers)
+        let url = upload.url.absoluteString
         var request = HTTPClientRequest(url: url)
         request.method = .POST
-        request.headers.add(name: "Content-Type", value: "application/json")
-        request.headers.add(name: "Accept", value: "application/json")
-        request.headers.add(name: FerryClient.deviceHeader, value: batch.clientId)
-        for (name, value) in headers { request.headers.add(name: name, value: value) }
-        if let authorization = try BearerAuthorization.header(for: accessToken) {
-            request.headers.replaceOrAdd(name: "Authorization", value: authorization)
-        }
-        let body = try JSONEncoder().encode(batch)
-        request.body = .bytes(body)
-
+        for (name, value) in upload.headers { request.headers.add(name: name, value: value) }
+        request.body = .bytes(upload.body)
         let response: HTTPClientResponse
-        let bytes: ByteBuffer
         do {
             response = try await httpClient.execute(request, timeout: timeout)
-            bytes = try await response.body.collect(upTo: maxResponseBytes)
         } catch {
-            throw TransportFailure.error(
-                NIOTransportFailure.classified(error), url: url,
-                offline: FerryError(
-                    .offline,
-                    "cannot reach \(server.absoluteString) to upload edits; they stay queued and will be sent later",
-                    underlying: error))
+            throw NIOTransportFailure.error(error, url: url, exchange: .upload)
         }
-        return try ChangeUploadResponse.results(
-            status: Int(response.status.code), data: Data(bytes.readableBytesView), url: url)
+        var data = Data()
+        do {
+            for try await buffer in response.body {
+                try ChangeUploadResponse.append(Data(buffer.readableBytesView), to: &data, limit: maxResponseBytes)
+            }
+        } catch {
+            throw NIOTransportFailure.error(error, url: url, exchange: .upload, answerBegan: true)
+        }
+        return try ChangeUploadResponse.results(status: Int(response.status.code), data: data, url: url)
     }
 }

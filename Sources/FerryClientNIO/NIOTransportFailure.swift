@@ -11,9 +11,9 @@ import NIOSSL
     import Glibc
 #endif
 
-/// Reads NIO's and AsyncHTTPClient's errors for FerryClient's ``TransportFailure``: a TLS failure is wrapped in a
-/// ``ClassifiedTLSFailure`` (so `FerryError.tlsProblem` sees it without FerryClient knowing NIOSSL), and a
-/// connection failure is put in words a person reads.
+/// Reads NIO's and AsyncHTTPClient's errors for FerryClient's ``TransportFailure``: each is wrapped in a
+/// ``ClassifiedTransportFailure`` with its TLS failure, if any (so `FerryError.tlsProblem` sees it without FerryClient
+/// knowing NIOSSL), and its reason in words a person reads.
 enum NIOTransportFailure {
     /// The TLS failure behind a NIOSSL error, nil for any other error.
     static func tlsProblem(_ error: any Error) -> TLSProblem? {
@@ -30,10 +30,18 @@ enum NIOTransportFailure {
         }
     }
 
-    /// `error` as FerryClient's ``TransportFailure/error(_:url:offline:)`` takes it: a TLS failure classified.
+    /// `error` as FerryClient's ``TransportFailure/error(_:url:exchange:answerBegan:)`` takes it: classified, a
+    /// `FerryError` (which it passes on as it is) left alone.
     static func classified(_ error: any Error) -> any Error {
-        guard let problem = tlsProblem(error) else { return error }
-        return ClassifiedTLSFailure(problem, cause: error)
+        if error is FerryError { return error }
+        return ClassifiedTransportFailure(tlsProblem(error), reason: plainReason(error), cause: error)
+    }
+
+    /// The one way this module turns `error` into a `FerryError` (see ``TransportFailure``).
+    static func error(
+        _ error: any Error, url: String, exchange: TransportFailure.Exchange, answerBegan: Bool = false
+    ) -> FerryError {
+        TransportFailure.error(classified(error), url: url, exchange: exchange, answerBegan: answerBegan)
     }
 
     /// A connection failure in words a person reads: "connection refused" rather than the NIO error's own text
@@ -49,9 +57,13 @@ enum NIOTransportFailure {
             default: return "\(io.description)"
             }
         }
-        if let client = error as? HTTPClientError, client == .connectTimeout {
-            return "the connection timed out"
+        if let client = error as? HTTPClientError {
+            if client == .connectTimeout || client == .readTimeout || client == .deadlineExceeded {
+                return "the connection timed out"
+            }
+            if client == .remoteConnectionClosed { return "the server closed the connection" }
         }
+        if error is NIOTooManyBytesError { return "the answer is larger than this client accepts" }
         return "\(error)"
     }
 

@@ -26,11 +26,11 @@ import Logging
 public final class FerryDatabase: Sendable {
     /// When a downloaded, verified update is applied to the app's database.
     public enum ApplyMode: String, Sendable, CaseIterable {
-        /// At the next ``FerryDatabase/open(configuration:applyMode:logger:transport:databaseConfiguration:)`` (the
-        /// book's first answer).
+        /// At the next ``FerryDatabase/open(configuration:applyMode:logger:transport:databaseConfiguration:)`` (a
+        /// new version takes effect when the app starts).
         case onLaunch
         /// When the app calls ``FerryDatabase/applyPendingUpdate()``, for instance from a button; the status says
-        /// `SyncState.updatePending` meanwhile (the book's second answer).
+        /// `SyncState.updatePending` meanwhile (the user decides when the data changes).
         case onRequest
         /// As soon as it is downloaded and verified, in place, while the app runs.
         case automatic
@@ -58,7 +58,7 @@ public final class FerryDatabase: Sendable {
     /// Opens the directory: creates it when missing, opens the pool on `database.db` (an empty database before the
     /// initial sync), recovers from a crash, applies a pending update when `applyMode` is ``ApplyMode/onLaunch`` or
     /// ``ApplyMode/automatic``, and returns without touching the network. Queued edits are pushed in the background
-    /// when `FerryClient.Configuration.pushOnOpen` is true. One `FerryDatabase` per directory: a second open, in
+    /// when `FerryClient.Configuration.push.onOpen` is true. One `FerryDatabase` per directory: a second open, in
     /// this process or another, throws `FerryError.Code.busy`.
     ///
     /// ```swift
@@ -73,12 +73,17 @@ public final class FerryDatabase: Sendable {
         transport: (any SnapshotTransport)? = nil, databaseConfiguration: GRDB.Configuration = GRDB.Configuration()
     ) async throws -> FerryDatabase {
         let directory = ClientDirectory(configuration.directory)
-        try DurableFile.makeDirectory(directory.url)
         var poolConfiguration = databaseConfiguration
         if case .immediateError = poolConfiguration.busyMode { poolConfiguration.busyMode = .timeout(5) }
-        let pool = try DatabasePool(path: directory.database.path, configuration: poolConfiguration)
+        let settings = poolConfiguration
+        // Creating the directory and opening the pool (which reads the file and may run a WAL recovery) block: they
+        // run on the client's blocking-work queue, never on Swift's cooperative threads.
+        let pool = try await BlockingWork.run {
+            try DurableFile.makeDirectory(directory.url)
+            return try DatabasePool(path: directory.database.path, configuration: settings)
+        }
         var clientConfiguration = configuration
-        clientConfiguration.applyPendingOnOpen = applyMode != .onRequest
+        clientConfiguration.update.applyOnOpen = applyMode != .onRequest
         let client: FerryClient
         do {
             client = try await FerryClient.open(
@@ -87,7 +92,7 @@ public final class FerryDatabase: Sendable {
                 patchesOnArrival: applyMode == .automatic)
         } catch {
             // The open failed; the pool's close failing too changes nothing for the caller, who gets the first error.
-            try? pool.close()
+            try? await Self.close(pool)
             throw error
         }
         let database = FerryDatabase(pool: pool, client: client, applyMode: applyMode, logger: logger)
@@ -95,16 +100,16 @@ public final class FerryDatabase: Sendable {
             try await database.refreshStatus()
         } catch {
             await client.close()
-            try? pool.close()  // as above
+            try? await Self.close(pool)  // as above
             throw error
         }
-        if configuration.pushOnOpen, configuration.serverURL != nil, configuration.dataset != nil {
+        if configuration.push.onOpen, configuration.serverURL != nil, configuration.dataset != nil {
             database.startInBackground { database in
                 guard database.broadcast.current.queuedEdits > 0 else { return }
                 _ = try? await database.push()  // a failure is in the status (lastError); the edits stay queued
             }
         }
-        if applyMode == .automatic, configuration.waitForChanges != nil, configuration.serverURL != nil,
+        if applyMode == .automatic, configuration.download.waitForChanges != nil, configuration.serverURL != nil,
             configuration.dataset != nil
         {
             database.startWatching()
@@ -133,7 +138,12 @@ public final class FerryDatabase: Sendable {
         await task?.value
         await client.close()
         broadcast.finish()
-        try pool.close()
+        try await Self.close(pool)
+    }
+
+    /// Closes `pool` on the client's blocking-work queue (a checkpoint of the WAL may write the file).
+    private static func close(_ pool: DatabasePool) async throws {
+        try await BlockingWork.run { try pool.close() }
     }
 
     // MARK: Sync
@@ -180,13 +190,7 @@ public final class FerryDatabase: Sendable {
     /// ```
     @discardableResult
     public func applyPendingUpdate() async throws -> ApplyResult {
-        do {
-            let result = try await client.applyPendingUpdate()
-            try await refreshStatus()
-            return result
-        } catch {
-            try await fail(error)
-        }
+        try await reporting { try await $0.applyPendingUpdate() }
     }
 
     /// Uploads the queued edits; rejected ones are kept for ``rejectedEdits()``.
@@ -196,12 +200,22 @@ public final class FerryDatabase: Sendable {
     /// ```
     @discardableResult
     public func push() async throws -> PushResult {
-        do {
-            let result = try await client.push()
-            broadcast.update {
+        try await reporting(
+            { try await $0.push() },
+            succeeded: {
                 $0.lastPush = Date()
                 $0.lastError = nil
-            }
+            })
+    }
+
+    /// Runs `operation` on the client, then `succeeded` on the status and refreshes it; a failure goes into the
+    /// status (`lastError`) and is thrown.
+    private func reporting<T: Sendable>(
+        _ operation: (FerryClient) async throws -> T, succeeded: (inout SyncStatus) -> Void = { _ in }
+    ) async throws -> T {
+        do {
+            let result = try await operation(client)
+            broadcast.update(succeeded)
             try await refreshStatus()
             return result
         } catch {
@@ -275,7 +289,7 @@ public final class FerryDatabase: Sendable {
         throw error
     }
 
-    /// In ``ApplyMode/automatic`` with `FerryClient.Configuration.waitForChanges`: long-polls the server
+    /// In ``ApplyMode/automatic`` with `FerryClient.Configuration.download.waitForChanges`: long-polls the server
     /// (``FerryClient/watch(_:)``) and applies each new version in place as it arrives, until ``close()``. A check or
     /// an apply that fails is in the status (`lastError`); the loop goes on, backing off after failed checks, and
     /// ends only when the token is refused or the configuration is wrong.

@@ -2,7 +2,7 @@ import FerryClient
 import FerryCore
 import Foundation
 
-/// What an app shows about sync: the book's three states, the version, a download in progress, the edits waiting,
+/// What an app shows about sync: the three sync states (no data yet, up to date, update pending), the version, a download in progress, the edits waiting,
 /// when the last check and push succeeded, the last error, and the rejected edits not yet acknowledged.
 /// ``FerryDatabase/statusUpdates()`` yields it at once and after every change.
 ///

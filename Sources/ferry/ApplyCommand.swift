@@ -20,7 +20,7 @@ struct ApplyCommand: AsyncParsableCommand {
         if json {
             print(try JSONLine.render(ApplyJSON(status: result.status, applied: result.applied)))
         } else {
-            print(result.message)
+            print(result.text)
             print(result.status.text)
         }
     }

@@ -34,7 +34,7 @@ struct ClientDirectoryOptions: ParsableArguments {
     ) async throws -> T {
         try requireExisting()
         var configuration = configuration ?? FerryClient.Configuration(directory: directoryURL)
-        configuration.applyPendingOnOpen = false
+        configuration.update.applyOnOpen = false
         let client = try await FerryClient.open(configuration: configuration, logger: logger())
         do {
             let result = try await body(client)

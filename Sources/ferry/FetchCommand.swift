@@ -50,8 +50,8 @@ struct FetchCommand: AsyncParsableCommand {
             var configuration = try server.clientConfiguration(
                 directory: options.directoryURL, http: http, access: access)
             configuration.acceptedSchemaVersions = acceptSchema.isEmpty ? nil : Set(acceptSchema)
-            configuration.maxBytesPerSecond = limitRate?.bytesPerSecond
-            configuration.usePatches = !noPatch
+            configuration.download.maxBytesPerSecond = limitRate?.bytesPerSecond
+            configuration.download.usePatches = !noPatch
             let client = try await FerryClient.open(
                 configuration: configuration, logger: options.logger(), transport: http.snapshot)
             do {
@@ -79,38 +79,42 @@ struct FetchCommand: AsyncParsableCommand {
     }
 
     static func summary(_ result: FetchResult, applied: ApplyResult?, dir: String) -> String {
-        let version = result.version.map { "version \($0)" } ?? "a new version"
-        let transfer = result.bytesReceived + result.resumedFrom
-        var size = ProgressBar.bytes(result.fileBytes ?? transfer)
-        if result.encoding == .gzip { size += ", \(ProgressBar.bytes(transfer)) gzip" }
-        if case .patch(let from, let to) = result.path {
+        let appliedText = applied.flatMap { $0.applied ? $0.text : nil }
+        guard let download = result.download else {
+            if let appliedText { return appliedText }
+            return result.status.state == .updatePending
+                ? "no newer version; an update is pending" : "already up to date"
+        }
+        let version = "version \(download.version)"
+        let resumed = download.resumedFrom > 0 ? ", resumed at \(ProgressBar.bytes(download.resumedFrom))" : ""
+        let size = sizeText(download)
+        if result.outcome == .initialSync { return "initial sync: \(version) (\(size)\(resumed)) is now database.db" }
+        if let appliedText { return "downloaded \(version) (\(size)\(resumed)); \(appliedText)" }
+        return
+            "downloaded \(version) (\(size)\(resumed)); it waits as updated.db: run `ferry apply --dir \(dir)` to use it"
+    }
+
+    /// How big a download was: the file and its gzip transfer, or the patch against the published file.
+    private static func sizeText(_ download: FetchResult.Download) -> String {
+        let transfer = download.bytesReceived + download.resumedFrom
+        var size = ProgressBar.bytes(download.fileBytes)
+        if download.encoding == .gzip { size += ", \(ProgressBar.bytes(transfer)) gzip" }
+        if case .patch(let from, let to) = download.path {
             // The bytes moved against the published file's size is what a patch is for; the device's own file (outbox,
             // free pages) is another number, named as such.
-            let published = result.publishedBytes ?? result.fileBytes ?? 0
+            let published = download.publishedBytes
             let share =
                 published > 0
                 ? String(
                     format: ", %.2f %% of the %@ published file", Double(transfer) / Double(published) * 100,
                     ProgressBar.bytes(published)) : ""
             size = "by a \(ProgressBar.bytes(transfer)) patch \(from) → \(to)\(share)"
-            if let device = result.fileBytes, device != published {
-                size += "; the device's file is \(ProgressBar.bytes(device))"
+            if download.fileBytes != published {
+                size += "; the device's file is \(ProgressBar.bytes(download.fileBytes))"
             }
-            if let own = result.ownRowsSettled, own > 0 { size += "; it settled \(own) rows this device had written" }
+            if let own = download.ownRowsSettled, own > 0 { size += "; it settled \(own) rows this device had written" }
         }
-        if let failure = result.patchFailure { size += "; the patch was not used: \(failure)" }
-        let resumed = result.resumedFrom > 0 ? ", resumed at \(ProgressBar.bytes(result.resumedFrom))" : ""
-        switch result.outcome {
-        case .notModified:
-            if let applied, applied.applied { return applied.message }
-            return result.status.state == .updatePending
-                ? "no newer version; an update is pending" : "already up to date"
-        case .initialSync:
-            return "initial sync: \(version) (\(size)\(resumed)) is now database.db"
-        case .updateDownloaded:
-            if let applied, applied.applied { return "downloaded \(version) (\(size)\(resumed)); \(applied.message)" }
-            return
-                "downloaded \(version) (\(size)\(resumed)); it waits as updated.db: run `ferry apply --dir \(dir)` to use it"
-        }
+        if let failure = download.patchFailure { size += "; the patch was not used: \(failure)" }
+        return size
     }
 }

@@ -41,10 +41,10 @@ struct ServerOptions: ParsableArguments {
     {
         let url = try serverURL()
         var configuration = FerryClient.Configuration(directory: directory, serverURL: url, dataset: dataset)
-        configuration.applyPendingOnOpen = false
-        configuration.pushOnOpen = false
+        configuration.update.applyOnOpen = false
+        configuration.push.onOpen = false
         access.apply(to: &configuration)
-        configuration.uploader = http.uploader(url)
+        configuration.push.uploader = http.uploader(url)
         return configuration
     }
 }

@@ -63,7 +63,7 @@ struct WatchCommand: AsyncParsableCommand {
         try await access.withHTTPClient(readTimeoutAtLeast: Double(wait + 30)) { http in
             var configuration = try server.clientConfiguration(
                 directory: options.directoryURL, http: http, access: access)
-            configuration.waitForChanges = .seconds(wait)
+            configuration.download.waitForChanges = .seconds(wait)
             configuration.acceptedSchemaVersions = acceptSchema.isEmpty ? nil : Set(acceptSchema)
             let client = try await FerryClient.open(
                 configuration: configuration, logger: options.logger(), transport: http.snapshot)

@@ -40,8 +40,8 @@ import Testing
             var configuration = FerryClient.Configuration(
                 directory: directory.appending(name), serverURL: server, dataset: AccessRightsTests.dataset)
             configuration.setAccessToken(token)
-            configuration.pushBackoff = .milliseconds(10)
-            configuration.pushOnOpen = false
+            configuration.push.backoff = .milliseconds(10)
+            configuration.push.onOpen = false
             return try await FerryClient.open(configuration: configuration, logger: .test)
         }
 
@@ -186,8 +186,8 @@ import Testing
             #expect(tier2.version == 2 && patch.base != nil)
 
             let result = try await alice.checkForUpdates()
-            #expect(result.path == .full && result.patchFailure == nil)
-            #expect(result.sha256 == tier2.sha256)
+            #expect(result.download?.path == .full && result.patchFailure == nil)
+            #expect(result.download?.sha256 == tier2.sha256)
             #expect(try await alice.applyPendingUpdate().applied)
             #expect(try await Self.campgrounds(alice).count == 5)
             let renamed = try await alice.withDatabase { db in

@@ -103,7 +103,7 @@ import Testing
             // When the app has a valid token again, the download resumes where it was
             await box.set(Self.token)
             let resumed = try await client.checkForUpdates()
-            #expect(resumed.outcome == .updateDownloaded && resumed.version == 3)
+            #expect(resumed.outcome == .updateDownloaded && resumed.download?.version == 3)
             #expect(resumed.resumedFrom == Int64(v3Bytes.count / 2))
             // (a partial record from before version URLs names no representation: its bytes are the SQLite file's,
             // and it resumes as such)
@@ -232,12 +232,12 @@ import Testing
             let box = TokenBox(Self.token)
             var configuration = FerryClient.Configuration(
                 directory: temp.appending("device"), serverURL: url, dataset: "trips")
-            configuration.pushOnOpen = false
-            configuration.pushAttempts = 3
-            configuration.pushBackoff = .milliseconds(10)
+            configuration.push.onOpen = false
+            configuration.push.attempts = 3
+            configuration.push.backoff = .milliseconds(10)
             configuration.tokenProvider = { await box.token }
             // nil: the default uploader, on the client's URLSessionTransport
-            configuration.uploader = kind == .asyncHTTPClient ? HTTPChangeUploader(server: url) : nil
+            configuration.push.uploader = kind == .asyncHTTPClient ? HTTPChangeUploader(server: url) : nil
             let device = try await FerryClient.open(configuration: configuration, logger: .test, transport: kind.shared)
             #expect(try await device.checkForUpdates().outcome == .initialSync)
 

@@ -30,8 +30,8 @@ import Testing
 
         func open(applyOnLaunch: Bool = true, prepare: FerryClient.PrepareUpdate? = nil) async throws -> FerryClient {
             var configuration = FerryClient.Configuration(directory: dir.url)
-            configuration.applyPendingOnOpen = applyOnLaunch
-            configuration.prepareUpdate = prepare
+            configuration.update.applyOnOpen = applyOnLaunch
+            configuration.update.prepare = prepare
             return try await FerryClient.open(configuration: configuration, logger: .test)
         }
 
@@ -87,7 +87,7 @@ import Testing
         let result = try await client.applyPendingUpdate()
         await client.close()
         #expect(!result.applied)
-        #expect(result.message.contains("nothing to apply"))
+        #expect(result == .nothingPending(status: result.status))
         #expect(try setup.liveVersion() == 1)
         #expect(!setup.dir.exists(setup.dir.previous))
     }

@@ -28,7 +28,7 @@ import Testing
 
         func open(_ url: URL) async throws -> FerryClient {
             var configuration = FerryClient.Configuration(directory: dir.url, serverURL: url, dataset: fixtures.dataset)
-            configuration.applyPendingOnOpen = false
+            configuration.update.applyOnOpen = false
             return try await FerryClient.open(configuration: configuration, logger: .test)
         }
 
@@ -90,8 +90,12 @@ import Testing
             let adopted = try await client.adoptBackgroundDownload(kept, file: file)
 
             // Then it is the initial sync: database.db holds version 1, and the file was taken
-            #expect(adopted.outcome == .initialSync && adopted.version == 1 && adopted.sha256 == v1.sha256)
-            #expect(adopted.bytesReceived == v1.size && adopted.encoding == .identity && adopted.path == .full)
+            #expect(
+                adopted.outcome == .initialSync && adopted.download?.version == 1
+                    && adopted.download?.sha256 == v1.sha256)
+            #expect(
+                adopted.bytesReceived == v1.size && adopted.download?.encoding == .identity
+                    && adopted.download?.path == .full)
             #expect(try publishedVersion(of: setup.dir.database, among: [v1]) == 1)
             #expect(try await client.withDatabase { try $0.scalar("SELECT count(*) FROM trips")?.integer } == 4)
             #expect(!FileManager.default.fileExists(atPath: file.path))
@@ -112,7 +116,7 @@ import Testing
             let update = try await client.adoptBackgroundDownload(second, file: file2)
 
             // Then it waits as updated.db, as after checkForUpdates(), with the digest kept for the next patch
-            #expect(update.outcome == .updateDownloaded && update.version == 2)
+            #expect(update.outcome == .updateDownloaded && update.download?.version == 2)
             #expect(update.status.version == 1 && update.status.pendingVersion == 2)
             #expect(try publishedVersion(of: setup.dir.updated, among: [v1, v2]) == 2)
             let state = ClientStateFile.load(from: setup.dir.stateFile) { Issue.record("\($0)") }

@@ -23,8 +23,8 @@ import Testing
         try FileManager.default.copyItem(at: fixtures.snapshotFile(2), to: dir.updated)
         let hookOutsideTask = Locked<Bool?>(nil)
         var configuration = FerryClient.Configuration(directory: dir.url)
-        configuration.pushOnOpen = false
-        configuration.prepareUpdate = { _, _ in hookOutsideTask.withLock { $0 = Self.runsOutsideAnyTask() } }
+        configuration.push.onOpen = false
+        configuration.update.prepare = { _, _ in hookOutsideTask.withLock { $0 = Self.runsOutsideAnyTask() } }
 
         // When the client opens (applying the update) and runs a query
         let client = try await FerryClient.open(configuration: configuration, logger: .test)
@@ -52,8 +52,8 @@ import Testing
         try FileManager.default.copyItem(at: fixtures.snapshotFile(1), to: dir.database)
         try FileManager.default.copyItem(at: fixtures.snapshotFile(2), to: dir.updated)
         var configuration = FerryClient.Configuration(directory: dir.url)
-        configuration.pushOnOpen = false
-        configuration.applyPendingOnOpen = false
+        configuration.push.onOpen = false
+        configuration.update.applyOnOpen = false
         let client = try await FerryClient.open(configuration: configuration, logger: .test)
 
         // When queries, statuses and two applies run at once (each apply awaits the thread pool midway)

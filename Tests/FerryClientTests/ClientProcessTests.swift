@@ -63,7 +63,7 @@ import Testing
         // And a 40 MiB version 2 on the server
         let v2 = try fixtures.publish(rows: 6, blobMiB: 40)
         let published = [v1, v2]
-        try await Task.sleep(for: .seconds(1.5))  // the server picks up new versions within 1 s
+        #expect(try await server.waitForVersion(fixtures.dataset, 2), "the server never served version 2")
 
         // When a rate-limited fetch is killed mid-download
         #expect(
@@ -116,7 +116,7 @@ import Testing
         let dir = ClientDirectory(temp.appending("client"))
         func configuration(_ url: URL) -> FerryClient.Configuration {
             var configuration = FerryClient.Configuration(directory: dir.url, serverURL: url, dataset: fixtures.dataset)
-            configuration.maxBytesPerSecond = 8 << 20
+            configuration.download.maxBytesPerSecond = 8 << 20
             return configuration
         }
 
@@ -143,14 +143,16 @@ import Testing
         let restarted = try await ServeProcess(store: fixtures.store.root)
         defer { restarted.kill9() }
         var fast = configuration(restarted.url)
-        fast.maxBytesPerSecond = nil
+        fast.download.maxBytesPerSecond = nil
         let again = try await FerryClient.open(configuration: fast, logger: .test, transport: kind.shared)
         let result = try await again.checkForUpdates()
         await again.close()
         #expect(result.outcome == .initialSync)
         #expect(result.resumedFrom == kept)
         #expect(result.bytesReceived == kind.wireSize(manifest) - kept)
-        #expect(result.fileBytes == manifest.size && result.encoding == (kind.carriesGzip ? .gzip : .identity))
+        #expect(
+            result.download?.fileBytes == manifest.size
+                && result.download?.encoding == (kind.carriesGzip ? .gzip : .identity))
         #expect(try publishedVersion(of: dir.database, among: [manifest]) == 1)
     }
 }

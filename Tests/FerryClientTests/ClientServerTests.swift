@@ -22,7 +22,7 @@ import Testing
         {
             var configuration = FerryClient.Configuration(
                 directory: dir.url, serverURL: url, dataset: fixtures.dataset, acceptedSchemaVersions: accept)
-            configuration.applyPendingOnOpen = applyOnLaunch
+            configuration.update.applyOnOpen = applyOnLaunch
             return try await FerryClient.open(configuration: configuration, logger: .test, transport: kind.shared)
         }
 
@@ -55,15 +55,15 @@ import Testing
             // Initial sync: straight to database.db
             var result = try await client.checkForUpdates()
             #expect(result.outcome == .initialSync)
-            #expect(result.version == 1 && result.sha256 == published[0].sha256)
+            #expect(result.download?.version == 1 && result.download?.sha256 == published[0].sha256)
             // The server has a gzip copy: the bytes on the wire are those of the gzip copy, the file is the SQLite file
             // (URLSession asks for the file itself: it would inflate the gzip copy behind the client's back)
             if kind.carriesGzip {
-                #expect(result.bytesReceived == published[0].gzipSize && result.encoding == .gzip)
+                #expect(result.bytesReceived == published[0].gzipSize && result.download?.encoding == .gzip)
             } else {
-                #expect(result.bytesReceived == published[0].size && result.encoding == .identity)
+                #expect(result.bytesReceived == published[0].size && result.download?.encoding == .identity)
             }
-            #expect(result.fileBytes == published[0].size)
+            #expect(result.download?.fileBytes == published[0].size)
             #expect(
                 result.status == ClientStatus(state: .upToDate, version: 1, sha256: published[0].sha256, path: .full))
             #expect(try publishedVersion(of: setup.dir.database, among: published) == 1)
@@ -77,7 +77,7 @@ import Testing
             published.append(try setup.fixtures.publish(rows: 7))
             try await waitForVersion(2)
             result = try await client.checkForUpdates()
-            #expect(result.outcome == .updateDownloaded && result.version == 2)
+            #expect(result.outcome == .updateDownloaded && result.download?.version == 2)
             #expect(
                 result.status.state == .updatePending && result.status.version == 1 && result.status.pendingVersion == 2
             )
@@ -87,7 +87,7 @@ import Testing
             published.append(try setup.fixtures.publish(rows: 9))
             try await waitForVersion(3)
             result = try await client.checkForUpdates()
-            #expect(result.outcome == .updateDownloaded && result.version == 3)
+            #expect(result.outcome == .updateDownloaded && result.download?.version == 3)
             #expect(result.status.pendingVersion == 3 && result.status.pendingSha256 == published[2].sha256)
             #expect(try publishedVersion(of: setup.dir.updated, among: published) == 3)
             // If-None-Match now carries the pending checksum: 304
@@ -103,7 +103,7 @@ import Testing
             published.append(try setup.fixtures.publish(rows: 11))
             try await waitForVersion(4)
             result = try await client.checkForUpdates()
-            #expect(result.outcome == .updateDownloaded && result.version == 4)
+            #expect(result.outcome == .updateDownloaded && result.download?.version == 4)
         }
     }
 
@@ -127,7 +127,7 @@ import Testing
             try setup.fixtures.publish(schemaVersion: 2)
             try await waitForVersion(2)
             let result = try await client.checkForUpdates()
-            #expect(result.outcome == .initialSync && result.version == 2)
+            #expect(result.outcome == .initialSync && result.download?.version == 2)
         }
     }
 
@@ -230,7 +230,7 @@ import Testing
             let client = try await setup.open(url, kind)
             let result = try await client.checkForUpdates()
             await client.close()
-            #expect(result.outcome == .updateDownloaded && result.version == 2 && result.bytesReceived == 0)
+            #expect(result.outcome == .updateDownloaded && result.download?.version == 2 && result.bytesReceived == 0)
             #expect(try publishedVersion(of: setup.dir.database, among: [v1, v2]) == 1)
             #expect(try publishedVersion(of: setup.dir.updated, among: [v1, v2]) == 2)
         }
@@ -252,7 +252,7 @@ import Testing
             #expect(
                 results.allSatisfy {
                     $0.outcome == .initialSync && $0.bytesReceived == kind.wireSize(manifest)
-                        && $0.fileBytes == manifest.size
+                        && $0.download?.fileBytes == manifest.size
                 })
         }
     }

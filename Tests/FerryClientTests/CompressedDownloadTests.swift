@@ -89,10 +89,12 @@ import Testing
             #expect(Int64(download.bodyBytes) == v2.gzipSize)
 
             // And the result counts wire and file bytes apart; updated.db is the published file, byte for byte
-            #expect(result.outcome == .updateDownloaded && result.version == 2 && result.sha256 == v2.sha256)
-            #expect(result.encoding == .gzip)
+            #expect(
+                result.outcome == .updateDownloaded && result.download?.version == 2
+                    && result.download?.sha256 == v2.sha256)
+            #expect(result.download?.encoding == .gzip)
             #expect(result.bytesReceived == v2.gzipSize && result.resumedFrom == 0)
-            #expect(result.fileBytes == v2.size)
+            #expect(result.download?.fileBytes == v2.size)
             try setup.expectPublished(setup.dir.updated, v2)
             setup.expectNoPartial()
 
@@ -105,8 +107,7 @@ import Testing
             #expect(second.first?.ifNoneMatch == "\"\(v2.sha256)\"")
             #expect(second.first?.status == 304 && second.first?.bodyBytes == 0)
             #expect(
-                again.outcome == .notModified && again.bytesReceived == 0 && again.fileBytes == nil
-                    && again.encoding == nil)
+                again.outcome == .notModified && again.bytesReceived == 0 && again.download == nil)
             await client.close()
         }
     }
@@ -156,9 +157,9 @@ import Testing
             #expect(Int64(resume.bodyBytes) == v2.gzipSize - kept)
 
             // And updated.db is the published file, byte for byte
-            #expect(result.outcome == .updateDownloaded && result.version == 2)
+            #expect(result.outcome == .updateDownloaded && result.download?.version == 2)
             #expect(result.resumedFrom == kept && result.bytesReceived == v2.gzipSize - kept)
-            #expect(result.fileBytes == v2.size && result.encoding == .gzip)
+            #expect(result.download?.fileBytes == v2.size && result.download?.encoding == .gzip)
             try setup.expectPublished(setup.dir.updated, v2)
             setup.expectNoPartial()
             await client.close()
@@ -199,7 +200,9 @@ import Testing
             #expect(download.status == 200 && download.contentEncoding == nil && download.contentRange == nil)
             #expect(Int64(download.bodyBytes) == v2.size)
             #expect(result.outcome == .updateDownloaded && result.resumedFrom == 0)
-            #expect(result.encoding == .identity && result.bytesReceived == v2.size && result.fileBytes == v2.size)
+            #expect(
+                result.download?.encoding == .identity && result.bytesReceived == v2.size
+                    && result.download?.fileBytes == v2.size)
             try setup.expectPublished(setup.dir.updated, v2)
             setup.expectNoPartial()
         }
@@ -227,7 +230,7 @@ import Testing
             #expect(download.path == "/v1/datasets/trips/versions/3")
             #expect(download.range == nil && download.ifRange == nil)
             #expect(download.status == 200 && download.contentEncoding == "gzip")
-            #expect(result.outcome == .updateDownloaded && result.version == 3 && result.resumedFrom == 0)
+            #expect(result.outcome == .updateDownloaded && result.download?.version == 3 && result.resumedFrom == 0)
             try setup.expectPublished(setup.dir.updated, v3)
             setup.expectNoPartial()
             await client.close()
@@ -296,9 +299,9 @@ import Testing
             #expect(Int64(resume.bodyBytes) == v2.size - kept)
 
             // And updated.db is the published file, byte for byte
-            #expect(result.outcome == .updateDownloaded && result.version == 2)
+            #expect(result.outcome == .updateDownloaded && result.download?.version == 2)
             #expect(result.resumedFrom == kept && result.bytesReceived == v2.size - kept)
-            #expect(result.fileBytes == v2.size && result.encoding == .identity)
+            #expect(result.download?.fileBytes == v2.size && result.download?.encoding == .identity)
             try setup.expectPublished(setup.dir.updated, v2)
             setup.expectNoPartial()
             await client.close()

@@ -44,8 +44,8 @@ import Testing
         {
             var configuration = FerryClient.Configuration(
                 directory: directory.appending(name), serverURL: server, dataset: "trips")
-            configuration.usePatches = usePatches
-            configuration.pushOnOpen = false
+            configuration.download.usePatches = usePatches
+            configuration.push.onOpen = false
             return try await FerryClient.open(
                 configuration: configuration, logger: .test, transport: transport ?? AsyncHTTPClientTransport())
         }
@@ -110,7 +110,7 @@ import Testing
     func patchesAcrossVersions(_ kind: TransportKind) async throws {
         try await withWorld { world, url, wait in
             let client = try await world.client("device", server: url, transport: kind.shared)
-            #expect(try await client.checkForUpdates().path == .full)
+            #expect(try await client.checkForUpdates().download?.path == .full)
             let changes = [
                 #"UPDATE trips SET passengers = passengers + 1, "updatedAt" = now() WHERE id LIKE 'row-00_5'"#,
                 "DELETE FROM trips WHERE id IN ('row-0100', 'row-0200', 'row-0300')",
@@ -126,7 +126,8 @@ import Testing
                 let result = try await client.checkForUpdates()
                 #expect(result.outcome == .updateDownloaded)
                 #expect(
-                    result.path == .patch(from: version - 1, to: version), "\(String(describing: result.patchFailure))")
+                    result.download?.path == .patch(from: version - 1, to: version),
+                    "\(String(describing: result.patchFailure))")
                 #expect(result.patchFailure == nil)
                 #expect(result.bytesReceived == manifest.current.patch(from: version - 1)?.size)
                 #expect(result.bytesReceived < manifest.gzipSize)
@@ -156,7 +157,8 @@ import Testing
 
             for (client, from) in [(three, 1), (two, 2)] {
                 let result = try await client.checkForUpdates()
-                #expect(result.path == .patch(from: from, to: 4), "\(String(describing: result.patchFailure))")
+                #expect(
+                    result.download?.path == .patch(from: from, to: 4), "\(String(describing: result.patchFailure))")
                 #expect(try await client.applyPendingUpdate().applied)
                 try await Self.expectHolds(client, latest, world)
                 await client.close()
@@ -180,7 +182,7 @@ import Testing
 
             // When the device updates by patch and applies
             let result = try await client.checkForUpdates()
-            #expect(result.path == .patch(from: 1, to: 2), "\(String(describing: result.patchFailure))")
+            #expect(result.download?.path == .patch(from: 1, to: 2), "\(String(describing: result.patchFailure))")
             #expect(try await client.applyPendingUpdate().applied)
 
             // Then it holds version 2 with its two edits on top, still queued
@@ -219,7 +221,7 @@ import Testing
 
             let result = try await client.checkForUpdates()
             #expect(transport.tampered.withLock { $0 } == 1)
-            #expect(result.path == .full)
+            #expect(result.download?.path == .full)
             let reason = try #require(result.patchFailure)
             #expect(reason.contains(tamper == .flip ? "does not match its checksum" : "ended after"), "\(reason)")
             #expect(try await client.applyPendingUpdate().applied)
@@ -240,7 +242,7 @@ import Testing
             let v3 = try world.manifest()
             #expect(v3.current.patches?.map(\.from) == [2])
             let result = try await client.checkForUpdates()
-            #expect(result.path == .full && result.patchFailure == nil)
+            #expect(result.download?.path == .full && result.patchFailure == nil)
             #expect(try await client.applyPendingUpdate().applied)
             try await Self.expectHolds(client, v3, world)
             await client.close()
@@ -261,7 +263,7 @@ import Testing
             let v2 = try world.manifest()
             #expect(v2.schemaVersion == 2 && v2.current.patches == nil)
             let result = try await client.checkForUpdates()
-            #expect(result.path == .full)
+            #expect(result.download?.path == .full)
             #expect(try await client.applyPendingUpdate().applied)
             try await Self.expectHolds(client, v2, world)
             await client.close()
@@ -345,7 +347,7 @@ import Testing
             #expect(!FileManager.default.fileExists(atPath: directory.patched.path + "-journal"))
             #expect(try await client.status().version == 1)
             let result = try await client.checkForUpdates()
-            #expect(result.path == .patch(from: 1, to: 2))
+            #expect(result.download?.path == .patch(from: 1, to: 2))
             #expect(!FileManager.default.fileExists(atPath: directory.patched.path))
             #expect(try await client.applyPendingUpdate().applied)
             try await Self.expectHolds(client, try world.manifest(), world)

@@ -45,8 +45,8 @@ import Testing
         func client(_ name: String) async throws -> FerryClient {
             var configuration = FerryClient.Configuration(
                 directory: directory.appending(name), serverURL: server, dataset: "trips")
-            configuration.pushOnOpen = false
-            configuration.pushBackoff = .milliseconds(10)
+            configuration.push.onOpen = false
+            configuration.push.backoff = .milliseconds(10)
             return try await FerryClient.open(
                 configuration: configuration, logger: .test, transport: AsyncHTTPClientTransport())
         }
@@ -104,9 +104,11 @@ import Testing
         let patch = try #require(manifest.current.patch(from: manifest.version - 1), sourceLocation: sourceLocation)
         let result = try await client.checkForUpdates()
         #expect(result.patchFailure == nil, "\(result.patchFailure ?? "")", sourceLocation: sourceLocation)
-        #expect(result.path == .patch(from: manifest.version - 1, to: manifest.version), sourceLocation: sourceLocation)
+        #expect(
+            result.download?.path == .patch(from: manifest.version - 1, to: manifest.version),
+            sourceLocation: sourceLocation)
         #expect(result.bytesReceived == patch.size, sourceLocation: sourceLocation)
-        #expect(result.ownRowsSettled == settled, sourceLocation: sourceLocation)
+        #expect(result.download?.ownRowsSettled == settled, sourceLocation: sourceLocation)
         #expect(try await client.status().ownRowsSettled == settled, sourceLocation: sourceLocation)
         #expect(try await client.applyPendingUpdate().applied, sourceLocation: sourceLocation)
         let published = try rows(world.snapshots.objectURL(dataset: "trips", sha256: manifest.sha256))
@@ -162,7 +164,7 @@ import Testing
             // The patch to version 2 applies and is verified, and the device still shows its answered edit: an app
             // that edits by what it reads must not build on the older value
             let result = try await device.checkForUpdates()
-            #expect(result.path == .patch(from: 1, to: 2), "\(result.patchFailure ?? "")")
+            #expect(result.download?.path == .patch(from: 1, to: 2), "\(result.patchFailure ?? "")")
             #expect(try await device.applyPendingUpdate().applied)
             #expect(try await device.status().version == v2.version)
             #expect(
@@ -289,9 +291,9 @@ import Testing
             let v2 = try await world.publish()
             let reopened = try await world.client("device")
             let result = try await reopened.checkForUpdates()
-            #expect(result.path == .full)
+            #expect(result.download?.path == .full)
             #expect(result.patchFailure != nil)
-            #expect(result.ownRowsSettled == nil)
+            #expect(result.download?.ownRowsSettled == nil)
             #expect(try await reopened.applyPendingUpdate().applied)
             #expect(
                 try Self.rows(reopened.directory.database)

@@ -12,7 +12,7 @@ import Testing
         let temp = try TemporaryDirectory("ferry-hints")
         defer { temp.remove() }
         var configuration = FerryClient.Configuration(directory: temp.appending("client"))
-        configuration.pushOnOpen = false
+        configuration.push.onOpen = false
         let client = try await FerryClient.open(configuration: configuration, logger: .test)
 
         // When it fetches, the error names Configuration.serverURL, and no flag

@@ -6,6 +6,10 @@ import HummingbirdTesting
 import Logging
 import NIOFoundationEssentialsCompat
 
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Darwin)
@@ -67,7 +71,7 @@ final class ServeProcess: @unchecked Sendable {
         let deadline = Date().addingTimeInterval(30)
         while Date() < deadline {
             let text = lock.withLock { output }
-            if let range = text.range(of: #"listening on https?://127\.0\.0\.1:\d+"#, options: .regularExpression) {
+            if let range = text.range(of: #"listening on https?://[0-9.]+:\d+"#, options: .regularExpression) {
                 url = URL(string: String(text[range].dropFirst("listening on ".count)))
                 return
             }
@@ -76,6 +80,27 @@ final class ServeProcess: @unchecked Sendable {
         }
         kill(process.processIdentifier, SIGKILL)
         throw FerryError(.network, "ferry serve did not start: \(output)")
+    }
+
+    /// Waits up to 20 s for `server` to serve `version` (or a newer one) of `line` in its manifest; false when it
+    /// does not within the deadline.
+    static func waitForVersion(_ server: String, _ line: String, _ version: Int) async throws -> Bool {
+        let deadline = ContinuousClock.now + .seconds(20)
+        while ContinuousClock.now < deadline {
+            if let url = URL(string: "\(server)/v1/datasets/\(line)/manifest"),
+                let (data, _) = try? await URLSession.shared.data(from: url),
+                let manifest = try? Manifest.decode(data), manifest.version >= version
+            {
+                return true
+            }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        return false
+    }
+
+    /// ``waitForVersion(_:_:_:)`` against this server.
+    func waitForVersion(_ line: String, _ version: Int) async throws -> Bool {
+        try await Self.waitForVersion(url.absoluteString, line, version)
     }
 
     /// kill -9: the server stops mid-whatever, as a crash or a power cut would.

@@ -173,8 +173,8 @@ import Testing
         let uploader = RecordingUploader()
         var config = FerryClient.Configuration(
             directory: clientDir.url, serverURL: URL(string: "http://127.0.0.1:9")!, dataset: "trips")
-        config.pushOnOpen = false
-        config.uploader = uploader
+        config.push.onOpen = false
+        config.push.uploader = uploader
         let client = try await FerryClient.open(configuration: config, logger: .test)
         defer { Task { await client.close() } }
         _ = try await client.execute("UPDATE trips SET bags = 4 WHERE id = '\(Self.rowID)'")
@@ -227,8 +227,8 @@ import Testing
         uploader.retired.withLock { $0 = ["trips.v1", "trips.v2"] }
         var config = FerryClient.Configuration(
             directory: clientDir.url, serverURL: URL(string: "http://127.0.0.1:9")!, dataset: "trips")
-        config.pushOnOpen = false
-        config.uploader = uploader
+        config.push.onOpen = false
+        config.push.uploader = uploader
         let client = try await FerryClient.open(configuration: config, logger: .test)
         defer { Task { await client.close() } }
         _ = try await client.execute("UPDATE trips SET bags = 4 WHERE id = '\(Self.rowID)'")

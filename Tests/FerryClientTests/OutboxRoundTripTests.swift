@@ -14,6 +14,12 @@ import Testing
 
 @testable import FerryClient
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
 /// Offline edits end to end: real PostgreSQL with the thesis' trips, the real publisher, the real server with the
 /// changes endpoint, and real client directories.
 @Suite struct OutboxRoundTripTests {
@@ -36,8 +42,8 @@ import Testing
         func client(_ name: String, server: URL, pushOnOpen: Bool = false) async throws -> FerryClient {
             var configuration = FerryClient.Configuration(
                 directory: directory.appending(name), serverURL: server, dataset: "trips")
-            configuration.pushOnOpen = pushOnOpen
-            configuration.pushBackoff = .milliseconds(10)
+            configuration.push.onOpen = pushOnOpen
+            configuration.push.backoff = .milliseconds(10)
             return try await FerryClient.open(configuration: configuration, logger: .test)
         }
     }
@@ -155,11 +161,11 @@ import Testing
             await device.close()
             let stamped = try world.scalar(#"SELECT "updatedAt"::text FROM trips WHERE name = 'Göteborg-Malmö'"#)
 
-            // When the device starts again (open pushes pending edits first)
+            // When the device starts again (open pushes pending edits, in the background)
             let restarted = try await world.client("device", server: server, pushOnOpen: true)
 
             // Then the change was answered from the server's record: one effect, and the outbox is empty
-            #expect(try await restarted.pendingEdits() == 0)
+            #expect(try await eventually { try await restarted.pendingEdits() == 0 })
             #expect(
                 try world.scalar("SELECT result->>'status' FROM ferry_changes WHERE id = $1", [batch[0].id])
                     == "applied")
@@ -167,6 +173,37 @@ import Testing
             #expect(try world.scalar(#"SELECT "updatedAt"::text FROM trips WHERE name = 'Göteborg-Malmö'"#) == stamped)
             #expect(try world.scalar("SELECT passengers FROM trips WHERE name = 'Göteborg-Malmö'") == "7")
             await restarted.close()
+        }
+    }
+
+    @Test func openReturnsWhileTheServerNeverAnswersAndPushesInTheBackgroundWhenItCan() async throws {
+        try await withWorld { world, server, _ in
+            // Given a device with one edit queued
+            let device = try await world.client("device", server: server)
+            _ = try await device.checkForUpdates()
+            _ = try await device.execute("UPDATE trips SET passengers = 5 WHERE name = 'Göteborg-Malmö'")
+            await device.close()
+
+            // When it opens against a server that accepts the connection and never answers (the upload's own
+            // timeout is 60 s)
+            let (socket, port) = try BadNetworkTests.silentListener()
+            defer { close(socket) }
+            let started = ContinuousClock.now
+            let stalled = try await world.client(
+                "device", server: URL(string: "http://127.0.0.1:\(port)")!, pushOnOpen: true)
+
+            // Then open returns at once, the edit still queued, and close cancels the push instead of waiting it out
+            #expect(ContinuousClock.now - started < .seconds(5), "open took \(ContinuousClock.now - started)")
+            #expect(try await stalled.pendingEdits() == 1)
+            let closing = ContinuousClock.now
+            await stalled.close()
+            #expect(ContinuousClock.now - closing < .seconds(5), "close took \(ContinuousClock.now - closing)")
+
+            // And opened against the real server, the push happens after open returned
+            let online = try await world.client("device", server: server, pushOnOpen: true)
+            #expect(try await eventually { try await online.pendingEdits() == 0 })
+            #expect(try world.scalar("SELECT passengers FROM trips WHERE name = 'Göteborg-Malmö'") == "5")
+            await online.close()
         }
     }
 
@@ -209,11 +246,11 @@ import Testing
             var configuration = FerryClient.Configuration(
                 directory: world.directory.appending("device"), serverURL: URL(string: "http://127.0.0.1:9")!,
                 dataset: "trips")
-            configuration.pushOnOpen = false
-            configuration.pushAttempts = 2
-            configuration.pushBackoff = .milliseconds(10)
+            configuration.push.onOpen = false
+            configuration.push.attempts = 2
+            configuration.push.backoff = .milliseconds(10)
             let transport = try kind.make(connectTimeout: .seconds(1))
-            configuration.uploader = transport.uploader(server: configuration.serverURL!)
+            configuration.push.uploader = transport.uploader(server: configuration.serverURL!)
             let offline = try await FerryClient.open(
                 configuration: configuration, logger: .test, transport: transport.snapshot)
             let error = await #expect(throws: FerryError.self) { try await offline.push() }

@@ -55,8 +55,8 @@ import Testing
         func open(_ url: URL, _ transport: LineTransport) async throws -> FerryClient {
             var configuration = FerryClient.Configuration(
                 directory: dir.url, serverURL: url, dataset: "trips", acceptedSchemaVersions: [2, 1])
-            configuration.applyPendingOnOpen = false
-            configuration.pushOnOpen = false
+            configuration.update.applyOnOpen = false
+            configuration.push.onOpen = false
             return try await FerryClient.open(configuration: configuration, logger: .test, transport: transport)
         }
     }
@@ -74,7 +74,9 @@ import Testing
 
             // The check asks for the dataset with the accepted schema versions; the version comes from the line.
             var result = try await client.checkForUpdates()
-            #expect(result.outcome == .initialSync && result.version == 1 && result.sha256 == first.sha256)
+            #expect(
+                result.outcome == .initialSync && result.download?.version == 1
+                    && result.download?.sha256 == first.sha256)
             let db = try SQLiteConnection(path: setup.dir.database.path, mode: .readOnly)
             #expect(try SnapshotMetadata.read(from: db).dataset == "trips.v2")
             var paths = transport.requests.current.map { $0.url.path + ($0.url.query.map { "?" + $0 } ?? "") }
@@ -90,7 +92,7 @@ import Testing
             _ = try setup.fixtures.publish(rows: 5, schemaVersion: 2)
             try await waitForVersion(2)
             result = try await client.checkForUpdates()
-            #expect(result.outcome == .updateDownloaded && result.version == 2)
+            #expect(result.outcome == .updateDownloaded && result.download?.version == 2)
             paths = transport.requests.current.map { $0.url.path + ($0.url.query.map { "?" + $0 } ?? "") }
             #expect(
                 paths.suffix(3) == [
@@ -169,8 +171,8 @@ import Testing
         try await withFerryServer(store: root, dataset: "trips.v1", statusToken: "status-secret") { url, _ in
             var config = FerryClient.Configuration(
                 directory: dir.url, serverURL: url, dataset: "trips", acceptedSchemaVersions: [1])
-            config.applyPendingOnOpen = false
-            config.pushOnOpen = false
+            config.update.applyOnOpen = false
+            config.push.onOpen = false
             func dataset(_ file: URL) throws -> String {
                 try SnapshotMetadata.read(from: try SQLiteConnection(path: file.path, mode: .readOnly)).dataset
             }
@@ -188,7 +190,9 @@ import Testing
             let updated = try await FerryClient.open(configuration: config, logger: .test)
             #expect(try await updated.deviceID() == deviceID)
             let moved = try await updated.checkForUpdates()
-            #expect(moved.outcome == .updateDownloaded && moved.sha256 == two.sha256 && moved.path == .full)
+            #expect(
+                moved.outcome == .updateDownloaded && moved.download?.sha256 == two.sha256
+                    && moved.download?.path == .full)
             #expect(try await updated.applyPendingUpdate().applied)
             #expect(try dataset(dir.database) == "trips.v2")
             #expect(try await updated.checkForUpdates().outcome == .notModified)

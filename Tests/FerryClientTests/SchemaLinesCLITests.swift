@@ -114,16 +114,6 @@ import Testing
 
     /// Waits up to 20 s for the server to serve `version` of `line`.
     func waitForVersion(_ server: String, _ line: String, _ version: Int) async throws -> Bool {
-        let deadline = ContinuousClock.now + .seconds(20)
-        while ContinuousClock.now < deadline {
-            if let url = URL(string: "\(server)/v1/datasets/\(line)/manifest"),
-                let (data, _) = try? await URLSession.shared.data(from: url),
-                let manifest = try? Manifest.decode(data), manifest.version >= version
-            {
-                return true
-            }
-            try await Task.sleep(for: .milliseconds(50))
-        }
-        return false
+        try await ServeProcess.waitForVersion(server, line, version)
     }
 }

@@ -19,7 +19,7 @@ import Testing
     import Darwin
 #endif
 
-/// `FerryClient.watch` and `Configuration.waitForChanges` against the real server (and a server that ignores
+/// `FerryClient.watch` and `Configuration.download.waitForChanges` against the real server (and a server that ignores
 /// `Prefer`): each version arrives through the manifest long-poll, moments after it is published.
 @Suite(.serialized) struct WatchTests {
     @Test(
@@ -27,25 +27,30 @@ import Testing
     )
     func pacing() {
         let status = ClientStatus(state: .upToDate)
-        var notModified = FetchResult(outcome: .notModified, bytesReceived: 0, resumedFrom: 0, status: status)
+        var check = FetchResult.NotModified(status: status)
         // A long-poll the server held: the next one at once
-        notModified.waitApplied = 30
+        check.waitApplied = 30
+        var notModified = FetchResult.notModified(check)
         #expect(WatchPacing.pause(after: notModified, elapsed: .seconds(30), pollInterval: .seconds(30)) == .zero)
         // A 304 at once although a wait was applied (a restarting server): still at most one check a second
         #expect(
             WatchPacing.pause(after: notModified, elapsed: .milliseconds(100), pollInterval: .seconds(30))
                 == .milliseconds(900))
         // A server that ignores Prefer: once per poll interval
-        notModified.waitApplied = nil
+        check.waitApplied = nil
+        notModified = .notModified(check)
         #expect(
             WatchPacing.pause(after: notModified, elapsed: .milliseconds(10), pollInterval: .seconds(30)) == .seconds(
                 30) - .milliseconds(10))
         // Retry-After longer than the interval wins
-        notModified.retryAfter = 120
+        check.retryAfter = 120
+        notModified = .notModified(check)
         #expect(WatchPacing.pause(after: notModified, elapsed: .zero, pollInterval: .seconds(30)) == .seconds(120))
         // A new version: the next check at once (the download took longer than a second)
-        let downloaded = FetchResult(
-            outcome: .updateDownloaded, version: 2, bytesReceived: 10, resumedFrom: 0, status: status)
+        let downloaded = FetchResult.updateDownloaded(
+            .init(
+                version: 2, sha256: "", bytesReceived: 10, resumedFrom: 0, fileBytes: 10, publishedBytes: 10,
+                encoding: .gzip, path: .full, status: status))
         #expect(WatchPacing.pause(after: downloaded, elapsed: .seconds(2), pollInterval: .seconds(30)) == .zero)
 
         // Backoff: doubling to the cap, each between half and all of its ceiling
@@ -87,8 +92,8 @@ extension WatchTests {
             func open(wait: Duration) async throws -> FerryClient {
                 var configuration = FerryClient.Configuration(
                     directory: temp.appending("device"), serverURL: url, dataset: fixtures.dataset)
-                configuration.pushOnOpen = false
-                configuration.waitForChanges = wait
+                configuration.push.onOpen = false
+                configuration.download.waitForChanges = wait
                 return try await FerryClient.open(configuration: configuration, logger: .test, transport: kind.shared)
             }
             // Given a device with version 1 that waits 1 s per check
@@ -113,7 +118,7 @@ extension WatchTests {
             try fixtures.publish(rows: 6)
             // Then the check brings version 2 within moments, not 50 s
             let result = try await check.value
-            #expect(result.outcome == .updateDownloaded && result.version == 2 && result.waitApplied == 50)
+            #expect(result.outcome == .updateDownloaded && result.download?.version == 2 && result.waitApplied == 50)
             #expect(ContinuousClock.now - published < .seconds(10))
             await client.close()
         }
@@ -141,8 +146,8 @@ extension WatchTests {
                 var configuration = FerryClient.Configuration(
                     directory: temp.appending("device"), serverURL: URL(string: "http://127.0.0.1:\(server.port!)")!,
                     dataset: "trips")
-                configuration.pushOnOpen = false
-                configuration.waitForChanges = .seconds(2)
+                configuration.push.onOpen = false
+                configuration.download.waitForChanges = .seconds(2)
                 let client = try await FerryClient.open(
                     configuration: configuration, logger: .test, transport: AsyncHTTPClientTransport())
                 let watching = Task { try await client.watch { _ in } }

@@ -13,11 +13,13 @@ import Logging
 /// ```swift
 /// let sha256 = try await BlockingWork.run { try FileDigest.sha256Hex(of: file) }
 /// ```
-enum BlockingWork {
+package enum BlockingWork {
     /// No QoS of its own: each work item runs at the QoS of the code that asked for it (an open at launch, say).
     private static let queue = DispatchQueue(label: "ferry.client.blocking-work", attributes: .concurrent)
 
-    static func run<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    /// Runs `body` on the client's Dispatch queue and returns (or throws) what it did. FerryGRDB opens and closes
+    /// its pool here too.
+    package static func run<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
             queue.async { continuation.resume(with: Result { try body() }) }
         }
@@ -296,7 +298,7 @@ struct ClientFiles: Sendable {
             let tables = try SnapshotMetadata.read(from: updated).tables
             try Outbox.carryOver(
                 fromLiveDatabaseAt: directory.database.path, into: updated, tables: tables, origin: pending.sha256)
-            if let hook = configuration.prepareUpdate {
+            if let hook = configuration.update.prepare {
                 let liveConnection =
                     directory.exists(directory.database)
                     ? try SQLiteConnection(path: directory.database.path, mode: .readOnly) : nil

@@ -11,7 +11,7 @@ import Logging
 /// calls work (and are tested) with any download that ends in a file. See docs/app.md, "Background downloads".
 extension FerryClient {
     /// Revalidates the manifest as ``checkForUpdates(progress:)`` does (`If-None-Match` with the pending, else the
-    /// live checksum, plus refused ones; `Retry-After` honoured within ``Configuration/retryAfterLimit``) and returns
+    /// live checksum, plus refused ones; `Retry-After` honoured within `Configuration.download.retryAfterLimit`) and returns
     /// the version it names when this directory does not hold it yet; nil when there is nothing new. Downloads nothing.
     ///
     /// ```swift
@@ -84,44 +84,9 @@ extension FerryClient {
         let accepted = configuration.acceptedSchemaVersions
         let scratch = directory.adopted()
         // Verified outside `exclusively`, as a download is: the app keeps using database.db meanwhile.
-        let outcome: SnapshotDownloader.Outcome = try await BlockingWork.run {
-            try directory.create()
-            do {
-                try FileManager.default.moveItem(at: file, to: scratch)
-            } catch {
-                throw FerryError(
-                    .io,
-                    "cannot move the background download into the client directory: \(error.localizedDescription); nothing was changed",
-                    path: file.path, underlying: error)
-            }
-            do {
-                try DurableFile.sync(scratch)
-                let sha256 = try FileDigest.sha256Hex(of: scratch)
-                let expected = ExpectedSnapshot(sha256: manifest.sha256, size: manifest.size, version: manifest.version)
-                let info = try SnapshotVerifier.verify(
-                    file: scratch, expected: expected, computedSHA256: sha256, dataset: dataset,
-                    line: manifest.dataset)
-                if let refusal = SnapshotVerifier.schemaRefusal(info, accepted: accepted, file: scratch) {
-                    try? FileManager.default.removeItem(at: scratch)  // refused for good; a leftover is removed on open
-                    return .refused(info, refusal)
-                }
-                let size = FileIdentity.size(of: scratch)
-                var stats = TransferStats(
-                    bytesReceived: size ?? 0, resumedFrom: 0, fileBytes: size, encoding: .identity)
-                stats.publishedBytes = manifest.size
-                return .downloaded(
-                    SnapshotDownloader.Verified(
-                        info: info, stats: stats, file: scratch, path: .full, contentDigest: manifest.contentDigest))
-            } catch var error as FerryError {
-                // the error is what matters; a leftover is removed on open
-                try? FileManager.default.removeItem(at: scratch)
-                error.message =
-                    "the background download of version \(manifest.version) was not adopted: \(error.message)"
-                throw error
-            } catch {
-                try? FileManager.default.removeItem(at: scratch)  // as above
-                throw error
-            }
+        let outcome = try await BlockingWork.run {
+            try Self.verifyAdopted(
+                file, as: scratch, in: directory, manifest: manifest, dataset: dataset, accepted: accepted)
         }
         do {
             return try await exclusively {
@@ -152,6 +117,49 @@ extension FerryClient {
         }
     }
 
+    /// Moves a background download to `scratch` in the client directory and verifies it against `manifest`: a
+    /// refused schema version is removed and reported as `.refused`, a file that fails verification is removed and
+    /// its error thrown.
+    private static func verifyAdopted(
+        _ file: URL, as scratch: URL, in directory: ClientDirectory, manifest: Manifest,
+        dataset: String, accepted: Set<Int>?
+    ) throws -> SnapshotDownloader.Outcome {
+        try directory.create()
+        do {
+            try FileManager.default.moveItem(at: file, to: scratch)
+        } catch {
+            throw FerryError(
+                .io,
+                "cannot move the background download into the client directory: \(error.localizedDescription); nothing was changed",
+                path: file.path, underlying: error)
+        }
+        do {
+            try DurableFile.sync(scratch)
+            let sha256 = try FileDigest.sha256Hex(of: scratch)
+            let expected = ExpectedSnapshot(sha256: manifest.sha256, size: manifest.size, version: manifest.version)
+            let info = try SnapshotVerifier.verify(
+                file: scratch, expected: expected, computedSHA256: sha256, dataset: dataset, line: manifest.dataset)
+            if let refusal = SnapshotVerifier.schemaRefusal(info, accepted: accepted, file: scratch) {
+                try? FileManager.default.removeItem(at: scratch)  // refused for good; a leftover is removed on open
+                return .refused(info, refusal)
+            }
+            let size = FileIdentity.size(of: scratch)
+            var stats = TransferStats(bytesReceived: size ?? 0, resumedFrom: 0, fileBytes: size, encoding: .identity)
+            stats.publishedBytes = manifest.size
+            return .downloaded(
+                SnapshotDownloader.Verified(
+                    info: info, stats: stats, file: scratch, path: .full, contentDigest: manifest.contentDigest))
+        } catch var error as FerryError {
+            // the error is what matters; a leftover is removed on open
+            try? FileManager.default.removeItem(at: scratch)
+            error.message = "the background download of version \(manifest.version) was not adopted: \(error.message)"
+            throw error
+        } catch {
+            try? FileManager.default.removeItem(at: scratch)  // as above
+            throw error
+        }
+    }
+
     /// The downloader of ``checkForUpdates(progress:)`` and ``prepareBackgroundDownload()``, with this client's
     /// configuration.
     func makeDownloader() async throws -> SnapshotDownloader {
@@ -159,11 +167,11 @@ extension FerryClient {
         var downloader = SnapshotDownloader(
             directory: directory, transport: transport, datasetsURL: url, dataset: dataset,
             acceptedSchemaVersions: configuration.acceptedSchemaVersions,
-            writeBufferSize: configuration.writeBufferSize,
-            maxBytesPerSecond: configuration.maxBytesPerSecond, tokenProvider: configuration.tokenProvider,
+            writeBufferSize: configuration.download.writeBufferSize,
+            maxBytesPerSecond: configuration.download.maxBytesPerSecond, tokenProvider: configuration.tokenProvider,
             logger: logger)
-        downloader.retryAfterLimit = configuration.retryAfterLimit
-        downloader.waitForChanges = configuration.waitForChanges
+        downloader.retryAfterLimit = configuration.download.retryAfterLimit
+        downloader.waitForChanges = configuration.download.waitForChanges
         downloader.deviceID = try await deviceID()
         return downloader
     }

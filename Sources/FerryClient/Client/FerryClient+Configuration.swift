@@ -13,13 +13,17 @@ extension FerryClient {
     /// (or an empty string) sends no header. What it throws is passed on unchanged.
     public typealias TokenProvider = @Sendable () async throws -> String?
 
-    /// How a ``FerryClient`` works. Only `directory` is required; fetching also needs `serverURL` and `dataset`.
+    /// How a ``FerryClient`` works. Only `directory` is required; fetching also needs `serverURL` and `dataset`. The
+    /// settings of each part sit in a group with its defaults: `update` (when updates are applied), `download` (how
+    /// versions are downloaded) and `push` (how edits are uploaded).
     ///
     /// ```swift
     /// var config = FerryClient.Configuration(directory: URL(fileURLWithPath: "/data/ferry"))
     /// config.serverURL = URL(string: "https://ferry.example.org")!
     /// config.dataset = "campgrounds"
     /// config.acceptedSchemaVersions = [3]
+    /// config.download.waitForChanges = .seconds(30)
+    /// config.push.attempts = 5
     /// ```
     public struct Configuration: Sendable {
         /// The client directory (created when missing); see ``ClientDirectory`` for its layout.
@@ -36,35 +40,6 @@ extension FerryClient {
         /// snapshot of another schema version is refused with `FerryError.Code.schemaVersion` and not downloaded
         /// again while it stays refused.
         public var acceptedSchemaVersions: Set<Int>?
-        /// Apply a pending `updated.db` in ``FerryClient/open(configuration:logger:transport:)`` before any
-        /// connection is handed out (the book's "on launch"). Default true.
-        public var applyPendingOnOpen: Bool = true
-        /// Take a row-level patch when the server offers one from the version this device holds and it is smaller
-        /// than the compressed full download (docs/delta.md). A patch that cannot be downloaded, applied or verified
-        /// falls back to the full download. False always downloads the full version (`ferry fetch --no-patch`).
-        public var usePatches: Bool = true
-        /// Bytes buffered before each write to the partial file. Default 1 MiB.
-        public var writeBufferSize: Int = 1 << 20
-        /// Download at most this many bytes per second (like curl's `--limit-rate`); nil (default) is unlimited.
-        public var maxBytesPerSecond: Int64?
-        /// The longest one check waits in all when the server answers 429 or 5xx with `Retry-After` (seconds); a
-        /// longer wait is reported as a network error instead. Default 10 s.
-        public var retryAfterLimit: Duration = .seconds(10)
-        /// Runs on the pending snapshot inside the swap; see ``PrepareUpdate``. Default none.
-        public var prepareUpdate: PrepareUpdate?
-        /// Push pending edits when the client opens (the thesis' "did become active"), if a server is set. Default
-        /// true.
-        public var pushOnOpen = true
-        /// Upload attempts per batch before ``FerryClient/push(batchSize:)`` gives up (edits stay queued). Default 3.
-        public var pushAttempts = 3
-        /// Wait before the first retry of an upload; doubled each time. Default 0.5 s.
-        public var pushBackoff: Duration = .milliseconds(500)
-        /// How edits are uploaded; nil (default) uses ``URLSessionChangeUploader`` against `serverURL`, on the client's
-        /// transport when that is a ``URLSessionTransport`` (another transport needs its own uploader for a private
-        /// CA).
-        public var uploader: (any ChangeUploader)?
-        /// The device clock, for `sentAt` (the server derives the clock offset from it). Default `Date()`.
-        public var clock: @Sendable () -> Date = { Date() }
         /// The access token for a scoped dataset; nil (default) sends none (a public dataset). A server that refuses it
         /// (401, or 403) makes fetch and push throw `FerryError.Code.unauthorized`: sign in again and retry; the
         /// data, a partial download and the queued edits are all kept. The token never appears in errors or logs.
@@ -73,17 +48,102 @@ extension FerryClient {
         /// config.tokenProvider = { try await session.freshAccessToken() }
         /// ```
         public var tokenProvider: TokenProvider?
-        /// Long-poll the manifest: each check asks the server to hold its answer up to this long until a new version
-        /// exists (`Prefer: wait=N`, whole seconds, at most 60; a server answers at once when there is something new).
-        /// ``FerryClient/watch(_:)`` then learns of a version as soon as the server serves it, with one request
-        /// open per device, and a FerryGRDB database in `.automatic` mode runs that loop while it is open. Nil
-        /// (default): no wait, a check answers at once. The transport's read timeout must exceed the wait:
-        /// ``URLSessionTransport`` extends it per request; give AsyncHTTPClient a longer read timeout.
+        /// When a downloaded update is applied, and what runs during the swap.
+        public var update = Update()
+        /// How versions are downloaded.
+        public var download = Download()
+        /// How queued edits are uploaded.
+        public var push = Push()
+
+        /// When a downloaded update is applied, and what runs during the swap.
         ///
         /// ```swift
-        /// config.waitForChanges = .seconds(30)
+        /// config.update.applyOnOpen = false   // the app applies it when the user asks
         /// ```
-        public var waitForChanges: Duration?
+        public struct Update: Sendable {
+            /// Apply a pending `updated.db` in ``FerryClient/open(configuration:logger:transport:)`` before any
+            /// connection is handed out, so a new version takes effect when the app starts. Default true.
+            public var applyOnOpen = true
+            /// Runs on the pending snapshot inside the swap; see ``FerryClient/PrepareUpdate``. Default none.
+            public var prepare: PrepareUpdate?
+
+            public init(applyOnOpen: Bool = true, prepare: PrepareUpdate? = nil) {
+                self.applyOnOpen = applyOnOpen
+                self.prepare = prepare
+            }
+        }
+
+        /// How versions are downloaded.
+        ///
+        /// ```swift
+        /// config.download.maxBytesPerSecond = 500_000
+        /// config.download.waitForChanges = .seconds(30)
+        /// ```
+        public struct Download: Sendable {
+            /// Take a row-level patch when the server offers one from the version this device holds and it is
+            /// smaller than the compressed full download (docs/delta.md). A patch that cannot be downloaded, applied
+            /// or verified falls back to the full download. False always downloads the full version. Default true.
+            public var usePatches = true
+            /// Bytes buffered before each write to the partial file. Default 1 MiB.
+            public var writeBufferSize = 1 << 20
+            /// Download at most this many bytes per second (like curl's `--limit-rate`); nil (default) is unlimited.
+            public var maxBytesPerSecond: Int64?
+            /// The longest one check waits in all when the server answers 429 or 5xx with `Retry-After`; a longer
+            /// wait is reported as a network error instead. Default 10 s.
+            public var retryAfterLimit: Duration = .seconds(10)
+            /// Long-poll the manifest: each check asks the server to hold its answer up to this long until a new
+            /// version exists (`Prefer: wait=N`, whole seconds, at most 60; a server answers at once when there is
+            /// something new). ``FerryClient/watch(_:)`` then learns of a version as soon as the server serves it,
+            /// with one request open per device, and a FerryGRDB database in `.automatic` mode runs that loop while
+            /// it is open. Nil (default): no wait, a check answers at once. The transport's read timeout must exceed
+            /// the wait: ``URLSessionTransport`` extends it per request; give AsyncHTTPClient a longer read timeout.
+            public var waitForChanges: Duration?
+
+            public init(
+                usePatches: Bool = true, writeBufferSize: Int = 1 << 20, maxBytesPerSecond: Int64? = nil,
+                retryAfterLimit: Duration = .seconds(10), waitForChanges: Duration? = nil
+            ) {
+                self.usePatches = usePatches
+                self.writeBufferSize = writeBufferSize
+                self.maxBytesPerSecond = maxBytesPerSecond
+                self.retryAfterLimit = retryAfterLimit
+                self.waitForChanges = waitForChanges
+            }
+        }
+
+        /// How queued edits are uploaded.
+        ///
+        /// ```swift
+        /// config.push.onOpen = false
+        /// config.push.uploader = HTTPChangeUploader(server: url)   // FerryClientNIO
+        /// ```
+        public struct Push: Sendable {
+            /// Push the queued edits after the client opens (when the app becomes active), if a server is set. The
+            /// push runs in the background: the open never waits for it. Default true.
+            public var onOpen = true
+            /// Upload attempts per batch before ``FerryClient/push(batchSize:)`` gives up (edits stay queued).
+            /// Default 3.
+            public var attempts = 3
+            /// Wait before the first retry of an upload; doubled each time. Default 0.5 s.
+            public var backoff: Duration = .milliseconds(500)
+            /// How edits are uploaded; nil (default) uses ``URLSessionChangeUploader`` against `serverURL`, on the
+            /// client's transport when that is a ``URLSessionTransport`` (another transport needs its own uploader
+            /// for a private CA).
+            public var uploader: (any ChangeUploader)?
+            /// The device clock, for `sentAt` (the server derives the clock offset from it). Default `Date()`.
+            public var clock: @Sendable () -> Date = { Date() }
+
+            public init(
+                onOpen: Bool = true, attempts: Int = 3, backoff: Duration = .milliseconds(500),
+                uploader: (any ChangeUploader)? = nil, clock: @escaping @Sendable () -> Date = { Date() }
+            ) {
+                self.onOpen = onOpen
+                self.attempts = attempts
+                self.backoff = backoff
+                self.uploader = uploader
+                self.clock = clock
+            }
+        }
 
         public init(
             directory: URL, serverURL: URL? = nil, dataset: String? = nil, acceptedSchemaVersions: Set<Int>? = nil

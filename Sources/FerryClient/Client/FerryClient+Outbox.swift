@@ -55,8 +55,8 @@ extension FerryClient {
     /// Uploads the edits queued when it starts, in order, in batches, and writes the server's answers (the winning
     /// rows)
     /// locally; edits the app makes meanwhile wait for the next push.
-    /// Call it when the app goes to the background or becomes active (the thesis' lifecycle hooks); `open`
-    /// calls it on launch. A network failure is retried with backoff (``Configuration/pushAttempts``), then thrown
+    /// Call it when the app goes to the background or becomes active (the app's lifecycle hooks); `open`
+    /// starts one in the background. A network failure is retried with backoff (`Configuration.push.attempts`), then thrown
     /// with the edits still queued; a crash at any point resends the same change ids, which the server answers
     /// once. A refused access token throws `FerryError.Code.unauthorized` at once, the edits still queued: after
     /// signing in again, the next push sends them with the same change ids. Concurrent calls share one push.
@@ -82,8 +82,14 @@ extension FerryClient {
         return SyncResult(push: pushed, fetch: fetched, apply: applied)
     }
 
-    func pushOnLaunch() async {
-        guard configuration.pushOnOpen, configuration.serverURL != nil, configuration.dataset != nil else { return }
+    /// Starts pushing the edits queued at open, in a task the client owns (``close()`` cancels it), when
+    /// `configuration.push.onOpen` is true and a server and dataset are set.
+    func startLaunchPush() {
+        guard configuration.push.onOpen, configuration.serverURL != nil, configuration.dataset != nil else { return }
+        launchPush = Task { await self.pushOnLaunch() }
+    }
+
+    private func pushOnLaunch() async {
         do {
             guard try await pendingEdits() > 0 else { return }
         } catch {
@@ -91,13 +97,23 @@ extension FerryClient {
             return
         }
         do {
-            let result = try await push()
+            let result = try await pushCancellingWithCaller()
             logger.info(
                 "pushed pending edits on launch",
                 metadata: ["sent": "\(result.sent)", "remaining": "\(result.remaining)"])
         } catch {
             logger.notice("pending edits stay queued: \(error)")
         }
+    }
+
+    /// ``push(batchSize:)`` whose upload is cancelled with the calling task (``close()`` must not wait out a server
+    /// that does not answer). A push already running for another caller is shared and not cancelled.
+    private func pushCancellingWithCaller() async throws -> PushResult {
+        if let runningPush { return try await runningPush.value }
+        let task = Task { try await self.performPush(batchSize: 500) }
+        runningPush = task
+        defer { runningPush = nil }
+        return try await Self.value(of: task)
     }
 
     private func performPush(batchSize: Int) async throws -> PushResult {
@@ -109,7 +125,7 @@ extension FerryClient {
         }
         try DatasetName.validateBase(dataset)
         let uploader =
-            configuration.uploader
+            configuration.push.uploader
             ?? URLSessionChangeUploader(server: server, transport: transport as? URLSessionTransport ?? .shared)
         let clientID = try await deviceID()
         var summary = Outbox.Summary()
@@ -133,7 +149,7 @@ extension FerryClient {
             if batch.isEmpty { break }
             let line = lineBatch.line ?? current ?? dataset
             let request = ChangeBatch(
-                clientId: clientID, sentAt: Timestamp.format(configuration.clock()), changes: batch)
+                clientId: clientID, sentAt: Timestamp.format(configuration.push.clock()), changes: batch)
             let results: ChangeResults
             do {
                 results = try await uploadWithRetry(request, dataset: line, uploader: uploader)
@@ -165,7 +181,7 @@ extension FerryClient {
     private func uploadWithRetry(_ batch: ChangeBatch, dataset: String, uploader: any ChangeUploader) async throws
         -> ChangeResults
     {
-        var delay = configuration.pushBackoff
+        var delay = configuration.push.backoff
         var attempt = 1
         while true {
             do {
@@ -175,7 +191,7 @@ extension FerryClient {
                 return try await uploader.upload(batch, dataset: dataset, accessToken: token)
             } catch let error as FerryError
                 where (error.code == .offline || (error.code == .network && !TransportFailure.isTLS(error)))
-                && attempt < configuration.pushAttempts
+                && attempt < configuration.push.attempts
             {
                 logger.notice(
                     "upload failed, retrying", metadata: ["attempt": "\(attempt)", "error": "\(error.message)"])

@@ -1,61 +1,200 @@
 import FerryCore
 
-/// What one ``FerryClient/checkForUpdates(progress:)`` did.
+/// What one ``FerryClient/checkForUpdates(progress:)`` did: nothing new, the initial sync, or an update that now
+/// waits. Each case carries exactly what that outcome has.
 ///
 /// ```swift
-/// let result = try await client.checkForUpdates()
-/// if result.outcome == .updateDownloaded { try await client.applyPendingUpdate() }
+/// switch try await client.checkForUpdates() {
+/// case .notModified: break
+/// case .initialSync(let download): print("first version \(download.version)")
+/// case .updateDownloaded: try await client.applyPendingUpdate()
+/// }
 /// ```
-public struct FetchResult: Sendable, Equatable {
+public enum FetchResult: Sendable, Equatable {
+    /// 304: nothing new (or only something refused, or a download that was already present).
+    case notModified(NotModified)
+    /// There was no database.db: the snapshot went straight to `database.db`.
+    case initialSync(Download)
+    /// A verified version now waits as `updated.db` (or, for a FerryGRDB database applying patches as they arrive,
+    /// is already live).
+    case updateDownloaded(Download)
+
+    /// The kind of outcome, without what it carries.
     public enum Outcome: String, Sendable {
-        /// 304: nothing new (or only something refused).
         case notModified
-        /// There was no database.db: the snapshot went straight to `database.db`.
         case initialSync
-        /// A verified snapshot now waits as `updated.db`.
         case updateDownloaded
     }
 
-    public var outcome: Outcome
-    /// Version and checksum of what was downloaded, nil for ``Outcome/notModified``.
-    public var version: Int?
-    public var sha256: String?
-    /// Bytes received over the network by this call: the compressed bytes when the server sent its gzip copy
-    /// (a resumed prefix is not counted).
-    public var bytesReceived: Int64
-    /// The byte of the transfer (of the gzip copy, when compressed) this call resumed after (0 when it started fresh).
-    public var resumedFrom: Int64
+    /// What a check that found nothing new to download has.
+    ///
+    /// ```swift
+    /// if case .notModified(let check) = result, let wait = check.retryAfter { print("asked to wait \(wait) s") }
+    /// ```
+    public struct NotModified: Sendable, Equatable {
+        /// The directory's status afterwards.
+        public var status: ClientStatus
+        /// The wait the server applied to this check's manifest request, in seconds (`Preference-Applied: wait=N`,
+        /// for `Configuration.download.waitForChanges`); nil when it applied none, or none was asked for.
+        public var waitApplied: Int?
+        /// `Retry-After` of the manifest response, in seconds, when it carried one: how long the server asks the
+        /// client to wait before asking again.
+        public var retryAfter: Int?
+        /// Bytes received over the network by this call: 0, unless a download finished that turned out to be a
+        /// version the device already had.
+        public var bytesReceived: Int64
+        /// The byte of that transfer this call resumed after (0 when it started fresh or moved nothing).
+        public var resumedFrom: Int64
+        /// Why a patch the server offered was not used; nil otherwise.
+        public var patchFailure: String?
+
+        public init(
+            status: ClientStatus, waitApplied: Int? = nil, retryAfter: Int? = nil, bytesReceived: Int64 = 0,
+            resumedFrom: Int64 = 0, patchFailure: String? = nil
+        ) {
+            self.status = status
+            self.waitApplied = waitApplied
+            self.retryAfter = retryAfter
+            self.bytesReceived = bytesReceived
+            self.resumedFrom = resumedFrom
+            self.patchFailure = patchFailure
+        }
+    }
+
+    /// What a check that brought a version has.
+    ///
+    /// ```swift
+    /// if let download = result.download { print("version \(download.version): \(download.bytesReceived) bytes") }
+    /// ```
+    public struct Download: Sendable, Equatable {
+        /// The version downloaded and its checksum (of the file as published).
+        public var version: Int
+        public var sha256: String
+        /// Bytes received over the network by this call: the compressed bytes when the server sent its gzip copy
+        /// (a resumed prefix is not counted).
+        public var bytesReceived: Int64
+        /// The byte of the transfer (of the gzip copy, when compressed) this call resumed after (0 when it started
+        /// fresh).
+        public var resumedFrom: Int64
+        /// Size of the SQLite file the device now holds for this version. After a full download it is the
+        /// published file (what its checksum covers); after a patch it is the device's own file, which also holds
+        /// its outbox and may keep free pages, so it can differ from ``publishedBytes``.
+        public var fileBytes: Int64
+        /// Size of the version's file as published (the manifest's `size`). A patch's bytes moved are measured
+        /// against it.
+        public var publishedBytes: Int64
+        /// How the snapshot travelled: ``TransferEncoding/gzip`` (inflated on arrival) or
+        /// ``TransferEncoding/identity``.
+        public var encoding: TransferEncoding
+        /// How the version arrived: the full download, or a patch together with the rows it settled.
+        public var path: UpdatePath
+        /// For a patch: how many rows the device had written itself (pushed or queued) that the patch settled, put
+        /// back as published before it applied; nil for a full download.
+        public var ownRowsSettled: Int?
+        /// Why a patch the server offered was not used (the full download was taken instead); nil otherwise.
+        public var patchFailure: String?
+        /// The wait the server applied to the manifest request before it named this version, in seconds; nil when
+        /// it applied none.
+        public var waitApplied: Int?
+        /// `Retry-After` of the manifest response, in seconds, when it carried one.
+        public var retryAfter: Int?
+        /// The directory's status afterwards.
+        public var status: ClientStatus
+
+        public init(
+            version: Int, sha256: String, bytesReceived: Int64, resumedFrom: Int64, fileBytes: Int64,
+            publishedBytes: Int64, encoding: TransferEncoding, path: UpdatePath, ownRowsSettled: Int? = nil,
+            patchFailure: String? = nil, waitApplied: Int? = nil, retryAfter: Int? = nil, status: ClientStatus
+        ) {
+            self.version = version
+            self.sha256 = sha256
+            self.bytesReceived = bytesReceived
+            self.resumedFrom = resumedFrom
+            self.fileBytes = fileBytes
+            self.publishedBytes = publishedBytes
+            self.encoding = encoding
+            self.path = path
+            self.ownRowsSettled = ownRowsSettled
+            self.patchFailure = patchFailure
+            self.waitApplied = waitApplied
+            self.retryAfter = retryAfter
+            self.status = status
+        }
+    }
+
+    /// The kind of outcome.
+    ///
+    /// ```swift
+    /// if result.outcome == .updateDownloaded { try await client.applyPendingUpdate() }
+    /// ```
+    public var outcome: Outcome {
+        switch self {
+        case .notModified: return .notModified
+        case .initialSync: return .initialSync
+        case .updateDownloaded: return .updateDownloaded
+        }
+    }
+
+    /// What was downloaded; nil for ``notModified(_:)``.
+    public var download: Download? {
+        switch self {
+        case .notModified: return nil
+        case .initialSync(let download), .updateDownloaded(let download): return download
+        }
+    }
+
     /// The directory's status afterwards.
-    public var status: ClientStatus
-    /// Size of the SQLite file the device now holds for this version, nil when nothing was downloaded. After a full
-    /// download it is the published file (what its checksum covers); after a patch it is the device's own file,
-    /// which also holds its outbox and may keep free pages, so it can differ from ``publishedBytes``.
-    public var fileBytes: Int64? = nil
-    /// Size of the version's file as published (the manifest's `size`), nil when nothing was downloaded. A patch's
-    /// bytes moved are measured against it.
-    public var publishedBytes: Int64? = nil
-    /// How the snapshot travelled: ``TransferEncoding/gzip`` (inflated on arrival) or ``TransferEncoding/identity``;
-    /// nil when nothing was downloaded.
-    public var encoding: TransferEncoding? = nil
-    /// How the version arrived (nil when nothing was downloaded).
-    public var path: UpdatePath? = nil
+    ///
+    /// ```swift
+    /// if try await client.checkForUpdates().status.state == .updatePending { … }
+    /// ```
+    public var status: ClientStatus { either(\.status, \.status) }
+
     /// Why a patch the server offered was not used (the full download was taken instead); nil otherwise.
-    public var patchFailure: String? = nil
-    /// For a patch: how many rows the device had written itself (pushed or queued) that the patch settled, put back
-    /// as published before it applied; nil when no patch was applied.
-    public var ownRowsSettled: Int? = nil
-    /// The wait the server applied to this check's manifest request, in seconds (`Preference-Applied: wait=N`, for
-    /// ``FerryClient/Configuration/waitForChanges``); nil when it applied none, or none was asked for.
-    public var waitApplied: Int? = nil
-    /// `Retry-After` of the manifest response, in seconds, when it carried one: how long the server asks the client
-    /// to wait before asking again.
-    public var retryAfter: Int? = nil
+    public var patchFailure: String? { either(\.patchFailure, \.patchFailure) }
+
+    /// The wait the server applied to this check's manifest request, in seconds; nil when it applied none.
+    public var waitApplied: Int? { either(\.waitApplied, \.waitApplied) }
+
+    /// `Retry-After` of the manifest response, in seconds, when it carried one.
+    public var retryAfter: Int? { either(\.retryAfter, \.retryAfter) }
+
+    /// Bytes received over the network by this call (compressed when gzip; a resumed prefix is not counted).
+    public var bytesReceived: Int64 { either(\.bytesReceived, \.bytesReceived) }
+
+    /// The byte of the transfer this call resumed after (0 when it started fresh).
+    public var resumedFrom: Int64 { either(\.resumedFrom, \.resumedFrom) }
+
+    /// What every case has, read from whichever it is.
+    private func either<T>(_ check: KeyPath<NotModified, T>, _ download: KeyPath<Download, T>) -> T {
+        switch self {
+        case .notModified(let value): return value[keyPath: check]
+        case .initialSync(let value), .updateDownloaded(let value): return value[keyPath: download]
+        }
+    }
+
+    /// The result with what the manifest request said (pacing) and why a patch was not used, set on whichever case.
+    func with(patchFailure: String?, waitApplied: Int?, retryAfter: Int?) -> FetchResult {
+        switch self {
+        case .notModified(var check):
+            check.patchFailure = patchFailure
+            check.waitApplied = waitApplied
+            check.retryAfter = retryAfter
+            return .notModified(check)
+        case .initialSync(var download):
+            (download.patchFailure, download.waitApplied, download.retryAfter) = (patchFailure, waitApplied, retryAfter)
+            return .initialSync(download)
+        case .updateDownloaded(var download):
+            (download.patchFailure, download.waitApplied, download.retryAfter) = (patchFailure, waitApplied, retryAfter)
+            return .updateDownloaded(download)
+        }
+    }
 }
 
 /// How a version reached the device: the compressed full download, or a row-level patch from the version it held.
 ///
 /// ```swift
-/// if case .patch(let from, let to) = result.path { print("patched \(from) → \(to)") }
+/// if case .patch(let from, let to) = result.download?.path { print("patched \(from) → \(to)") }
 /// ```
 public enum UpdatePath: Sendable, Equatable, Codable {
     case full
@@ -70,22 +209,43 @@ public enum UpdatePath: Sendable, Equatable, Codable {
     }
 }
 
-/// What one ``FerryClient/applyPendingUpdate()`` did.
+/// What one ``FerryClient/applyPendingUpdate()`` did: nothing (no update was pending) or the swap.
 ///
 /// ```swift
-/// let result = try await client.applyPendingUpdate()
-/// print(result.applied ? "now version \(result.version ?? 0)" : result.message)
+/// if case .applied(let version, _, _) = try await client.applyPendingUpdate() { print("now version \(version)") }
 /// ```
-public struct ApplyResult: Sendable, Equatable {
-    /// False when nothing was pending: then the call changed nothing.
-    public var applied: Bool
+public enum ApplyResult: Sendable, Equatable {
+    /// Nothing was pending: the call changed nothing. `status` is the directory's status.
+    case nothingPending(status: ClientStatus)
+    /// The pending version is live; the former live version (nil on a first apply) is kept as `previous.db`.
+    case applied(version: Int?, previousVersion: Int?, status: ClientStatus)
+
+    /// True when an update was applied.
+    public var applied: Bool {
+        if case .applied = self { return true }
+        return false
+    }
+
     /// The live version afterwards.
-    public var version: Int?
-    /// The version kept as `previous.db`, when applied.
-    public var previousVersion: Int?
-    /// One line for a person.
-    public var message: String
-    public var status: ClientStatus
+    public var version: Int? {
+        switch self {
+        case .nothingPending(let status): return status.version
+        case .applied(let version, _, _): return version
+        }
+    }
+
+    /// The version kept as `previous.db` by this apply; nil when nothing was applied or kept.
+    public var previousVersion: Int? {
+        if case .applied(_, let previous, _) = self { return previous }
+        return nil
+    }
+
+    /// The directory's status afterwards.
+    public var status: ClientStatus {
+        switch self {
+        case .nothingPending(let status), .applied(_, _, let status): return status
+        }
+    }
 }
 
 /// What one ``FerryClient/rollback()`` did.

@@ -7,7 +7,7 @@ extension FerryClient {
     /// new version (as ``checkForUpdates(progress:)`` leaves it: `database.db` on the first sync, `updated.db`
     /// after; apply it in `onUpdate` when the app wants it at once).
     ///
-    /// With ``Configuration/waitForChanges`` each check is a long-poll: the server holds it until a new version
+    /// With `Configuration.download.waitForChanges` each check is a long-poll: the server holds it until a new version
     /// exists, so the device learns of it within a second, with one request open. Without it, or against a server
     /// that ignores the wait (it answers at once and says no `Preference-Applied`), the loop asks once per
     /// `waitForChanges` (30 s when nil), or later when the server's `Retry-After` says so. Two checks never start
@@ -16,14 +16,14 @@ extension FerryClient {
     /// error, and so does an error `onUpdate` throws.
     ///
     /// ```swift
-    /// config.waitForChanges = .seconds(30)
+    /// config.download.waitForChanges = .seconds(30)
     /// let client = try await FerryClient.open(configuration: config, logger: logger)
     /// let watching = Task { try await client.watch { _ in _ = try await client.applyPendingUpdate() } }
     /// // … later: watching.cancel()
     /// ```
     public func watch(_ onUpdate: @Sendable (FetchResult) async throws -> Void) async throws {
         var backoff = WatchPacing.Backoff()
-        let pollInterval = configuration.waitForChanges ?? .seconds(30)
+        let pollInterval = configuration.download.waitForChanges ?? .seconds(30)
         while !Task.isCancelled {
             let started = ContinuousClock.now
             let result: FetchResult

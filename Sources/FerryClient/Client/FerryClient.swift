@@ -5,11 +5,10 @@ import Logging
 /// The client library's entry point: fetches verified snapshots into a client directory and swaps them in,
 /// on launch or on request. An app on a phone and an edge device on Linux use the same code.
 ///
-/// The actor serializes everything the book's serial queue did: two concurrent applies apply once, a check never
-/// races another check, and the live database is only used through ``withDatabase(_:)`` so a swap never happens
-/// under a running query. The blocking file and SQLite work itself runs on a Dispatch queue (`BlockingWork`), never on
-/// Swift's
-/// cooperative threads, one operation at a time. One process at a time uses a directory (`DIR/.ferry/lock`).
+/// The actor runs the client's operations one at a time: two concurrent applies apply once, a check never races
+/// another check, and the live database is only used through ``withDatabase(_:)`` so a swap never happens under a
+/// running query. The blocking file and SQLite work itself runs on a Dispatch queue, never on Swift's cooperative
+/// threads, one operation at a time. One process at a time uses a directory (`DIR/.ferry/lock`).
 ///
 /// ```swift
 /// var config = FerryClient.Configuration(directory: appSupport.appendingPathComponent("ferry"))
@@ -38,9 +37,11 @@ public actor FerryClient {
     let patchesOnArrival: Bool
     private var lock: FileLock?
     private var connection: LiveDatabase?
-    private var state: ClientStateFile
-    private var runningCheck: Task<FetchResult, any Error>?
+    var state: ClientStateFile
+    var runningCheck: Task<FetchResult, any Error>?
     var runningPush: Task<PushResult, any Error>?
+    /// The push of the edits queued at open (see ``open(configuration:logger:transport:)``); ``close()`` cancels it.
+    var launchPush: Task<Void, Never>?
     /// The live database's tables as its snapshot describes them (for the outbox).
     var liveTables: [SnapshotMetadata.TableInfo] = []
     /// True while a file operation runs (see ``exclusively(_:)``); the operations waiting for it, in order.
@@ -63,8 +64,9 @@ public actor FerryClient {
     }
 
     /// Opens a client directory "on launch": recovers from any crash, applies a pending update (unless
-    /// ``Configuration/applyPendingOnOpen`` is false), then opens the live database. Holds the directory's lock until
-    /// ``close()``.
+    /// `configuration.update.applyOnOpen` is false), then opens the live database. Holds the directory's lock until
+    /// ``close()``. It never waits on the network: the edits still queued are pushed after it returns (when
+    /// `configuration.push.onOpen` is true and a server is set), in a task the client owns and ``close()`` cancels.
     ///
     /// ```swift
     /// let client = try await FerryClient.open(configuration: config, logger: Logger(label: "ferry"))
@@ -73,12 +75,12 @@ public actor FerryClient {
         configuration: Configuration, logger: Logger, transport: any SnapshotTransport = URLSessionTransport.shared
     ) async throws -> FerryClient {
         let client = try await open(configuration: configuration, logger: logger, transport: transport, host: nil)
-        await client.pushOnLaunch()
+        await client.startLaunchPush()
         return client
     }
 
     /// Opens a client directory whose live database the app holds open (FerryGRDB's pool): recovers, applies a
-    /// pending update in place when ``Configuration/applyPendingOnOpen`` says so, and installs the outbox on the
+    /// pending update in place when `Configuration.update.applyOnOpen` says so, and installs the outbox on the
     /// app's writer. Never pushes: the caller does that in the background.
     package static func open(
         configuration: Configuration, logger: Logger, transport: any SnapshotTransport, host: (any LiveDatabaseHost)?,
@@ -101,7 +103,7 @@ public actor FerryClient {
 
     private func launch() async throws {
         try await exclusively {
-            let apply = configuration.applyPendingOnOpen
+            let apply = configuration.update.applyOnOpen
             let inPlace = host != nil
             try await onFiles { files, state in
                 try files.recoverHotJournals()
@@ -151,9 +153,14 @@ public actor FerryClient {
         }
     }
 
-    /// Closes the live database and releases the directory, after any operation still running. The client must not
-    /// be used afterwards.
+    /// Closes the live database and releases the directory, after any operation still running; the push started by
+    /// the open is cancelled (its edits stay queued). The client must not be used afterwards.
     public func close() async {
+        if let push = launchPush {
+            launchPush = nil
+            push.cancel()
+            await push.value
+        }
         await exclusively {
             connection = nil
             lock?.unlock()
@@ -212,7 +219,7 @@ public actor FerryClient {
         try await exclusively { try await currentStatus() }
     }
 
-    private func currentStatus() async throws -> ClientStatus {
+    func currentStatus() async throws -> ClientStatus {
         try await onFiles { files, state in try files.status(&state) }
     }
 
@@ -285,7 +292,7 @@ public actor FerryClient {
     }
 
     /// Opens database.db (see ``ClientFiles/openLive(_:)``) unless it is open or missing.
-    private func openConnection() async throws {
+    func openConnection() async throws {
         if let host {
             let files = ClientFiles(directory: directory, configuration: configuration, logger: logger)
             let before = state
@@ -305,152 +312,6 @@ public actor FerryClient {
         connection = live
     }
 
-    // MARK: Fetch
-
-    /// One check with the server: the manifest is revalidated with `If-None-Match` carrying the pending update's
-    /// checksum if there is one, else the live database's. 304 changes nothing and moves no snapshot byte.
-    /// Otherwise the version it names is downloaded from its immutable URL (`…/versions/{n}`), compressed when the
-    /// server has a gzip copy, inflated into `.ferry/partial.sqlite` as it arrives (resuming an interrupted download
-    /// with `Range` + `If-Range`), verified against its SHA-256, and becomes `database.db` on the initial sync, else
-    /// `updated.db`. Concurrent calls share one check.
-    /// Errors never touch `database.db`; `FerryError.Code.offline` is normal.
-    ///
-    /// ```swift
-    /// let result = try await client.checkForUpdates { p in print("\(p.bytesReceived)/\(p.totalBytes ?? 0)") }
-    /// ```
-    public func checkForUpdates(progress: (@Sendable (FetchProgress) -> Void)? = nil) async throws -> FetchResult {
-        if let runningCheck { return try await runningCheck.value }
-        let task = Task { try await self.performCheck(progress: progress) }
-        runningCheck = task
-        defer { runningCheck = nil }
-        return try await task.value
-    }
-
-    /// ``checkForUpdates(progress:)`` whose work is cancelled with the calling task: ending ``watch(_:)`` must not
-    /// wait out a long-poll. (A plain check goes on when its caller is cancelled, for the other callers it serves.)
-    func checkForUpdatesCancellingWithCaller() async throws -> FetchResult {
-        if let runningCheck { return try await runningCheck.value }
-        let task = Task { try await self.performCheck(progress: nil) }
-        runningCheck = task
-        defer { runningCheck = nil }
-        return try await withTaskCancellationHandler {
-            try await task.value
-        } onCancel: {
-            task.cancel()
-        }
-    }
-
-    /// The download itself runs outside ``exclusively(_:)``: the app keeps reading and writing database.db meanwhile.
-    private func performCheck(progress: (@Sendable (FetchProgress) -> Void)?) async throws -> FetchResult {
-        let downloader = try await makeDownloader()
-        let dataset = downloader.dataset
-
-        let usePatches = configuration.usePatches
-        let (earlier, known, base) = try await exclusively {
-            () async throws -> (FetchResult?, [String], SnapshotDownloader.PatchBase?) in
-            try await onFiles { files, state in try files.checkDataset(dataset, &state) }
-            // A download that finished before a crash but was never renamed: verify it from disk and install it first.
-            var earlier: FetchResult?
-            if let outcome = try await downloader.verifyCompletePartial() {
-                earlier = try await install(outcome)
-            }
-            let (known, base) = try await onFiles { files, state in
-                (try files.knownChecksums(&state), usePatches ? try files.patchBase(&state) : nil)
-            }
-            return (earlier, known, base)
-        }
-        var outcome = try await downloader.check(knownChecksums: known, patchBase: base, progress: progress)
-        if case .patch(let patch) = outcome {
-            do {
-                if let applied = try await patchInPlace(patch) { return applied }
-                outcome = .downloaded(try await build(patch))
-            } catch let error as FerryError where error.code != .offline && !FerryError.isOutOfSpace(error) {
-                // A full disk is reported as it is: the full download needs at least the space the copy did.
-                logger.warning(
-                    "the patch did not apply; taking the full download",
-                    metadata: ["from": "\(patch.ref.from)", "to": "\(patch.ref.to)", "error": "\(error.message)"])
-                downloader.patchFailure.withLock { $0 = error.message }
-                outcome = try await downloader.check(knownChecksums: known, patchBase: nil, progress: progress)
-            }
-        }
-        let patchFailure = downloader.patchFailure.withLock { $0 }
-        var result = try await exclusively {
-            if case .notModified = outcome {
-                logger.debug("not modified", metadata: ["dataset": "\(dataset)"])
-                try await onFiles { files, state in files.notModified(&state) }
-                if let earlier { return earlier }
-                return FetchResult(
-                    outcome: .notModified, bytesReceived: 0, resumedFrom: 0, status: try await currentStatus())
-            }
-            return try await install(outcome)
-        }
-        result.patchFailure = patchFailure
-        let pacing = downloader.manifestPacing.withLock { $0 }
-        result.waitApplied = pacing.waitApplied
-        result.retryAfter = pacing.retryAfter
-        return result
-    }
-
-    /// Builds the next version from a downloaded patch: a copy of the base taken while no other operation runs
-    /// (so it holds committed data), the patch applied to the copy off the actor, then checked (see
-    /// ``PatchApplier``). The app keeps using database.db meanwhile; edits it makes are in the outbox, which the
-    /// apply replays on top as after a full download.
-    private func build(_ patch: SnapshotDownloader.DownloadedPatch) async throws -> SnapshotDownloader.Verified {
-        let scratch = directory.patched
-        let method = try await exclusively {
-            try await onFiles { files, state in try files.clonePatchBase(patch.base, &state) }
-        }
-        let started = ContinuousClock.now
-        let applied = try await BlockingWork.run {
-            try PatchApplier.apply(
-                to: scratch, copy: method, patch: patch.changeset, expected: patch.target,
-                baseDigest: patch.base.contentDigest)
-        }
-        logger.info(
-            "patch applied",
-            metadata: [
-                "from": "\(patch.ref.from)", "to": "\(patch.ref.to)", "bytes": "\(patch.bytesReceived)",
-                "copy": "\(applied.copy.rawValue)",
-                "ownRows": "\(applied.ownRowsSettled)", "vacuumed": "\(applied.vacuumed)",
-                "digest": "\(applied.digestCheck.rawValue)",
-                "seconds": "\((ContinuousClock.now - started).components.seconds)",
-            ])
-        let target = patch.target
-        let info = SnapshotInfo(
-            sha256: target.sha256, version: target.version, schemaVersion: target.schemaVersion,
-            dataset: patch.base.info.dataset)
-        var stats = TransferStats(
-            bytesReceived: patch.bytesReceived, resumedFrom: 0, fileBytes: FileIdentity.size(of: scratch),
-            encoding: .gzip)
-        stats.publishedBytes = target.size
-        return SnapshotDownloader.Verified(
-            info: info, stats: stats, file: scratch, path: .patch(from: patch.ref.from, to: patch.ref.to),
-            contentDigest: target.contentDigest,
-            ownRowsSettled: applied.ownRowsSettled)
-    }
-
-    /// Moves a verified partial into place (see ``ClientFiles/install(_:_:)``) and opens it after the initial sync.
-    func install(_ outcome: SnapshotDownloader.Outcome) async throws -> FetchResult {
-        switch try await onFiles({ files, state in try files.install(outcome, &state) }) {
-        case .alreadyPresent(let stats):
-            return FetchResult(
-                outcome: .notModified, bytesReceived: stats.bytesReceived, resumedFrom: stats.resumedFrom,
-                status: try await currentStatus())
-        case .installed(let outcome, let info, let stats, let path):
-            if outcome == .initialSync, host != nil {
-                _ = try await applyInPlace()
-            }
-            if outcome == .initialSync { try await openConnection() }
-            var result = FetchResult(
-                outcome: outcome, version: info.version, sha256: info.sha256, bytesReceived: stats.bytesReceived,
-                resumedFrom: stats.resumedFrom,
-                status: try await currentStatus(), fileBytes: stats.fileBytes, encoding: stats.encoding, path: path)
-            result.publishedBytes = stats.publishedBytes ?? stats.fileBytes
-            if case .patch = path { result.ownRowsSettled = result.status.ownRowsSettled }
-            return result
-        }
-    }
-
     // MARK: Apply and rollback
 
     /// Applies the pending `updated.db` "on request": waits for ``withDatabase(_:)`` users, closes the connection,
@@ -464,10 +325,7 @@ public actor FerryClient {
     public func applyPendingUpdate() async throws -> ApplyResult {
         try await exclusively {
             guard directory.exists(directory.updated) else {
-                let status = try await currentStatus()
-                return ApplyResult(
-                    applied: false, version: status.version, previousVersion: nil,
-                    message: "nothing to apply: no update is pending", status: status)
+                return .nothingPending(status: try await currentStatus())
             }
             let (live, pending): (SnapshotInfo?, SnapshotInfo)
             if host != nil {
@@ -478,12 +336,8 @@ public actor FerryClient {
                 (live, pending) = try await onFiles { files, state in try files.swapInPendingUpdate(&state) }
                 try await openConnection()
             }
-            let message =
-                "applied version \(pending.version.map(String.init) ?? "?")"
-                + (live.map { "; version \($0.version.map(String.init) ?? "?") kept as previous.db" } ?? "")
-            return ApplyResult(
-                applied: true, version: pending.version, previousVersion: live?.version, message: message,
-                status: try await currentStatus())
+            return .applied(
+                version: pending.version, previousVersion: live?.version, status: try await currentStatus())
         }
     }
 
@@ -511,81 +365,6 @@ public actor FerryClient {
             try await openConnection()
             return RollbackResult(
                 version: previous.version, rolledBackVersion: live?.version, status: try await currentStatus())
-        }
-    }
-
-    // MARK: In place (a host holds the live database)
-
-    /// Applies `updated.db` in place on the host's writer (see ``ClientFiles/applyInPlace(writer:_:)``).
-    private func applyInPlace() async throws -> InPlaceOutcome {
-        let outcome = try await onWriter(transaction: false) { files, writer, state in
-            try files.applyInPlace(writer: writer, &state)
-        }
-        liveTables = outcome.tables
-        return outcome
-    }
-
-    /// Applies a downloaded patch to the live database as it arrives (``patchesOnArrival``): the live version is
-    /// kept as `previous.db`, then the patch is applied and verified inside one write transaction on the host's
-    /// writer, queued edits replayed on top. Nil when this client does not apply patches in place. What fails
-    /// leaves the live database as it was (the transaction rolls back) and is thrown: the caller takes the full
-    /// download.
-    private func patchInPlace(_ patch: SnapshotDownloader.DownloadedPatch) async throws -> FetchResult? {
-        guard patchesOnArrival, patch.base.file == directory.database else { return nil }
-        return try await exclusively {
-            let started = ContinuousClock.now
-            let base = patch.base.info
-            try await onWriter(transaction: false) { files, writer, state in
-                try files.keepLiveForPatch(writer: writer, base: base, &state)
-            }
-            let tables = liveTables
-            let (info, applied) = try await onWriter(transaction: true) { files, writer, state in
-                try files.applyPatchInPlace(writer: writer, patch: patch, tables: tables, &state)
-            }
-            try await onFiles { files, state in files.save(state, during: "apply") }
-            logger.info(
-                "patch applied in place",
-                metadata: [
-                    "from": "\(patch.ref.from)", "to": "\(patch.ref.to)", "bytes": "\(patch.bytesReceived)",
-                    "ownRows": "\(applied.ownRowsSettled)", "digest": "\(applied.digestCheck.rawValue)",
-                    "seconds": "\((ContinuousClock.now - started).components.seconds)",
-                ])
-            var result = FetchResult(
-                outcome: .updateDownloaded, version: info.version, sha256: info.sha256,
-                bytesReceived: patch.bytesReceived, resumedFrom: 0,
-                status: try await currentStatus(), fileBytes: FileIdentity.size(of: directory.database),
-                encoding: .gzip,
-                path: .patch(from: patch.ref.from, to: patch.ref.to))
-            result.publishedBytes = patch.target.size
-            result.ownRowsSettled = applied.ownRowsSettled
-            return result
-        }
-    }
-
-    /// Runs `work` on the host's writer, in one write transaction or outside any (SQLite's backup API needs that),
-    /// with the directory's files and the checksum cache (kept even when `work` throws, as in ``onFiles(_:)``).
-    private func onWriter<T: Sendable>(
-        transaction: Bool,
-        _ work: @escaping @Sendable (ClientFiles, SQLiteConnection, inout ClientStateFile) throws -> T
-    ) async throws -> T {
-        guard let host else { throw FerryError(.badInput, "an in-place apply needs the app's database (FerryGRDB)") }
-        var scratch = ClientFiles(directory: directory, configuration: configuration, logger: logger)
-        scratch.inPlace = true
-        let files = scratch
-        // The cache comes back even when `work` throws; a throw inside a transaction also makes the host roll it back.
-        let box = Locked(state)
-        let body: @Sendable (SQLiteConnection) throws -> T = { writer in
-            var state = box.current
-            defer { box.withLock { [state] in $0 = state } }
-            return try work(files, writer, &state)
-        }
-        do {
-            let result = transaction ? try await host.write(notify: true, body) : try await host.replace(body)
-            state = box.current
-            return result
-        } catch {
-            state = box.current
-            throw error
         }
     }
 }

@@ -1,7 +1,7 @@
 import FerryCore
 import Foundation
 
-/// The three sync states of a client directory, as in the book.
+/// The three sync states of a client directory: no data yet, up to date, or an update waiting to be applied.
 ///
 /// ```swift
 /// switch try await client.status().state {

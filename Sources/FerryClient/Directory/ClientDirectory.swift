@@ -89,22 +89,23 @@ public struct ClientDirectory: Sendable, Equatable {
             throw ClientDirectory.ioError(
                 "cannot list the client's private directory: \(error.localizedDescription)", privateDirectory)
         }
-        for name in names where name.hasPrefix(Self.adoptedPrefix) {
-            let leftover = privateDirectory.appendingPathComponent(name)
-            do {
-                try fm.removeItem(at: leftover)
-            } catch {
-                throw ClientDirectory.ioError(
-                    "cannot remove a leftover of an interrupted adoption: \(error.localizedDescription)", leftover)
+        for name in names {
+            // A file being adopted, or one an apply was writing, when the process stopped.
+            let interrupted: String
+            if name.hasPrefix(Self.adoptedPrefix) {
+                interrupted = "adoption"
+            } else if name.hasSuffix(".tmp") {
+                interrupted = "apply"
+            } else {
+                continue
             }
-        }
-        for name in names where name.hasSuffix(".tmp") {
             let leftover = privateDirectory.appendingPathComponent(name)
             do {
                 try fm.removeItem(at: leftover)
             } catch {
                 throw ClientDirectory.ioError(
-                    "cannot remove a leftover of an interrupted apply: \(error.localizedDescription)", leftover)
+                    "cannot remove a leftover of an interrupted \(interrupted): \(error.localizedDescription)", leftover
+                )
             }
         }
         if (exists(partial) || exists(partialGzip)) != exists(partialRecord) { discardPartial() }

@@ -179,63 +179,15 @@ enum ResponsePlan: Equatable {
                 "the server sent Content-Encoding '\(head.header("Content-Encoding") ?? "")' although the client asked for gzip or identity; check a proxy in between",
                 key: "Content-Encoding")
         }
-        let tag = SnapshotHeaders.entityTag(head.header("ETag"))
-        let sha256: String
-        switch encoding {
-        case .identity:
-            if let tag, tag.encoding != .identity {
-                throw FerryError(
-                    .corruptTransfer,
-                    "the server sent the gzip copy's ETag \(head.header("ETag") ?? "") without Content-Encoding: gzip; check a proxy in between",
-                    key: "ETag")
-            }
-            let digest = try SnapshotHeaders.reprDigestSHA256(head.header("Repr-Digest"))
-            if let tag, let digest, tag.sha256 != digest {
-                throw FerryError(
-                    .corruptTransfer,
-                    "the server's ETag and Repr-Digest name different checksums; check the server or a proxy in between",
-                    key: "ETag")
-            }
-            guard let checksum = tag?.sha256 ?? digest else {
-                throw FerryError(
-                    .corruptTransfer,
-                    "\(url) answered without a strong SHA-256 ETag or Repr-Digest, so the download cannot be verified; is this a Ferry server?",
-                    key: "ETag")
-            }
-            sha256 = checksum
-        case .gzip:
-            // Repr-Digest names the compressed bytes; the checksum of the SQLite file is in the ETag. A proxy that
-            // strips ETag leaves the manifest's promise: the inflated bytes are checked against it all the same (a
-            // download without a validator just cannot be resumed with If-Range; its partial restarts from zero).
-            if tag == nil, let promised {
-                sha256 = promised.sha256
-                break
-            }
-            guard let tag, tag.encoding == .gzip else {
-                throw FerryError(
-                    .corruptTransfer,
-                    "\(url) sent gzip without a strong \"<sha256>-gzip\" ETag (got \(head.header("ETag") ?? "none")), so it can be neither verified nor resumed; check a proxy in between",
-                    key: "ETag")
-            }
-            sha256 = tag.sha256
-        }
-        var length: Int64?
-        if let lengthHeader = head.header("Content-Length") {
-            guard let value = SnapshotHeaders.nonNegative(lengthHeader) else {
-                throw FerryError(
-                    .corruptTransfer, "the server sent a malformed Content-Length '\(lengthHeader)'",
-                    key: "Content-Length")
-            }
-            length = value
-        }
+        let sha256 = try checksum(of: head, encoding: encoding, promised: promised, url: url)
+        let length = try number(head, "Content-Length")
         var version: Int?
-        if let versionHeader = head.header("Ferry-Version") {
-            guard let v = SnapshotHeaders.nonNegative(versionHeader), v >= 1 else {
+        if let value = try number(head, "Ferry-Version") {
+            guard value >= 1 else {
                 throw FerryError(
-                    .corruptTransfer, "the server sent a malformed Ferry-Version '\(versionHeader)'",
-                    key: "Ferry-Version")
+                    .corruptTransfer, "the server sent a malformed Ferry-Version '\(value)'", key: "Ferry-Version")
             }
-            version = Int(v)
+            version = Int(value)
         }
         if let promised {
             guard promised.sha256 == sha256 else {
@@ -257,5 +209,57 @@ enum ResponsePlan: Equatable {
         let source = TransferSource(
             url: url, encoding: encoding, size: length, etag: TransferSource.etag(sha256: sha256, encoding: encoding))
         return (expected, source)
+    }
+
+    /// A non-negative whole number header, nil when absent; a malformed one is a corrupt transfer.
+    private static func number(_ head: SnapshotResponseHead, _ name: String) throws -> Int64? {
+        guard let text = head.header(name) else { return nil }
+        guard let value = SnapshotHeaders.nonNegative(text) else {
+            throw FerryError(.corruptTransfer, "the server sent a malformed \(name) '\(text)'", key: name)
+        }
+        return value
+    }
+
+    /// The SHA-256 of the SQLite file a 200 response carries: from its ETag (and `Repr-Digest`, which must agree)
+    /// for the file itself; from its `"<sha256>-gzip"` ETag, else the manifest's promise, for the gzip copy.
+    private static func checksum(
+        of head: SnapshotResponseHead, encoding: TransferEncoding, promised: ExpectedSnapshot?, url: String
+    ) throws -> String {
+        let tag = SnapshotHeaders.entityTag(head.header("ETag"))
+        switch encoding {
+        case .identity:
+            if let tag, tag.encoding != .identity {
+                throw FerryError(
+                    .corruptTransfer,
+                    "the server sent the gzip copy's ETag \(head.header("ETag") ?? "") without Content-Encoding: gzip; check a proxy in between",
+                    key: "ETag")
+            }
+            let digest = try SnapshotHeaders.reprDigestSHA256(head.header("Repr-Digest"))
+            if let tag, let digest, tag.sha256 != digest {
+                throw FerryError(
+                    .corruptTransfer,
+                    "the server's ETag and Repr-Digest name different checksums; check the server or a proxy in between",
+                    key: "ETag")
+            }
+            guard let checksum = tag?.sha256 ?? digest else {
+                throw FerryError(
+                    .corruptTransfer,
+                    "\(url) answered without a strong SHA-256 ETag or Repr-Digest, so the download cannot be verified; is this a Ferry server?",
+                    key: "ETag")
+            }
+            return checksum
+        case .gzip:
+            // Repr-Digest names the compressed bytes; the checksum of the SQLite file is in the ETag. A proxy that
+            // strips ETag leaves the manifest's promise: the inflated bytes are checked against it all the same (a
+            // download without a validator just cannot be resumed with If-Range; its partial restarts from zero).
+            if tag == nil, let promised { return promised.sha256 }
+            guard let tag, tag.encoding == .gzip else {
+                throw FerryError(
+                    .corruptTransfer,
+                    "\(url) sent gzip without a strong \"<sha256>-gzip\" ETag (got \(head.header("ETag") ?? "none")), so it can be neither verified nor resumed; check a proxy in between",
+                    key: "ETag")
+            }
+            return tag.sha256
+        }
     }
 }

@@ -1,7 +1,7 @@
 import FerryCore
 
 /// A server that answered 429 or 5xx with `Retry-After: <seconds>`: the check waits that long and tries again, as
-/// long as the total stays within `Configuration.retryAfterLimit`; past it, `failure` is reported.
+/// long as the total stays within `Configuration.download.retryAfterLimit`; past it, `failure` is reported.
 struct ServerAsksToWait: Error {
     let seconds: Int
     let failure: FerryError

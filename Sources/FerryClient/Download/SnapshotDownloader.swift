@@ -315,33 +315,11 @@ struct SnapshotDownloader: Sendable {
                 case .restartFromZero(let reason):
                     return .restart(reason)
                 case .full(let expected, let source):
-                    let sink = try await BlockingWork.run { [self] in
-                        directory.discardPartial()
-                        try writeRecord(expected, source, line: line)
-                        return try DownloadSink(
-                            directory: directory, encoding: source.encoding, from: 0, fileLimit: expected.size,
-                            bufferSize: writeBufferSize)
-                    }
-                    return try await stream(
-                        body, into: sink, expected: expected, source: source, url: url, progress: progress)
+                    return try await receive(
+                        body, expected, source, resumingAt: nil, line: line, url: url, progress: progress)
                 case .resume(let from, let expected, let source):
-                    let sink: DownloadSink
-                    do {
-                        sink = try await BlockingWork.run { [self] in
-                            // The record learns what the 206 confirmed (sizes; the source of a record from an older
-                            // client).
-                            if loadRecord() != PartialRecord(dataset: line, expected: expected, source: source) {
-                                try writeRecord(expected, source, line: line)
-                            }
-                            return try DownloadSink(
-                                directory: directory, encoding: source.encoding, from: from, fileLimit: expected.size,
-                                bufferSize: writeBufferSize)
-                        }
-                    } catch let unusable as DownloadSink.UnusablePrefix {
-                        return .restart(unusable.reason)
-                    }
-                    return try await stream(
-                        body, into: sink, expected: expected, source: source, url: url, progress: progress)
+                    return try await receive(
+                        body, expected, source, resumingAt: from, line: line, url: url, progress: progress)
                 }
             }
             switch step {
@@ -363,6 +341,32 @@ struct SnapshotDownloader: Sendable {
             .corruptTransfer,
             "the server answered range requests inconsistently twice (\(url.absoluteString)); fetch again, or check a proxy in between"
         )
+    }
+
+    /// Streams a 200 (`from` nil: the partial starts over) or a 206 (resuming at `from`) into the partial file;
+    /// `.restart` when the kept prefix turns out unusable.
+    private func receive(
+        _ body: SnapshotResponseBody, _ expected: ExpectedSnapshot, _ source: TransferSource, resumingAt from: Int64?,
+        line: String, url: URL, progress: (@Sendable (FetchProgress) -> Void)?
+    ) async throws -> Step {
+        let sink: DownloadSink
+        do {
+            sink = try await BlockingWork.run { [self] in
+                if from == nil {
+                    directory.discardPartial()
+                    try writeRecord(expected, source, line: line)
+                } else if loadRecord() != PartialRecord(dataset: line, expected: expected, source: source) {
+                    // The record learns what the 206 confirmed (sizes; the source of a record from an older client).
+                    try writeRecord(expected, source, line: line)
+                }
+                return try DownloadSink(
+                    directory: directory, encoding: source.encoding, from: from ?? 0, fileLimit: expected.size,
+                    bufferSize: writeBufferSize)
+            }
+        } catch let unusable as DownloadSink.UnusablePrefix {
+            return .restart(unusable.reason)
+        }
+        return try await stream(body, into: sink, expected: expected, source: source, url: url, progress: progress)
     }
 
     /// Writes `.ferry/partial.json` durably: what the partial download is promised to become (a version of `line`),

@@ -32,8 +32,44 @@ extension ChangeUploader {
     }
 }
 
+/// The request every change uploader sends (see ``ChangeUploader``'s contract): `POST` to the dataset's or line's
+/// `…/changes`, JSON both ways, the batch's `clientId` as `Ferry-Device`, the caller's extra headers, then the access
+/// token as `Authorization: Bearer <token>` (replacing an extra `Authorization`).
+package struct ChangeUploadRequest: Sendable {
+    package var url: URL
+    /// In the order they are sent.
+    package var headers: [(name: String, value: String)]
+    package var body: Data
+
+    package init(
+        server: URL, batch: ChangeBatch, dataset: String, accessToken: String?, extraHeaders: [(String, String)]
+    ) throws {
+        try DatasetName.validate(dataset)
+        url = server.appendingPathComponent("v1/datasets/\(dataset)/changes")
+        let authorization = try BearerAuthorization.header(for: accessToken)
+        headers = [
+            ("Content-Type", "application/json"), ("Accept", "application/json"),
+            (FerryClient.deviceHeader, batch.clientId),
+        ]
+        headers += extraHeaders.filter { authorization == nil || $0.0.lowercased() != "authorization" }.map {
+            (name: $0.0, value: $0.1)
+        }
+        if let authorization { headers.append(("Authorization", authorization)) }
+        body = try JSONEncoder().encode(batch)
+    }
+}
+
 /// What every change uploader makes of the server's answer: the results on 200, else the error its contract names.
 package enum ChangeUploadResponse {
+    /// Appends one chunk of the answer's body to `data`, refusing an answer larger than `limit` bytes.
+    package static func append(_ chunk: Data, to data: inout Data, limit: Int) throws {
+        data.append(chunk)
+        guard data.count <= limit else {
+            throw FerryError(
+                .network, "the server's answer to the upload is larger than \(limit) bytes; edits stay queued")
+        }
+    }
+
     /// The results in a 200's `data`, or the error for `status` (see ``ChangeUploader``'s contract).
     package static func results(status: Int, data: Data, url: String) throws -> ChangeResults {
         switch status {

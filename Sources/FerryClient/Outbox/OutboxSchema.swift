@@ -4,7 +4,7 @@ import Foundation
 /// Generates and installs the outbox machinery inside a client database: the `ferry_outbox` queue, the capture
 /// switch, and per-table triggers that record every write to a writable table in the same transaction as the
 /// write itself (so a kill -9 can never keep one without the other), stamp `created_at`/`updated_at` locally
-/// (thesis Table 3.5.2), and refuse writes to read-only tables.
+/// (as the edits are made on the device), and refuse writes to read-only tables.
 ///
 /// Identifiers come only from `ferry_tables` and are checked against the table's real columns
 /// (`PRAGMA table_info`) before they are quoted into trigger SQL.

@@ -38,47 +38,24 @@ public struct URLSessionChangeUploader: ChangeUploader {
     }
 
     public func upload(_ batch: ChangeBatch, dataset: String, accessToken: String?) async throws -> ChangeResults {
-        try DatasetName.validate(dataset)
-        let url = server.appendingPathComponent("v1/datasets/\(dataset)/changes")
-        var request = URLRequest(url: url, timeoutInterval: URLSessionTransport.seconds(timeout))
+        let upload = try ChangeUploadRequest(
+            server: server, batch: batch, dataset: dataset, accessToken: accessToken, extraHeaders: headers)
+        var request = URLRequest(url: upload.url, timeoutInterval: URLSessionTransport.seconds(timeout))
         request.httpMethod = "POST"
-        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-        request.setValue("application/json", forHTTPHeaderField: "Accept")
-        request.setValue(batch.clientId, forHTTPHeaderField: FerryClient.deviceHeader)
-        for (name, value) in headers { request.addValue(value, forHTTPHeaderField: name) }
-        if let authorization = try BearerAuthorization.header(for: accessToken) {
-            request.setValue(authorization, forHTTPHeaderField: "Authorization")
-        }
-        request.httpBody = try JSONEncoder().encode(batch)
+        for (name, value) in upload.headers { request.addValue(value, forHTTPHeaderField: name) }
+        request.httpBody = upload.body
+        let url = upload.url.absoluteString
         let limit = maxResponseBytes
-        let (status, data): (Int, Data)
-        do {
-            (status, data) = try await transport.exchange(request) { head, body in
-                var data = Data()
-                for try await chunk in body {
-                    data.append(chunk)
-                    guard data.count <= limit else {
-                        throw FerryError(
-                            .network,
-                            "the server's answer to the upload is larger than \(limit) bytes; edits stay queued")
-                    }
-                }
-                return (head.status, data)
+        // A failure before the answer is classified by the transport; one while reading it, here.
+        let (status, data) = try await transport.exchange(request, for: .upload) { head, body in
+            var data = Data()
+            do {
+                for try await chunk in body { try ChangeUploadResponse.append(chunk, to: &data, limit: limit) }
+            } catch {
+                throw TransportFailure.error(error, url: url, exchange: .upload, answerBegan: true)
             }
-        } catch let error as FerryError where error.code == .offline {
-            throw FerryError(
-                .offline,
-                "cannot reach \(server.absoluteString) to upload edits; they stay queued and will be sent later",
-                underlying: error.underlying)
-        } catch let error as FerryError {
-            throw error
-        } catch {
-            // The answer broke off: the server may have merged the batch; its change ids make a resend safe.
-            throw FerryError(
-                .offline,
-                "the answer to the upload from \(server.absoluteString) broke off; edits stay queued and will be sent later",
-                underlying: error)
+            return (head.status, data)
         }
-        return try ChangeUploadResponse.results(status: status, data: data, url: url.absoluteString)
+        return try ChangeUploadResponse.results(status: status, data: data, url: url)
     }
 }

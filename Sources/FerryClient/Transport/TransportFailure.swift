@@ -29,28 +29,68 @@ extension FerryError {
     public var tlsProblem: TLSProblem? { TransportFailure.tlsProblem(underlying) }
 }
 
-/// A transport's error that the transport itself classified as a TLS failure (FerryClientNIO wraps NIOSSL's errors in
-/// it; ``URLSessionTransport`` the outcome of its own trust evaluation). Its description is the cause's.
-package struct ClassifiedTLSFailure: Error, Sendable, CustomStringConvertible {
-    package var problem: TLSProblem
+/// A transport's error that the transport itself classified: a TLS failure (FerryClientNIO reads NIOSSL's errors,
+/// ``URLSessionTransport`` the outcome of its own trust evaluation) and the reason in words a person reads
+/// ("connection refused"). Its description is the cause's.
+package struct ClassifiedTransportFailure: Error, Sendable, CustomStringConvertible {
+    package var problem: TLSProblem?
+    package var reason: String?
     package var cause: any Error
 
-    package init(_ problem: TLSProblem, cause: any Error) {
+    package init(_ problem: TLSProblem?, reason: String? = nil, cause: any Error) {
         self.problem = problem
+        self.reason = reason
         self.cause = cause
     }
 
     package var description: String { "\(cause)" }
 }
 
-/// Turns a transport's error (no response at all) into a `FerryError`: a server whose certificate is not trusted is
-/// `FerryError.Code.network` with a message naming the fix, not "offline is normal"; everything else is
-/// `FerryError.Code.offline`. `URLError` codes are read here; FerryClientNIO classifies NIO's errors first and hands
-/// them in as ``ClassifiedTLSFailure``.
+/// The one way a failed HTTP exchange becomes a `FerryError`, for both transports (``URLSessionTransport``,
+/// FerryClientNIO's `AsyncHTTPClientTransport`) and both change uploaders: a `FerryError` stays as it is (a status
+/// the caller mapped, an answer too large); a server whose certificate is not trusted, names another host or fails
+/// the handshake is `FerryError.Code.network` with a message naming the fix, never "offline is normal"; everything
+/// else (refused, unresolvable, timed out, reset) is `FerryError.Code.offline`, in words a person reads, worded for
+/// what was exchanged and whether the answer had begun. `URLError` codes are read here; FerryClientNIO classifies
+/// NIO's errors first and hands them in as ``ClassifiedTransportFailure``.
 package enum TransportFailure {
+    /// What the failed exchange was for: its message says what stays as it was.
+    package enum Exchange: Sendable {
+        /// A manifest, version or patch request: the app keeps using database.db.
+        case snapshot
+        /// A change upload: the edits stay queued.
+        case upload
+    }
+
+    /// The `FerryError` for `error`, raised while exchanging with `url`: before any answer arrived, or (when
+    /// `answerBegan`) while its body was read.
+    package static func error(_ error: any Error, url: String, exchange: Exchange, answerBegan: Bool = false)
+        -> FerryError
+    {
+        if let ferry = error as? FerryError { return ferry }
+        if let problem = tlsProblem(error) { return tlsError(problem, error, url: url) }
+        let reason = plainReason(error)
+        let message: String
+        switch (exchange, answerBegan) {
+        case (.snapshot, false):
+            message =
+                "cannot reach \(url): \(reason); offline is normal: the app keeps using database.db, try again later"
+        case (.snapshot, true):
+            message =
+                "the answer from \(url) broke off: \(reason); offline is normal: the app keeps using database.db, try again later"
+        case (.upload, false):
+            message = "cannot reach \(url) to upload edits: \(reason); they stay queued and will be sent later"
+        case (.upload, true):
+            // The server may have merged the batch; its change ids make a resend safe.
+            message =
+                "the answer to the upload from \(url) broke off: \(reason); edits stay queued and will be sent later"
+        }
+        return FerryError(.offline, message, underlying: error)
+    }
+
     package static func tlsProblem(_ error: (any Error)?) -> TLSProblem? {
         guard let error else { return nil }
-        if let classified = error as? ClassifiedTLSFailure { return classified.problem }
+        if let classified = error as? ClassifiedTransportFailure { return classified.problem }
         if let url = error as? URLError {
             return tlsProblem(url.code) ?? (url.code == .unknown ? curlTLSProblem(url.localizedDescription) : nil)
         }
@@ -95,11 +135,10 @@ package enum TransportFailure {
     /// True for a `FerryError` made from a TLS failure: retrying with the same trust settings does not help.
     package static func isTLS(_ error: FerryError) -> Bool { tlsProblem(error.underlying) != nil }
 
-    /// The `FerryError` for `error`, raised before any response arrived from `url`; `offline` is the error when the
-    /// server simply could not be reached.
-    package static func error(_ error: any Error, url: String, offline: @autoclosure () -> FerryError) -> FerryError {
+    /// The `FerryError` for a TLS failure: retrying with the same trust settings does not help.
+    private static func tlsError(_ problem: TLSProblem, _ error: any Error, url: String) -> FerryError {
         let host = URLHost.of(url)
-        switch tlsProblem(error) {
+        switch problem {
         case .untrustedCertificate:
             return FerryError(
                 .network,
@@ -115,9 +154,17 @@ package enum TransportFailure {
                 .network,
                 "TLS: the handshake with \(host) failed; check that the server speaks https on that port and that TrustedCertificates holds the right CA; nothing local was changed",
                 underlying: error)
-        case nil:
-            return offline()
         }
+    }
+
+    /// An error in words a person reads: what a transport classified, a `URLError` ("connection refused" rather than
+    /// "Could not connect to the server."), else the error as it describes itself.
+    static func plainReason(_ error: any Error) -> String {
+        if let classified = error as? ClassifiedTransportFailure {
+            return classified.reason ?? plainReason(classified.cause)
+        }
+        if let url = error as? URLError { return plainReason(url) }
+        return "\(error)"
     }
 
     /// A `URLError` in words a person reads ("connection refused" rather than "Could not connect to the server.").

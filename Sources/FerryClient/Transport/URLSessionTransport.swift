@@ -124,8 +124,10 @@ public final class URLSessionTransport: SnapshotTransport {
 
     /// Sends `request` and calls `handle` once with the response head and the streamed body; the task is cancelled
     /// when `handle` returns before the body ended or throws, and when the calling task is cancelled.
+    /// A failure before the answer is a `FerryError` worded for `exchange` (see ``TransportFailure``).
     func exchange<Result: Sendable>(
-        _ request: URLRequest, handle: (SnapshotResponseHead, SnapshotResponseBody) async throws -> Result
+        _ request: URLRequest, for exchange: TransportFailure.Exchange = .snapshot,
+        handle: (SnapshotResponseHead, SnapshotResponseBody) async throws -> Result
     ) async throws -> Result {
         let task = session.dataTask(with: request)
         let stream = URLSessionTaskStream(task: task, highWaterMark: highWaterMark)
@@ -142,7 +144,7 @@ public final class URLSessionTransport: SnapshotTransport {
                 response = try await stream.head()
             } catch {
                 try Task.checkCancellation()
-                throw Self.failure(error, url: url, tlsProblem: stream.tlsProblem)
+                throw Self.failure(error, url: url, tlsProblem: stream.tlsProblem, exchange: exchange)
             }
             var headers: [String: String] = [:]
             for (key, value) in response.allHeaderFields {
@@ -159,15 +161,11 @@ public final class URLSessionTransport: SnapshotTransport {
     }
 
     /// The `FerryError` for a task that ended before any response: TLS (from the delegate's own trust evaluation, else
-    /// the `URLError` code), else offline with the reason in words.
-    static func failure(_ error: any Error, url: String, tlsProblem: TLSProblem?) -> FerryError {
-        let cause: any Error = tlsProblem.map { ClassifiedTLSFailure($0, cause: error) } ?? error
-        let reason = (error as? URLError).map(TransportFailure.plainReason) ?? "\(error)"
-        return TransportFailure.error(
-            cause, url: url,
-            offline: FerryError(
-                .offline,
-                "cannot reach \(url): \(reason); offline is normal: the app keeps using database.db, try again later",
-                underlying: error))
+    /// the `URLError` code), else offline with the reason in words (see ``TransportFailure``).
+    static func failure(
+        _ error: any Error, url: String, tlsProblem: TLSProblem?, exchange: TransportFailure.Exchange = .snapshot
+    ) -> FerryError {
+        let cause: any Error = tlsProblem.map { ClassifiedTransportFailure($0, cause: error) } ?? error
+        return TransportFailure.error(cause, url: url, exchange: exchange)
     }
 }

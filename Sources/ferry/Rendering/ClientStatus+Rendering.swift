@@ -110,20 +110,21 @@ struct FetchJSON: Encodable {
 
     func encode(to encoder: any Encoder) throws {
         try StatusJSON(status).encode(to: encoder)
+        let download = result.download
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(result.outcome.rawValue, forKey: .result)
         try container.encode(applied, forKey: .applied)
         try container.encode(result.bytesReceived, forKey: .bytesReceived)
         try container.encode(result.resumedFrom, forKey: .resumedFrom)
-        try container.encode(result.fileBytes, forKey: .fileBytes)
-        try container.encode(result.encoding?.rawValue, forKey: .encoding)
-        try PathJSON(path: result.path).encode(to: encoder)
+        try container.encode(download?.fileBytes, forKey: .fileBytes)
+        try container.encode(download?.encoding.rawValue, forKey: .encoding)
+        try PathJSON(path: download?.path).encode(to: encoder)
         var errors = encoder.container(keyedBy: ErrorKeys.self)
         try errors.encode(result.patchFailure, forKey: .patchError)
         // Added last: `--json` only ever adds fields. The published file's size, which a patch is measured against.
-        try errors.encode(result.publishedBytes, forKey: .publishedBytes)
+        try errors.encode(download?.publishedBytes, forKey: .publishedBytes)
         // The rows the device had written itself that the patch settled (`null` when no patch was applied).
-        try errors.encode(result.ownRowsSettled, forKey: .ownRowsSettled)
+        try errors.encode(download?.ownRowsSettled, forKey: .ownRowsSettled)
     }
 }
 
@@ -140,6 +141,19 @@ struct SyncJSON: Encodable {
         try container.encode(result.push.sent, forKey: .pushed)
         try container.encode(result.fetch.outcome.rawValue, forKey: .result)
         try container.encode(result.apply?.applied ?? false, forKey: .applied)
+    }
+}
+
+extension ApplyResult {
+    /// One line for a person: what `ferry apply` did.
+    var text: String {
+        switch self {
+        case .nothingPending:
+            return "nothing to apply: no update is pending"
+        case .applied(let version, let previousVersion, _):
+            return "applied version \(version.map(String.init) ?? "?")"
+                + (previousVersion.map { "; version \($0) kept as previous.db" } ?? "")
+        }
     }
 }
 

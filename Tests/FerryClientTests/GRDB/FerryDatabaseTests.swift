@@ -42,8 +42,8 @@ import Testing
         func configuration(_ name: String, pushOnOpen: Bool = false) -> FerryClient.Configuration {
             var configuration = FerryClient.Configuration(
                 directory: directory.appending(name), serverURL: server, dataset: "trips")
-            configuration.pushOnOpen = pushOnOpen
-            configuration.pushBackoff = .milliseconds(10)
+            configuration.push.onOpen = pushOnOpen
+            configuration.push.backoff = .milliseconds(10)
             return configuration
         }
 
@@ -180,7 +180,7 @@ import Testing
             // Given a clean device, a one-row change arrives as a patch and is applied in place, verified by digest
             var version = try await world.publishChange("passengers = 21", where: "Växjö-Kalmar")
             var result = try await ferry.checkForUpdates()
-            #expect(result.path == .patch(from: version - 1, to: version))
+            #expect(result.download?.path == .patch(from: version - 1, to: version))
             #expect(try await Self.first(values) { $0 == 21 } == 21)
             #expect(ferry.currentStatus.version == version && ferry.currentStatus.state == .upToDate)
             #expect(FileManager.default.fileExists(atPath: world.directory.appending("patch/previous.db").path))
@@ -201,7 +201,7 @@ import Testing
             }
             version = try await world.publishChange("passengers = 22", where: "Växjö-Kalmar")
             result = try await ferry.checkForUpdates()
-            #expect(result.path == .patch(from: version - 1, to: version))
+            #expect(result.download?.path == .patch(from: version - 1, to: version))
             #expect(try await Self.first(values) { $0 == 22 } == 22)
             #expect(
                 try await ferry.pool.read { db in
@@ -209,15 +209,15 @@ import Testing
                 } == 5)
             #expect(try await ferry.client.pendingEdits() == 1)
             #expect(try await ferry.client.status().version == version)
-            #expect(result.ownRowsSettled == 1)
+            #expect(result.download?.ownRowsSettled == 1)
 
             // Given that edit pushed and answered, the next patch still applies in place: the device's own row is put
             // back as published first, and the result is exactly the published version (checked by digest)
             #expect(try await ferry.push().summary.applied == 1)
             version = try await world.publishChange("passengers = 23", where: "Växjö-Kalmar")
             result = try await ferry.checkForUpdates()
-            #expect(result.path == .patch(from: version - 1, to: version), "\(result.patchFailure ?? "")")
-            #expect(result.ownRowsSettled == 1)
+            #expect(result.download?.path == .patch(from: version - 1, to: version), "\(result.patchFailure ?? "")")
+            #expect(result.download?.ownRowsSettled == 1)
             #expect(try await Self.first(values) { $0 == 23 } == 23)
             #expect(
                 try await ferry.pool.read { db in
@@ -235,7 +235,7 @@ import Testing
     @Test func automaticModeAppliesAFullUpdateInPlaceAndKeepsQueuedWrites() async throws {
         try await withWorld { world in
             var configuration = world.configuration("auto")
-            configuration.usePatches = false
+            configuration.download.usePatches = false
             let ferry = try await FerryDatabase.open(configuration: configuration, applyMode: .automatic, logger: .test)
             _ = try await ferry.checkForUpdates()
             // A local edit through the pool is captured by the outbox
@@ -249,7 +249,7 @@ import Testing
 
             // When a full update arrives in automatic mode, it is applied at once, in place
             let result = try await ferry.checkForUpdates()
-            #expect(result.path == .full)
+            #expect(result.download?.path == .full)
             _ = try await Self.first(changes) { true }
             cancellable.cancel()
             #expect(ferry.currentStatus.version == version && ferry.currentStatus.state == .upToDate)
@@ -317,7 +317,7 @@ import Testing
         // A server address nothing listens on (loopback, port 9): open touches no network
         var configuration = FerryClient.Configuration(
             directory: directory.appending("app"), serverURL: URL(string: "http://127.0.0.1:9")!, dataset: "trips")
-        configuration.pushOnOpen = true
+        configuration.push.onOpen = true
         // The process's one-time set-up (the SQLite session probe, URLSession's first session) is not what the bound
         // is about: a first open elsewhere pays it.
         var warm = configuration

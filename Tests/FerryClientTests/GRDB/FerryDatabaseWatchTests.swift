@@ -13,7 +13,7 @@ extension FerryDatabaseTests {
         try await withWorld { world in
             // Given an app open in automatic mode, waiting 50 s per check
             var configuration = world.configuration("watching")
-            configuration.waitForChanges = .seconds(50)
+            configuration.download.waitForChanges = .seconds(50)
             let ferry = try await FerryDatabase.open(configuration: configuration, applyMode: .automatic, logger: .test)
             // Then the initial sync arrives by itself
             #expect(try await Self.first(ferry.statusUpdates()) { $0.version == 1 }.state == .upToDate)
