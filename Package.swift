@@ -202,6 +202,7 @@ let package = Package(
             dependencies: [
                 "FerryCore", "FerryBucket", "FerryMerge", "FerryPostgres", "FerryPublisher", "FerryServer",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ],

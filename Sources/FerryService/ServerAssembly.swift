@@ -4,6 +4,7 @@ import FerryPublisher
 import FerryServer
 import Foundation
 import Logging
+import NIOPosix
 import ServiceLifecycle
 import UnixSignals
 
@@ -47,7 +48,8 @@ public struct ServerAssembly: Sendable {
                 services.append(replica)
             } else if !schedules.isEmpty {
                 // This process publishes into the directory: make it, so the server starts on an empty store.
-                try DurableFile.makeDirectory(server.storePath)
+                let storePath = server.storePath
+                try await NIOThreadPool.singleton.runIfActive { try DurableFile.makeDirectory(storePath) }
             }
             let (scheme, host) = (server.scheme, server.host)
             services.append(
@@ -58,7 +60,7 @@ public struct ServerAssembly: Sendable {
                 services: services + schedules, drainTimeout: server.drainTimeout, logger: logger,
                 publisherCache: publisherCache)
         } catch {
-            cleanup.run()
+            await cleanup.run()
             throw error
         }
     }
@@ -67,7 +69,6 @@ public struct ServerAssembly: Sendable {
     /// schedules first (a running publish finishes), then the server drains downloads for up to
     /// ``ServerConfiguration/drainTimeout``. A drain cut short is logged, not thrown.
     public func run(gracefulShutdownSignals: [UnixSignal] = []) async throws {
-        defer { Cleanup(publisherCache: publisherCache).run() }
         var group = ServiceGroupConfiguration(services: services, logger: logger)
         group.gracefulShutdownSignals = gracefulShutdownSignals
         group.maximumGracefulShutdownDuration = drainTimeout
@@ -76,7 +77,11 @@ public struct ServerAssembly: Sendable {
             try await ServiceGroup(configuration: group).run()
         } catch let error as ServiceGroupError {
             logger.warning("stopped without draining every download: \(error)")
+        } catch {
+            await Cleanup(publisherCache: publisherCache).run()
+            throw error
         }
+        await Cleanup(publisherCache: publisherCache).run()
     }
 
     /// The publish schedules of ``ServeConfiguration/publishing``, each reporting to the status page and, for a
@@ -134,7 +139,7 @@ public struct ServerAssembly: Sendable {
         do {
             try await replica.start()
         } catch {
-            replica.removeCache()
+            try? await NIOThreadPool.singleton.runIfActive { replica.removeCache() }
             throw error
         }
         server.store = replica.store
@@ -151,10 +156,14 @@ public struct ServerAssembly: Sendable {
         var publisherCache: URL?
         var replica: BucketReplica?
 
-        func run() {
-            replica?.removeCache()
+        /// Removes them off the cooperative pool (a cache holds whole snapshot files).
+        func run() async {
+            let (publisherCache, replica) = (self.publisherCache, self.replica)
             // A temp directory: what a failed removal leaves, the OS cleans.
-            if let publisherCache { try? FileManager.default.removeItem(at: publisherCache) }
+            try? await NIOThreadPool.singleton.runIfActive {
+                replica?.removeCache()
+                if let publisherCache { try? FileManager.default.removeItem(at: publisherCache) }
+            }
         }
     }
 }

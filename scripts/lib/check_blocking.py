@@ -55,16 +55,12 @@ LANES = re.compile(
 # Async functions allowed to block, by (file under Sources, function name): each with the reason. Outside the areas
 # being fixed in issue 36 these name who should move the call onto a lane.
 ALLOWED = {
-    ("FerryGRDB/FerryDatabase.swift", "open"):
-        "creates the client directory before the pool opens: FerryGRDB's open and close move onto FerryClient's "
-        "BlockingWork lane in issue 36 (another change); remove this entry with it",
     ("ferry/Ferry.swift", "main"):
         "the CLI's last line to stderr when a command fails: one short write to a terminal or pipe as the process "
         "exits, with nothing else left to run",
     ("ferry/ServeCommand.swift", "run"):
-        "`serve` prints its ready line and start-up errors (short writes to a terminal or pipe) and creates the store "
-        "directory once before any service starts; to be moved into the library's server composition (issue 36, "
-        "point 2), where the directory is made on a lane",
+        "`serve` prints its ready line and start-up errors: short writes to a terminal or pipe, once each (the store "
+        "directory is made by FerryService's ServerAssembly, on a lane)",
 }
 
 ASYNC_FUNC = re.compile(r"\b(func\s+(\w+|[^\s(<]+)|init[?!]?)\s*(<[^{]*?>)?\s*\(")
