@@ -1,3 +1,4 @@
+import FerryCore
 import Foundation
 
 #if canImport(FoundationXML)
@@ -49,17 +50,4 @@ struct S3XMLElement: Sendable {
 }
 
 /// Text escaped for an XML element's content.
-func xmlEscaped(_ text: String) -> String {
-    var out = ""
-    for character in text {
-        switch character {
-        case "&": out += "&amp;"
-        case "<": out += "&lt;"
-        case ">": out += "&gt;"
-        case "\"": out += "&quot;"
-        case "'": out += "&apos;"
-        default: out.append(character)
-        }
-    }
-    return out
-}
+func xmlEscaped(_ text: String) -> String { markupEscaped(text, apostrophe: "&apos;") }

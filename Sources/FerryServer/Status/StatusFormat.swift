@@ -1,3 +1,4 @@
+import FerryCore
 import Foundation
 
 /// Text forms of the status page's numbers and HTML escaping. The page shows these; the exact values travel in
@@ -51,19 +52,5 @@ enum StatusFormat {
     }
 
     /// Escapes text for HTML element content and quoted attribute values.
-    static func escape(_ text: String) -> String {
-        var escaped = ""
-        escaped.reserveCapacity(text.utf8.count)
-        for character in text {
-            switch character {
-            case "&": escaped += "&amp;"
-            case "<": escaped += "&lt;"
-            case ">": escaped += "&gt;"
-            case "\"": escaped += "&quot;"
-            case "'": escaped += "&#39;"
-            default: escaped.append(character)
-            }
-        }
-        return escaped
-    }
+    static func escape(_ text: String) -> String { markupEscaped(text) }
 }
