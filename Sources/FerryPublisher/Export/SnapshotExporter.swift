@@ -4,85 +4,6 @@ import FerryStore
 import Foundation
 import Logging
 
-/// One PostgreSQL connection inside `BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY` with fixed session settings,
-/// and the template resolved into plans within that snapshot. Further sessions can join the same snapshot
-/// (``exportSnapshot()``, ``init(joining:template:databaseURL:plans:)``), so parallel exports of several scopes see
-/// exactly the same data. The transaction is rolled back when the session is released.
-/// Unchecked Sendable: a session is handed to one export thread and used by that thread alone.
-final class ExportSession: @unchecked Sendable {
-    let pg: PostgresConnection
-    let plans: [TablePlan]
-    /// The SQL type of the scope values, for a template with `scope:`.
-    let scopeTypeName: String?
-
-    /// Opens the first session: begins the transaction, checks the scope queries and resolves the template. With
-    /// `snapshotID` (a ``SnapshotHolder``'s) the transaction sees that snapshot: the lines of one publish
-    /// (docs/schema-lines.md) all read the same cut of PostgreSQL.
-    init(template: Template, databaseURL: String, joining snapshotID: String? = nil) throws {
-        pg = try PostgresConnection(url: databaseURL)
-        try Self.begin(pg)
-        if let snapshotID { try Self.setSnapshot(snapshotID, on: pg) }
-        scopeTypeName = try TemplateValidator.scopeTypeName(for: template, pg: pg)
-        plans = try TemplateValidator.plans(
-            for: template, pg: pg, scopeExpression: scopeTypeName.map(ScopeSQL.expression(typeName:)))
-    }
-
-    /// Opens another session on the snapshot `snapshotID` that a first session exported.
-    init(joining snapshotID: String, databaseURL: String, plans: [TablePlan]) throws {
-        pg = try PostgresConnection(url: databaseURL)
-        try Self.begin(pg)
-        try Self.setSnapshot(snapshotID, on: pg)
-        self.plans = plans
-        scopeTypeName = nil
-    }
-
-    /// Must be the transaction's first statement. The id is PostgreSQL's own (hex digits and dashes).
-    private static func setSnapshot(_ snapshotID: String, on pg: PostgresConnection) throws {
-        try pg.execute("SET TRANSACTION SNAPSHOT '\(snapshotID.filter { $0.isHexDigit || $0 == "-" })'")
-    }
-
-    // Ends the read-only export transaction; it wrote nothing, and a dead connection has no transaction to end.
-    deinit { try? pg.execute("ROLLBACK") }
-
-    /// `pg_export_snapshot()`: an id other sessions use to see this transaction's snapshot.
-    func exportSnapshot() throws -> String {
-        guard let id = try pg.query("SELECT pg_export_snapshot()").first?.first ?? nil else {
-            throw FerryError(.database, "pg_export_snapshot() returned nothing")
-        }
-        return id
-    }
-
-    static func begin(_ pg: PostgresConnection) throws {
-        // Fixed session settings make every text conversion (casts, to_json) independent of server defaults.
-        try pg.execute(
-            "SET TIME ZONE 'UTC'; SET DateStyle = 'ISO, YMD'; SET IntervalStyle = 'iso_8601'; SET extra_float_digits = 3"
-        )
-        try pg.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-    }
-}
-
-/// A transaction that only holds a snapshot open for the sessions that join it (``ExportSession/init(template:databaseURL:joining:)``):
-/// one publish of several schema lines exports each line from this one snapshot. Rolled back when released.
-///
-/// Not `Sendable`, like the ``PostgresConnection`` it owns: the publish job's thread creates it, reads its
-/// ``snapshotID`` and releases it; no other thread or task ever sees it (the compiler checks that).
-final class SnapshotHolder {
-    let pg: PostgresConnection
-    let snapshotID: String
-
-    init(databaseURL: String) throws {
-        pg = try PostgresConnection(url: databaseURL)
-        try ExportSession.begin(pg)
-        guard let id = try pg.query("SELECT pg_export_snapshot()").first?.first ?? nil else {
-            throw FerryError(.database, "pg_export_snapshot() returned nothing")
-        }
-        snapshotID = id
-    }
-
-    // It read nothing and wrote nothing; a dead connection has no transaction to end.
-    deinit { try? pg.execute("ROLLBACK") }
-}
-
 /// What an export produced: the verified SQLite file's row counts and the digest of its data.
 struct ExportResult {
     var tables: [String: Int]
@@ -324,31 +245,7 @@ final class SnapshotExporter {
         // The writing connection lives in this block: the file is closed before it is read again below.
         do {
             let db = try SQLiteConnection(path: job.file.path)
-            // A fresh temp file nobody else sees: no journal needed. It is fsynced before it is committed to the store.
-            // A 16 MiB page cache: rows arrive in key order (appends) and CREATE INDEX sorts in a buffer as large as
-            // the cache on top of it, so this bounds the export's peak memory (bench, 2M rows: 110 MB at 32 MiB).
-            try db.execute(
-                "PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA locking_mode = EXCLUSIVE; PRAGMA cache_size = -16384"
-            )
-            try db.execute("BEGIN")
-            if let ddl = job.schemaDDL, let schema = template.schema {
-                do { try db.execute(ddl) } catch let error as FerryError {
-                    throw FerryError(
-                        .badTemplate, "the schema file \(schema) fails in SQLite: \(error.message); fix its DDL",
-                        path: template.path, key: "schema")
-                }
-            } else {
-                for plan in job.plans { try db.execute(plan.createSQL) }
-            }
-            // A row index needs every table to have rowids that no column hides (not WITHOUT ROWID, no column
-            // named rowid): without one, each publish builds from scratch.
-            if job.plans.allSatisfy({ plan in
-                !plan.columns.contains { ["rowid", "oid", "_rowid_"].contains($0.name.lowercased()) }
-                    // the probe: fails for WITHOUT ROWID
-                    && (try? db.prepare("SELECT rowid FROM \(SQLIdentifier.quote(plan.name)) LIMIT 0")) != nil
-            }) {
-                index = try RowIndexWriter(url: job.indexFile, plans: job.plansDigest, hasher: RowHasher())
-            }
+            index = try createTables(in: db, job)
 
             var infos: [SnapshotMetadata.TableInfo] = []
             for plan in job.plans {
@@ -377,18 +274,7 @@ final class SnapshotExporter {
                     tables: counts, dataDigest: dataDigest, contentDigest: nil, prepared: nil, phases: phases)
             }
 
-            try phases.time(.indexes) {
-                for plan in job.plans {
-                    for (j, sql) in plan.table.indexes.enumerated() {
-                        do { try db.execute(sql) } catch let error as FerryError {
-                            throw FerryError(
-                                .badTemplate,
-                                "table '\(plan.name)': index fails in SQLite: \(error.message); fix the statement",
-                                path: template.path, key: "tables[\(plan.index)].indexes[\(j)]")
-                        }
-                    }
-                }
-            }
+            try phases.time(.indexes) { try createIndexes(in: db, job) }
             try phases.time(.commit) {
                 let metadata = SnapshotMetadata(
                     dataset: template.dataset, version: job.version, schemaVersion: template.schemaVersion,
@@ -402,6 +288,51 @@ final class SnapshotExporter {
         var result = try check(job, counts: counts, dataDigest: dataDigest, digestFromFile: true, phases: &phases)
         result.rowIndex = index?.url
         return result
+    }
+
+    /// Sets up a fresh file for writing and creates its tables (the schema file's DDL, or the template's). Returns
+    /// the writer of its row index, or nil when a table's rowids cannot key one (then each publish builds afresh).
+    private func createTables(in db: SQLiteConnection, _ job: Job) throws -> RowIndexWriter? {
+        // A fresh temp file nobody else sees: no journal needed. It is fsynced before it is committed to the store.
+        // A 16 MiB page cache: rows arrive in key order (appends) and CREATE INDEX sorts in a buffer as large as
+        // the cache on top of it, so this bounds the export's peak memory (bench, 2M rows: 110 MB at 32 MiB).
+        try db.execute(
+            "PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA locking_mode = EXCLUSIVE; PRAGMA cache_size = -16384"
+        )
+        try db.execute("BEGIN")
+        if let ddl = job.schemaDDL, let schema = template.schema {
+            do { try db.execute(ddl) } catch let error as FerryError {
+                throw FerryError(
+                    .badTemplate, "the schema file \(schema) fails in SQLite: \(error.message); fix its DDL",
+                    path: template.path, key: "schema")
+            }
+        } else {
+            for plan in job.plans { try db.execute(plan.createSQL) }
+        }
+        // A row index needs every table to have rowids that no column hides (not WITHOUT ROWID, no column
+        // named rowid): without one, each publish builds from scratch.
+        if job.plans.allSatisfy({ plan in
+            !plan.columns.contains { ["rowid", "oid", "_rowid_"].contains($0.name.lowercased()) }
+                // the probe: fails for WITHOUT ROWID
+                && (try? db.prepare("SELECT rowid FROM \(SQLIdentifier.quote(plan.name)) LIMIT 0")) != nil
+        }) {
+            return try RowIndexWriter(url: job.indexFile, plans: job.plansDigest, hasher: RowHasher())
+        }
+        return nil
+    }
+
+    /// Runs the template's `indexes:` statements on the finished tables.
+    private func createIndexes(in db: SQLiteConnection, _ job: Job) throws {
+        for plan in job.plans {
+            for (j, sql) in plan.table.indexes.enumerated() {
+                do { try db.execute(sql) } catch let error as FerryError {
+                    throw FerryError(
+                        .badTemplate,
+                        "table '\(plan.name)': index fails in SQLite: \(error.message); fix the statement",
+                        path: template.path, key: "tables[\(plan.index)].indexes[\(j)]")
+                }
+            }
+        }
     }
 
     /// Reads the finished file twice side by side (the machine's second core): the checks (and, for a fresh file,
