@@ -6,6 +6,7 @@ import FerryStore
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import NIOCore
 import Testing
 
 @testable import FerryClient
@@ -91,7 +92,9 @@ import Testing
 
         // A later refusal leaves version 1 and downloads nothing
         let v2 = try snapshots.publish(rows: 6)
-        #expect(try await server.waitForVersion(snapshots.dataset, 2), "the server never served version 2")
+        #expect(
+            try await Self.waitForVersion(2, of: snapshots.dataset, at: server.url), "the server never served version 2"
+        )
         let refused = try await runFerry(fetch + ["--ca", Self.otherCA.path])
         #expect(refused.status == 1)
         #expect(refused.stderr.contains(Self.untrusted))
@@ -176,6 +179,27 @@ import Testing
             #expect(reached?.message.contains("(404)") == true)
             try await http.shutdown()
         }
+    }
+
+    /// Waits up to 20 s for the HTTPS server at `url` (its certificate signed by the test CA) to serve `version` of
+    /// `dataset`.
+    static func waitForVersion(_ version: Int, of dataset: String, at url: URL) async throws -> Bool {
+        let http = try AsyncHTTPClientTransport.makeHTTPClient(trusting: try TrustedCertificates(pemFile: ca))
+        let manifest = HTTPClientRequest(
+            url: url.appendingPathComponent("v1/datasets/\(dataset)/manifest").absoluteString)
+        var served = false
+        let deadline = ContinuousClock.now + .seconds(20)
+        while !served, ContinuousClock.now < deadline {
+            if let response = try? await http.execute(manifest, timeout: .seconds(5)),
+                let body = try? await response.body.collect(upTo: 1 << 20),
+                let decoded = try? Manifest.decode(Data(body.readableBytesView))
+            {
+                served = decoded.version >= version
+            }
+            if !served { try await Task.sleep(for: .milliseconds(50)) }
+        }
+        try await http.shutdown()
+        return served
     }
 
     @Test func caFilesAreCheckedUpFrontAndNamed() async throws {
