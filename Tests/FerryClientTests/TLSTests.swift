@@ -6,6 +6,7 @@ import FerryStore
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import NIOCore
 import Testing
 
 @testable import FerryClient
@@ -91,7 +92,9 @@ import Testing
 
         // A later refusal leaves version 1 and downloads nothing
         let v2 = try snapshots.publish(rows: 6)
-        try await Self.waitUntilServed(v2.version, of: snapshots.dataset, by: server.url)
+        #expect(
+            try await Self.waitForVersion(2, of: snapshots.dataset, at: server.url), "the server never served version 2"
+        )
         let refused = try await runFerry(fetch + ["--ca", Self.otherCA.path])
         #expect(refused.status == 1)
         #expect(refused.stderr.contains(Self.untrusted))
@@ -99,24 +102,6 @@ import Testing
         #expect(!dir.exists(dir.updated) && !dir.exists(dir.partial))
         #expect(try await runFerry(fetch + ["--ca", Self.ca.path, "--apply"]).status == 0)
         #expect(try publishedVersion(of: dir.database, among: [v1, v2]) == 2)
-    }
-
-    /// Waits, up to 20 s, until the HTTPS `server` serves `version` of `dataset` (its catalog polls the store),
-    /// asking over a client that trusts the test CA.
-    static func waitUntilServed(_ version: Int, of dataset: String, by server: URL) async throws {
-        let http = try AsyncHTTPClientTransport.makeHTTPClient(trusting: try TrustedCertificates(pemFile: ca))
-        let url = server.appendingPathComponent("v1/datasets/\(dataset)/manifest").absoluteString
-        var served: Int?
-        let deadline = ContinuousClock.now + .seconds(20)
-        while ContinuousClock.now < deadline {
-            let response = try await http.execute(HTTPClientRequest(url: url), timeout: .seconds(5))
-            let body = try await response.body.collect(upTo: 1 << 20)
-            served = try? Manifest.decode(Data(body.readableBytesView)).version
-            if let served, served >= version { break }
-            try await Task.sleep(for: .milliseconds(50))
-        }
-        try await http.shutdown()
-        #expect((served ?? 0) >= version, "the server still serves version \(served.map(String.init) ?? "none")")
     }
 
     @Test(arguments: TransportKind.allCases) func clientLibraryOverHTTPSWithAPrivateCA(_ kind: TransportKind)
@@ -194,6 +179,27 @@ import Testing
             #expect(reached?.message.contains("(404)") == true)
             try await http.shutdown()
         }
+    }
+
+    /// Waits up to 20 s for the HTTPS server at `url` (its certificate signed by the test CA) to serve `version` of
+    /// `dataset`.
+    static func waitForVersion(_ version: Int, of dataset: String, at url: URL) async throws -> Bool {
+        let http = try AsyncHTTPClientTransport.makeHTTPClient(trusting: try TrustedCertificates(pemFile: ca))
+        let manifest = HTTPClientRequest(
+            url: url.appendingPathComponent("v1/datasets/\(dataset)/manifest").absoluteString)
+        var served = false
+        let deadline = ContinuousClock.now + .seconds(20)
+        while !served, ContinuousClock.now < deadline {
+            if let response = try? await http.execute(manifest, timeout: .seconds(5)),
+                let body = try? await response.body.collect(upTo: 1 << 20),
+                let decoded = try? Manifest.decode(Data(body.readableBytesView))
+            {
+                served = decoded.version >= version
+            }
+            if !served { try await Task.sleep(for: .milliseconds(50)) }
+        }
+        try await http.shutdown()
+        return served
     }
 
     @Test func caFilesAreCheckedUpFrontAndNamed() async throws {

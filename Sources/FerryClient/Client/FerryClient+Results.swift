@@ -212,7 +212,7 @@ public enum UpdatePath: Sendable, Equatable, Codable {
 /// What one ``FerryClient/applyPendingUpdate()`` did: nothing (no update was pending) or the swap.
 ///
 /// ```swift
-/// if case .applied(let version, _, _) = try await client.applyPendingUpdate() { print("now version \(version)") }
+/// if case .applied(let version, _, _) = try await client.applyPendingUpdate() { print("now version \(version ?? 0)") }
 /// ```
 public enum ApplyResult: Sendable, Equatable {
     /// Nothing was pending: the call changed nothing. `status` is the directory's status.

@@ -85,7 +85,10 @@ package enum TransportFailure {
             message =
                 "the answer to the upload from \(url) broke off: \(reason); edits stay queued and will be sent later"
         }
-        return FerryError(.offline, message, underlying: error)
+        // A reason the transport put in words is in the message already; the socket library's own text ("errno: 111")
+        // is kept out of what a person reads.
+        let underlying: (any Error)? = (error as? ClassifiedTransportFailure)?.reason == nil ? error : nil
+        return FerryError(.offline, message, underlying: underlying)
     }
 
     package static func tlsProblem(_ error: (any Error)?) -> TLSProblem? {
