@@ -18,7 +18,7 @@ struct ApplyCommand: AsyncParsableCommand {
     func run() async throws {
         let result = try await options.withClient { try await $0.applyPendingUpdate() }
         if json {
-            print(try JSONLine.render(ApplyJSON(status: result.status, applied: result.applied)))
+            print(try JSONLine.render(StatusAndOne(status: result.status, key: "applied", value: result.applied)))
         } else {
             print(result.text)
             print(result.status.text)

@@ -17,7 +17,9 @@ struct RollbackCommand: AsyncParsableCommand {
     func run() async throws {
         let result = try await options.withClient { try await $0.rollback() }
         if json {
-            print(try JSONLine.render(RollbackJSON(status: result.status, rolledBackVersion: result.rolledBackVersion)))
+            print(
+                try JSONLine.render(
+                    StatusAndOne(status: result.status, key: "rolledBackVersion", value: result.rolledBackVersion)))
         } else {
             print(
                 "rolled back version \(result.rolledBackVersion.map(String.init) ?? "?") to version \(result.version.map(String.init) ?? "?")"

@@ -63,31 +63,24 @@ struct PathJSON: Encodable {
     }
 }
 
-/// `ferry apply --json`: the status, then `applied`.
-struct ApplyJSON: Encodable {
+/// `ferry apply --json` (`applied`) and `ferry rollback --json` (`rolledBackVersion`): the status, then one key of
+/// the command's own (a nil value is `null`).
+struct StatusAndOne<Value: Encodable>: Encodable {
     let status: ClientStatus
-    let applied: Bool
+    let key: String
+    let value: Value
 
-    enum CodingKeys: String, CodingKey { case applied }
-
-    func encode(to encoder: any Encoder) throws {
-        try StatusJSON(status).encode(to: encoder)
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(applied, forKey: .applied)
+    struct Key: CodingKey {
+        var stringValue: String
+        var intValue: Int? { nil }
+        init(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
     }
-}
-
-/// `ferry rollback --json`: the status, then `rolledBackVersion`.
-struct RollbackJSON: Encodable {
-    let status: ClientStatus
-    let rolledBackVersion: Int?
-
-    enum CodingKeys: String, CodingKey { case rolledBackVersion }
 
     func encode(to encoder: any Encoder) throws {
         try StatusJSON(status).encode(to: encoder)
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(rolledBackVersion, forKey: .rolledBackVersion)
+        var container = encoder.container(keyedBy: Key.self)
+        try container.encode(value, forKey: Key(stringValue: key))
     }
 }
 
