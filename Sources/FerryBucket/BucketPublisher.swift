@@ -78,7 +78,7 @@ public struct BucketPublisher: Publishing {
         // 2. The cache in line with the bucket.
         let syncStarted = ContinuousClock.now
         let digests = try await syncCache(dataset: dataset, remote: remote?.manifest, cache: cache, transfer: &transfer)
-        transfer.downloadSeconds = Self.seconds(ContinuousClock.now - syncStarted)
+        transfer.downloadSeconds = (ContinuousClock.now - syncStarted).inSeconds
 
         // 3. The normal publish, into the cache.
         var result = try await Publisher(configuration: configuration, logger: logger).publish(
@@ -97,7 +97,7 @@ public struct BucketPublisher: Publishing {
             let uploadStarted = ContinuousClock.now
             try await uploadObjects(
                 of: manifest, cache: cache, inBucket: &inBucket, transfer: &transfer)
-            transfer.uploadSeconds = Self.seconds(ContinuousClock.now - uploadStarted)
+            transfer.uploadSeconds = (ContinuousClock.now - uploadStarted).inSeconds
             // 5. The manifest last, only over the one read in step 1.
             try await beforeManifestWrite?()
             do {
@@ -122,10 +122,6 @@ public struct BucketPublisher: Publishing {
     /// the template and manifests, hashing, reading files to upload, fsync, rename, pruning) runs there, off the
     /// cooperative pool, on a thread of its own, as the publish itself does (docs/ARCHITECTURE.md, "Concurrency").
     static let lane = "ferry-bucket-publish"
-
-    static func seconds(_ duration: Duration) -> Double {
-        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
-    }
 
     // MARK: 1–2: reading the bucket into the cache
 
@@ -239,7 +235,7 @@ public struct BucketPublisher: Publishing {
                 seen = (try? JSONDecoder().decode([String: String].self, from: object.body)) ?? [:]
             }
         } catch let error as FerryError where (error.underlying as? S3ErrorResponse)?.code == "NoSuchKey" {}
-        let grace = Self.seconds(objectGrace)
+        let grace = objectGrace.inSeconds
         var next: [String: String] = [:]
         for name in unreferenced.sorted() {
             let since = seen[name].flatMap(BucketRetention.parseDate) ?? now

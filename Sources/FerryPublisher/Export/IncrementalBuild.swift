@@ -130,7 +130,7 @@ final class IncrementalBuild: @unchecked Sendable {
                 source, to: target, "cannot copy version \(version) for an incremental build",
                 fix: "free space in the store (the current version is unchanged)", durable: false,
                 shouldStop: { stop.withLock { $0 } })
-            return (method, (ContinuousClock.now - start).seconds)
+            return (method, (ContinuousClock.now - start).inSeconds)
         }
     }
 

@@ -1,3 +1,5 @@
+import FerryCore
+
 /// A step of a publish whose time ``PublishPhases`` reports.
 public enum PublishPhase: String, CaseIterable, Sendable, CodingKey {
     /// Binary COPY from PostgreSQL decoded into SQLite INSERTs, every table; for a version built from the previous
@@ -54,7 +56,7 @@ public struct PublishPhases: Encodable, Sendable, Equatable {
     /// Runs `body` and adds its wall-clock time to `phase` (also when it throws).
     mutating func time<T>(_ phase: PublishPhase, _ body: () throws -> T) rethrows -> T {
         let start = ContinuousClock.now
-        defer { add(phase, (ContinuousClock.now - start).seconds) }
+        defer { add(phase, (ContinuousClock.now - start).inSeconds) }
         return try body()
     }
 

@@ -174,7 +174,7 @@ extension Publisher {
             dataset: dataset, scoped: template.scope != nil, schemaVersion: template.schemaVersion,
             lastVersion: newVersion ? version : (previous?.lastVersion ?? 0),
             createdAt: newVersion ? createdAt : (previous?.createdAt ?? createdAt), scopes: stored.entries)
-        let seconds = { (ContinuousClock.now - started).seconds }
+        let seconds = { (ContinuousClock.now - started).inSeconds }
         let sameScopes = comparable.map { Set($0.scopes.map(\.scope)) == Set(scopes) } ?? false
         if let previous, previous == manifest {
             logger.info(

@@ -48,7 +48,7 @@ extension Publisher {
             var result = try publish(
                 template: line, store: store, started: started, changed: changed, isCancelled: isCancelled,
                 snapshotID: holder.snapshotID, version: version)
-            result.seconds = (ContinuousClock.now - started).seconds
+            result.seconds = (ContinuousClock.now - started).inSeconds
             results.append(result)
         }
         withExtendedLifetime(holder) {}
@@ -67,7 +67,7 @@ extension Publisher {
         result.lines = results
         result.retiredLines = retired
         result.unchanged = results.allSatisfy(\.unchanged)
-        result.seconds = (ContinuousClock.now - started).seconds
+        result.seconds = (ContinuousClock.now - started).inSeconds
         return result
     }
 }
