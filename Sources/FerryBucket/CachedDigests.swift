@@ -34,6 +34,7 @@ struct CachedDigests: Sendable {
     /// The list saved at `url`, or an empty one when there is none or it cannot be read (the files are then hashed
     /// again, which costs time, never correctness).
     static func load(from url: URL) -> CachedDigests {
+        // Missing or unreadable: every file is hashed again (time, never correctness).
         let entries = (try? Data(contentsOf: url)).flatMap { try? JSONDecoder().decode([String: Entry].self, from: $0) }
         return CachedDigests(entries: entries ?? [:], url: url)
     }

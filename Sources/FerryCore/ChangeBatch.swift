@@ -99,13 +99,13 @@ public enum JSONValue: Codable, Sendable, Hashable {
         // Each `try?` asks "is it this JSON type?"; a value of no type is the error thrown below.
         if c.decodeNil() {
             self = .null
-        } else if let b = try? c.decode(Bool.self) {
+        } else if let b = try? c.decode(Bool.self) {  // not this type: the next is tried
             self = .bool(b)
-        } else if let i = try? c.decode(Int64.self) {
+        } else if let i = try? c.decode(Int64.self) {  // likewise
             self = .int(i)
-        } else if let d = try? c.decode(Double.self) {
+        } else if let d = try? c.decode(Double.self) {  // likewise
             self = .double(d)
-        } else if let s = try? c.decode(String.self) {
+        } else if let s = try? c.decode(String.self) {  // likewise
             self = .string(s)
         } else {
             throw DecodingError.dataCorruptedError(

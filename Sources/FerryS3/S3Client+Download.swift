@@ -35,6 +35,7 @@ extension S3Client {
         guard response.status.code == 200 else {
             // The error's body only adds S3's code to the status; without it the status alone is reported.
             let body =
+                // Unreadable: the status alone is reported.
                 (try? await response.body.collect(upTo: 1 << 20)).map { Data($0.readableBytesView) } ?? Data()
             throw failure(response, body: body, operation: "GET", bucket: bucket, key: key)
         }

@@ -139,6 +139,7 @@ public struct ServerAssembly: Sendable {
         do {
             try await replica.start()
         } catch {
+            // Best effort: the cache is a temp directory, and the start's own error is the one to report.
             try? await NIOThreadPool.singleton.runIfActive { replica.removeCache() }
             throw error
         }
@@ -162,6 +163,7 @@ public struct ServerAssembly: Sendable {
             // A temp directory: what a failed removal leaves, the OS cleans.
             try? await NIOThreadPool.singleton.runIfActive {
                 replica?.removeCache()
+                // A temp directory: what a failed removal leaves, the OS cleans.
                 if let publisherCache { try? FileManager.default.removeItem(at: publisherCache) }
             }
         }

@@ -231,6 +231,7 @@ extension Process {
     /// `waitUntilExit()` off the cooperative pool (see ``offCooperativePool(_:)``), for async tests.
     public func waitForExit() async {
         nonisolated(unsafe) let process = self
+        // Only cancellation throws here, and then the process is left to the test's own clean-up.
         _ = try? await offCooperativePool { process.waitUntilExit() }
     }
 }

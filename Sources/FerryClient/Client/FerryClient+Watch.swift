@@ -47,6 +47,7 @@ extension FerryClient {
             let pause = WatchPacing.pause(
                 after: result, elapsed: ContinuousClock.now - started, pollInterval: pollInterval)
             if pause > .zero {
+                // A cancelled pause ends the watch, as the caller asked.
                 guard (try? await Task.sleep(for: pause)) != nil else { return }
             }
         }

@@ -189,6 +189,7 @@ final class WakeSignal: Sendable {
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await self.waitForSignal() }
             if let deadline {
+                // A cancelled sleep is a wake-up: the group ends either way.
                 group.addTask { try? await Task.sleep(until: deadline, clock: .continuous) }
             }
             await group.next()

@@ -106,7 +106,7 @@ struct ChannelRevalidator: Sendable {
         // 400, 416) is not answered here: the router answers it from the same `ReadAnswer.decide`.
         guard request.method == .get || request.method == .head, headers[.ifNoneMatch] != nil, headers[.prefer] == nil,
             let (dataset, target, route, view, scoped, resolved) = lookUp(request),
-            let decided = try? ReadAnswer.decide(
+            let decided = try? ReadAnswer.decide(  // a decision that throws goes to the router
                 target, in: view, dataset: dataset, method: request.method, headers: headers, checksum: nil),
             decided.status == .notModified
         else { return nil }
@@ -151,7 +151,7 @@ struct ChannelRevalidator: Sendable {
         guard request.method == .get, headers[.ifNoneMatch] == nil, headers[.range] == nil, headers[.ifRange] == nil,
             let (dataset, target, route, view, scoped, _) = lookUp(request), !scoped,
             route == .snapshot || route == .version,
-            let decided = try? ReadAnswer.decide(
+            let decided = try? ReadAnswer.decide(  // as above
                 target, in: view, dataset: dataset, method: .get, headers: headers, checksum: nil),
             decided.status == .ok, case .file(let selected, start: 0, let end) = decided.body, end == selected.size - 1
         else { return nil }
