@@ -160,7 +160,7 @@ public struct ServerAssembly: Sendable {
         /// Removes them off the cooperative pool (a cache holds whole snapshot files).
         func run() async {
             let (publisherCache, replica) = (self.publisherCache, self.replica)
-            // A temp directory: what a failed removal leaves, the OS cleans.
+            // Best effort: a pool already shut down removes nothing, and both are temp directories.
             try? await NIOThreadPool.singleton.runIfActive {
                 replica?.removeCache()
                 // A temp directory: what a failed removal leaves, the OS cleans.
