@@ -39,6 +39,13 @@ extension BucketPublisher {
             let current = entry.current
             guard done.insert(current.sha256).inserted else { continue }
             let version = "version \(current.version)\(entry.scope.map { " of scope \($0)" } ?? "")"
+            if !current.isCheckpoint {
+                // A version stored as a step: its checkpoint and the steps after it, which the publisher builds the
+                // current file from (its row index is in no bucket: the next version is exported from scratch).
+                try await fetchChain(
+                    of: entry, dataset: dataset, cache: cache, digests: &digests, transfer: &transfer)
+                continue
+            }
             let snapshot = "\(current.sha256).sqlite"
             if !(try await fetch(
                 dataset: dataset, name: snapshot, sha256: current.sha256, cache: cache, digests: &digests,
@@ -67,6 +74,24 @@ extension BucketPublisher {
             }
         }
         return digests
+    }
+
+    /// Fetches the objects that build `entry`'s current version: the last checkpoint's file and every step after it.
+    func fetchChain(
+        of entry: ScopeEntry, dataset: String, cache: FileSnapshotStore, digests: inout CachedDigests,
+        transfer: inout BucketTransfer
+    ) async throws {
+        guard let start = entry.retained.lastIndex(where: \.isCheckpoint) else { return }
+        for record in entry.retained[start...] {
+            let (name, sha256) =
+                record.step.map { ("\($0.sha256).patch.gz", $0.sha256) } ?? ("\(record.sha256).sqlite", record.sha256)
+            if !(try await fetch(
+                dataset: dataset, name: name, sha256: sha256, cache: cache, digests: &digests, transfer: &transfer))
+            {
+                transfer.notes.append(
+                    "\(name) (version \(record.version)) is in neither the cache nor the bucket; cutting a checkpoint")
+            }
+        }
     }
 
     /// Makes sure the cache holds object `name` (with SHA-256 `sha256` when given): keeps a good local copy (hashed

@@ -151,16 +151,20 @@ public struct BucketPublisher: Publishing {
 
     // MARK: 4: uploading
 
-    /// The object names (in `objects/`) a manifest needs in the bucket: every retained version's file, gzip copy
-    /// and patches, and each current version's row index (optional: the next cold publisher builds on it).
+    /// The object names (in `objects/`) a manifest needs in the bucket: every retained checkpoint's file and gzip
+    /// copy, every other version's step, every version's patches, and each current version's row index (optional: the next cold publisher builds on it).
     static func names(of manifest: StoredManifest) -> (required: Set<String>, rowIndexes: Set<String>) {
         var required: Set<String> = []
         for record in manifest.scopes.flatMap(\.retained) {
-            required.insert("\(record.sha256).sqlite")
-            required.insert("\(record.sha256).sqlite.gz")
+            if let step = record.step {
+                required.insert("\(step.sha256).patch.gz")
+            } else {
+                required.insert("\(record.sha256).sqlite")
+                required.insert("\(record.sha256).sqlite.gz")
+            }
             for patch in record.patches ?? [] { required.insert("\(patch.sha256).patch.gz") }
         }
-        return (required, Set(manifest.scopes.map { "\($0.current.sha256).rows" }))
+        return (required, Set(manifest.scopes.filter(\.current.isCheckpoint).map { "\($0.current.sha256).rows" }))
     }
 
     func uploadObjects(

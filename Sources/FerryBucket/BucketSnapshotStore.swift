@@ -90,15 +90,21 @@ public final class BucketSnapshotStore: SnapshotStore {
         var sha256: String?
     }
 
-    /// What a server serves of a manifest: each retained version's snapshot and gzip copy, and each patch (the
-    /// publisher's `.rows` indexes are not served).
+    /// What a server serves of a manifest: each retained checkpoint's snapshot and gzip copy, every other version's
+    /// step (the server builds those versions, ``VersionBuilder``), and each patch (the publisher's `.rows` indexes
+    /// are not served).
     static func objectNames(of manifest: StoredManifest) -> [NeededObject] {
         var needed: [String: NeededObject] = [:]
         for record in manifest.scopes.flatMap(\.retained) {
-            needed["\(record.sha256).sqlite"] = NeededObject(
-                name: "\(record.sha256).sqlite", size: record.size, sha256: record.sha256)
-            needed["\(record.sha256).sqlite.gz"] = NeededObject(
-                name: "\(record.sha256).sqlite.gz", size: record.gzipSize, sha256: nil)
+            if let step = record.step {
+                needed["\(step.sha256).patch.gz"] = NeededObject(
+                    name: "\(step.sha256).patch.gz", size: step.size, sha256: step.sha256)
+            } else {
+                needed["\(record.sha256).sqlite"] = NeededObject(
+                    name: "\(record.sha256).sqlite", size: record.size, sha256: record.sha256)
+                needed["\(record.sha256).sqlite.gz"] = NeededObject(
+                    name: "\(record.sha256).sqlite.gz", size: record.gzipSize, sha256: nil)
+            }
             for patch in record.patches ?? [] {
                 needed["\(patch.sha256).patch.gz"] = NeededObject(
                     name: "\(patch.sha256).patch.gz", size: patch.size, sha256: patch.sha256)

@@ -123,11 +123,17 @@ public struct Manifest: Codable, Sendable, Equatable, ManifestDocument {
     public var current: PublishedVersion
     /// Retained version numbers, ascending; each is served at `/v1/datasets/{dataset}/versions/{n}`.
     public var versions: [Int]
+    /// The oldest version a device can catch up from by one patch: from any version `v` from this one up to the
+    /// current one, the server answers `/v1/datasets/{dataset}/patches/{v}-{version}` with the net change, made on
+    /// first request from the versions' history (docs/delta.md, "Catching up"). Nil when the server keeps no
+    /// history (`--patch-horizon 0`): then only the patches `current.patches` names exist.
+    public var catchUpFrom: Int?
 
-    public init(dataset: String, current: PublishedVersion, versions: [Int]) {
+    public init(dataset: String, current: PublishedVersion, versions: [Int], catchUpFrom: Int? = nil) {
         self.dataset = dataset
         self.current = current
         self.versions = versions
+        self.catchUpFrom = catchUpFrom
     }
 
     /// The manifest from its wire fields.
@@ -150,12 +156,13 @@ public struct Manifest: Codable, Sendable, Equatable, ManifestDocument {
         set { current[keyPath: keyPath] = newValue }
     }
 
-    private enum CodingKeys: String, CodingKey { case dataset, versions }
+    private enum CodingKeys: String, CodingKey { case dataset, versions, catchUpFrom }
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         dataset = try container.decode(String.self, forKey: .dataset)
         versions = try container.decode([Int].self, forKey: .versions)
+        catchUpFrom = try container.decodeIfPresent(Int.self, forKey: .catchUpFrom)
         current = try PublishedVersion(from: decoder)
     }
 
@@ -164,11 +171,16 @@ public struct Manifest: Codable, Sendable, Equatable, ManifestDocument {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(dataset, forKey: .dataset)
         try container.encode(versions, forKey: .versions)
+        try container.encodeIfPresent(catchUpFrom, forKey: .catchUpFrom)
     }
 
     /// Checks the fields a reader relies on; never trust a file or the network.
     public func validate(path: String? = nil) throws {
         try DatasetName.validate(dataset, path: path)
         try current.validate(path: path)
+        if let catchUpFrom, catchUpFrom < 1 || catchUpFrom >= current.version {
+            throw FerryError(
+                .store, "catchUpFrom must name a version before the current one", path: path, key: "catchUpFrom")
+        }
     }
 }

@@ -68,10 +68,14 @@ public struct PublishSettings: Sendable {
         configuration.templatePaths = paths
         configuration.patches = policy.patches
         configuration.incremental = policy.incremental
+        configuration.checkpointAt = policy.checkpointAt
+        configuration.checkpointEvery = policy.checkpointEvery
+        configuration.patchHorizon = policy.patchHorizon
         configuration.progress = progress
         switch store {
         case .directory(let directory):
             configuration.store = directory
+            configuration.workDirectory = cacheDirectory
             return Publisher(configuration: configuration, logger: logger)
         case .bucket(let location):
             guard paths.count == 1 else {
@@ -96,8 +100,17 @@ public struct PublishSettings: Sendable {
 /// policy.incremental = false  // build every file from scratch (`ferry publish --full`)
 /// ```
 public struct PublishPolicy: Sendable, Equatable {
-    /// Versions to retain per dataset (and per scope), at least 1. Default 5.
+    /// Checkpoints to retain per dataset (and per scope), at least 1, with every version after the oldest of them.
+    /// Default 5.
     public var keep: Int = 5
+    /// A version is stored as a step (the patch from the previous one) until the steps since the last checkpoint
+    /// pass this share of its gzip copy; 0 stores every version in full. Default 0.25 (docs/delta.md).
+    public var checkpointAt = 0.25
+    /// A checkpoint is also cut when the last one is this old. Default one day.
+    public var checkpointEvery: Duration = .seconds(86_400)
+    /// How long the history a device catches up from by one patch is kept; zero keeps none beyond the retained
+    /// versions. Default 30 days.
+    public var patchHorizon: Duration = .seconds(30 * 86_400)
     /// Write row-level patches from the retained versions to each new one. Default true.
     public var patches = true
     /// Build a new file from the current version plus the row diff where possible; false builds from scratch.

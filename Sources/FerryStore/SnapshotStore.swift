@@ -303,7 +303,14 @@ public struct FileSnapshotStore: SnapshotStore {
         try manifest.validate()
         let dataset = manifest.dataset
         for record in manifest.scopes.flatMap(\.retained) {
-            guard FileManager.default.fileExists(atPath: objectURL(dataset: dataset, sha256: record.sha256).path) else {
+            if let step = record.step {
+                guard FileManager.default.fileExists(atPath: patchURL(dataset: dataset, sha256: step.sha256).path)
+                else {
+                    throw FerryError(
+                        .store, "refusing to write a manifest naming a missing step \(step.sha256)",
+                        path: objectsDirectory(dataset: dataset).path)
+                }
+            } else if !FileManager.default.fileExists(atPath: objectURL(dataset: dataset, sha256: record.sha256).path) {
                 throw FerryError(
                     .store, "refusing to write a manifest naming a missing snapshot \(record.sha256)",
                     path: objectsDirectory(dataset: dataset).path)
@@ -382,7 +389,8 @@ public struct FileSnapshotStore: SnapshotStore {
         return removed
     }
 
-    static func fileSize(_ url: URL) throws -> Int64 {
+    /// The size of `url` in bytes; an error names the file.
+    public static func fileSize(_ url: URL) throws -> Int64 {
         do {
             guard let size = try FileManager.default.attributesOfItem(atPath: url.path)[.size] as? NSNumber else {
                 throw FerryError(.io, "the file system reported no size", path: url.path)

@@ -38,6 +38,9 @@ public struct StoredManifest: Codable, Sendable, Equatable, ManifestDocument {
     /// answers its URLs `410 Gone`. Nil for a live line and for every dataset that is not a line. The next publish of
     /// the line's template brings it back.
     public var retiredAt: String?
+    /// How long, in seconds, each scope keeps the history a device catches up from by one patch (`--patch-horizon`;
+    /// ``ScopeEntry/history``). Nil or 0: none beyond the retained versions, and no catch-up patches are served.
+    public var patchHorizon: Int?
 
     public init(
         dataset: String, scoped: Bool, schemaVersion: Int, lastVersion: Int, createdAt: String, scopes: [ScopeEntry]
@@ -51,7 +54,7 @@ public struct StoredManifest: Codable, Sendable, Equatable, ManifestDocument {
     }
 
     private enum CodingKeys: String, CodingKey {
-        case dataset, scoped, schemaVersion, lastVersion, createdAt, scopes, retiredAt
+        case dataset, scoped, schemaVersion, lastVersion, createdAt, scopes, retiredAt, patchHorizon
     }
 
     /// The entry of scope value `scope` (nil: the implicit scope of an unscoped dataset), if it has a snapshot.
@@ -59,16 +62,16 @@ public struct StoredManifest: Codable, Sendable, Equatable, ManifestDocument {
         scopes.first { $0.scope == scope }
     }
 
-    /// Every checksum a retained version of any scope names, its snapshot's and its patches': the objects the store
-    /// must keep.
+    /// Every checksum a retained version of any scope names, its full files' (a checkpoint) or its step's, and its
+    /// patches': the objects the store must keep.
     public var referencedObjects: Set<String> {
-        Set(scopes.flatMap { $0.retained.flatMap { [$0.sha256] + ($0.patches ?? []).map(\.sha256) } })
+        Set(scopes.flatMap { $0.chain.flatMap(\.objectChecksums) })
     }
 
-    /// `createdAt` of the oldest snapshot still retained by any scope: until it is gone a device may hold it, so
-    /// tombstones younger than this must stay.
+    /// `createdAt` of the oldest version still retained by any scope, or kept in its history: until it is gone a
+    /// device may hold it, so tombstones and stored answers younger than this must stay.
     public var oldestRetainedCreatedAt: String? {
-        scopes.flatMap(\.retained).map(\.createdAt).min()
+        scopes.flatMap(\.chain).map(\.createdAt).min()
     }
 
     /// Checks what a reader relies on: names, checksums, that each scope's versions are ascending and distinct.
@@ -98,6 +101,11 @@ public struct StoredManifest: Codable, Sendable, Equatable, ManifestDocument {
                 throw FerryError(
                     .store, "retained versions must be ascending and distinct", path: path, key: "\(key).retained")
             }
+            guard entry.retained[0].isCheckpoint else {
+                throw FerryError(
+                    .store, "a scope's oldest retained version is a checkpoint", path: path, key: "\(key).retained[0]")
+            }
+            try Self.validateSteps(entry, path: path, key: key)
             for (j, record) in entry.retained.enumerated() {
                 try record.published.validate(path: path, key: "\(key).retained[\(j)]")
                 guard record.version <= lastVersion else {
@@ -110,6 +118,34 @@ public struct StoredManifest: Codable, Sendable, Equatable, ManifestDocument {
     }
 }
 
+extension StoredManifest {
+    /// Each step of a scope's history and retained versions leads from the version before it to its own, with that
+    /// version's checksum as its base; the oldest has none (nothing before it is kept). History is ascending, older
+    /// than the retained versions, and holds no full files.
+    static func validateSteps(_ entry: ScopeEntry, path: String?, key: String) throws {
+        let chain = entry.chain
+        let numbers = chain.map(\.version)
+        guard numbers == numbers.sorted(), Set(numbers).count == numbers.count,
+            (entry.history ?? []).allSatisfy({ !$0.isCheckpoint })
+        else {
+            throw FerryError(
+                .store, "history must be ascending, older than the retained versions, without full files", path: path,
+                key: "\(key).history")
+        }
+        for (j, record) in chain.enumerated() {
+            guard let step = record.step else { continue }
+            guard j > 0, step.from == chain[j - 1].version, step.to == record.version,
+                step.base == chain[j - 1].sha256, SHA256Hex.isValid(step.sha256), step.size >= 0
+            else {
+                throw FerryError(
+                    .store,
+                    "a step must lead from the version before it to this one, with that version's checksum as its base",
+                    path: path, key: "\(key).version \(record.version).step")
+            }
+        }
+    }
+}
+
 /// One scope's snapshots within a ``StoredManifest``: every retained version's record, oldest first, the current
 /// one last. `entry.version`, `entry.sha256`, … read the current version's fields.
 @dynamicMemberLookup
@@ -117,8 +153,11 @@ public struct ScopeEntry: Codable, Sendable, Equatable {
     /// The scope value in PostgreSQL's text form (`0`, `premium`, a tenant id); nil for an unscoped dataset's
     /// single implicit scope.
     public var scope: String?
-    /// Retained versions, ascending; never empty.
+    /// Retained versions, ascending; never empty. The oldest is a checkpoint.
     public var retained: [VersionRecord]
+    /// Versions older than the retained ones, kept within the patch horizon for their steps only (no full files,
+    /// no patches of their own): what a device catches up from (docs/delta.md, "Catching up"). Nil when none.
+    public var history: [VersionRecord]?
 
     public init(scope: String?, retained: [VersionRecord]) {
         precondition(!retained.isEmpty, "a scope has at least its current version")
@@ -128,6 +167,17 @@ public struct ScopeEntry: Codable, Sendable, Equatable {
 
     /// The current version's record.
     public var current: VersionRecord { retained[retained.count - 1] }
+
+    /// The history and the retained versions, oldest first.
+    public var chain: [VersionRecord] { (history ?? []) + retained }
+
+    /// The oldest version from which the steps lead without a gap to the current version.
+    public var catchUpFrom: Int {
+        let chain = chain
+        var index = chain.count - 1
+        while index > 0, chain[index].step != nil { index -= 1 }
+        return chain[index].version
+    }
 
     public subscript<T>(dynamicMember keyPath: KeyPath<PublishedVersion, T>) -> T {
         current.published[keyPath: keyPath]

@@ -14,8 +14,34 @@ struct PublishOptions: ParsableArguments {
             valueName: "duration"), transform: Duration.argument())
     var objectGrace: Duration?
 
-    @Option(name: .long, help: ArgumentHelp("Versions to retain.", valueName: "n"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Checkpoints (versions stored as full files) to retain, with every version after the oldest of them.",
+            valueName: "n"))
     var keep: Int = 5
+
+    @Option(
+        name: .customLong("checkpoint-at"),
+        help: ArgumentHelp(
+            "Store a version as full files once the patches since the last checkpoint pass this share of its gzip copy, e.g. 25% (the default); 0 stores every version in full.",
+            valueName: "share"), transform: PublishOptions.share)
+    var checkpointAt: Double = 0.25
+
+    @Option(
+        name: .customLong("checkpoint-every"),
+        help: ArgumentHelp(
+            "Also store a version as full files when the last checkpoint is this old (default 1d).",
+            valueName: "duration"),
+        transform: Duration.argument(in: .seconds(1) ... .longestSetting, expected: "1s to 366d"))
+    var checkpointEvery: Duration = .seconds(86_400)
+
+    @Option(
+        name: .customLong("patch-horizon"),
+        help: ArgumentHelp(
+            "How long a device can stay away and still catch up by one patch, e.g. 30d (the default), 12h or 90m; 0 keeps no history beyond --keep.",
+            valueName: "duration"), transform: Duration.argument())
+    var patchHorizon: Duration = .seconds(30 * 86_400)
 
     @Flag(
         name: .customLong("no-patches"),
@@ -37,8 +63,21 @@ struct PublishOptions: ParsableArguments {
         policy.keep = keep
         policy.patches = !noPatches
         policy.incremental = !full
+        policy.checkpointAt = checkpointAt
+        policy.checkpointEvery = checkpointEvery
+        policy.patchHorizon = patchHorizon
         if let objectGrace { policy.objectGrace = objectGrace }
         return policy
+    }
+
+    /// The transform of `--checkpoint-at`: a percentage, `25%` or `25`, from 0 to 1000.
+    static let share: @Sendable (String) throws -> Double = { text in
+        let number = text.trimmingCharacters(in: .whitespaces)
+        let digits = number.hasSuffix("%") ? String(number.dropLast()) : number
+        guard let percent = Double(digits), percent.isFinite, percent >= 0, percent <= 1000 else {
+            throw ValidationError("must be a percentage from 0% to 1000%, e.g. 25%")
+        }
+        return percent / 100
     }
 
     /// The flags given that only a store in a bucket takes.

@@ -83,9 +83,16 @@ import Testing
         func checkBucket() async throws {
             let manifest = try await manifest()
             let objects = try await objects()
-            for record in manifest.scopes.flatMap(\.retained) {
+            for record in manifest.scopes.flatMap(\.chain) {
+                for patch in (record.patches ?? []) + (record.step.map { [$0] } ?? []) {
+                    #expect(objects.contains("\(patch.sha256).patch.gz"))
+                }
+                // A checkpoint has its full files; any other version only its step (docs/delta.md).
+                guard record.isCheckpoint else {
+                    #expect(!objects.contains("\(record.sha256).sqlite") && record.step != nil)
+                    continue
+                }
                 #expect(objects.contains("\(record.sha256).sqlite") && objects.contains("\(record.sha256).sqlite.gz"))
-                for patch in record.patches ?? [] { #expect(objects.contains("\(patch.sha256).patch.gz")) }
                 let gzip = try await read(layout.objectKey(dataset: dataset, name: "\(record.sha256).sqlite.gz"))
                 #expect(Int64(gzip.count) == record.published.gzipSize)
             }
@@ -102,6 +109,9 @@ import Testing
             directory.remove()
         }
     }
+
+    /// Flags for today's retention: every version a checkpoint, no history (`--keep` counts versions).
+    static let everyVersionInFull = ["--checkpoint-at", "0", "--patch-horizon", "0"]
 
     @Test("publish into a fresh bucket, again unchanged, then one row changed: version 2 with a patch")
     func publishUnchangedAndPatch() async throws {
@@ -128,6 +138,10 @@ import Testing
         let manifest = try await fixture.manifest()
         let patches = try #require(manifest.entry(for: nil)?.current.patches)
         #expect(patches.map(\.from) == [1])
+        // Version 2 is stored as its step, the patch from 1: that one object and the manifest are all it uploads
+        #expect(manifest.entry(for: nil)?.current.step == patches[0])
+        #expect((second["bucket"] as? [String: Any])?["uploaded"] as? Int == 1)
+        #expect((second["bucket"] as? [String: Any])?["uploadedBytes"] as? Int == Int(patches[0].size))
         #expect(try await fixture.objects().contains("\(patches[0].sha256).patch.gz"))
         try await fixture.checkBucket()
 
@@ -195,10 +209,18 @@ import Testing
         let current = try #require(manifest.entry(for: nil)?.current)
         let patch = try #require(current.patches?.first)
         #expect(patch.from == 1 && patch.base == first["sha256"] as? String)
-        #expect(patch.size * 20 < current.published.gzipSize)
-        // The file it published verifies.
-        let file = try await fixture.read(fixture.layout.objectKey(dataset: "bcold", name: "\(current.sha256).sqlite"))
-        #expect(FileDigest.sha256Hex(bytes: Array(file)) == current.sha256)
+        #expect(patch.size * 20 < Int64(first["gzipSize"] as? Int ?? 0))
+        // Version 2 is a step: the bucket holds its patch, not its file
+        #expect(current.step == patch)
+        try await fixture.checkBucket()
+
+        // A second cold publisher builds version 2's file from the bucket's checkpoint and step, then publishes
+        // version 3 as a step from it
+        try fixture.execute("UPDATE t SET v = 'again' WHERE id = 12")
+        let colder = try await fixture.publishJSON(cache: "colder")
+        #expect(colder["version"] as? Int == 3)
+        let third = try #require(try await fixture.manifest().entry(for: nil)?.current)
+        #expect(third.step?.from == 2 && third.step?.base == current.sha256)
         try await fixture.checkBucket()
     }
 
@@ -206,13 +228,13 @@ import Testing
     func retentionWithGrace() async throws {
         let fixture = try await Fixture("bkeep")
         defer { fixture.cleanUp() }
-        let first = try await fixture.publishJSON(cache: "c", ["--keep", "1"])
+        let first = try await fixture.publishJSON(cache: "c", Self.everyVersionInFull + ["--keep", "1"])
         let v1 = try #require(first["sha256"] as? String)
         let stale = try await fixture.s3.createMultipartUpload(
             bucket: fixture.bucket, key: fixture.layout.objectKey(dataset: "bkeep", name: "leftover.sqlite"))
 
         try fixture.execute("UPDATE t SET v = 'changed' WHERE id = 5")
-        let second = try await fixture.publishJSON(cache: "c", ["--keep", "1"])
+        let second = try await fixture.publishJSON(cache: "c", Self.everyVersionInFull + ["--keep", "1"])
         #expect(second["version"] as? Int == 2)
         #expect((second["bucket"] as? [String: Any])?["deleted"] as? Int == 0)
         var objects = try await fixture.objects()
@@ -228,7 +250,8 @@ import Testing
         #expect(
             try await fixture.s3.listMultipartUploads(bucket: fixture.bucket, prefix: "").map(\.uploadID) == [stale])
 
-        let third = try await fixture.publishJSON(cache: "c", ["--keep", "1", "--object-grace", "0s"])
+        let third = try await fixture.publishJSON(
+            cache: "c", Self.everyVersionInFull + ["--keep", "1", "--object-grace", "0s"])
         #expect(third["unchanged"] as? Bool == true)
         let moved = try #require(third["bucket"] as? [String: Any])
         #expect((moved["deleted"] as? Int ?? 0) >= 3)  // v1's .sqlite, .sqlite.gz and .rows

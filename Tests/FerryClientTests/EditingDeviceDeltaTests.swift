@@ -111,7 +111,7 @@ import Testing
         #expect(result.download?.ownRowsSettled == settled, sourceLocation: sourceLocation)
         #expect(try await client.status().ownRowsSettled == settled, sourceLocation: sourceLocation)
         #expect(try await client.applyPendingUpdate().applied, sourceLocation: sourceLocation)
-        let published = try rows(world.snapshots.objectURL(dataset: "trips", sha256: manifest.sha256))
+        let published = try rows(try world.snapshots.fileURL(dataset: "trips", sha256: manifest.sha256))
         var expected = published.filter { row in queued[row[0].text ?? ""] == nil }
         for case (_, let row?) in queued { expected.append(row) }
         expected.sort { ($0[0].text ?? "") < ($1[0].text ?? "") }
@@ -299,7 +299,7 @@ import Testing
             #expect(try await reopened.applyPendingUpdate().applied)
             #expect(
                 try Self.rows(reopened.directory.database)
-                    == Self.rows(world.snapshots.objectURL(dataset: "trips", sha256: v2.sha256)))
+                    == Self.rows(try world.snapshots.fileURL(dataset: "trips", sha256: v2.sha256)))
             await reopened.close()
         }
     }

@@ -43,6 +43,23 @@ struct IncrementalPublishTests {
         return try Publisher(configuration: configuration, logger: Logger(label: "test")).publishBlocking()
     }
 
+    /// The file the next version of `dataset` is built from, and its row index: a checkpoint's in the store, a
+    /// step's in the publisher's work directory (docs/delta.md, "Checkpoints and steps").
+    static func base(_ store: FileSnapshotStore, _ dataset: String) throws -> (file: URL, index: URL) {
+        let current = try store.requireManifest(dataset).scopes[0].current
+        if current.isCheckpoint {
+            return (
+                store.objectURL(dataset: dataset, sha256: current.sha256),
+                store.rowIndexURL(dataset: dataset, sha256: current.sha256)
+            )
+        }
+        let work = store.root.appendingPathComponent(".ferry-work/\(dataset)")
+        return (
+            work.appendingPathComponent("\(current.sha256).base.sqlite"),
+            work.appendingPathComponent("\(current.sha256).rows")
+        )
+    }
+
     /// Every table's rows in key order, and ferry_tables.
     static func rows(_ url: URL) throws -> [[SQLiteValue]] {
         let db = try SQLiteConnection(path: url.path, mode: .readOnly)
@@ -61,7 +78,7 @@ struct IncrementalPublishTests {
         let store = fixture.storeAccess
         let manifest = try store.requireManifest("inc")
         let current = manifest.scopes[0].current
-        let file = store.objectURL(dataset: "inc", sha256: current.sha256)
+        let file = try store.fileURL(dataset: "inc", sha256: current.sha256)
         let scratchStore = fixture.directory.appending("scratch-\(label)")
         let scratch = try publish(fixture, template, store: scratchStore, incremental: false)
         let scratchFile = try FileSnapshotStore(root: scratchStore).snapshotURL(
@@ -80,7 +97,7 @@ struct IncrementalPublishTests {
         {
             let copy = fixture.directory.appending("device-\(label).sqlite")
             try? FileManager.default.removeItem(at: copy)  // one copy per label; none may exist yet
-            try FileManager.default.copyItem(at: store.objectURL(dataset: "inc", sha256: previous.sha256), to: copy)
+            try FileManager.default.copyItem(at: try store.fileURL(dataset: "inc", sha256: previous.sha256), to: copy)
             let device = try SQLiteConnection(path: copy.path)
             let patch = try store.loadPatch(dataset: "inc", ref)
             try device.transaction { try patch.apply(to: device) { _ in .abort } }
@@ -122,9 +139,11 @@ struct IncrementalPublishTests {
         #expect(v2.phases[.indexes] == nil && v2.phases[.contentDigest] == nil)
         // And it equals a build from scratch, and v1's patch leads to it
         try Self.expectEqualToScratch(fixture, template, label: "v2")
-        // And only v2 keeps a row index
+        // And only v2 keeps a row index (in the work directory: v2 is stored as a step)
         let files = try store.objectFileNames(dataset: "inc").filter { $0.hasSuffix(".rows") }
-        #expect(files == ["\(v2.sha256!).rows"])
+        #expect(files.isEmpty)
+        #expect(try Self.base(store, "inc").index.lastPathComponent == "\(v2.sha256!).rows")
+        #expect(FileManager.default.fileExists(atPath: try Self.base(store, "inc").index.path))
     }
 
     @Test("an unchanged publish writes no SQLite file: it only reads PostgreSQL's rows past the row index")
@@ -154,9 +173,7 @@ struct IncrementalPublishTests {
         let template = try fixture.writeTemplate(Self.template)
         _ = try Self.publish(fixture, template)
         let store = fixture.storeAccess
-        func currentIndex() throws -> URL {
-            store.rowIndexURL(dataset: "inc", sha256: try store.requireManifest("inc").scopes[0].current.sha256)
-        }
+        func currentIndex() throws -> URL { try Self.base(store, "inc").index }
         let damages: [(String, (URL) throws -> Void)] = [
             (
                 "a flipped byte",
@@ -190,7 +207,7 @@ struct IncrementalPublishTests {
 
         // When the current version's file does not match its index (a table gone: SQLite refuses the copy's
         // statements), the file is built from scratch too
-        let object = store.objectURL(dataset: "inc", sha256: try store.requireManifest("inc").scopes[0].current.sha256)
+        let object = try Self.base(store, "inc").file
         let damaged = try SQLiteConnection(path: object.path)
         try damaged.execute("DROP TABLE pairs")
         try fixture.execute("UPDATE pairs SET v = 0 WHERE a = 1")
@@ -207,7 +224,7 @@ struct IncrementalPublishTests {
         let reindexed = try Self.publish(fixture, changed)
         #expect(reindexed.incremental == nil)
         let db = try SQLiteConnection(
-            path: store.objectURL(dataset: "inc", sha256: reindexed.sha256!).path, mode: .readOnly)
+            path: try store.fileURL(dataset: "inc", sha256: reindexed.sha256!).path, mode: .readOnly)
         #expect(try db.scalar("SELECT count(*) FROM sqlite_master WHERE name = 'pairs_v'") == .integer(1))
 
         // And --full builds from scratch although the index is good
@@ -250,9 +267,7 @@ struct IncrementalPublishTests {
         let thinned = try Self.publish(fixture, template)
         #expect(thinned.incremental != nil)
         try Self.expectEqualToScratch(fixture, template, label: "thinned")
-        #expect(
-            !FileManager.default.fileExists(
-                atPath: fixture.storeAccess.rowIndexURL(dataset: "inc", sha256: thinned.sha256!).path))
+        #expect(!FileManager.default.fileExists(atPath: try Self.base(fixture.storeAccess, "inc").index.path))
 
         try fixture.execute("UPDATE items SET note = 'kept' WHERE id = 'item-00060'")
         let rebuilt = try Self.publish(fixture, template)
@@ -312,7 +327,7 @@ struct IncrementalPublishTests {
         let scopes = try #require(v2.scopes)
         #expect(scopes.map(\.unchanged) == [true, false, true])
         #expect(v2.incremental?.updated == 1 && v2.incremental?.inserted == 0 && v2.incremental?.deleted == 0)
-        let file = fixture.storeAccess.objectURL(dataset: "inc-scoped", sha256: scopes[1].sha256)
+        let file = try fixture.storeAccess.fileURL(dataset: "inc-scoped", sha256: scopes[1].sha256)
         let db = try SQLiteConnection(path: file.path, mode: .readOnly)
         #expect(try db.scalar("SELECT note FROM items WHERE id = 'item-00001'") == .text("scope one"))
         #expect(

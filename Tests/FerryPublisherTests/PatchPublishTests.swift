@@ -45,9 +45,11 @@ struct PatchPublishTests {
             DELETE FROM trips WHERE id = 'b';
             """)
         let v2 = try fixture.publish(template: template)
-        // Then version 2 names a patch from 1, smaller than its gzip copy, and it turns v1 into v2's rows
+        // Then version 2 names a patch from 1, smaller than the gzip copy of version 1 (the checkpoint: version 2 is
+        // stored as that patch, its step), and it turns v1 into v2's rows
         let patch12 = try #require(v2.manifest?.current.patch(from: 1))
-        #expect(patch12.to == 2 && patch12.size < v2.manifest!.gzipSize)
+        #expect(patch12.to == 2 && patch12.size < v1.manifest!.gzipSize)
+        #expect(try fixture.storeAccess.requireManifest("trips").scopes[0].current.step == patch12)
         #expect(
             FileManager.default.fileExists(
                 atPath: fixture.storeAccess.patchURL(dataset: "trips", sha256: patch12.sha256).path))
@@ -77,9 +79,10 @@ struct PatchPublishTests {
         let template = try fixture.writeTemplate(PublishTests.tripsTemplate)
         for bags in 1...3 {
             try fixture.execute("UPDATE trips SET bags = \(bags) WHERE id = 'a'")
-            _ = try fixture.publish(template: template, keep: 2)
+            _ = try fixture.publish(template: template, keep: 2, checkpointAt: 0, history: false)
         }
-        // Then only versions 2 and 3 remain, with 3's patch from 2 (and 2's patch from 1 until 2 goes)
+        // Then (every version a checkpoint, so --keep counts versions, and no history) only versions 2 and 3 remain, with 3's patch
+        // from 2 (and 2's patch from 1 until 2 goes); 3's step is its patch from 2
         let manifest = try fixture.storeAccess.requireManifest("trips")
         #expect(manifest.scopes[0].retained.map(\.version) == [2, 3])
         #expect(manifest.scopes[0].current.published.patches?.map(\.from) == [2])
@@ -94,7 +97,7 @@ struct PatchPublishTests {
             PublishTests.tripsTemplate.replacingOccurrences(
                 of: "dataset: trips", with: "dataset: trips\nschemaVersion: 2"), name: "v2.yml")
         try fixture.execute("UPDATE trips SET bags = 9 WHERE id = 'a'")
-        let next = try fixture.publish(template: bumped, keep: 2)
+        let next = try fixture.publish(template: bumped, keep: 2, checkpointAt: 0, history: false)
         #expect(next.manifest?.schemaVersion == 2 && next.manifest?.current.patches == nil)
     }
 }

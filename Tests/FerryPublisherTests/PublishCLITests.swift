@@ -94,7 +94,11 @@ struct PublishCLITests {
         for value in ["c", "d"] {
             try fixture.execute("UPDATE t SET v = '\(value)' WHERE id = 1")
             let run = try await runFerry(
-                ["publish", "--config", template, "--store", fixture.store.path, "--keep", "1"],
+                [
+                    "publish", "--config", template, "--store", fixture.store.path, "--keep", "1", "--checkpoint-at",
+                    "0",
+                    "--patch-horizon", "0",
+                ],
                 environment: ["DATABASE_URL": fixture.database.url])
             #expect(run.status == 0, "\(run.stderr)")
             #expect(
@@ -320,7 +324,7 @@ struct PublishCLITests {
         #expect(after == before)
         for entry in after.scopes {
             #expect(
-                try FileDigest.sha256Hex(of: store.objectURL(dataset: "crash-scoped", sha256: entry.sha256))
+                try FileDigest.sha256Hex(of: try store.fileURL(dataset: "crash-scoped", sha256: entry.sha256))
                     == entry.sha256)
         }
         // And the next run removes the leftovers and gives every scope version 2

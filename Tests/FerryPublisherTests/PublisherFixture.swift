@@ -32,16 +32,24 @@ struct PublisherFixture {
         return url.path
     }
 
-    func publisher(template: String, keep: Int = 5, waitForLock: Bool = false, url: String? = nil) -> Publisher {
-        Publisher(
-            configuration: .init(
-                templatePath: template, databaseURL: url ?? database.url, store: store, keep: keep,
-                waitForLock: waitForLock),
-            logger: Logger(label: "test"))
+    /// A publisher into the fixture's store; `checkpointAt` 0 stores every version in full (each a checkpoint), and
+    /// `history: false` keeps no patch history beyond `keep` (`--patch-horizon 0`).
+    func publisher(
+        template: String, keep: Int = 5, waitForLock: Bool = false, url: String? = nil, checkpointAt: Double = 0.25,
+        history: Bool = true
+    ) -> Publisher {
+        var configuration = Publisher.Configuration(
+            templatePath: template, databaseURL: url ?? database.url, store: store, keep: keep,
+            waitForLock: waitForLock)
+        configuration.checkpointAt = checkpointAt
+        if !history { configuration.patchHorizon = .zero }
+        return Publisher(configuration: configuration, logger: Logger(label: "test"))
     }
 
-    func publish(template: String, keep: Int = 5) throws -> PublishResult {
-        try publisher(template: template, keep: keep).publishBlocking()
+    func publish(template: String, keep: Int = 5, checkpointAt: Double = 0.25, history: Bool = true) throws
+        -> PublishResult
+    {
+        try publisher(template: template, keep: keep, checkpointAt: checkpointAt, history: history).publishBlocking()
     }
 
     /// Publishes on the publisher's own thread, off the test's cooperative thread (for large tables).

@@ -26,7 +26,7 @@ struct ScopedPublishTests {
 
     static func open(_ fixture: PublisherFixture, _ entry: ScopeEntry) throws -> SQLiteConnection {
         try SQLiteConnection(
-            path: fixture.storeAccess.objectURL(dataset: "campgrounds-tiered", sha256: entry.sha256).path,
+            path: try fixture.storeAccess.fileURL(dataset: "campgrounds-tiered", sha256: entry.sha256).path,
             mode: .readOnly)
     }
 
@@ -55,7 +55,7 @@ struct ScopedPublishTests {
         #expect(free.sha256 != premium.sha256)
         #expect(
             try FileDigest.sha256Hex(
-                of: fixture.storeAccess.objectURL(dataset: "campgrounds-tiered", sha256: free.sha256)) == free.sha256)
+                of: try fixture.storeAccess.fileURL(dataset: "campgrounds-tiered", sha256: free.sha256)) == free.sha256)
 
         // Alice's tier 0: the free campgrounds (01, 03, 05), only their reviews and photos.
         let aliceDB = try Self.open(fixture, free)
@@ -204,11 +204,11 @@ struct ScopedPublishTests {
         #expect(result.scopes?.map(\.scope) == ["1", "2"])
         let manifest = try Self.scoped(fixture, "tenants")
         let north = try SQLiteConnection(
-            path: fixture.storeAccess.objectURL(dataset: "tenants", sha256: manifest.entry(for: "1")!.sha256).path,
+            path: try fixture.storeAccess.fileURL(dataset: "tenants", sha256: manifest.entry(for: "1")!.sha256).path,
             mode: .readOnly)
         #expect(try Self.ids(north, "sites") == ["10", "11"] && Self.ids(north, "readings") == ["100", "101"])
         let south = try SQLiteConnection(
-            path: fixture.storeAccess.objectURL(dataset: "tenants", sha256: manifest.entry(for: "2")!.sha256).path,
+            path: try fixture.storeAccess.fileURL(dataset: "tenants", sha256: manifest.entry(for: "2")!.sha256).path,
             mode: .readOnly)
         #expect(
             try Self.ids(south, "tenants") == ["2"] && Self.ids(south, "sites") == ["20"]

@@ -30,9 +30,13 @@ import Testing
         try pg.execute(try String(contentsOf: root.appendingPathComponent("templates/trips.pg.sql"), encoding: .utf8))
         let templatePath = root.appendingPathComponent("templates/trips.yml").path
         let store = directory.appending("store")
-        let publisher = Publisher(
-            configuration: .init(templatePath: templatePath, databaseURL: database.url, store: store, keep: 1),
-            logger: Logger(label: "test"))
+        // Every version a checkpoint and no history (`--checkpoint-at 0 --patch-horizon 0`): keep = 1 retains the
+        // current version alone, so tombstones older than it may go
+        var publishing = Publisher.Configuration(
+            templatePath: templatePath, databaseURL: database.url, store: store, keep: 1)
+        publishing.checkpointAt = 0
+        publishing.patchHorizon = .zero
+        let publisher = Publisher(configuration: publishing, logger: Logger(label: "test"))
         _ = try await publisher.publish()
 
         var configuration = ServerConfiguration(storePath: store, port: 0, pollInterval: .milliseconds(50))

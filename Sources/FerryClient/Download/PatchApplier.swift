@@ -95,7 +95,7 @@ enum PatchApplier {
                 }
             }
             moved = digest
-            try verifyContent(db, expected: expected, movedDigest: moved, file: target)
+            try Materializer.verifyContent(db, expected: expected, movedDigest: moved, file: target)
             if !answered.isEmpty {
                 try db.transaction {
                     try Outbox.setCapture(false, db)
@@ -130,7 +130,8 @@ enum PatchApplier {
         try db.transaction {
             settled = try settleAndApply(patch, to: db, expected: expected, touched: touched, digest: &moved) {
                 db, digest, answered in
-                try verifyContent(db, expected: expected, movedDigest: digest, file: URL(fileURLWithPath: db.path))
+                try Materializer.verifyContent(
+                    db, expected: expected, movedDigest: digest, file: URL(fileURLWithPath: db.path))
                 try Outbox.keepAnsweredRows(answered, in: db)
                 try Outbox.rememberQueuedRows(in: db, tables: tables)
                 try Outbox.replayQueued(in: db, tables: tables)
@@ -188,44 +189,9 @@ enum PatchApplier {
         if digest != nil { digest!.subtract(try ContentDigest.of(touched, in: db)) }
         try patch.apply(to: db) { _ in .abort }
         if digest != nil { digest!.add(try ContentDigest.of(touched, in: db)) }
-        let counts = try SnapshotMetadata.json(expected.tables)
-        let updated = try db.run(
-            "UPDATE ferry_snapshot SET version = ?, schemaVersion = ?, createdAt = ?, tables = ?",
-            [
-                .integer(Int64(expected.version)), .integer(Int64(expected.schemaVersion)), .text(expected.createdAt),
-                .text(counts),
-            ])
-        guard updated == 1 else {
-            throw FerryError(
-                .verification, "the database has \(updated) ferry_snapshot rows, not one; it is not a Ferry snapshot",
-                path: db.path)
-        }
+        try Materializer.moveSnapshot(db, to: expected)
         try db.execute("CREATE TABLE IF NOT EXISTS ferry_origin(sha256 TEXT NOT NULL); DELETE FROM ferry_origin;")
         try db.run("INSERT INTO ferry_origin(sha256) VALUES (?)", [.text(expected.sha256)])
-    }
-
-    /// The patched rows must be exactly the published ones: the row counts, then the
-    /// content digest (when the version records one), moved from the base's or computed in full.
-    private static func verifyContent(
-        _ db: SQLiteConnection, expected: PublishedVersion, movedDigest: ContentDigest?, file: URL
-    ) throws {
-        for (table, rows) in expected.tables.sorted(by: { $0.key < $1.key }) {
-            let count = try db.scalar("SELECT count(*) FROM \(SQLIdentifier.quote(table))")?.integer ?? -1
-            guard count == Int64(rows) else {
-                throw FerryError(
-                    .verification,
-                    "after the patch, table '\(table)' has \(count) rows but version \(expected.version) has \(rows)",
-                    path: file.path)
-            }
-        }
-        guard let published = expected.contentDigest else { return }
-        let digest = try movedDigest ?? ContentDigest.compute(db, tables: Array(expected.tables.keys))
-        guard digest.description == published else {
-            throw FerryError(
-                .verification,
-                "after the patch, the rows' content digest is \(digest) but version \(expected.version) has \(published): the database diverged from the version it claims",
-                path: file.path)
-        }
     }
 
     static func tableExists(_ name: String, _ db: SQLiteConnection) throws -> Bool {

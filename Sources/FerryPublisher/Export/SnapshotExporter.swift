@@ -65,7 +65,7 @@ final class SnapshotExporter {
     /// said they did not change).
     func write(
         plans: [TablePlan], from pg: PostgresConnection, to file: URL, version: Int, createdAt: String, scope: String?,
-        unchangedDigest: String? = nil, gzipLevel: Int = 2, base: IncrementalBase? = nil, keep: Set<String> = []
+        unchangedDigest: String? = nil, gzipLevel: Int? = 2, base: IncrementalBase? = nil, keep: Set<String> = []
     ) throws -> ExportResult {
         if let scope { _ = try pg.query(ScopeSQL.setScopeSQL, [scope]) }
         self.scope = scope
@@ -112,7 +112,8 @@ final class SnapshotExporter {
         let schemaDDL: String?
         let plansDigest: String
         let unchangedDigest: String?
-        let gzipLevel: Int
+        /// The gzip copy's level; nil when the file will likely be stored as a step (no gzip copy is made now).
+        let gzipLevel: Int?
         let keep: Set<String>
     }
 
@@ -345,10 +346,12 @@ final class SnapshotExporter {
         let verification = ThreadJob(name: "ferry.verify") {
             try Self.verify(file, tables: tables, counts: checked, digest: digestFromFile)
         }
-        let prepared: FileSnapshotStore.PreparedObject
+        var prepared: FileSnapshotStore.PreparedObject?
         do {
-            prepared = try phases.time(.store) {
-                try FileSnapshotStore.PreparedObject(file: file, encoding: .igzip(level: job.gzipLevel))
+            if let level = job.gzipLevel {
+                prepared = try phases.time(.store) {
+                    try FileSnapshotStore.PreparedObject(file: file, encoding: .igzip(level: level))
+                }
             }
         } catch {
             // The verification thread still reads the file: let it finish before the caller clears tmp/. This
@@ -360,7 +363,7 @@ final class SnapshotExporter {
         do { (contentDigest, checkPhases) = try verification.join() } catch let error as FerryError
             where !digestFromFile && error.code == .verification
         {
-            try? prepared.discard()  // tmp/ is cleared anyway; the failed check is what matters
+            try? prepared?.discard()  // tmp/ is cleared anyway; the failed check is what matters
             throw IncrementalUnavailable(description: error.message)
         }
         phases.add(checkPhases)

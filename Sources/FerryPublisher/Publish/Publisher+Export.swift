@@ -56,10 +56,14 @@ extension Publisher {
         let comparable = previous?.scoped == (template.scope != nil) ? previous : nil
         var unchangedDigests: [String?: String] = [:]
         var bases: [String?: IncrementalBase] = [:]
+        var stepCandidates: Set<String?> = []
         for entry in comparable?.scopes ?? [] {
             unchangedDigests[entry.scope] = entry.current.dataDigest
             if configuration.incremental, let comparable {
                 bases[entry.scope] = incrementalBase(entry.current, in: comparable, store: store)
+            }
+            if checkpointReason(before: entry, schemaVersion: template.schemaVersion, now: Date()) == nil {
+                stepCandidates.insert(entry.scope)
             }
         }
         let exports: [ScopeExport]
@@ -67,7 +71,7 @@ extension Publisher {
             exports = try exportAll(
                 scopes: scopes, main: main, template: template, tmp: tmp, version: version, createdAt: createdAt,
                 unchangedDigests: unchangedDigests, bases: bases, gzipLevel: gzipLevel, keep: keep,
-                isCancelled: isCancelled)
+                stepCandidates: stepCandidates, isCancelled: isCancelled)
             // The last moment to stop: from here on, files go into the store.
             if isCancelled() { throw CancellationError() }
         } catch {
@@ -104,15 +108,35 @@ extension Publisher {
         createdAt: String, gzipLevel: Int, store: FileSnapshotStore, phases: inout PublishPhases
     ) throws -> StoredScopes {
         let dataset = template.dataset
+        let now = Date()
         var stored = StoredScopes()
         var storedByDigest: [String: FileSnapshotStore.StoredObject] = [:]
         for export in exports {
             let before = comparable?.entry(for: export.scope)
             if let before, before.current.dataDigest == export.result.dataDigest {
                 try discard(export)
-                stored.entries.append(
-                    ScopeEntry(scope: export.scope, retained: Array(before.retained.suffix(configuration.keep))))
+                stored.entries.append(scopeEntry(scope: export.scope, before: before, adding: nil, now: now))
                 stored.unchangedScopes.insert(export.scope)
+                continue
+            }
+            if let before, let comparable,
+                checkpointReason(before: before, schemaVersion: template.schemaVersion, now: now) == nil,
+                let stepped = phases.time(
+                    .patches,
+                    {
+                        storeStepOrCheckpoint(
+                            export, after: before, in: comparable, template: template, version: version,
+                            createdAt: createdAt, store: store)
+                    })
+            {
+                var record = stepped.record
+                record.published.patches = phases.time(.patches) {
+                    patches(
+                        to: record, tables: export.result.tables.keys.sorted() + ["ferry_tables"], after: before,
+                        from: patchBases(before: before, adding: record, now: now), in: comparable, store: store,
+                        diff: stepped.changeset, step: record.step)
+                }
+                stored.entries.append(scopeEntry(scope: export.scope, before: before, adding: record, now: now))
                 continue
             }
             let object: FileSnapshotStore.StoredObject
@@ -138,17 +162,19 @@ extension Publisher {
                     createdAt: createdAt,
                     schemaVersion: template.schemaVersion, tables: export.result.tables,
                     contentDigest: export.result.contentDigest),
-                dataDigest: export.result.dataDigest)
-            let retained = Array(((before?.retained ?? []) + [record]).suffix(configuration.keep))
+                dataDigest: export.result.dataDigest, checkpoint: true)
             if configuration.patches, let before, let comparable, before.current.schemaVersion == template.schemaVersion
             {
                 record.published.patches = phases.time(.patches) {
                     patches(
                         to: record, tables: export.result.tables.keys.sorted() + ["ferry_tables"], after: before,
-                        from: Array(retained.dropLast()), in: comparable, store: store, diff: export.result.changeset)
+                        from: patchBases(before: before, adding: record, now: now), in: comparable, store: store,
+                        diff: export.result.changeset)
                 }
+                // The patch from the previous version is this checkpoint's step: the history goes on through it.
+                record.step = record.published.patch(from: before.current.version)
             }
-            stored.entries.append(ScopeEntry(scope: export.scope, retained: retained.dropLast() + [record]))
+            stored.entries.append(scopeEntry(scope: export.scope, before: before, adding: record, now: now))
         }
         return stored
     }
@@ -170,10 +196,12 @@ extension Publisher {
         let dataset = template.dataset
         var phases = phases
         let newVersion = stored.entries.count > stored.unchangedScopes.count
-        let manifest = StoredManifest(
+        var manifest = StoredManifest(
             dataset: dataset, scoped: template.scope != nil, schemaVersion: template.schemaVersion,
             lastVersion: newVersion ? version : (previous?.lastVersion ?? 0),
             createdAt: newVersion ? createdAt : (previous?.createdAt ?? createdAt), scopes: stored.entries)
+        let horizon = Int(configuration.patchHorizon.inSeconds)
+        manifest.patchHorizon = horizon > 0 ? horizon : nil
         let seconds = { (ContinuousClock.now - started).inSeconds }
         let sameScopes = comparable.map { Set($0.scopes.map(\.scope)) == Set(scopes) } ?? false
         if let previous, previous == manifest {
@@ -191,6 +219,8 @@ extension Publisher {
             } else {
                 try store.commit(manifest)
             }
+            // The work directory keeps each scope's current files only: the next publish builds on them.
+            workBuilder(store: store, dataset: dataset).prune(keeping: Set(manifest.scopes.map(\.current.sha256)))
         }
         let dropped = (previous?.scopes.compactMap(\.scope) ?? []).filter { !scopes.contains($0) }
         logger.info(
@@ -214,7 +244,7 @@ extension Publisher {
     func patches(
         to record: VersionRecord, tables: [String], after before: ScopeEntry, from bases: [VersionRecord],
         in previous: StoredManifest,
-        store: FileSnapshotStore, diff recorded: Changeset? = nil
+        store: FileSnapshotStore, diff recorded: Changeset? = nil, step: PatchRef? = nil
     ) -> [PatchRef]? {
         let dataset = previous.dataset
         let previousCurrent = before.current
@@ -222,14 +252,21 @@ extension Publisher {
             let diff =
                 try recorded
                 ?? Changeset.diff(
-                    from: store.files(of: previousCurrent, in: previous).snapshot,
-                    to: store.objectURL(dataset: dataset, sha256: record.sha256),
+                    from: workBuilder(store: store, dataset: dataset).file(
+                        of: previousCurrent, in: before, manifest: previous),
+                    to: record.step == nil
+                        ? store.objectURL(dataset: dataset, sha256: record.sha256)
+                        : workBuilder(store: store, dataset: dataset).builtURL(sha256: record.sha256),
                     tables: tables)
             var refs: [PatchRef] = []
             for base in bases {
                 let from = base.version
                 let changeset: Changeset
-                if from == previousCurrent.version {
+                if from == previousCurrent.version, let step {
+                    // The step is the patch from the previous version: the same object serves devices.
+                    refs.append(step)
+                    continue
+                } else if from == previousCurrent.version {
                     changeset = diff
                 } else if let hop = previousCurrent.published.patch(from: from) {
                     changeset = try Changeset.combine([store.loadPatch(dataset: dataset, hop), diff])
@@ -238,7 +275,7 @@ extension Publisher {
                 }
                 if let ref = try store.storePatch(
                     dataset: dataset, changeset: changeset, from: from, base: base.sha256, to: record.version,
-                    limit: record.gzipSize)
+                    limit: record.gzipSize > 0 ? record.gzipSize : record.size)
                 {
                     refs.append(ref)
                 }
@@ -252,25 +289,11 @@ extension Publisher {
         }
     }
 
-    /// What a scope's next version can be built from: its current version, when that version's file, row index
-    /// and content digest are at hand.
-    private func incrementalBase(_ current: VersionRecord, in manifest: StoredManifest, store: FileSnapshotStore)
-        -> IncrementalBase?
-    {
-        let rowIndex = store.rowIndexURL(dataset: manifest.dataset, sha256: current.sha256)
-        guard FileManager.default.fileExists(atPath: rowIndex.path), let hex = current.published.contentDigest,
-            let digest = ContentDigest(hex: hex)
-        else { return nil }
-        return IncrementalBase(
-            version: current.version, snapshot: store.files(of: current, in: manifest).snapshot, rowIndex: rowIndex,
-            contentDigest: digest)
-    }
-
     /// Exports every scope into `tmp`, `configuration.parallelism` at a time; the first error stops the rest.
     private func exportAll(
         scopes: [String?], main: ExportSession, template: Template, tmp: URL, version: Int, createdAt: String,
         unchangedDigests: [String?: String], bases: [String?: IncrementalBase], gzipLevel: Int, keep: Set<String>,
-        isCancelled: @escaping @Sendable () -> Bool
+        stepCandidates: Set<String?>, isCancelled: @escaping @Sendable () -> Bool
     ) throws -> [ScopeExport] {
         guard !scopes.isEmpty else { return [] }
         let workers = max(1, min(configuration.parallelism, scopes.count))
@@ -297,7 +320,9 @@ extension Publisher {
                     let result = try exporter.write(
                         plans: plans, from: session.pg, to: file, version: version, createdAt: createdAt,
                         scope: scopes[index],
-                        unchangedDigest: unchangedDigests[scopes[index]], gzipLevel: gzipLevel,
+                        unchangedDigest: unchangedDigests[scopes[index]],
+                        // A version likely stored as a step gets no gzip copy now; a checkpoint makes one later.
+                        gzipLevel: stepCandidates.contains(scopes[index]) ? nil : gzipLevel,
                         base: bases[scopes[index]], keep: keep)
                     state.withLock { $0.results[index] = ScopeExport(scope: scopes[index], file: file, result: result) }
                 }

@@ -38,7 +38,8 @@ public struct Publisher: Sendable {
         public var databaseURL: String
         /// Root of the snapshot store. The CLI's default is `./snapshots`.
         public var store: URL
-        /// Versions to retain, at least 1. Default 5.
+        /// Checkpoints to retain per scope, at least 1, with every version after the oldest of them. Default 5. With
+        /// ``checkpointAt`` 0 every version is a checkpoint, so this counts versions.
         public var keep: Int
         /// Wait for another publisher on the same dataset to finish instead of failing at once. Default false.
         public var waitForLock: Bool
@@ -60,6 +61,19 @@ public struct Publisher: Sendable {
         /// files may be only in the bucket, so committing writes the manifest without requiring every object it
         /// names on disk and leaves the cache's pruning to the caller. Default false.
         public var storeIsCache: Bool = false
+        /// A new version is stored as a **step**, the patch from the previous version, instead of full files until
+        /// the steps since the scope's last checkpoint pass this share of that checkpoint's gzip copy
+        /// (docs/delta.md, "Checkpoints and steps"). 0 stores every version in full. Default 0.25.
+        public var checkpointAt: Double = 0.25
+        /// A checkpoint is also cut when the last one is this old. Default one day.
+        public var checkpointEvery: Duration = .seconds(86_400)
+        /// How long each scope keeps the history a device catches up from by one patch (docs/delta.md, "Catching
+        /// up"): the steps of every version published within it. Zero keeps none beyond the retained versions.
+        /// Default 30 days.
+        public var patchHorizon: Duration = .seconds(30 * 86_400)
+        /// Where the publisher keeps each scope's current file and the file it builds the next version from:
+        /// `DIRECTORY/DATASET/`. Default `STORE/.ferry-work`.
+        public var workDirectory: URL?
 
         public init(
             templatePath: String, databaseURL: String, store: URL, keep: Int = 5, waitForLock: Bool = false,

@@ -33,6 +33,8 @@ extension SnapshotCatalog {
         } else {
             throw FerryError(.store, "the manifest names no version", path: manifestPath, key: "scopes")
         }
+        // Built files no retained version names any more go; a download holding one open keeps reading it.
+        builder(for: name).prune(keeping: Set(manifest.scopes.flatMap(\.retained).map(\.sha256)))
         var state = DatasetState(
             access: access, identity: identity, lastVersion: manifest.lastVersion, createdAt: manifest.createdAt,
             oldestRetainedCreatedAt: manifest.oldestRetainedCreatedAt, objects: files.objects)
@@ -48,29 +50,42 @@ extension SnapshotCatalog {
         var patchFiles: [String: OpenFile] = [:]
     }
 
-    /// The view of one scope `entry`: its retained versions whose files are there, and their patches.
+    /// The builder of dataset `name`'s versions stored as steps.
+    func builder(for name: String) -> VersionBuilder {
+        VersionBuilder(store: store, cache: buildCache.appendingPathComponent(name, isDirectory: true))
+    }
+
+    /// The view of one scope `entry`: its retained versions whose files are there, and their patches. A version
+    /// stored as a step is served in full once built: the current one is built now (an error fails the load, so the
+    /// previous state stays served); an older one only if it was built while it was current.
     func openView(of entry: ScopeEntry, in manifest: StoredManifest, files: inout OpenFiles) throws -> SnapshotView {
         let name = manifest.dataset
         var versions: [Int: VersionEntry] = [:]
         var patches: [PatchKey: VersionEntry] = [:]
-        for record in entry.retained {
+        var served = entry
+        for (index, stored) in entry.retained.enumerated() {
+            var record = stored
             for patch in record.patches ?? [] {
                 guard let file = try openPatch(patch, dataset: name, files: &files) else { continue }
                 patches[PatchKey(from: patch.from, to: patch.to)] = .patch(
                     dataset: name, patch, to: record, file: file, scoped: manifest.scoped)
             }
             let object: OpenObject
-            let paths = store.files(of: record, in: manifest)
             if let known = files.objects[record.sha256] ?? files.previous?.objects[record.sha256] {
                 object = known
-            } else if let opened = try openObject(
-                snapshotPath: paths.snapshot.path, gzipPath: paths.gzip.path, record: record)
+            } else if let paths = try builtFiles(
+                of: record, in: entry, manifest: manifest, build: record.version == entry.current.version),
+                let opened = try openObject(
+                    snapshotPath: paths.snapshot.path, gzipPath: paths.gzip.path, record: record)
             {
                 object = opened
             } else {
                 continue
             }
             files.objects[record.sha256] = object
+            // The gzip copy of a built version is the server's own: the manifest names its size.
+            if !record.isCheckpoint, let gzip = object.gzip { record.published.gzipSize = gzip.size }
+            served.retained[index] = record
             versions[record.version] = VersionEntry(
                 dataset: name, record: record, snapshot: object.snapshot, gzipFile: object.gzip,
                 gzipSHA256: object.gzipSHA256,
@@ -81,9 +96,41 @@ extension SnapshotCatalog {
                 .store, "\(entry.scope.map { "scope '\($0)': " } ?? "")the current snapshot's file is missing",
                 path: store.files(of: entry.current, in: manifest).snapshot.path)
         }
+        // The manifest lists the versions served in full, with the sizes of the built ones' gzip copies.
+        var manifestOut = served.manifest(dataset: name)
+        manifestOut.versions = manifestOut.versions.filter { versions[$0] != nil }
         return try SnapshotView(
-            manifest: entry.manifest(dataset: name), scoped: manifest.scoped, latest: latest, versions: versions,
-            patches: patches)
+            manifest: manifestOut, scoped: manifest.scoped, latest: latest, versions: versions, patches: patches)
+    }
+
+    /// The files of `record`: a checkpoint's in the store; a step's built in the cache, with a gzip copy made beside
+    /// it (now when `build`, else only when built before). Nil when not built and not to be built now.
+    func builtFiles(of record: VersionRecord, in entry: ScopeEntry, manifest: StoredManifest, build: Bool) throws
+        -> SnapshotFiles?
+    {
+        if record.isCheckpoint { return store.files(of: record, in: manifest) }
+        let builder = builder(for: manifest.dataset)
+        let built = builder.builtURL(sha256: record.sha256)
+        let gzip = built.appendingPathExtension("gz")
+        if FileManager.default.fileExists(atPath: gzip.path) { return SnapshotFiles(snapshot: built, gzip: gzip) }
+        guard build else { return nil }
+        let started = ContinuousClock.now
+        let file = try builder.file(of: record, in: entry, manifest: manifest)
+        let scratch = builder.cache.appendingPathComponent("tmp/\(record.sha256)-\(UUID().uuidString).gz")
+        do {
+            _ = try Gzip.compressAndHashParallel(from: file, to: scratch, encoding: gzipEncoding)
+            try DurableFile.rename(scratch, to: gzip)
+        } catch {
+            try? FileManager.default.removeItem(at: scratch)  // scratch of this call; the error says what failed
+            throw error
+        }
+        logger.info(
+            "built a version stored as a step",
+            metadata: [
+                "dataset": "\(manifest.dataset)", "version": "\(record.version)",
+                "seconds": "\((ContinuousClock.now - started).inSeconds)",
+            ])
+        return SnapshotFiles(snapshot: file, gzip: gzip)
     }
 
     /// A patch's file, checked against its size; nil (and a warning) when it is missing.
@@ -113,7 +160,8 @@ extension SnapshotCatalog {
                 .store, "snapshot is \(snapshot.size) bytes but its record says \(record.size)", path: path)
         }
         if let file = try OpenFile.open(path: gzipPath) {
-            if file.size == record.gzipSize {
+            // A built version's gzip copy is the server's own, and its record carries no size for it.
+            if file.size == record.gzipSize || !record.isCheckpoint {
                 return OpenObject(snapshot: snapshot, gzip: file, gzipSHA256: try file.sha256Hex())
             }
             logger.warning("gzip copy has the wrong size; serving identity only", metadata: ["path": .string(gzipPath)])

@@ -34,6 +34,13 @@ public final class SnapshotCatalog: Service, Sendable {
     }
 
     let store: any SnapshotStore
+    /// Where versions stored as steps are built before they are served: `DIRECTORY/DATASET/<sha256>.sqlite[.gz]`
+    /// (``VersionBuilder``).
+    let buildCache: URL
+    /// The build cache is this catalog's own temp directory, removed with it.
+    private let ownsBuildCache: Bool
+    /// How the gzip copy of a built version is deflated: zlib's fastest level, over every core.
+    let gzipEncoding = Gzip.ChunkEncoding.zlib(level: 1)
     let pollInterval: Duration
     let logger: Logger
     let metrics: ServerMetrics?
@@ -46,15 +53,30 @@ public final class SnapshotCatalog: Service, Sendable {
     private let refreshing = NSLock()
 
     /// Creates an empty catalog; call ``refresh()`` once before serving, then run it as a service.
-    public convenience init(store: any SnapshotStore, pollInterval: Duration, logger: Logger) {
-        self.init(store: store, pollInterval: pollInterval, logger: logger, metrics: nil)
+    /// `buildCache`: where versions stored as steps are built (default: a new directory in the system's temp
+    /// directory).
+    public convenience init(store: any SnapshotStore, pollInterval: Duration, logger: Logger, buildCache: URL? = nil) {
+        self.init(store: store, pollInterval: pollInterval, logger: logger, metrics: nil, buildCache: buildCache)
     }
 
-    init(store: any SnapshotStore, pollInterval: Duration, logger: Logger, metrics: ServerMetrics?) {
+    init(
+        store: any SnapshotStore, pollInterval: Duration, logger: Logger, metrics: ServerMetrics?,
+        buildCache: URL? = nil
+    ) {
         self.store = store
+        ownsBuildCache = buildCache == nil
+        self.buildCache =
+            buildCache
+            ?? FileManager.default.temporaryDirectory.appendingPathComponent(
+                "ferry-built-\(UUID().uuidString)", isDirectory: true)
         self.pollInterval = pollInterval
         self.logger = logger
         self.metrics = metrics
+    }
+
+    deinit {
+        // A temp directory of this catalog's own: files still open stay readable, and the OS cleans what is left.
+        if ownsBuildCache { try? FileManager.default.removeItem(at: buildCache) }
     }
 
     /// The dataset's current state, or nil when it has no (loadable) manifest.

@@ -1,0 +1,205 @@
+import FerryCore
+import FerryPostgres
+import FerryStore
+import Foundation
+import Logging
+
+/// Checkpoints and steps (docs/delta.md): a scope's new version is stored as the patch from its previous version
+/// (its **step**) plus its record, and its file is built in the publisher's work directory by ``Materializer``,
+/// exactly as a server will build it. Full files go into the store only at a checkpoint: the first version, a schema
+/// version bump, when the steps since the last checkpoint pass ``Configuration/checkpointAt`` of its gzip copy, or
+/// when it is ``Configuration/checkpointEvery`` old.
+extension Publisher {
+    /// Devices this many versions behind or fewer get one patch to the new version (a longer absence takes the full
+    /// download until the catch-up levels of docs/delta.md land).
+    static let patchBases = 4
+
+    /// The builder of dataset `dataset`'s files in the publisher's work directory.
+    func workBuilder(store: FileSnapshotStore, dataset: String) -> VersionBuilder {
+        let root = configuration.workDirectory ?? store.root.appendingPathComponent(".ferry-work", isDirectory: true)
+        return VersionBuilder(store: store, cache: root.appendingPathComponent(dataset, isDirectory: true))
+    }
+
+    /// Why the next version of `before` must be a checkpoint whatever its size, or nil when it may be a step.
+    func checkpointReason(before: ScopeEntry?, schemaVersion: Int, now: Date) -> String? {
+        guard configuration.checkpointAt > 0, configuration.patches else { return "steps are off" }
+        guard let before else { return "the first version" }
+        guard before.current.schemaVersion == schemaVersion else { return "a schema version bump" }
+        guard let last = before.retained.last(where: \.isCheckpoint) else { return "no checkpoint is retained" }
+        if let millis = Timestamp.parseMillis(last.createdAt),
+            now.timeIntervalSince1970 - Double(millis) / 1000 >= configuration.checkpointEvery.inSeconds
+        {
+            return "the last checkpoint is older than \(configuration.checkpointEvery.shortDescription)"
+        }
+        return nil
+    }
+
+    /// ``storeStep(_:after:in:template:version:createdAt:store:)``, with any failure logged and answered nil: the
+    /// caller then stores full files (a checkpoint), which needs nothing the failure could have damaged.
+    func storeStepOrCheckpoint(
+        _ export: ScopeExport, after before: ScopeEntry, in comparable: StoredManifest, template: Template,
+        version: Int, createdAt: String, store: FileSnapshotStore
+    ) -> (record: VersionRecord, changeset: Changeset)? {
+        do {
+            return try storeStep(
+                export, after: before, in: comparable, template: template, version: version, createdAt: createdAt,
+                store: store)
+        } catch {
+            var metadata: Logger.Metadata = ["dataset": "\(template.dataset)", "error": "\(error)"]
+            if let scope = export.scope { metadata["scope"] = "\(scope)" }
+            logger.warning("cannot store this version as a step; cutting a checkpoint", metadata: metadata)
+            return nil
+        }
+    }
+
+    /// Stores `export` as a step from `before`'s current version, and returns its record; nil when the steps since
+    /// the last checkpoint would pass ``Configuration/checkpointAt`` of its gzip copy (the caller then cuts a
+    /// checkpoint). The version's file is built from the previous one's in the work directory and becomes the base
+    /// of the next step; the export's own file, with its row index, is kept there as the next incremental build's
+    /// base.
+    func storeStep(
+        _ export: ScopeExport, after before: ScopeEntry, in comparable: StoredManifest, template: Template,
+        version: Int, createdAt: String, store: FileSnapshotStore
+    ) throws -> (record: VersionRecord, changeset: Changeset)? {
+        let dataset = template.dataset
+        let builder = workBuilder(store: store, dataset: dataset)
+        let previous = before.current
+        let previousFile = try builder.file(of: previous, in: before, manifest: comparable)
+        // A step carries rows only: a changed schema (a template that adds an index, say) needs full files.
+        guard try Self.schema(of: previousFile) == Self.schema(of: export.file) else { return nil }
+        let tables = export.result.tables.keys.sorted() + ["ferry_tables"]
+        let changeset =
+            try export.result.changeset ?? Changeset.diff(from: previousFile, to: export.file, tables: tables)
+        guard let last = before.retained.last(where: \.isCheckpoint) else { return nil }
+        let since = before.retained.compactMap(\.step).filter { $0.to > last.version }.reduce(Int64(0)) { $0 + $1.size }
+        guard
+            let step = try store.storePatch(
+                dataset: dataset, changeset: changeset, from: previous.version, base: previous.sha256, to: version,
+                limit: .max),
+            Double(since + step.size) <= configuration.checkpointAt * Double(last.gzipSize)
+        else { return nil }
+
+        var published = PublishedVersion(
+            version: version, sha256: previous.sha256, size: 0, gzipSize: 0, createdAt: createdAt,
+            schemaVersion: template.schemaVersion, tables: export.result.tables,
+            contentDigest: export.result.contentDigest)
+        let tmp = builder.cache.appendingPathComponent("tmp", isDirectory: true)
+        try DurableFile.makeDirectory(tmp)
+        let scratch = tmp.appendingPathComponent("\(version)-\(UUID().uuidString).sqlite")
+        do {
+            try FileClone.clone(
+                previousFile, to: scratch, "cannot copy version \(previous.version) to build version \(version)",
+                fix: "free space in \(builder.cache.path)", durable: false)
+            try Materializer.apply(
+                changeset, to: scratch, expected: published, baseDigest: previous.published.contentDigest)
+            // Steps free pages and reuse them; once a quarter of the file is free, a checkpoint stores the export
+            // instead, which a build from scratch left compact.
+            guard try Self.freeShare(of: scratch) < 0.25 else {
+                try DurableFile.remove(scratch)
+                return nil
+            }
+            published.sha256 = try FileDigest.sha256Hex(of: scratch)
+            published.size = try FileSnapshotStore.fileSize(scratch)
+            try DurableFile.rename(scratch, to: builder.builtURL(sha256: published.sha256))
+        } catch {
+            try? FileManager.default.removeItem(at: scratch)  // scratch of this call; the error says what failed
+            throw error
+        }
+        try keepIncrementalBase(export, as: published.sha256, in: builder)
+        return (VersionRecord(published: published, dataDigest: export.result.dataDigest, step: step), changeset)
+    }
+
+    /// Every table, index, view and trigger `file` defines, as SQLite stores their SQL.
+    static func schema(of file: URL) throws -> [[SQLiteValue]] {
+        try SQLiteConnection(path: file.path, mode: .readOnly).query(
+            "SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY type, name")
+    }
+
+    /// The share of `file`'s pages on SQLite's free list.
+    static func freeShare(of file: URL) throws -> Double {
+        let db = try SQLiteConnection(path: file.path, mode: .readOnly)
+        let pages = try db.scalar("PRAGMA page_count")?.integer ?? 0
+        let free = try db.scalar("PRAGMA freelist_count")?.integer ?? 0
+        return pages > 0 ? Double(free) / Double(pages) : 0
+    }
+
+    /// Moves the export's file and row index into the work directory as `<sha256>.base.sqlite` and `<sha256>.rows`:
+    /// what the next publish of the scope builds from. Without a row index the file is of no further use.
+    private func keepIncrementalBase(_ export: ScopeExport, as sha256: String, in builder: VersionBuilder) throws {
+        try export.result.prepared?.discard()
+        guard let rowIndex = export.result.rowIndex else {
+            try DurableFile.remove(export.file)
+            return
+        }
+        try DurableFile.sync(export.file)
+        try DurableFile.rename(export.file, to: builder.cache.appendingPathComponent("\(sha256).base.sqlite"))
+        try DurableFile.rename(rowIndex, to: builder.cache.appendingPathComponent("\(sha256).rows"))
+    }
+
+    /// What a scope's next version can be built from: its current version's file and row index, in the store for a
+    /// checkpoint, in the work directory for a step; nil when either is missing or no content digest is recorded.
+    func incrementalBase(_ current: VersionRecord, in manifest: StoredManifest, store: FileSnapshotStore)
+        -> IncrementalBase?
+    {
+        let snapshot: URL
+        let rowIndex: URL
+        if current.isCheckpoint {
+            snapshot = store.files(of: current, in: manifest).snapshot
+            rowIndex = store.rowIndexURL(dataset: manifest.dataset, sha256: current.sha256)
+        } else {
+            let work = workBuilder(store: store, dataset: manifest.dataset).cache
+            snapshot = work.appendingPathComponent("\(current.sha256).base.sqlite")
+            rowIndex = work.appendingPathComponent("\(current.sha256).rows")
+        }
+        guard FileManager.default.fileExists(atPath: rowIndex.path),
+            FileManager.default.fileExists(atPath: snapshot.path), let hex = current.published.contentDigest,
+            let digest = ContentDigest(hex: hex)
+        else { return nil }
+        return IncrementalBase(version: current.version, snapshot: snapshot, rowIndex: rowIndex, contentDigest: digest)
+    }
+
+    /// The versions the new version `record` gets patches from: up to ``patchBases`` of those the scope retains
+    /// after this publish.
+    func patchBases(before: ScopeEntry, adding record: VersionRecord, now: Date) -> [VersionRecord] {
+        Array(
+            scopeEntry(scope: before.scope, before: before, adding: record, now: now).retained.dropLast().suffix(
+                Self.patchBases))
+    }
+
+    /// The scope's entry after this publish: `before`'s versions plus `record` (when the scope has a new version),
+    /// retained from the newest ``Configuration/keep`` checkpoints on; the older versions published within
+    /// ``Configuration/patchHorizon`` stay as history, with their steps only.
+    func scopeEntry(scope: String?, before: ScopeEntry?, adding record: VersionRecord?, now: Date) -> ScopeEntry {
+        let chain = (before?.chain ?? []) + (record.map { [$0] } ?? [])
+        var start = 0
+        var seen = 0
+        for index in chain.indices.reversed() where chain[index].isCheckpoint {
+            seen += 1
+            start = index
+            if seen == configuration.keep { break }
+        }
+        let horizon = configuration.patchHorizon.inSeconds
+        var history: [VersionRecord] = []
+        if horizon > 0 {
+            let cutoff = Timestamp.format(now.addingTimeInterval(-horizon))
+            // Each version kept is reached from the one before it by that one's successor's step.
+            var index = start
+            while index > 0, chain[index].step != nil, chain[index - 1].createdAt >= cutoff {
+                var kept = chain[index - 1]
+                kept.checkpoint = false
+                kept.published.patches = nil
+                history.insert(kept, at: 0)
+                index -= 1
+            }
+        }
+        var entry = ScopeEntry(scope: scope, retained: Array(chain[start...]))
+        // The oldest kept version's step leads from a version that is gone.
+        if history.isEmpty {
+            entry.retained[0].step = nil
+        } else {
+            history[0].step = nil
+            entry.history = history
+        }
+        return entry
+    }
+}
