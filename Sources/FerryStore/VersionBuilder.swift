@@ -104,8 +104,8 @@ public struct VersionBuilder: Sendable {
         }
     }
 
-    /// A step's changeset, after its size and SHA-256 match the record.
-    func loadStep(_ step: PatchRef, dataset: String) throws -> Changeset {
+    /// A step's changeset (or any stored patch's), after its size and SHA-256 match the record.
+    public func loadStep(_ step: PatchRef, dataset: String) throws -> Changeset {
         let url = store.patchURL(dataset: dataset, sha256: step.sha256)
         let data: Data
         do {

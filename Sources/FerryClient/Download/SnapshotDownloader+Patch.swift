@@ -45,6 +45,25 @@ extension SnapshotDownloader {
         return ref.size < full ? ref : nil
     }
 
+    /// A catch-up patch from `base` to the manifest's version, when the manifest names none from it but says the
+    /// server makes one from the versions' history (`catchUpFrom`, docs/delta.md "Catching up"), under the same
+    /// conditions as ``choosePatch(_:base:dataset:accepted:)``. Its size and SHA-256 are learned from the answer
+    /// (`Content-Length`, the ETag): the returned ref names an empty `sha256` and, as `size`, the most it may be (the
+    /// compressed full download).
+    static func chooseCatchUp(_ manifest: Manifest, base: PatchBase?, dataset: String, accepted: Set<Int>?)
+        -> PatchRef?
+    {
+        guard let base, let version = base.info.version, version < manifest.version,
+            base.info.schemaVersion == manifest.schemaVersion,
+            (base.info.dataset ?? dataset) == manifest.dataset,
+            accepted?.contains(manifest.schemaVersion) ?? true,
+            manifest.current.patch(from: version) == nil,
+            let from = manifest.catchUpFrom, from <= version
+        else { return nil }
+        let full = manifest.gzipSize > 0 ? manifest.gzipSize : manifest.size
+        return PatchRef(from: version, to: manifest.version, size: full, sha256: "", base: base.info.sha256)
+    }
+
     /// `…/LINE/patches/FROM-TO`, `line` being the manifest's dataset.
     func patchURL(_ ref: PatchRef, line: String) -> URL {
         datasetsURL.appendingPathComponent(line).appendingPathComponent("patches").appendingPathComponent(
@@ -53,14 +72,20 @@ extension SnapshotDownloader {
 
     /// Downloads `ref` (of schema line `line`) and checks its size and SHA-256 before inflating it. Patches are small
     /// (a fraction of the compressed snapshot) and are not resumed: an interrupted one is downloaded again.
+    ///
+    /// A catch-up ref (an empty `sha256`, ``chooseCatchUp(_:base:dataset:accepted:)``) learns its size and checksum
+    /// from the answer's `Content-Length` and ETag, and must be smaller than the `size` it names (the full
+    /// download). Returns the changeset, the bytes received and the ref as checked.
     func downloadPatch(_ ref: PatchRef, line: String, progress: (@Sendable (FetchProgress) -> Void)?) async throws -> (
-        Changeset, Int64
+        Changeset, Int64, PatchRef
     ) {
         let url = patchURL(ref, line: line)
         let headers = try await requestHeaders(["Accept-Encoding": "identity"])
-        let compressed: Data = try await transport.get(SnapshotRequest(url: url, headers: headers)) { head, body in
+        let (compressed, ref): (Data, PatchRef) = try await transport.get(SnapshotRequest(url: url, headers: headers)) {
+            head, body in
             if head.status == 410 { throw await SchemaRetired.error(dataset: dataset, url: url, body: body) }
             guard head.status == 200 else { throw ResponsePlan.failure(head, url: url.absoluteString) }
+            let ref = try ref.sha256.isEmpty ? Self.learnCatchUp(ref, from: head, url: url) : ref
             var data = Data()
             data.reserveCapacity(Int(ref.size))
             progress?(FetchProgress(bytesReceived: 0, totalBytes: ref.size, resumedFrom: 0, isPatch: true))
@@ -85,7 +110,7 @@ extension SnapshotDownloader {
                     "the patch download from \(url.absoluteString) broke off after \(data.count) of \(ref.size) bytes (\(error)); database.db is unchanged"
                 )
             }
-            return data
+            return (data, ref)
         }
         guard Int64(compressed.count) == ref.size else {
             throw FerryError(
@@ -101,8 +126,24 @@ extension SnapshotDownloader {
             )
         }
         return (
-            try Self.inflate(compressed, limit: ref.size * Self.patchInflationLimit, url: url), Int64(compressed.count)
+            try Self.inflate(compressed, limit: ref.size * Self.patchInflationLimit, url: url), Int64(compressed.count),
+            ref
         )
+    }
+
+    /// The size and checksum of a catch-up patch, from its answer's `Content-Length` and strong ETag `"<sha256>"`;
+    /// an answer without them, or not smaller than the full download, is refused.
+    static func learnCatchUp(_ ref: PatchRef, from head: SnapshotResponseHead, url: URL) throws -> PatchRef {
+        let tag = head.header("ETag").map { $0.trimmingCharacters(in: CharacterSet(charactersIn: "\"")) } ?? ""
+        guard let length = head.header("Content-Length").flatMap({ Int64($0) }), length >= 0, length < ref.size,
+            tag.count == 64, tag.allSatisfy({ $0.isHexDigit && !$0.isUppercase })
+        else {
+            throw FerryError(
+                .corruptTransfer,
+                "the catch-up patch at \(url.absoluteString) names no size and checksum, or is not smaller than the full download; database.db is unchanged"
+            )
+        }
+        return PatchRef(from: ref.from, to: ref.to, size: length, sha256: tag, base: ref.base)
     }
 
     private static func inflate(_ compressed: Data, limit: Int64, url: URL) throws -> Changeset {

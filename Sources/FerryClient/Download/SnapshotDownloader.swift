@@ -178,12 +178,15 @@ struct SnapshotDownloader: Sendable {
             if let patchBase,
                 let ref = Self.choosePatch(
                     manifest, base: patchBase, dataset: dataset, accepted: acceptedSchemaVersions)
+                    ?? Self.chooseCatchUp(
+                        manifest, base: patchBase, dataset: dataset, accepted: acceptedSchemaVersions)
             {
                 do {
-                    let (changeset, bytes) = try await downloadPatch(ref, line: manifest.dataset, progress: progress)
+                    let (changeset, bytes, checked) = try await downloadPatch(
+                        ref, line: manifest.dataset, progress: progress)
                     return .patch(
                         DownloadedPatch(
-                            ref: ref, changeset: changeset, target: manifest.current, base: patchBase,
+                            ref: checked, changeset: changeset, target: manifest.current, base: patchBase,
                             bytesReceived: bytes))
                 } catch let error as FerryError
                     where ![.offline, .unauthorized, .schemaRetired].contains(error.code)

@@ -99,8 +99,17 @@ extension SnapshotCatalog {
         // The manifest lists the versions served in full, with the sizes of the built ones' gzip copies.
         var manifestOut = served.manifest(dataset: name)
         manifestOut.versions = manifestOut.versions.filter { versions[$0] != nil }
+        // With a patch horizon, a device on any version the steps lead on from gets one patch (CatchUp).
+        var catchUp: CatchUp?
+        if (manifest.patchHorizon ?? 0) > 0, entry.catchUpFrom < entry.current.version {
+            manifestOut.catchUpFrom = entry.catchUpFrom
+            catchUp = CatchUp(
+                dataset: name, from: entry.catchUpFrom, chain: entry.chain, builder: builder(for: name),
+                scoped: manifest.scoped, limit: latest.gzip?.size ?? latest.identity.size, logger: logger)
+        }
         return try SnapshotView(
-            manifest: manifestOut, scoped: manifest.scoped, latest: latest, versions: versions, patches: patches)
+            manifest: manifestOut, scoped: manifest.scoped, latest: latest, versions: versions, patches: patches,
+            catchUp: catchUp)
     }
 
     /// The files of `record`: a checkpoint's in the store; a step's built in the cache, with a gzip copy made beside

@@ -21,12 +21,15 @@ extension SnapshotCatalog {
         /// Every representation this view may read, by its content-addressed name (`/objects/{object}`): each
         /// retained version's SQLite file and gzip copy, and each patch.
         let objects: [ObjectName: VersionEntry.Representation]
+        /// The catch-up patches this view makes on request (nil without a patch horizon).
+        let catchUp: CatchUp?
 
         init(
             manifest: Manifest, scoped: Bool, latest: VersionEntry, versions: [Int: VersionEntry],
-            patches: [PatchKey: VersionEntry]
+            patches: [PatchKey: VersionEntry], catchUp: CatchUp? = nil
         ) throws {
             self.manifest = manifest
+            self.catchUp = catchUp
             manifestBody = ByteBuffer(bytes: try manifest.jsonData())
             var headers = HTTPFields()
             headers[.eTag] = "\"\(manifest.sha256)\""
@@ -43,6 +46,21 @@ extension SnapshotCatalog {
             }
             for entry in patches.values { index[entry.identity.object] = entry.identity }
             objects = index
+        }
+
+        /// Patch `key`: a stored one, or a catch-up patch already made.
+        func patch(_ key: PatchKey) -> VersionEntry? { patches[key] ?? catchUp?.ready(key) }
+
+        /// The representation named `object`: a retained version's file, a stored patch, or a catch-up patch made.
+        func object(_ object: ObjectName) -> VersionEntry.Representation? {
+            objects[object] ?? catchUp?.representation(object)
+        }
+
+        /// Makes catch-up patch `key` when this view covers it and has neither it nor a stored one (the caller then
+        /// reads it with ``patch(_:)``).
+        func prepare(_ target: ReadTarget) async {
+            guard case .patch(let key) = target, patches[key] == nil, let catchUp, catchUp.covers(key) else { return }
+            _ = await catchUp.build(key)
         }
 
         /// The manifest's 304 fields when `If-None-Match` is `*` or names the latest snapshot's checksum; nil

@@ -103,7 +103,7 @@ struct ReadAnswer: Sendable {
             let entry = try Self.entry(target, in: view, dataset: dataset)
             return try decide(entry, latest: false, method: method, headers: headers, checksum: checksum)
         case .object(let object):
-            guard let representation = view.objects[object] else {
+            guard let representation = view.object(object) else {
                 throw ServerError(
                     .notFound, code: .notFound,
                     "dataset '\(dataset)' has no object \(object) (objects of pruned versions are deleted); fetch the latest manifest"
@@ -141,7 +141,7 @@ struct ReadAnswer: Sendable {
             }
             return entry
         case .patch(let key):
-            guard let entry = view.patches[key] else {
+            guard let entry = view.patch(key) else {
                 let available = view.patches.keys.filter { $0.to == view.manifest.version }.map(\.from).sorted().map(
                     String.init
                 ).joined(separator: ", ")

@@ -79,10 +79,13 @@ final class RetentionService: Service {
         }
     }
 
-    /// Deletes stored answers older than the retention window.
+    /// Deletes stored answers older than the retention window, and never one younger than the dataset's oldest
+    /// retained (or history) version: a device that comes back on that version may resend what it pushed.
     func pruneChanges(now: Date) async {
-        let cutoff = now.addingTimeInterval(-Double(changeRetention.components.seconds))
+        let window = now.addingTimeInterval(-Double(changeRetention.components.seconds))
         for (dataset, merger) in mergers.sorted(by: { $0.key < $1.key }) {
+            let oldest = catalog.dataset(dataset)?.oldestRetainedCreatedAt.flatMap(Timestamp.parse)
+            let cutoff = min(window, oldest ?? window)
             await prune(
                 "changes", of: dataset, before: Timestamp.format(cutoff), done: "pruned stored change answers",
                 failed: "pruning stored change answers failed; retrying at the next sweep"
