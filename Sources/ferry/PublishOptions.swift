@@ -50,7 +50,8 @@ struct PublishOptions: ParsableArguments {
 
     @Flag(
         name: .customLong("full"),
-        help: "Build every file from scratch instead of from the current version plus the row diff (compacts the file)."
+        help:
+            "Build every file from scratch instead of from the current version plus the row diff, and store it in full as a checkpoint (compacts the file)."
     )
     var full = false
 

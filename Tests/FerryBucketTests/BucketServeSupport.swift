@@ -49,11 +49,12 @@ struct BucketWorld: Sendable {
 
     func sql(_ statement: String) throws { try database.connect().execute(statement) }
 
-    /// `ferry publish` into the directory store.
-    func publish() async throws {
-        let result = try await runFerry([
-            "publish", "--config", template, "--database-url", database.url, "--store", storeDirectory.path,
-        ])
+    /// `ferry publish` into the directory store, with `extra` flags.
+    func publish(_ extra: [String] = []) async throws {
+        let result = try await runFerry(
+            [
+                "publish", "--config", template, "--database-url", database.url, "--store", storeDirectory.path,
+            ] + extra)
         guard result.status == 0 else { throw FerryError(.store, "ferry publish failed: \(result.stderr)") }
     }
 

@@ -64,11 +64,27 @@ import Testing
         #expect(first.status == 0, "\(first.stderr)")
         #expect(first.stdout.contains(#""path":"full""#), "\(first.stdout)")
 
-        // Version 2: published into the directory, copied into the bucket, served within a few polls.
+        // Version 2: published into the directory as a step (its patch alone, docs/delta.md), copied into the bucket,
+        // served within a few polls
         try world.sql(#"UPDATE trips SET bags = 7, "updatedAt" = now() WHERE name = 'Växjö-Kalmar'"#)
-        try await world.publish()
+        try await world.publish(["--checkpoint-at", "1000%"])
+        let stored = try FileSnapshotStore(root: world.storeDirectory).requireManifest("trips")
+        #expect(stored.scopes[0].current.step != nil && !stored.scopes[0].current.isCheckpoint)
         let put = try await world.copyToBucket()
         try await waitUntil("the bucket server serving version 2") { try await Self.servedVersion(bucket) == 2 }
+        try await waitUntil("the directory server serving version 2") { try await Self.servedVersion(disk) == 2 }
+        // Each server built version 2 from the checkpoint and the step: the same file, the same answers
+        for (path, headers) in [
+            ("/v1/datasets/trips/versions/2", [String: String]()), ("/v1/datasets/trips/snapshot", [:]),
+            ("/v1/datasets/trips/versions/2", ["Range": "bytes=10-99"]),
+        ] {
+            let fromDisk = try await httpGet(disk.url, path, headers: headers)
+            let fromBucket = try await httpGet(bucket.url, path, headers: headers)
+            #expect(fromBucket.status == fromDisk.status && fromBucket.body == fromDisk.body, "\(path) \(headers)")
+            #expect(fromBucket.headers == fromDisk.headers, "\(path) \(headers)")
+        }
+        let built = try await httpGet(bucket.url, "/v1/datasets/trips/versions/2")
+        #expect(FileDigest.sha256Hex(bytes: Array(built.body)) == stored.scopes[0].current.sha256)
         let delay = Date().timeIntervalSince(put)
         print("bucket serve: manifest PUT to served in \(Int(delay * 1000)) ms (debug build, poll 200ms)")
         #expect(delay < 10)

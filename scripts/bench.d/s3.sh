@@ -116,7 +116,12 @@ printf '%-58s %12s %12s %8s %8s\n' measure ferry anchor ratio target
 printf '%-58s %11.2fs %11.2fs %8s %8s\n' "publish into the bucket / into a directory (v1)" "$bucket_secs" "$disk_secs" "$(ratio "$bucket_secs" "$disk_secs")" "<=1.20"
 printf '%-58s %11.2fs %11.2fs %8s %8s\n' "upload of v1's $uploaded objects / aws s3 cp --recursive" "$upload_secs" "$awscli_secs" "$(ratio "$upload_secs" "$awscli_secs")" "<=1.00"
 printf '%-58s %11.2fs %11.2fs %8s %8s\n' "1 % change: cold publisher / warm publisher" "$cold_secs" "$warm_secs" "$(ratio "$cold_secs" "$warm_secs")" ""
-printf '%-58s %11.2fs %11.2fs %8s %8s\n' "1 % change: warm bucket publish / directory publish" "$warm_secs" "$disk2_secs" "$(ratio "$warm_secs" "$disk2_secs")" ""
+printf '%-58s %11.2fs %11.2fs %8s %8s\n' "1 % change: warm bucket publish / directory publish" "$warm_secs" "$disk2_secs" "$(ratio "$warm_secs" "$disk2_secs")" "<=1.20"
+read -r warm_uploaded warm_patch < <(python3 -c 'import json,sys
+r = json.load(open(sys.argv[1]))
+patch = next((p["size"] for p in r.get("patches") or [] if p["to"] == r["version"] and p["from"] == r["version"] - 1), 0)
+print(r["bucket"]["uploadedBytes"], patch)' "$work/warm.out")
+printf '%-58s %12s %12s %8s %8s\n' "1 % change: bytes uploaded / the version's patch (its step)" "$warm_uploaded" "$warm_patch" "$(ratio "$warm_uploaded" "$warm_patch")" "<=1.50"
 printf '%-58s %12s %12s %8s %8s\n' "download MB/s (curl, best of 3): bucket / directory" "$dl_bucket" "$dl_disk" "$(ratio "$dl_bucket" "$dl_disk")" ">=0.90"
 printf '%-58s %12s %12s %8s %8s\n' "304/s (wrk -c64): bucket / directory (before, after)" "$r304_bucket" "$r304_disk $r304_disk2" "$(ratio "$r304_bucket" "$(python3 -c "import sys; print((float(sys.argv[1]) + float(sys.argv[2])) / 2)" "$r304_disk" "$r304_disk2")")" ">=0.90"
 echo "ferry publish --json of the bucket publishes: $work/{bucket,warm,cold}.out (kept only with the run)"

@@ -86,10 +86,17 @@ def check_store(store, dataset, seen, kind="publisher"):
         return None
     objects = os.path.join(store, dataset, "objects")
     for entry in manifest.get("scopes", []):
-        for record in entry["retained"]:
-            f = os.path.join(objects, record["sha256"] + ".sqlite")
-            if not os.path.exists(f) or os.path.getsize(f) != record["size"] or sha256(f) != record["sha256"]:
-                violation(kind, f"version {record['version']}: its file is missing or differs from its record")
+        for record in (entry.get("history") or []) + entry["retained"]:
+            # A checkpoint has its file; every other version its step (docs/delta.md, "Checkpoints and steps").
+            if record.get("checkpoint", "step" not in record):
+                f = os.path.join(objects, record["sha256"] + ".sqlite")
+                if not os.path.exists(f) or os.path.getsize(f) != record["size"] or sha256(f) != record["sha256"]:
+                    violation(kind, f"version {record['version']}: its file is missing or differs from its record")
+            step = record.get("step")
+            if step:
+                p = os.path.join(objects, step["sha256"] + ".patch.gz")
+                if not os.path.exists(p) or os.path.getsize(p) != step["size"] or sha256(p) != step["sha256"]:
+                    violation(kind, f"version {record['version']}: its step is missing or differs from its record")
             key = (entry.get("scope"), record["version"])
             if seen.setdefault(key, record["sha256"]) != record["sha256"]:
                 violation(kind, f"version {record['version']} was reused with different bytes")
@@ -98,6 +105,19 @@ def check_store(store, dataset, seen, kind="publisher"):
                 if not os.path.exists(p) or os.path.getsize(p) != patch["size"] or sha256(p) != patch["sha256"]:
                     violation(kind, f"patch {patch['from']}-{patch['to']} is missing or differs from its record")
     return manifest
+
+
+def published_file(store, dataset, sha, work=None):
+    """The SQLite file of a published version: a checkpoint's object, or the one the publisher built from steps
+    (its work directory keeps each scope's current file: STORE/.ferry-work, or the bucket publisher's cache). None
+    when neither is on this disk."""
+    for candidate in (os.path.join(store, dataset, "objects", sha + ".sqlite"),
+                      os.path.join(work or store, ".ferry-work", dataset, sha + ".sqlite")):
+        if os.path.exists(candidate):
+            if sha256(candidate) != sha:
+                violation("publisher", f"{candidate} differs from its checksum")
+            return candidate
+    return None
 
 
 def drill_publisher(rounds):
@@ -139,7 +159,7 @@ def drill_publisher(rounds):
         # usual case: a row index is kept beside it) or from scratch after a kill.
         if manifest:
             current = manifest["scopes"][0]["retained"][-1]["sha256"]
-            db = sqlite3.connect(f"file:{os.path.join(store, 'drill', 'objects', current + '.sqlite')}?mode=ro", uri=True)
+            db = sqlite3.connect(f"file:{published_file(store, 'drill', current)}?mode=ro", uri=True)
             stored = "\n".join(f"{i}|{v}" for i, v in db.execute("SELECT id, v FROM items ORDER BY id"))
             db.close()
             if stored != psql(url, "SELECT id || '|' || v FROM items ORDER BY id"):
@@ -202,7 +222,7 @@ def drill_lines(rounds):
         if all(manifests.values()):
             for line, manifest in manifests.items():
                 current = manifest["scopes"][0]["retained"][-1]["sha256"]
-                db = sqlite3.connect(f"file:{os.path.join(store, line, 'objects', current + '.sqlite')}?mode=ro", uri=True)
+                db = sqlite3.connect(f"file:{published_file(store, line, current)}?mode=ro", uri=True)
                 stored = "\n".join("|".join(str(c) for c in row) for row in db.execute(f"SELECT {columns[line]} FROM items ORDER BY id"))
                 db.close()
                 if stored != psql(url, expected[line]):
@@ -287,9 +307,13 @@ def drill_s3publisher(rounds):
             violation("s3publisher", f"after the next run: {checked.stderr.strip()[:300]}")
             continue
         manifest = check_store(mirror, "drill", seen, kind="s3publisher")
-        if manifest:
+        # A current version stored as a step is no file in the bucket: the publisher's cache keeps the one it built
+        # (unless this round emptied the cache and found nothing new: then there is no file to read).
+        current_file = published_file(mirror, "drill", manifest["scopes"][0]["retained"][-1]["sha256"], cache) \
+            if manifest else None
+        if manifest and current_file:
             current = manifest["scopes"][0]["retained"][-1]["sha256"]
-            db = sqlite3.connect(f"file:{os.path.join(mirror, 'drill', 'objects', current + '.sqlite')}?mode=ro", uri=True)
+            db = sqlite3.connect(f"file:{current_file}?mode=ro", uri=True)
             stored = "\n".join(f"{i}|{v}" for i, v in db.execute("SELECT id, v FROM items ORDER BY id"))
             db.close()
             if stored != psql(url, "SELECT id || '|' || v FROM items ORDER BY id"):
@@ -378,9 +402,13 @@ def published_files(store, dataset, published):
     manifest = json.load(open(os.path.join(store, dataset, "manifest.json")))
     for entry in manifest["scopes"]:
         for record in entry["retained"]:
-            f = os.path.join(store, dataset, "objects", record["sha256"] + ".sqlite")
             copy = os.path.join(WORK, "published", record["sha256"] + ".sqlite")
             if not os.path.exists(copy):
+                # A version stored as a step is on disk while it is current (the publisher's work directory): it
+                # is copied then, as each publish is followed by this call.
+                f = published_file(store, dataset, record["sha256"])
+                if f is None:
+                    continue
                 os.makedirs(os.path.dirname(copy), exist_ok=True)
                 shutil.copy(f, copy)  # retention may prune it later; the check needs its rows
             published[record["sha256"]] = copy

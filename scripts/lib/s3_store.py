@@ -87,12 +87,16 @@ def stream_sha256(body, inflate=False):
 
 
 def referenced(manifest):
-    """Every object name a stored manifest names: each retained version's file and gzip copy, each patch."""
+    """Every object name a stored manifest names: each retained checkpoint's file and gzip copy, each step (of the
+    history too) and each patch (docs/delta.md: a version stored as a step has no file in the bucket)."""
     names = set()
     for entry in manifest.get("scopes", []):
-        for record in entry.get("retained", []):
-            names.add(f"{record['sha256']}.sqlite")
-            names.add(f"{record['sha256']}.sqlite.gz")
+        for record in (entry.get("history") or []) + entry.get("retained", []):
+            if record.get("checkpoint", "step" not in record):
+                names.add(f"{record['sha256']}.sqlite")
+                names.add(f"{record['sha256']}.sqlite.gz")
+            if record.get("step"):
+                names.add(f"{record['step']['sha256']}.patch.gz")
             for patch in record.get("patches", []) or []:
                 names.add(f"{patch['sha256']}.patch.gz")
     return names

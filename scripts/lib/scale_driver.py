@@ -25,6 +25,7 @@ Every loop is bounded (device count, attempts, timeouts); every URL is on 127.0.
 import collections
 import argparse
 import concurrent.futures
+import gzip
 import hashlib
 import json
 import os
@@ -68,13 +69,29 @@ def current(manifest, scope):
     return max(scope_entry(manifest, scope)["retained"], key=lambda r: r["version"])
 
 
+def is_checkpoint(record):
+    """Whether the store holds the version's full files (docs/delta.md): records before steps existed all do."""
+    return record.get("checkpoint", "step" not in record)
+
+
 def objects_of(manifest, scope):
-    """Every object name a scope may read: its retained snapshots, their gzip copies and patches."""
+    """Every object name a scope may read: its retained snapshots (the store's checkpoints, and the versions a
+    server builds from steps), their gzip copies and patches."""
     names = set()
     for record in scope_entry(manifest, scope)["retained"]:
         names |= {record["sha256"] + ".sqlite", record["sha256"] + ".sqlite.gz"}
         names |= {p["sha256"] + ".patch.gz" for p in record.get("patches") or []}
     return names
+
+
+def published_file(store, dataset, sha256, work=None):
+    """The SQLite file of a published version: a checkpoint's object, or the file the publisher built (its work
+    directory keeps each scope's current one, `.ferry-work/DATASET/<sha256>.sqlite`)."""
+    candidates = [os.path.join(store, dataset, "objects", sha256 + ".sqlite"),
+                  os.path.join(store, ".ferry-work", dataset, sha256 + ".sqlite")]
+    if work:
+        candidates.append(os.path.join(work, ".ferry-work", dataset, sha256 + ".sqlite"))
+    return next((c for c in candidates if os.path.exists(c)), candidates[0])
 
 
 def object_sizes(manifest):
@@ -299,7 +316,7 @@ def verify(args):
     for name in chosen:
         scope = device_scope(int(name.split("-")[1]), tokens)
         record = current(manifest, scope)
-        published = os.path.join(args.store, args.dataset, "objects", record["sha256"] + ".sqlite")
+        published = published_file(args.store, args.dataset, record["sha256"], args.work)
         jobs.append((os.path.join(args.root, name, "database.db"), published))
     started = time.time()
     with concurrent.futures.ProcessPoolExecutor(max_workers=2) as pool:
@@ -346,20 +363,36 @@ def http(url, headers, method="GET"):
 
 
 def identify(body, headers, by_content, every, objects_dir):
-    """The stored object these bytes are: by the whole body's checksum, else (a range) by the object the ETag names,
-    provided the bytes are that object's bytes at the Content-Range offset. None when they are neither."""
-    name = by_content.get(hashlib.sha256(body).hexdigest())
+    """The object these bytes are: by the whole body's checksum (a stored object, or the file of a version the server
+    built from steps, whose checksum is its name), else by the object the ETag names: provided the bytes are that
+    stored object's bytes at the Content-Range offset, or, for an object only the server has (a built version's gzip
+    copy, a catch-up patch), provided a whole gzip body inflates to the named version. None when they are neither."""
+    digest = hashlib.sha256(body).hexdigest()
+    name = by_content.get(digest)
     if name:
         return name
+    if digest + ".sqlite" in every:
+        return digest + ".sqlite"
     tag = (headers.get("ETag") or "").strip('"')
     if len(tag) < 64:
         return None
     candidates = [tag[:64] + ".sqlite.gz"] if tag.endswith("-gzip") else [tag[:64] + ".sqlite", tag[:64] + ".patch.gz"]
     match = re.match(r"bytes (\d+)-(\d+)/\d+", headers.get("Content-Range") or "")
     for candidate in candidates:
-        if candidate not in every or not match:
+        if candidate not in every:
             continue
-        with open(os.path.join(objects_dir, candidate), "rb") as f:
+        path = os.path.join(objects_dir, candidate)
+        if not os.path.exists(path):
+            # The server's own object: a range of it cannot be checked here, so the name it sent stands.
+            if match or not candidate.endswith(".sqlite.gz"):
+                return candidate
+            try:
+                return candidate if hashlib.sha256(gzip.decompress(body)).hexdigest() == tag[:64] else None
+            except (OSError, EOFError):
+                return None
+        if not match:
+            continue
+        with open(path, "rb") as f:
             f.seek(int(match.group(1)))
             if f.read(len(body)) == body:
                 return candidate
@@ -468,6 +501,8 @@ def percentile(values, p):
 
 def report(args):
     manifest = load_manifest(args.store, args.dataset)
+    objects_dir = os.path.join(args.store, args.dataset, "objects")
+    stored = set(os.listdir(objects_dir)) if os.path.isdir(objects_dir) else set()
     sizes = object_sizes(manifest)
     versions = object_versions(manifest)
     groups = read_log(args.log, args.log_from, args.log_to)
@@ -516,8 +551,11 @@ def report(args):
             if e["object"] not in ("-", ""):
                 asked.add(e["object"])
             # $upstream_addr and $upstream_bytes_received list one value per upstream tried, in the same order.
-            for addr, count in zip(re.split(r", | : ", e["upstream"]), numbers(e["upstreamBytes"])):
-                fills_by_upstream[addr] += count
+            # Only objects of the store can come from the bucket: a version a replica built from its checkpoint and
+            # steps, and a catch-up patch, are the replica's own (docs/delta.md).
+            if e["object"] in stored:
+                for addr, count in zip(re.split(r", | : ", e["upstream"]), numbers(e["upstreamBytes"])):
+                    fills_by_upstream[addr] += count
             if got and e["object"] not in ("-", ""):
                 key = (e["object"], e["contentRange"])
                 fetches[key] = fetches.get(key, 0) + 1
@@ -648,6 +686,7 @@ def main():
         v.add_argument(name, required=True)
     v.add_argument("--tokens", default="")
     v.add_argument("--sample", type=int, default=0)
+    v.add_argument("--work", default="", help="the publisher's cache (a bucket store): where it keeps built files")
     p = sub.add_parser("probe")
     for name in ("--server", "--store", "--dataset", "--tokens", "--out"):
         p.add_argument(name, required=True)

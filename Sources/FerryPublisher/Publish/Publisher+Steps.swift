@@ -10,8 +10,10 @@ import Logging
 /// version bump, when the steps since the last checkpoint pass ``Configuration/checkpointAt`` of its gzip copy, or
 /// when it is ``Configuration/checkpointEvery`` old.
 extension Publisher {
-    /// Devices this many versions behind or fewer get one patch to the new version (a longer absence takes the full
-    /// download until the catch-up levels of docs/delta.md land).
+    /// Without a patch horizon, devices this many versions behind or fewer get a stored patch to the new version; a
+    /// longer absence takes the full download. With one, the only stored patch is the step from the previous version:
+    /// a device further behind asks the server for its catch-up patch (docs/delta.md, "Catching up"), so a version
+    /// costs the store its step and nothing more.
     static let patchBases = 4
 
     /// The builder of dataset `dataset`'s files in the publisher's work directory.
@@ -23,6 +25,8 @@ extension Publisher {
     /// Why the next version of `before` must be a checkpoint whatever its size, or nil when it may be a step.
     func checkpointReason(before: ScopeEntry?, schemaVersion: Int, now: Date) -> String? {
         guard configuration.checkpointAt > 0, configuration.patches else { return "steps are off" }
+        // `--full` builds a compact file from scratch: stored in full, so the next steps start from it.
+        guard configuration.incremental else { return "--full" }
         guard let before else { return "the first version" }
         guard before.current.schemaVersion == schemaVersion else { return "a schema version bump" }
         guard let last = before.retained.last(where: \.isCheckpoint) else { return "no checkpoint is retained" }
@@ -161,9 +165,9 @@ extension Publisher {
     /// The versions the new version `record` gets patches from: up to ``patchBases`` of those the scope retains
     /// after this publish.
     func patchBases(before: ScopeEntry, adding record: VersionRecord, now: Date) -> [VersionRecord] {
-        Array(
-            scopeEntry(scope: before.scope, before: before, adding: record, now: now).retained.dropLast().suffix(
-                Self.patchBases))
+        let bases = configuration.patchHorizon > .zero ? 1 : Self.patchBases
+        return Array(
+            scopeEntry(scope: before.scope, before: before, adding: record, now: now).retained.dropLast().suffix(bases))
     }
 
     /// The scope's entry after this publish: `before`'s versions plus `record` (when the scope has a new version),

@@ -113,6 +113,6 @@ final class CatchUp: Sendable {
                 "dataset": "\(dataset)", "from": "\(key.from)", "to": "\(key.to)", "steps": "\(steps.count)",
                 "bytes": "\(size)", "seconds": "\((ContinuousClock.now - started).inSeconds)",
             ])
-        return .patch(dataset: dataset, ref, to: target, file: open, scoped: scoped)
+        return .patch(dataset: dataset, ref, to: target, file: open, scoped: scoped, inStore: false)
     }
 }

@@ -40,6 +40,18 @@ extension SnapshotCatalog {
             oldestRetainedCreatedAt: manifest.oldestRetainedCreatedAt, objects: files.objects)
         state.patchFiles = files.patchFiles
         state.retiredAt = manifest.retiredAt
+        if let horizon = manifest.patchHorizon, horizon > 0 {
+            var steps: [String: Int64] = [:]
+            for entry in manifest.scopes {
+                for record in entry.chain where record.version > entry.catchUpFrom {
+                    if let step = record.step { steps[step.sha256] = step.size }
+                }
+            }
+            state.history = StatusReport.History(
+                horizonSeconds: horizon,
+                oldestVersion: manifest.scopes.map(\.catchUpFrom).min() ?? manifest.lastVersion,
+                steps: steps.count, bytes: steps.values.reduce(0, +))
+        }
         return state
     }
 

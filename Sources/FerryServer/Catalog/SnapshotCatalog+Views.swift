@@ -105,6 +105,8 @@ extension SnapshotCatalog {
         var patchFiles: [String: OpenFile] = [:]
         /// When this schema line was retired (docs/schema-lines.md): its URLs answer `410 Gone`.
         var retiredAt: String?
+        /// The patch history, for the status page (nil without a patch horizon).
+        var history: StatusReport.History?
 
         /// The public view, nil for a scoped dataset.
         var everyone: SnapshotView? {

@@ -287,7 +287,7 @@ extension SnapshotCatalog {
                     .init(
                         manifest: $0.manifest,
                         retained: $0.versions.values.map(\.record).sorted { $0.version < $1.version })
-                })
+                }, history: dataset.history)
         }
         return CatalogStatus(
             datasets: datasets, lastPoll: current.lastPoll, unreadableManifests: current.failed.keys.sorted())

@@ -7,9 +7,10 @@ extension VersionEntry {
     /// A patch to version `record`, served like a version (the same conditional, range and caching rules) from
     /// its one representation: the compressed changeset as stored, `Content-Type: application/gzip`, whose
     /// SHA-256 is its strong ETag and its `Repr-Digest`. Immutable: its URL names both versions.
-    static func patch(dataset: String, _ patch: PatchRef, to record: VersionRecord, file: OpenFile, scoped: Bool)
-        -> VersionEntry
-    {
+    static func patch(
+        dataset: String, _ patch: PatchRef, to record: VersionRecord, file: OpenFile, scoped: Bool,
+        inStore: Bool = true
+    ) -> VersionEntry {
         var fields = HTTPFields()
         fields[.contentType] = "application/gzip"
         fields[.eTag] = "\"\(patch.sha256)\""
@@ -21,7 +22,8 @@ extension VersionEntry {
             file: file, etag: "\"\(patch.sha256)\"", opaqueTag: Substring(patch.sha256), size: file.size,
             latestHeaders: fields,
             versionHeaders: fields, object: ObjectName(sha256: patch.sha256, kind: .patch))
-        return VersionEntry(dataset: dataset, record: record, sha256: patch.sha256, identity: identity)
+        return VersionEntry(
+            dataset: dataset, record: record, sha256: patch.sha256, identity: identity, inStore: inStore)
     }
 }
 

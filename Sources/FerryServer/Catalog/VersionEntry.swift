@@ -80,6 +80,9 @@ final class VersionEntry: Sendable {
     let record: VersionRecord
     let identity: Representation
     let gzip: Representation?
+    /// Whether its files are objects of the store (a checkpoint, a stored patch), which a bucket can presign; false
+    /// for a version this server built from steps and a catch-up patch it made (docs/delta.md).
+    let inStore: Bool
 
     /// `scoped`: the snapshot belongs to one scope, so shared caches must not keep it (`Cache-Control: private`).
     init(
@@ -91,6 +94,7 @@ final class VersionEntry: Sendable {
         self.sha256 = record.sha256
         self.createdAt = record.createdAt
         self.record = record
+        inStore = record.isCheckpoint
         identity = Self.representation(
             file: snapshot, tag: record.sha256, digestHex: record.sha256, encoding: nil, version: record.version,
             scoped: scoped,
@@ -105,7 +109,8 @@ final class VersionEntry: Sendable {
     }
 
     /// An entry from ready-made representations (a patch: `VersionEntry+Patch.swift`).
-    init(dataset: String, record: VersionRecord, sha256: String, identity: Representation) {
+    init(dataset: String, record: VersionRecord, sha256: String, identity: Representation, inStore: Bool = true) {
+        self.inStore = inStore
         self.dataset = dataset
         self.version = record.version
         self.sha256 = sha256

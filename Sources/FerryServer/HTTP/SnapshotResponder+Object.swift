@@ -45,7 +45,9 @@ extension SnapshotResponder {
         headers[.ferryObjectETag] = selected.etag
         headers[.ferryObjectCacheControl] = selected.objectHeaders[.cacheControl]
         headers[.ferryObjectReprDigest] = selected.objectHeaders[.reprDigest]
-        if let objectURL { headers[.ferryObjectURL] = objectURL(name, lookup.object) }
+        // Only an object of the store is in the bucket: a version built from steps and a catch-up patch are this
+        // server's own, which nginx then fills its cache from.
+        if let objectURL, entry.inStore { headers[.ferryObjectURL] = objectURL(name, lookup.object) }
         let body = ByteBuffer(bytes: try Self.lookupEncoder.encode(lookup))
         let response = Response(status: .ok, headers: headers, body: .init(byteBuffer: body))
         return request.method == .head ? response.createHeadResponse() : response

@@ -21,6 +21,8 @@ struct CatalogStatus: Sendable {
         /// Distinct `Ferry-Device` ids seen in the last 24 h.
         var devices = 0
         let views: [View]
+        /// The patch history (docs/delta.md, "Catching up"); nil without a patch horizon.
+        var history: StatusReport.History?
     }
 
     /// Sorted by name.

@@ -165,6 +165,18 @@ enum StatusPage {
                 field("\(path).retained.\(last).patches.\(index).size", patch.size, StatusFormat.bytes(patch.size)),
                 note: "from " + field("\(path).retained.\(last).patches.\(index).from", patch.from, "v\(patch.from)"))
         }
+        if let history = dataset.history {
+            html += item(
+                "Catch-up from",
+                field("\(path).history.oldestVersion", history.oldestVersion, "v\(history.oldestVersion)"),
+                note: "horizon "
+                    + field(
+                        "\(path).history.horizonSeconds", history.horizonSeconds,
+                        StatusFormat.duration(seconds: history.horizonSeconds)))
+            html += item(
+                "History", field("\(path).history.bytes", history.bytes, StatusFormat.bytes(history.bytes)),
+                note: field("\(path).history.steps", history.steps, "\(StatusFormat.count(history.steps)) steps"))
+        }
         if let scopes = dataset.scopes {
             html += item("Scopes", field("\(path).scopes.count", scopes.count, StatusFormat.count(scopes.count)))
             html += item(

@@ -38,6 +38,17 @@ struct StatusReport: Codable, Sendable, Equatable {
         var retained: [Version]
         /// Only for a scoped dataset.
         var scopes: Scopes?
+        /// The history devices catch up from by one patch; nil without a patch horizon (docs/delta.md).
+        var history: History?
+    }
+
+    /// What the patch horizon keeps: the oldest version a device catches up from, how many versions' steps lead
+    /// from it to the current one (over every scope), and what those steps cost the store.
+    struct History: Codable, Sendable, Equatable {
+        var horizonSeconds: Int
+        var oldestVersion: Int
+        var steps: Int
+        var bytes: Int64
     }
 
     struct Version: Codable, Sendable, Equatable {
@@ -232,7 +243,7 @@ extension StatusReport {
             ageSeconds: ageSeconds,
             size: currents.reduce(0) { $0 + $1.size }, gzipSize: currents.reduce(0) { $0 + $1.gzipSize },
             tables: tables,
-            rows: rows(tables), retained: retained(dataset.views), scopes: scopes)
+            rows: rows(tables), retained: retained(dataset.views), scopes: scopes, history: dataset.history)
     }
 
     /// The dataset as of each retained version number: per view, its newest record at or before that number.

@@ -320,10 +320,10 @@ struct StatusBrowserTests {
         func integer(_ word: String) -> Int64? { Int64(word.replacingOccurrences(of: "\u{202F}", with: "")) }
         if let read = integer(text) { return read == number }
         if text.hasPrefix("v"), let read = Int64(text.dropFirst()) { return read == number }
-        if words.count == 2, ["rows", "current"].contains(words[1]), let read = integer(words[0]) {
+        if words.count == 2, ["rows", "current", "steps"].contains(words[1]), let read = integer(words[0]) {
             return read == number
         }
-        if path.hasSuffix("ageSeconds") {
+        if path.hasSuffix("ageSeconds") || path.hasSuffix("horizonSeconds") {
             // Whole units shown, the rest cut off; the JSON may be a few seconds older than the page
             let units: [String: Int64] = ["s": 1, "min": 60, "h": 3600, "d": 86_400]
             var seconds: Int64 = 0
