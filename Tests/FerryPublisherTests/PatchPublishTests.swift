@@ -29,12 +29,14 @@ struct PatchPublishTests {
             + db.query("SELECT name, rows FROM ferry_tables ORDER BY name")
     }
 
+    /// Without a patch horizon (`history: false`), each version stores patches from up to 4 versions before it; with
+    /// one, only the step, and the server merges the rest on request (CatchUpTests).
     @Test("inserts, updates and deletes travel as a patch; a device two versions behind gets one combined patch")
     func patchesAcrossVersions() throws {
         let fixture = try PublisherFixture("patches", sql: PublishTests.trips)
         defer { fixture.cleanUp() }
         let template = try fixture.writeTemplate(PublishTests.tripsTemplate)
-        let v1 = try fixture.publish(template: template)
+        let v1 = try fixture.publish(template: template, history: false)
         #expect(v1.manifest?.current.patches == nil)
 
         // When a row is updated, one inserted and one deleted
@@ -44,7 +46,7 @@ struct PatchPublishTests {
             INSERT INTO trips VALUES ('c', 'Göteborg-Malmö', 1, 3, now(), now());
             DELETE FROM trips WHERE id = 'b';
             """)
-        let v2 = try fixture.publish(template: template)
+        let v2 = try fixture.publish(template: template, history: false)
         // Then version 2 names a patch from 1, smaller than the gzip copy of version 1 (the checkpoint: version 2 is
         // stored as that patch, its step), and it turns v1 into v2's rows
         let patch12 = try #require(v2.manifest?.current.patch(from: 1))
@@ -61,7 +63,7 @@ struct PatchPublishTests {
         try fixture.execute(
             "UPDATE trips SET passengers = 9 WHERE id = 'c'; INSERT INTO trips VALUES ('d', 'Lund-Malmö', 0, 0, now(), now());"
         )
-        let v3 = try fixture.publish(template: template)
+        let v3 = try fixture.publish(template: template, history: false)
         #expect(v3.manifest?.current.patches?.map(\.from) == [1, 2])
         let v3Rows = try Self.rows(fixture.storeAccess.snapshotURL(dataset: "trips", version: 3))
         #expect(try Self.rows(Self.patched(fixture, from: 1, to: 3)) == v3Rows)
