@@ -83,8 +83,11 @@ extension BucketPublisher {
     ) async throws {
         guard let start = entry.retained.lastIndex(where: \.isCheckpoint) else { return }
         for record in entry.retained[start...] {
+            // The checkpoint's file, then each step after it.
             let (name, sha256) =
-                record.step.map { ("\($0.sha256).patch.gz", $0.sha256) } ?? ("\(record.sha256).sqlite", record.sha256)
+                record.isCheckpoint
+                ? ("\(record.sha256).sqlite", record.sha256)
+                : record.step.map { ("\($0.sha256).patch.gz", $0.sha256) } ?? ("\(record.sha256).sqlite", record.sha256)
             if !(try await fetch(
                 dataset: dataset, name: name, sha256: sha256, cache: cache, digests: &digests, transfer: &transfer))
             {

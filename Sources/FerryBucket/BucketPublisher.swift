@@ -155,13 +155,12 @@ public struct BucketPublisher: Publishing {
     /// copy, every other version's step, every version's patches, and each current version's row index (optional: the next cold publisher builds on it).
     static func names(of manifest: StoredManifest) -> (required: Set<String>, rowIndexes: Set<String>) {
         var required: Set<String> = []
-        for record in manifest.scopes.flatMap(\.retained) {
-            if let step = record.step {
-                required.insert("\(step.sha256).patch.gz")
-            } else {
+        for record in manifest.scopes.flatMap(\.chain) {
+            if record.isCheckpoint {
                 required.insert("\(record.sha256).sqlite")
                 required.insert("\(record.sha256).sqlite.gz")
             }
+            if let step = record.step { required.insert("\(step.sha256).patch.gz") }
             for patch in record.patches ?? [] { required.insert("\(patch.sha256).patch.gz") }
         }
         return (required, Set(manifest.scopes.filter(\.current.isCheckpoint).map { "\($0.current.sha256).rows" }))

@@ -95,11 +95,12 @@ public final class BucketSnapshotStore: SnapshotStore {
     /// are not served).
     static func objectNames(of manifest: StoredManifest) -> [NeededObject] {
         var needed: [String: NeededObject] = [:]
-        for record in manifest.scopes.flatMap(\.retained) {
+        for record in manifest.scopes.flatMap(\.chain) {
             if let step = record.step {
                 needed["\(step.sha256).patch.gz"] = NeededObject(
                     name: "\(step.sha256).patch.gz", size: step.size, sha256: step.sha256)
-            } else {
+            }
+            if record.isCheckpoint {
                 needed["\(record.sha256).sqlite"] = NeededObject(
                     name: "\(record.sha256).sqlite", size: record.size, sha256: record.sha256)
                 needed["\(record.sha256).sqlite.gz"] = NeededObject(

@@ -302,15 +302,17 @@ public struct FileSnapshotStore: SnapshotStore {
     public func commit(_ manifest: StoredManifest) throws {
         try manifest.validate()
         let dataset = manifest.dataset
-        for record in manifest.scopes.flatMap(\.retained) {
-            if let step = record.step {
-                guard FileManager.default.fileExists(atPath: patchURL(dataset: dataset, sha256: step.sha256).path)
-                else {
-                    throw FerryError(
-                        .store, "refusing to write a manifest naming a missing step \(step.sha256)",
-                        path: objectsDirectory(dataset: dataset).path)
-                }
-            } else if !FileManager.default.fileExists(atPath: objectURL(dataset: dataset, sha256: record.sha256).path) {
+        for record in manifest.scopes.flatMap(\.chain) {
+            if let step = record.step,
+                !FileManager.default.fileExists(atPath: patchURL(dataset: dataset, sha256: step.sha256).path)
+            {
+                throw FerryError(
+                    .store, "refusing to write a manifest naming a missing step \(step.sha256)",
+                    path: objectsDirectory(dataset: dataset).path)
+            }
+            if record.isCheckpoint,
+                !FileManager.default.fileExists(atPath: objectURL(dataset: dataset, sha256: record.sha256).path)
+            {
                 throw FerryError(
                     .store, "refusing to write a manifest naming a missing snapshot \(record.sha256)",
                     path: objectsDirectory(dataset: dataset).path)

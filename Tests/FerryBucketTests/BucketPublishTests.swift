@@ -145,16 +145,20 @@ import Testing
         #expect(try await fixture.objects().contains("\(patches[0].sha256).patch.gz"))
         try await fixture.checkBucket()
 
-        // The text output says what moved.
+        // The text output says what moved; version 3 is a checkpoint cut by size (its step passes 0.001 % of the
+        // checkpoint's gzip copy): its full files go up, and its step, which carries the history on
         try fixture.execute("UPDATE t SET v = 'again' WHERE id = 8")
         let text = try await runFerry(
             [
                 "publish", "--config", fixture.template, "--database-url", fixture.database.url, "--store",
                 fixture.store, "--s3-endpoint", try SeaweedFS.variable("FERRY_TEST_S3_ENDPOINT"), "--cache-dir",
-                fixture.directory.appending("cache").path,
+                fixture.directory.appending("cache").path, "--checkpoint-at", "0.001%",
             ], environment: try fixture.environment())
         #expect(text.status == 0, "\(text.stderr)")
         #expect(text.stdout.contains("published version 3") && text.stdout.contains("object(s) uploaded"))
+        let third = try #require(try await fixture.manifest().entry(for: nil)?.current)
+        #expect(third.isCheckpoint && third.step?.from == 2)
+        try await fixture.checkBucket()
     }
 
     @Test("two publishers race on one bucket: one wins, the other fails and changes nothing")

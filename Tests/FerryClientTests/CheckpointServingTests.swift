@@ -11,6 +11,9 @@ import Testing
 #if canImport(FoundationNetworking)
     import FoundationNetworking
 #endif
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// Versions stored as steps (docs/delta.md, "Checkpoints and steps"), end to end: the real publisher writes a
 /// checkpoint and then only steps, and the real server builds each version it serves from the checkpoint and the
@@ -203,6 +206,43 @@ import Testing
                 let (_, served) = try await Self.get(server, "v1/datasets/trips/manifest")
                 #expect(try Manifest.decode(served).version == 2)
             }
+        }
+    }
+
+    @Test("kill -9 of a server while it builds a version leaves the store as it was; the next server serves it")
+    func killServerWhileBuilding() async throws {
+        try await withWorld { world in
+            try await world.publish()
+            for round in 1...6 {
+                try world.change(rows: 300, from: 11 * round, round: round)
+                try await world.publish()
+            }
+            let manifest = try Data(contentsOf: world.snapshots.manifestURL(dataset: "trips"))
+            let objects = try world.snapshots.objectFileNames(dataset: "trips")
+            let current = try world.snapshots.requireManifest("trips").scopes[0].current
+            #expect(!current.isCheckpoint)
+            let temp = world.directory.appending("server-tmp")
+            try FileManager.default.createDirectory(at: temp, withIntermediateDirectories: true)
+            for round in 0..<4 {
+                // Killed at some point of its start: reading the manifest, building version 7, or serving it
+                let process = Process()
+                process.executableURL = TestPaths.ferryBinary
+                process.arguments = ["serve", "--store", world.store.path, "--port", "0"]
+                process.environment = ProcessInfo.processInfo.environment.merging(["TMPDIR": temp.path]) { $1 }
+                process.standardOutput = FileHandle.nullDevice
+                process.standardError = FileHandle.nullDevice
+                try process.run()
+                try await Task.sleep(for: .milliseconds(40 + 60 * round))
+                kill(process.processIdentifier, SIGKILL)
+                process.waitUntilExit()
+                #expect(try Data(contentsOf: world.snapshots.manifestURL(dataset: "trips")) == manifest)
+                #expect(try world.snapshots.objectFileNames(dataset: "trips") == objects)
+            }
+            let server = try await ServeProcess(store: world.store)
+            #expect(try await server.waitForVersion("trips", current.version))
+            let (_, body) = try await Self.get(server.url, "v1/datasets/trips/versions/\(current.version)")
+            #expect(Self.sha256(body) == current.sha256)
+            server.kill9()
         }
     }
 

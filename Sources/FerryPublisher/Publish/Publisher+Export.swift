@@ -254,7 +254,7 @@ extension Publisher {
                 ?? Changeset.diff(
                     from: workBuilder(store: store, dataset: dataset).file(
                         of: previousCurrent, in: before, manifest: previous),
-                    to: record.step == nil
+                    to: record.isCheckpoint
                         ? store.objectURL(dataset: dataset, sha256: record.sha256)
                         : workBuilder(store: store, dataset: dataset).builtURL(sha256: record.sha256),
                     tables: tables)
