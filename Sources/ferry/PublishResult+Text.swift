@@ -39,7 +39,12 @@ extension PublishResult {
             lines.append("  version    \(manifest.version)")
             lines.append("  sha256     \(manifest.sha256)")
             lines.append("  size       \(manifest.size) bytes")
-            lines.append("  gzip size  \(manifest.gzipSize) bytes")
+            if manifest.gzipSize > 0 {
+                lines.append("  gzip size  \(manifest.gzipSize) bytes")
+            } else if let step = manifest.current.patch(from: manifest.version - 1) {
+                // A version stored as a step has no gzip copy in the store (docs/delta.md)
+                lines.append("  stored     as its step, the patch from version \(step.from): \(step.size) bytes")
+            }
             lines.append("  rows       " + Self.rows(manifest.tables))
             lines.append("  versions   " + manifest.versions.map(String.init).joined(separator: ", "))
         }
