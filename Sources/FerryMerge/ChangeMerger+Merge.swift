@@ -224,12 +224,20 @@ extension ChangeMerger {
     struct TableDecisions {
         var decisions: [MergeDecision]
         var outOfScope: Set<Int>
+        /// The changes as they are written: an update merged per column narrowed to the columns it keeps.
+        var changes: [ValidChange]
+        /// The rows read with their lock (a table merged per column), by index.
+        var lockedRows: [Int: [String: JSONValue]]
 
-        /// The indexes of the rejections whose answer carries the server's row (not the out-of-scope ones).
+        /// The indexes of the answers that carry the server's row unwritten: rejections (not the out-of-scope
+        /// ones) and merges that write nothing.
         var rejected: [Int] {
             decisions.indices.filter { j in
-                if case .reject = decisions[j], !outOfScope.contains(j) { return true }
-                return false
+                switch decisions[j] {
+                case .reject: return !outOfScope.contains(j)
+                case .merge: return changes[j].columns.isEmpty
+                default: return false
+                }
             }
         }
     }
@@ -239,16 +247,20 @@ extension ChangeMerger {
     static func mergeTable(
         _ indexes: [Int], of segment: [PreparedChange], context: BatchContext, on pg: PostgresConnection
     ) throws -> [ChangeResult] {
-        let changes = indexes.map { segment[$0].validChange! }
-        let schema = changes[0].schema
-        let decided = try decide(changes, schema: schema, context: context, on: pg)
+        let schema = segment[indexes[0]].validChange!.schema
+        let decided = try decide(indexes.map { segment[$0].validChange! }, schema: schema, context: context, on: pg)
+        let changes = decided.changes
         // A rejection answers with the server's row (the winner); read only those rows, locked above and not
-        // written by this segment.
+        // written by this segment (a table merged per column read them with the lock).
         let rejected = decided.rejected
         var serverRows: [Int: [String: JSONValue]] = [:]
         if !rejected.isEmpty {
-            for (k, row) in try rows(rejected.map { changes[$0] }, schema: schema, on: pg) {
-                serverRows[rejected[k]] = row
+            let missing = rejected.filter { decided.lockedRows[$0] == nil }
+            for j in rejected { serverRows[j] = decided.lockedRows[j] }
+            if !missing.isEmpty {
+                for (k, row) in try rows(missing.map { changes[$0] }, schema: schema, on: pg) {
+                    serverRows[missing[k]] = row
+                }
             }
         }
         let written = try write(changes, decisions: decided.decisions, schema: schema, context: context, on: pg)
@@ -268,6 +280,9 @@ extension ChangeMerger {
                 return ChangeResult(id: id, status: .rejected, row: serverRows[j], message: message)
             case .gone(let message):
                 return ChangeResult(id: id, status: .gone, row: nil, message: message)
+            case .merge(let lost, let message):
+                return ChangeResult(
+                    id: id, status: .merged, row: written[j] ?? serverRows[j], message: message, lost: lost)
             }
         }
     }
@@ -276,7 +291,8 @@ extension ChangeMerger {
     static func decide(_ changes: [ValidChange], schema: TableSchema, context: BatchContext, on pg: PostgresConnection)
         throws -> TableDecisions
     {
-        var current = try lockRows(changes, schema: schema, on: pg)
+        let perColumn = schema.table.columnMerge.perColumn && changes.contains { $0.bases != nil }
+        var (current, lockedRows) = try lockRows(changes, schema: schema, values: perColumn, on: pg)
         // On a scoped dataset, an existing row outside the caller's scope is not theirs to see or touch:
         // forbidden, and its content never goes into the answer.
         var outOfScope: Set<Int> = []
@@ -286,7 +302,10 @@ extension ChangeMerger {
                 existing[$0]
             }
             outOfScope = Set(existing).subtracting(visible)
-            for j in outOfScope { current[j] = nil }
+            for j in outOfScope {
+                current[j] = nil
+                lockedRows[j] = nil
+            }
         }
         let insertsWithoutRow = changes.indices.filter { changes[$0].op == .insert && current[$0] == nil }
         let tombstoned = try tombstones(
@@ -296,19 +315,56 @@ extension ChangeMerger {
 
         var decisions: [MergeDecision] = []
         decisions.reserveCapacity(changes.count)
+        var narrowed = changes
         for (j, change) in changes.enumerated() {
             if outOfScope.contains(j) {
                 decisions.append(.reject(forbiddenMessage))
                 continue
             }
+            let row = current[j].map { MergeDecision.ServerRow(updatedMillis: $0) }
+            if let row, change.bases != nil {
+                let (decision, kept) = decideColumns(change, row: row, values: lockedRows[j], schema: schema)
+                decisions.append(decision)
+                narrowed[j] = kept
+                continue
+            }
             decisions.append(
                 MergeDecision.decide(
-                    op: change.op, rule: schema.table.merge,
-                    row: current[j].map { MergeDecision.ServerRow(updatedMillis: $0) },
+                    op: change.op, rule: schema.table.merge, row: row,
                     tombstoned: tombstoned.contains(j), baseMillis: change.baseMillis,
                     editedMillis: change.editedMillis))
         }
-        return TableDecisions(decisions: decisions, outOfScope: outOfScope)
+        return TableDecisions(
+            decisions: decisions, outOfScope: outOfScope, changes: narrowed, lockedRows: lockedRows)
+    }
+
+    /// Decides an update that carries bases, on a table merged per column or with additive columns: `update` when
+    /// every column is written, else `merge` with the lost columns and the change narrowed to the kept ones.
+    static func decideColumns(
+        _ change: ValidChange, row: MergeDecision.ServerRow, values: [String: JSONValue]?, schema: TableSchema
+    ) -> (MergeDecision, ValidChange) {
+        let merge = schema.table.columnMerge
+        // The server's values in the form the bases have (the text PostgreSQL parses); one that cannot be put in
+        // that form never equals a base.
+        let current = values.map { values in
+            change.columns.map { column -> String? in
+                switch TableSchema.parameter(values[column.name] ?? .null, for: column, table: schema.name) {
+                case .success(let text): return text
+                case .failure: return "\u{0}"
+                }
+            }
+        }
+        let (kept, lost) = MergeDecision.decideColumns(
+            rule: schema.table.merge, perColumn: merge.perColumn, row: row, current: current,
+            bases: change.bases ?? [], additive: change.additive, baseMillis: change.baseMillis,
+            editedMillis: change.editedMillis)
+        guard !lost.isEmpty else { return (.update, change) }
+        let names = lost.map { change.columns[$0].name }.sorted()
+        let message =
+            "\(names.joined(separator: ", ")) changed on the server at \(Timestamp.format(unixMillis: row.updatedMillis)); "
+            + "\(schema.table.merge.rawValue) keeps the server's values there"
+            + (kept.isEmpty ? "" : " and writes your other columns")
+        return (.merge(lost: names, message: message), change.keeping(kept))
     }
 
     /// Carries out one table's decided updates, inserts and deletes (one statement per shape): the written rows,
@@ -319,7 +375,10 @@ extension ChangeMerger {
         _ changes: [ValidChange], decisions: [MergeDecision], schema: TableSchema, context: BatchContext,
         on pg: PostgresConnection
     ) throws -> [Int: [String: JSONValue]] {
-        let updates = decisions.indices.filter { decisions[$0] == .update }
+        let updates = decisions.indices.filter { j in
+            if case .merge = decisions[j] { return !changes[j].columns.isEmpty }
+            return decisions[j] == .update
+        }
         let inserts = decisions.indices.filter { decisions[$0] == .insert }
         let deletes = decisions.indices.filter { decisions[$0] == .delete }
         var written: [Int: [String: JSONValue]] = [:]

@@ -43,22 +43,29 @@ extension ChangeMerger {
     /// Reads and locks (`FOR UPDATE`) the rows the changes name, in key order: each row's `updated_at` in
     /// milliseconds, nil where there is no row. The rows themselves are read only for the answers that need them
     /// (``rows(_:schema:on:)``): most changes are applied, and their answer is the row as written.
-    static func lockRows(_ changes: [ValidChange], schema: TableSchema, on pg: PostgresConnection) throws -> [Int64?] {
+    ///
+    /// With `values`, the rows themselves come along in the same statement (a table merged per column compares
+    /// them with the changes' bases), by index into `changes`.
+    static func lockRows(_ changes: [ValidChange], schema: TableSchema, values: Bool = false, on pg: PostgresConnection)
+        throws -> (updated: [Int64?], rows: [Int: [String: JSONValue]])
+    {
         let (from, parameters) = unnest(changes, keys: schema.key.count, values: 0, firstParameter: 1)
         let order = schema.key.map { "t.\($0.quoted)" }.joined(separator: ", ")
         let rows = try pg.run(
             """
-            SELECT k.ord::text, \(schema.updatedMillis(from: "t"))
+            SELECT k.ord::text, \(schema.updatedMillis(from: "t"))\(values ? ", " + schema.outputs(from: "t") : "")
             FROM \(schema.sqlName) AS t JOIN \(from) ON \(keyMatch(schema, alias: "t"))
             WHERE \(keyFilter(schema, alias: "t", firstParameter: 1))
             ORDER BY \(order) FOR UPDATE OF t
             """, parameters)
         var out = [Int64?](repeating: nil, count: changes.count)
+        var read: [Int: [String: JSONValue]] = [:]
         for row in rows {
             guard let ord = row[0].flatMap({ Int($0) }), let millis = row[1].flatMap({ Int64($0) }) else { continue }
             out[ord - 1] = millis
+            if values { read[ord - 1] = schema.row(row, at: 2) }
         }
-        return out
+        return (out, read)
     }
 
     /// The current rows the changes name, by index into `changes` (rows this transaction has locked).
@@ -117,9 +124,15 @@ extension ChangeMerger {
         throws -> [Int: [String: JSONValue]]
     {
         let columns = changes[0].columns
+        let additive = changes[0].additive
         let (from, parameters) = unnest(changes, keys: schema.key.count, values: columns.count, firstParameter: 2)
-        var sets = columns.enumerated().map {
-            "\($0.element.quoted) = \(TableSchema.input($0.element, "k.v\($0.offset)"))"
+        var sets = columns.enumerated().map { i, column in
+            let value = TableSchema.input(column, "k.v\(i)")
+            // An additive column's parameter is the device's difference: added to the value the row has now.
+            if !additive.isEmpty && additive[i] {
+                return "\(column.quoted) = coalesce(t.\(column.quoted), 0) + \(value)"
+            }
+            return "\(column.quoted) = \(value)"
         }
         if let updated = schema.updated { sets.append("\(updated.quoted) = \(TableSchema.input(updated, "$1"))") }
         let rows = try pg.run(
