@@ -134,7 +134,18 @@ extension ChangeMerger {
             }
             return "\(column.quoted) = \(value)"
         }
-        if let updated = schema.updated { sets.append("\(updated.quoted) = \(TableSchema.input(updated, "$1"))") }
+        if let updated = schema.updated {
+            var stamp = TableSchema.input(updated, "$1")
+            // A table merged per column or with additive columns: every write of a row stamps it later than the one
+            // before, even when a batch that read the clock earlier commits later. A device keeps an answer until a
+            // version stamped later carries its row (Outbox.keepAnsweredRows), so the last write must carry the
+            // latest stamp, or a device would keep an intermediate count.
+            if !schema.table.columnMerge.isRowLevel {
+                stamp =
+                    "GREATEST(\(stamp), date_trunc('milliseconds', t.\(updated.quoted)) + interval '1 millisecond')"
+            }
+            sets.append("\(updated.quoted) = \(stamp)")
+        }
         let rows = try pg.run(
             """
             UPDATE \(schema.sqlName) AS t SET \(sets.joined(separator: ", "))

@@ -166,6 +166,23 @@ import Testing
         #expect(answer[0].row?["stops"] == .int(7))
     }
 
+    @Test("each write of a row is stamped later than the one before, even from a batch that read the clock earlier")
+    func monotonicStamps() async throws {
+        let f = try await Self.fixture(columns: ColumnMerge(additive: ["stops"]))
+        defer { f.close() }
+        try f.seed(stops: 10, created: Self.base, updated: Self.base)
+        let take = { (id: String) in
+            Self.edit(["stops": .int(9)], bases: ["stops": .int(10)], edited: Self.base, id: id)
+        }
+        let later = try await f.push([take("later")], sentAt: "2026-11-21T10:00:00.000Z")
+        // A batch whose clock reading came before the first one's (it waited on the row lock) commits second.
+        f.clock.set("2026-11-21T09:59:59.000Z")
+        let earlier = try await f.push([take("earlier")], sentAt: "2026-11-21T09:59:59.000Z")
+        #expect(later[0].row?["updated_at"] == .string("2026-11-21T10:00:00.000Z"))
+        #expect(earlier[0].row?["updated_at"] == .string("2026-11-21T10:00:00.001Z"))
+        #expect(earlier[0].row?["stops"] == .int(8))
+    }
+
     @Test("an additive column set to null, or a base of the wrong type, is invalid")
     func invalidBases() async throws {
         let f = try await Self.fixture(columns: ColumnMerge(perColumn: true, additive: ["stops"]))
