@@ -14,6 +14,14 @@ struct RejectedCommand: AsyncParsableCommand {
             row (pushed by the next `ferry push`), `discard` keeps the server's row.
             """,
         subcommands: [RejectedListCommand.self, RejectedResubmitCommand.self, RejectedDiscardCommand.self])
+
+    /// The kept edit `id`, or an error that names it.
+    static func kept(_ id: String, in client: FerryClient) async throws -> RejectedEdit {
+        guard let edit = try await client.rejectedEdits().first(where: { $0.id == id }) else {
+            throw FerryError(.notFound, "no rejected edit has id '\(id)'; `ferry rejected list` shows them", key: id)
+        }
+        return edit
+    }
 }
 
 /// `ferry rejected list`.
@@ -77,10 +85,7 @@ struct RejectedResubmitCommand: AsyncParsableCommand {
         }
         let (id, values) = (self.id, parsed)
         let change = try await options.withClient { client -> String in
-            guard let edit = try await client.rejectedEdits().first(where: { $0.id == id }) else {
-                throw FerryError(
-                    .notFound, "no rejected edit has id '\(id)'; `ferry rejected list` shows them", key: id)
-            }
+            let edit = try await RejectedCommand.kept(id, in: client)
             return try await client.resubmit(edit, values: values)
         }
         if json {
@@ -113,10 +118,7 @@ struct RejectedDiscardCommand: AsyncParsableCommand {
     func run() async throws {
         let id = self.id
         try await options.withClient { client in
-            guard let edit = try await client.rejectedEdits().first(where: { $0.id == id }) else {
-                throw FerryError(
-                    .notFound, "no rejected edit has id '\(id)'; `ferry rejected list` shows them", key: id)
-            }
+            let edit = try await RejectedCommand.kept(id, in: client)
             try await client.discard(edit)
         }
         print(json ? try JSONLine.render(DiscardJSON(discarded: id)) : "discarded \(id); the server's row stays")
