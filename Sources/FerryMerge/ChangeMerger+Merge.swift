@@ -226,8 +226,6 @@ extension ChangeMerger {
         var outOfScope: Set<Int>
         /// The changes as they are written: an update merged per column narrowed to the columns it keeps.
         var changes: [ValidChange]
-        /// The rows read with their lock (a table merged per column), by index.
-        var lockedRows: [Int: [String: JSONValue]]
 
         /// The indexes of the answers that carry the server's row unwritten: rejections (not the out-of-scope
         /// ones) and merges that write nothing.
@@ -251,16 +249,12 @@ extension ChangeMerger {
         let decided = try decide(indexes.map { segment[$0].validChange! }, schema: schema, context: context, on: pg)
         let changes = decided.changes
         // A rejection answers with the server's row (the winner); read only those rows, locked above and not
-        // written by this segment (a table merged per column read them with the lock).
+        // written by this segment.
         let rejected = decided.rejected
         var serverRows: [Int: [String: JSONValue]] = [:]
         if !rejected.isEmpty {
-            let missing = rejected.filter { decided.lockedRows[$0] == nil }
-            for j in rejected { serverRows[j] = decided.lockedRows[j] }
-            if !missing.isEmpty {
-                for (k, row) in try rows(missing.map { changes[$0] }, schema: schema, on: pg) {
-                    serverRows[missing[k]] = row
-                }
+            for (k, row) in try rows(rejected.map { changes[$0] }, schema: schema, on: pg) {
+                serverRows[rejected[k]] = row
             }
         }
         let written = try write(changes, decisions: decided.decisions, schema: schema, context: context, on: pg)
@@ -291,8 +285,8 @@ extension ChangeMerger {
     static func decide(_ changes: [ValidChange], schema: TableSchema, context: BatchContext, on pg: PostgresConnection)
         throws -> TableDecisions
     {
-        let perColumn = schema.table.columnMerge.perColumn && changes.contains { $0.bases != nil }
-        var (current, lockedRows) = try lockRows(changes, schema: schema, values: perColumn, on: pg)
+        let compared = comparedColumns(changes, schema: schema)
+        var (current, unchanged) = try lockRows(changes, schema: schema, comparing: compared, on: pg)
         // On a scoped dataset, an existing row outside the caller's scope is not theirs to see or touch:
         // forbidden, and its content never goes into the answer.
         var outOfScope: Set<Int> = []
@@ -304,7 +298,6 @@ extension ChangeMerger {
             outOfScope = Set(existing).subtracting(visible)
             for j in outOfScope {
                 current[j] = nil
-                lockedRows[j] = nil
             }
         }
         let insertsWithoutRow = changes.indices.filter { changes[$0].op == .insert && current[$0] == nil }
@@ -323,7 +316,13 @@ extension ChangeMerger {
             }
             let row = current[j].map { MergeDecision.ServerRow(updatedMillis: $0) }
             if let row, change.bases != nil {
-                let (decision, kept) = decideColumns(change, row: row, values: lockedRows[j], schema: schema)
+                let same = unchanged[j].map { same in
+                    change.columns.indices.map { i -> Bool? in
+                        guard change.bases?[i] != nil else { return nil }
+                        return compared.firstIndex { $0.name == change.columns[i].name }.map { same[$0] }
+                    }
+                }
+                let (decision, kept) = decideColumns(change, row: row, unchanged: same, schema: schema)
                 decisions.append(decision)
                 narrowed[j] = kept
                 continue
@@ -335,29 +334,33 @@ extension ChangeMerger {
                     editedMillis: change.editedMillis))
         }
         return TableDecisions(
-            decisions: decisions, outOfScope: outOfScope, changes: narrowed, lockedRows: lockedRows)
+            decisions: decisions, outOfScope: outOfScope, changes: narrowed)
+    }
+
+    /// On a table merged per column: the columns some change of `changes` carries a base for (additive ones
+    /// aside), in table order. ``lockRows(_:schema:comparing:on:)`` compares each with its base as it locks the row.
+    static func comparedColumns(_ changes: [ValidChange], schema: TableSchema) -> [TableSchema.Column] {
+        guard schema.table.columnMerge.perColumn else { return [] }
+        var names = Set<String>()
+        for change in changes {
+            guard let bases = change.bases else { continue }
+            for (i, column) in change.columns.enumerated() where bases[i] != nil && !change.additive[i] {
+                names.insert(column.name)
+            }
+        }
+        return names.isEmpty ? [] : schema.columns.filter { names.contains($0.name) }
     }
 
     /// Decides an update that carries bases, on a table merged per column or with additive columns: `update` when
     /// every column is written, else `merge` with the lost columns and the change narrowed to the kept ones.
+    /// `unchanged`: per column of the change, whether the server's value still equals its base (nil: not compared).
     static func decideColumns(
-        _ change: ValidChange, row: MergeDecision.ServerRow, values: [String: JSONValue]?, schema: TableSchema
+        _ change: ValidChange, row: MergeDecision.ServerRow, unchanged: [Bool?]?, schema: TableSchema
     ) -> (MergeDecision, ValidChange) {
-        let merge = schema.table.columnMerge
-        // The server's values in the form the bases have (the text PostgreSQL parses); one that cannot be put in
-        // that form never equals a base.
-        let current = values.map { values in
-            change.columns.map { column -> String? in
-                switch TableSchema.parameter(values[column.name] ?? .null, for: column, table: schema.name) {
-                case .success(let text): return text
-                case .failure: return "\u{0}"
-                }
-            }
-        }
         let (kept, lost) = MergeDecision.decideColumns(
-            rule: schema.table.merge, perColumn: merge.perColumn, row: row, current: current,
-            bases: change.bases ?? [], additive: change.additive, baseMillis: change.baseMillis,
-            editedMillis: change.editedMillis)
+            rule: schema.table.merge, perColumn: schema.table.columnMerge.perColumn, row: row,
+            unchanged: unchanged ?? Array(repeating: nil, count: change.columns.count), additive: change.additive,
+            baseMillis: change.baseMillis, editedMillis: change.editedMillis)
         guard !lost.isEmpty else { return (.update, change) }
         let names = lost.map { change.columns[$0].name }.sorted()
         let message =

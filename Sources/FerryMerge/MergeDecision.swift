@@ -77,12 +77,12 @@ enum MergeDecision: Equatable, Sendable {
     }
 
     /// Which columns of an update merged per column are written (`kept`) and which lose (`lost`), as indexes into
-    /// its columns. An additive column is always written. A column with a base conflicts when the server's value
-    /// (`current`, as text; nil where it was not read) differs from that base, and only on a table merged per
-    /// column; any other column conflicts when the row changed since `baseMillis`. A conflict is settled by `rule`.
+    /// its columns. An additive column is always written. On a table merged per column, a column compared with its
+    /// base (`unchanged[i]` not nil) conflicts when the server's value differs from that base; any other column
+    /// conflicts when the row changed since `baseMillis`. A conflict is settled by `rule`.
     static func decideColumns(
-        rule: MergeRule, perColumn: Bool, row: ServerRow, current: [String?]?, bases: [BaseText?], additive: [Bool],
-        baseMillis: Int64?, editedMillis: Int64
+        rule: MergeRule, perColumn: Bool, row: ServerRow, unchanged: [Bool?], additive: [Bool], baseMillis: Int64?,
+        editedMillis: Int64
     ) -> (kept: [Int], lost: [Int]) {
         let rowChanged = baseMillis != row.updatedMillis
         let deviceWins: Bool
@@ -93,12 +93,12 @@ enum MergeDecision: Equatable, Sendable {
         }
         var kept: [Int] = []
         var lost: [Int] = []
-        for i in bases.indices {
+        for i in unchanged.indices {
             let conflict: Bool
             if additive[i] {
                 conflict = false
-            } else if perColumn, let base = bases[i], let current {
-                conflict = current[i] != base.text
+            } else if perColumn, let same = unchanged[i] {
+                conflict = !same
             } else {
                 conflict = rowChanged
             }

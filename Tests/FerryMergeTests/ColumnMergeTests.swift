@@ -213,8 +213,8 @@ import Testing
     @Test("per column: only a column whose server value differs from its base conflicts")
     func perColumn() {
         let decided = MergeDecision.decideColumns(
-            rule: .serverWins, perColumn: true, row: row, current: ["a", "b", "5"],
-            bases: [BaseText(text: "a"), BaseText(text: "x"), nil], additive: [false, false, false],
+            rule: .serverWins, perColumn: true, row: row, unchanged: [true, false, nil],
+            additive: [false, false, false],
             baseMillis: 1_000, editedMillis: 3_000)
         // Column 2 has no base: judged by the row, which changed since; server-wins keeps it.
         #expect(decided.kept == [0] && decided.lost == [1, 2])
@@ -224,8 +224,8 @@ import Testing
     func newestWins() {
         for (edited, kept) in [(Int64(1_500), [Int]()), (3_000, [0])] {
             let decided = MergeDecision.decideColumns(
-                rule: .newestWins, perColumn: true, row: row, current: ["b"], bases: [BaseText(text: "a")],
-                additive: [false], baseMillis: 1_000, editedMillis: edited)
+                rule: .newestWins, perColumn: true, row: row, unchanged: [false], additive: [false], baseMillis: 1_000,
+                editedMillis: edited)
             #expect(decided.kept == kept)
         }
     }
@@ -233,13 +233,12 @@ import Testing
     @Test("an additive column never conflicts; without per-column, others follow the row")
     func additive() {
         let decided = MergeDecision.decideColumns(
-            rule: .serverWins, perColumn: false, row: row, current: nil,
-            bases: [BaseText(text: "1"), BaseText(text: "a")], additive: [true, false], baseMillis: 1_000,
-            editedMillis: 3_000)
+            rule: .serverWins, perColumn: false, row: row, unchanged: [nil, nil], additive: [true, false],
+            baseMillis: 1_000, editedMillis: 3_000)
         #expect(decided.kept == [0] && decided.lost == [1])
         let unchanged = MergeDecision.decideColumns(
-            rule: .serverWins, perColumn: false, row: row, current: nil, bases: [BaseText(text: "a")],
-            additive: [false], baseMillis: 2_000, editedMillis: 3_000)
+            rule: .serverWins, perColumn: false, row: row, unchanged: [nil], additive: [false], baseMillis: 2_000,
+            editedMillis: 3_000)
         #expect(unchanged.kept == [0])
     }
 
