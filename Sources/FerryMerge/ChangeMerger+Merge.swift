@@ -287,6 +287,7 @@ extension ChangeMerger {
     {
         let compared = comparedColumns(changes, schema: schema)
         var (current, unchanged) = try lockRows(changes, schema: schema, comparing: compared, on: pg)
+        let comparedIndex = Dictionary(uniqueKeysWithValues: compared.enumerated().map { ($0.element.name, $0.offset) })
         // On a scoped dataset, an existing row outside the caller's scope is not theirs to see or touch:
         // forbidden, and its content never goes into the answer.
         var outOfScope: Set<Int> = []
@@ -319,7 +320,7 @@ extension ChangeMerger {
                 let same = unchanged[j].map { same in
                     change.columns.indices.map { i -> Bool? in
                         guard change.bases?[i] != nil else { return nil }
-                        return compared.firstIndex { $0.name == change.columns[i].name }.map { same[$0] }
+                        return comparedIndex[change.columns[i].name].map { same[$0] }
                     }
                 }
                 let (decision, kept) = decideColumns(change, row: row, unchanged: same, schema: schema)

@@ -156,7 +156,7 @@ extension ChangeMerger {
             // latest stamp, or a device would keep an intermediate count.
             if !schema.table.columnMerge.isRowLevel {
                 stamp =
-                    "GREATEST(\(stamp), date_trunc('milliseconds', t.\(updated.quoted)) + interval '1 millisecond')"
+                    "GREATEST(\(stamp), t.\(updated.quoted) + interval '1 millisecond')"
             }
             sets.append("\(updated.quoted) = \(stamp)")
         }
