@@ -1,6 +1,8 @@
 // Benchmark program for `scripts/bench outbox` (not part of any product): times ChangeMerger applying batches
 // of updates to distinct rows, the way the changes endpoint does, against a PostgreSQL given by URL.
-// Usage: ferry-outbox-bench URL ROWS BATCH CONCURRENCY
+// Usage: ferry-outbox-bench URL ROWS BATCH CONCURRENCY [row|column]
+// `column`: the table is merged per column with an additive column (`merge: {rule: newest-wins, per: column,
+// add: [stops]}`) and every change carries the base of each column it changes, as a device's outbox sends it.
 import FerryCore
 import FerryMerge
 import FerryPostgres
@@ -8,10 +10,13 @@ import Foundation
 import Logging
 
 let args = CommandLine.arguments
-guard args.count == 5, let rows = Int(args[2]), let batchSize = Int(args[3]), let concurrency = Int(args[4]) else {
-    FileHandle.standardError.write(Data("usage: ferry-outbox-bench URL ROWS BATCH CONCURRENCY\n".utf8))
+guard (5...6).contains(args.count), let rows = Int(args[2]), let batchSize = Int(args[3]),
+    let concurrency = Int(args[4]), args.count == 5 || ["row", "column"].contains(args[5])
+else {
+    FileHandle.standardError.write(Data("usage: ferry-outbox-bench URL ROWS BATCH CONCURRENCY [row|column]\n".utf8))
     exit(2)
 }
+let perColumn = args.count == 6 && args[5] == "column"
 let url = args[1]
 let base = "2026-11-21T09:00:00.000Z"
 
@@ -23,9 +28,11 @@ _ = try pg.query(
     [String(rows), base])
 try pg.execute("VACUUM ANALYZE bench_trips")
 
+var table = MergeTable(name: "trips", source: "bench_trips", writable: true, merge: .newestWins)
+if perColumn { table.columnMerge = ColumnMerge(perColumn: true, additive: ["stops"]) }
 let merger = try await ChangeMerger.start(
-    dataset: "bench", tables: [MergeTable(name: "trips", source: "bench_trips", writable: true, merge: .newestWins)],
-    configuration: .init(databaseURL: url, connections: concurrency), logger: Logger(label: "bench"))
+    dataset: "bench", tables: [table], configuration: .init(databaseURL: url, connections: concurrency),
+    logger: Logger(label: "bench"))
 
 // When: every row is updated once, in batches of BATCH distinct rows, CONCURRENCY batches at a time.
 let batches: [ChangeBatch] = stride(from: 1, through: rows, by: batchSize).map { start in
@@ -34,7 +41,7 @@ let batches: [ChangeBatch] = stride(from: 1, through: rows, by: batchSize).map {
             id: UUID().uuidString, table: "trips", op: .update, key: ["id": .int(Int64(id))],
             values: ["seats": .int(Int64(id % 7)), "name": .string("Växjö-Kalmar \(id)")],
             editedAt: "2026-11-21T09:30:00.000Z",
-            baseUpdatedAt: base)
+            baseUpdatedAt: base, base: perColumn ? ["seats": .int(0), "name": .string("Växjö-Kalmar")] : nil)
     }
     return ChangeBatch(clientId: "bench", sentAt: Timestamp.format(Date()), changes: changes)
 }

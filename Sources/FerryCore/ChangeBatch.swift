@@ -3,7 +3,8 @@
 /// ```json
 /// {"clientId":"device-1","sentAt":"2026-11-21T10:00:00.000Z",
 ///  "changes":[{"id":"<uuid>","table":"trips","op":"update","key":{"id":"…"},
-///              "values":{"name":"Växjö-Kalmar","seats":1},"editedAt":"…","baseUpdatedAt":"…"}]}
+///              "values":{"name":"Växjö-Kalmar","seats":1},"editedAt":"…","baseUpdatedAt":"…",
+///              "base":{"name":"Växjö","seats":2}}]}
 /// ```
 public struct ChangeBatch: Codable, Sendable, Equatable {
     public var clientId: String
@@ -34,11 +35,17 @@ public struct Change: Codable, Sendable, Equatable {
     public var editedAt: String
     /// The row's `updated_at` as the device last saw it from the server; nil for inserts.
     public var baseUpdatedAt: String?
+    /// Updates only: the value each changed column had on the device before the edit (its base), nil from a device
+    /// that predates per-column merging (then the change is merged row by row). On a table merged per column
+    /// (`merge: {per: column}`), a column is in conflict only when the server's value differs from its base; on an
+    /// additive column (`add: [...]`) the server adds `value − base` to its current value. Absent from the JSON
+    /// when nil.
+    public var base: [String: JSONValue]?
 
     public init(
         id: String, table: String, op: Operation, key: [String: JSONValue], values: [String: JSONValue],
         editedAt: String,
-        baseUpdatedAt: String?
+        baseUpdatedAt: String?, base: [String: JSONValue]? = nil
     ) {
         self.id = id
         self.table = table
@@ -47,6 +54,7 @@ public struct Change: Codable, Sendable, Equatable {
         self.values = values
         self.editedAt = editedAt
         self.baseUpdatedAt = baseUpdatedAt
+        self.base = base
     }
 }
 
@@ -58,8 +66,10 @@ public struct ChangeResults: Codable, Sendable, Equatable {
 
 /// The server's decision on one change.
 public struct ChangeResult: Codable, Sendable, Equatable {
+    /// `merged`: a change merged per column of which some columns were written and others lost to the rule
+    /// (``ChangeResult/lost`` names them); the device keeps it like a rejected edit.
     public enum Status: String, Codable, Sendable {
-        case applied, rejected, gone, invalid, forbidden
+        case applied, rejected, gone, invalid, forbidden, merged
     }
 
     public var id: String
@@ -67,22 +77,26 @@ public struct ChangeResult: Codable, Sendable, Equatable {
     /// The server's row after the decision (the winner); nil when the row does not exist.
     public var row: [String: JSONValue]?
     public var message: String?
+    /// For `merged`: the changed columns whose values lost (sorted); nil otherwise, and then absent from the JSON.
+    public var lost: [String]?
 
-    public init(id: String, status: Status, row: [String: JSONValue]?, message: String?) {
+    public init(id: String, status: Status, row: [String: JSONValue]?, message: String?, lost: [String]? = nil) {
         self.id = id
         self.status = status
         self.row = row
         self.message = message
+        self.lost = lost
     }
 
     // `row` is always present in the JSON, as null when there is no row.
-    enum CodingKeys: String, CodingKey { case id, status, row, message }
+    enum CodingKeys: String, CodingKey { case id, status, row, message, lost }
     public func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: CodingKeys.self)
         try c.encode(id, forKey: .id)
         try c.encode(status, forKey: .status)
         try c.encode(row, forKey: .row)
         try c.encodeIfPresent(message, forKey: .message)
+        try c.encodeIfPresent(lost, forKey: .lost)
     }
 }
 

@@ -249,7 +249,8 @@ public final class FerryDatabase: Sendable {
     /// ```
     public func statusUpdates() -> AsyncStream<SyncStatus> { broadcast.stream() }
 
-    /// The local edits the server answered `rejected` or `gone`, until acknowledged; kept across restarts and updates.
+    /// The local edits the server answered `rejected`, `merged` or `gone`, until acknowledged, resubmitted or
+    /// discarded; kept across restarts and updates.
     ///
     /// ```swift
     /// let undone = try await ferry.rejectedEdits()
@@ -265,6 +266,31 @@ public final class FerryDatabase: Sendable {
     /// ```
     public func acknowledgeRejectedEdits(_ edits: [RejectedEdit]) async throws {
         try await client.acknowledgeRejectedEdits(edits)
+        try await refreshStatus()
+    }
+
+    /// Sends a rejected edit again with `values`, on top of the server's row it lost to (that row is the new edit's
+    /// base), and forgets the rejected edit, in one transaction; the pool's observers see the new values at once.
+    /// The new edit is queued with a new change id and goes up with the next push. Returns that id.
+    ///
+    /// ```swift
+    /// let edit = try await ferry.rejectedEdits()[0]
+    /// try await ferry.resubmit(edit, values: ["note": .string("checked twice")])
+    /// ```
+    @discardableResult
+    public func resubmit(_ edit: RejectedEdit, values: [String: JSONValue]) async throws -> String {
+        let id = try await client.resubmit(edit, values: values)
+        try await refreshStatus()
+        return id
+    }
+
+    /// Forgets a rejected edit and keeps the server's row, which the pool already shows.
+    ///
+    /// ```swift
+    /// try await ferry.discard(edit)
+    /// ```
+    public func discard(_ edit: RejectedEdit) async throws {
+        try await client.discard(edit)
         try await refreshStatus()
     }
 

@@ -3,7 +3,7 @@ import FerryCore
 /// The JSON text of change answers, written by hand: every answer of a batch is written twice (stored in
 /// `ferry_changes`, and sent to the device), and Foundation's `JSONEncoder` was measured here as a large part of a
 /// batch's time. The output is what `JSONEncoder` writes for ``ChangeResult`` (`row` always present, `null` when
-/// there is none; `message` only when set), up to the order of keys and the escaping of `/`, and decodes to the
+/// there is none; `message` and `lost` only when set), up to the order of keys and the escaping of `/`, and decodes to the
 /// same value (`AnswerJSONTests`).
 ///
 /// ```swift
@@ -67,6 +67,14 @@ public enum AnswerJSON {
         if let message = result.message {
             out.append(contentsOf: #","message":"#.utf8)
             string(message, to: &out)
+        }
+        if let lost = result.lost {
+            out.append(contentsOf: #","lost":["#.utf8)
+            for (i, name) in lost.enumerated() {
+                if i > 0 { out.append(UInt8(ascii: ",")) }
+                string(name, to: &out)
+            }
+            out.append(UInt8(ascii: "]"))
         }
         out.append(UInt8(ascii: "}"))
     }

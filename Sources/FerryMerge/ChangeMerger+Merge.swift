@@ -224,12 +224,18 @@ extension ChangeMerger {
     struct TableDecisions {
         var decisions: [MergeDecision]
         var outOfScope: Set<Int>
+        /// The changes as they are written: an update merged per column narrowed to the columns it keeps.
+        var changes: [ValidChange]
 
-        /// The indexes of the rejections whose answer carries the server's row (not the out-of-scope ones).
+        /// The indexes of the answers that carry the server's row unwritten: rejections (not the out-of-scope
+        /// ones) and merges that write nothing.
         var rejected: [Int] {
             decisions.indices.filter { j in
-                if case .reject = decisions[j], !outOfScope.contains(j) { return true }
-                return false
+                switch decisions[j] {
+                case .reject: return !outOfScope.contains(j)
+                case .merge: return changes[j].columns.isEmpty
+                default: return false
+                }
             }
         }
     }
@@ -239,9 +245,9 @@ extension ChangeMerger {
     static func mergeTable(
         _ indexes: [Int], of segment: [PreparedChange], context: BatchContext, on pg: PostgresConnection
     ) throws -> [ChangeResult] {
-        let changes = indexes.map { segment[$0].validChange! }
-        let schema = changes[0].schema
-        let decided = try decide(changes, schema: schema, context: context, on: pg)
+        let schema = segment[indexes[0]].validChange!.schema
+        let decided = try decide(indexes.map { segment[$0].validChange! }, schema: schema, context: context, on: pg)
+        let changes = decided.changes
         // A rejection answers with the server's row (the winner); read only those rows, locked above and not
         // written by this segment.
         let rejected = decided.rejected
@@ -268,6 +274,9 @@ extension ChangeMerger {
                 return ChangeResult(id: id, status: .rejected, row: serverRows[j], message: message)
             case .gone(let message):
                 return ChangeResult(id: id, status: .gone, row: nil, message: message)
+            case .merge(let lost, let message):
+                return ChangeResult(
+                    id: id, status: .merged, row: written[j] ?? serverRows[j], message: message, lost: lost)
             }
         }
     }
@@ -276,7 +285,9 @@ extension ChangeMerger {
     static func decide(_ changes: [ValidChange], schema: TableSchema, context: BatchContext, on pg: PostgresConnection)
         throws -> TableDecisions
     {
-        var current = try lockRows(changes, schema: schema, on: pg)
+        let compared = comparedColumns(changes, schema: schema)
+        var (current, unchanged) = try lockRows(changes, schema: schema, comparing: compared, on: pg)
+        let comparedIndex = Dictionary(uniqueKeysWithValues: compared.enumerated().map { ($0.element.name, $0.offset) })
         // On a scoped dataset, an existing row outside the caller's scope is not theirs to see or touch:
         // forbidden, and its content never goes into the answer.
         var outOfScope: Set<Int> = []
@@ -286,7 +297,9 @@ extension ChangeMerger {
                 existing[$0]
             }
             outOfScope = Set(existing).subtracting(visible)
-            for j in outOfScope { current[j] = nil }
+            for j in outOfScope {
+                current[j] = nil
+            }
         }
         let insertsWithoutRow = changes.indices.filter { changes[$0].op == .insert && current[$0] == nil }
         let tombstoned = try tombstones(
@@ -296,19 +309,66 @@ extension ChangeMerger {
 
         var decisions: [MergeDecision] = []
         decisions.reserveCapacity(changes.count)
+        var narrowed = changes
         for (j, change) in changes.enumerated() {
             if outOfScope.contains(j) {
                 decisions.append(.reject(forbiddenMessage))
                 continue
             }
+            let row = current[j].map { MergeDecision.ServerRow(updatedMillis: $0) }
+            if let row, change.bases != nil {
+                let same = unchanged[j].map { same in
+                    change.columns.indices.map { i -> Bool? in
+                        guard change.bases?[i] != nil else { return nil }
+                        return comparedIndex[change.columns[i].name].map { same[$0] }
+                    }
+                }
+                let (decision, kept) = decideColumns(change, row: row, unchanged: same, schema: schema)
+                decisions.append(decision)
+                narrowed[j] = kept
+                continue
+            }
             decisions.append(
                 MergeDecision.decide(
-                    op: change.op, rule: schema.table.merge,
-                    row: current[j].map { MergeDecision.ServerRow(updatedMillis: $0) },
+                    op: change.op, rule: schema.table.merge, row: row,
                     tombstoned: tombstoned.contains(j), baseMillis: change.baseMillis,
                     editedMillis: change.editedMillis))
         }
-        return TableDecisions(decisions: decisions, outOfScope: outOfScope)
+        return TableDecisions(
+            decisions: decisions, outOfScope: outOfScope, changes: narrowed)
+    }
+
+    /// On a table merged per column: the columns some change of `changes` carries a base for (additive ones
+    /// aside), in table order. ``lockRows(_:schema:comparing:on:)`` compares each with its base as it locks the row.
+    static func comparedColumns(_ changes: [ValidChange], schema: TableSchema) -> [TableSchema.Column] {
+        guard schema.table.columnMerge.perColumn else { return [] }
+        var names = Set<String>()
+        for change in changes {
+            guard let bases = change.bases else { continue }
+            for (i, column) in change.columns.enumerated() where bases[i] != nil && !change.additive[i] {
+                names.insert(column.name)
+            }
+        }
+        return names.isEmpty ? [] : schema.columns.filter { names.contains($0.name) }
+    }
+
+    /// Decides an update that carries bases, on a table merged per column or with additive columns: `update` when
+    /// every column is written, else `merge` with the lost columns and the change narrowed to the kept ones.
+    /// `unchanged`: per column of the change, whether the server's value still equals its base (nil: not compared).
+    static func decideColumns(
+        _ change: ValidChange, row: MergeDecision.ServerRow, unchanged: [Bool?]?, schema: TableSchema
+    ) -> (MergeDecision, ValidChange) {
+        let (kept, lost) = MergeDecision.decideColumns(
+            rule: schema.table.merge, perColumn: schema.table.columnMerge.perColumn, row: row,
+            unchanged: unchanged ?? Array(repeating: nil, count: change.columns.count), additive: change.additive,
+            baseMillis: change.baseMillis, editedMillis: change.editedMillis)
+        guard !lost.isEmpty else { return (.update, change) }
+        let names = lost.map { change.columns[$0].name }.sorted()
+        let message =
+            "\(names.joined(separator: ", ")) changed on the server at \(Timestamp.format(unixMillis: row.updatedMillis)); "
+            + "\(schema.table.merge.rawValue) keeps the server's values there"
+            + (kept.isEmpty ? "" : " and writes your other columns")
+        return (.merge(lost: names, message: message), change.keeping(kept))
     }
 
     /// Carries out one table's decided updates, inserts and deletes (one statement per shape): the written rows,
@@ -319,7 +379,10 @@ extension ChangeMerger {
         _ changes: [ValidChange], decisions: [MergeDecision], schema: TableSchema, context: BatchContext,
         on pg: PostgresConnection
     ) throws -> [Int: [String: JSONValue]] {
-        let updates = decisions.indices.filter { decisions[$0] == .update }
+        let updates = decisions.indices.filter { j in
+            if case .merge = decisions[j] { return !changes[j].columns.isEmpty }
+            return decisions[j] == .update
+        }
         let inserts = decisions.indices.filter { decisions[$0] == .insert }
         let deletes = decisions.indices.filter { decisions[$0] == .delete }
         var written: [Int: [String: JSONValue]] = [:]

@@ -1,4 +1,5 @@
 import FerryCore
+import Foundation
 
 /// One change after validation against the table metadata: either an `invalid` answer or the typed parameters
 /// the SQL needs. Names from the request are only ever used as lookup keys into ``TableSchema``.
@@ -24,10 +25,15 @@ struct ValidChange: Sendable {
     let keyParameters: [String?]
     /// Changed columns (never key or timestamp columns), sorted by name, and their values as text.
     let columns: [TableSchema.Column]
-    let valueParameters: [String?]
+    var valueParameters: [String?]
     let baseMillis: Int64?
     /// `editedAt` on the server's clock (see ``MergeDecision/normalise(editedMillis:sentMillis:serverNowMillis:)``).
     let editedMillis: Int64
+    /// Per column of ``columns``: the base the device saw, as text (see ``BaseText``), nil where it gave none. Nil
+    /// as a whole for a change merged by row (a row-level table, an insert or delete, a device without bases).
+    var bases: [BaseText?]? = nil
+    /// Per column of ``columns``: whether its value parameter is a difference to add (an additive column).
+    var additive: [Bool] = []
 
     /// Identifies the row inside a batch (a second change of the same row goes to a later segment).
     var rowIdentity: String {
@@ -35,7 +41,26 @@ struct ValidChange: Sendable {
     }
 
     /// Identifies the shape of the SQL for this change, so changes of one shape share one statement.
-    var shape: String { columns.map(\.name).joined(separator: "\u{0}") }
+    var shape: String {
+        columns.enumerated().map { additive.isEmpty || !additive[$0.offset] ? $0.element.name : "+" + $0.element.name }
+            .joined(separator: "\u{0}")
+    }
+
+    /// This change narrowed to the columns at `kept` (in order): what is written of a change merged per column.
+    func keeping(_ kept: [Int]) -> ValidChange {
+        var out = ValidChange(
+            op: op, schema: schema, keyParameters: keyParameters, columns: kept.map { columns[$0] },
+            valueParameters: kept.map { valueParameters[$0] }, baseMillis: baseMillis, editedMillis: editedMillis)
+        out.bases = bases.map { b in kept.map { b[$0] } }
+        out.additive = additive.isEmpty ? [] : kept.map { additive[$0] }
+        return out
+    }
+}
+
+/// A column's base as the text PostgreSQL parses for it (``TableSchema/parameter(_:for:table:)``); `text` nil is
+/// NULL.
+struct BaseText: Sendable, Equatable {
+    let text: String?
 }
 
 extension ChangeMerger {
@@ -79,13 +104,72 @@ extension ChangeMerger {
         }
         let normalised = MergeDecision.normalise(
             editedMillis: edited, sentMillis: sentMillis, serverNowMillis: nowMillis)
-        return PreparedChange(
-            change: change,
-            body: .valid(
-                ValidChange(
-                    op: change.op, schema: schema, keyParameters: keyParameters, columns: columns,
-                    valueParameters: valueParameters,
-                    baseMillis: change.op == .insert ? nil : base, editedMillis: normalised)))
+        var valid = ValidChange(
+            op: change.op, schema: schema, keyParameters: keyParameters, columns: columns,
+            valueParameters: valueParameters,
+            baseMillis: change.op == .insert ? nil : base, editedMillis: normalised)
+        if change.op == .update, let bases = change.base, !schema.table.columnMerge.isRowLevel {
+            do {
+                valid = try Self.withBases(valid, bases, schema: schema)
+            } catch {
+                return invalid(error.message)
+            }
+        }
+        return PreparedChange(change: change, body: .valid(valid))
+    }
+
+    /// An update of a table merged per column or with additive columns, with the bases its device sent: each
+    /// column's base as text, and each additive column's value replaced by its difference from the base (a NULL
+    /// base counts as 0). A column without a base is judged by the row's `baseUpdatedAt`, and written as sent.
+    static func withBases(_ change: ValidChange, _ bases: [String: JSONValue], schema: TableSchema)
+        throws(TableSchema.ConversionError) -> ValidChange
+    {
+        var out = change
+        var texts: [BaseText?] = []
+        var additive: [Bool] = []
+        let adding = Set(schema.table.columnMerge.additive)
+        for (i, column) in change.columns.enumerated() {
+            guard let base = bases[column.name] else {
+                texts.append(nil)
+                additive.append(false)
+                continue
+            }
+            let text = try TableSchema.parameter(base, for: column, table: schema.name).get()
+            texts.append(BaseText(text: text))
+            let adds = adding.contains(column.name)
+            additive.append(adds)
+            if adds {
+                out.valueParameters[i] = try difference(
+                    change.valueParameters[i], minus: text, column: column, table: schema.name)
+            }
+        }
+        out.bases = texts
+        out.additive = additive
+        return out
+    }
+
+    /// `value − base` of an additive column, as the text PostgreSQL parses for it.
+    static func difference(_ value: String?, minus base: String?, column: TableSchema.Column, table: String)
+        throws(TableSchema.ConversionError) -> String
+    {
+        guard let value else {
+            throw TableSchema.ConversionError(
+                message: "additive column \(table).\(column.name) cannot be set to null (merge.add in the template)")
+        }
+        let base = base ?? "0"
+        switch column.sourceKind {
+        case .integer:
+            if let v = Int64(value), let b = Int64(base) {
+                let (d, overflow) = v.subtractingReportingOverflow(b)
+                if !overflow { return String(d) }
+            }
+        case .real:
+            if let v = Double(value), let b = Double(base), (v - b).isFinite { return String(v - b) }
+        default:
+            if let v = Decimal(string: value), let b = Decimal(string: base) { return "\(v - b)" }
+        }
+        throw TableSchema.ConversionError(
+            message: "additive column \(table).\(column.name): cannot subtract base \(base) from \(value)")
     }
 
     /// The key of `change` as text in `schema.key` order: exactly the primary-key columns, none null.

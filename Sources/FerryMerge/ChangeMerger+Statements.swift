@@ -6,14 +6,17 @@ import Foundation
 /// `unnest` of the changes' key and value texts.
 extension ChangeMerger {
     /// `unnest($1::text[], …) WITH ORDINALITY AS k(k1…, v1…, ord)` over the changes' key and value texts.
-    static func unnest(_ changes: [ValidChange], keys: Int, values: Int, firstParameter: Int) -> (
-        sql: String, parameters: [String]
-    ) {
+    /// `bases`: more text arrays, one per change each, named `b0…`.
+    static func unnest(
+        _ changes: [ValidChange], keys: Int, values: Int, firstParameter: Int, bases: [[String?]] = []
+    ) -> (sql: String, parameters: [String]) {
         var parameters: [String] = []
         for c in 0..<keys { parameters.append(ChangeLog.arrayLiteral(changes.map { $0.keyParameters[c] })) }
         for c in 0..<values { parameters.append(ChangeLog.arrayLiteral(changes.map { $0.valueParameters[c] })) }
+        for texts in bases { parameters.append(ChangeLog.arrayLiteral(texts)) }
         let arrays = parameters.indices.map { "$\(firstParameter + $0)::text[]" }.joined(separator: ", ")
-        let names = (0..<keys).map { "k\($0)" } + (0..<values).map { "v\($0)" } + ["ord"]
+        let names =
+            (0..<keys).map { "k\($0)" } + (0..<values).map { "v\($0)" } + bases.indices.map { "b\($0)" } + ["ord"]
         return ("unnest(\(arrays)) WITH ORDINALITY AS k(\(names.joined(separator: ", ")))", parameters)
     }
 
@@ -43,22 +46,40 @@ extension ChangeMerger {
     /// Reads and locks (`FOR UPDATE`) the rows the changes name, in key order: each row's `updated_at` in
     /// milliseconds, nil where there is no row. The rows themselves are read only for the answers that need them
     /// (``rows(_:schema:on:)``): most changes are applied, and their answer is the row as written.
-    static func lockRows(_ changes: [ValidChange], schema: TableSchema, on pg: PostgresConnection) throws -> [Int64?] {
-        let (from, parameters) = unnest(changes, keys: schema.key.count, values: 0, firstParameter: 1)
+    ///
+    /// With `comparing` (a table merged per column), the same statement also says, per change and per such column,
+    /// whether the row's value still equals the change's base for it (compared as the column type's text; nil
+    /// where the change has no base for the column).
+    static func lockRows(
+        _ changes: [ValidChange], schema: TableSchema, comparing: [TableSchema.Column] = [], on pg: PostgresConnection
+    ) throws -> (updated: [Int64?], unchanged: [[Bool]?]) {
+        let bases = comparing.map { column in
+            changes.map { change -> String? in
+                guard let i = change.columns.firstIndex(where: { $0.name == column.name }) else { return nil }
+                return change.bases?[i]?.text
+            }
+        }
+        let (from, parameters) = unnest(
+            changes, keys: schema.key.count, values: 0, firstParameter: 1, bases: bases)
         let order = schema.key.map { "t.\($0.quoted)" }.joined(separator: ", ")
+        let same = comparing.enumerated().map { i, column in
+            ", ((t.\(column.quoted))::text IS NOT DISTINCT FROM (\(TableSchema.input(column, "k.b\(i)")))::text)::int::text"
+        }
         let rows = try pg.run(
             """
-            SELECT k.ord::text, \(schema.updatedMillis(from: "t"))
+            SELECT k.ord::text, \(schema.updatedMillis(from: "t"))\(same.joined())
             FROM \(schema.sqlName) AS t JOIN \(from) ON \(keyMatch(schema, alias: "t"))
             WHERE \(keyFilter(schema, alias: "t", firstParameter: 1))
             ORDER BY \(order) FOR UPDATE OF t
             """, parameters)
         var out = [Int64?](repeating: nil, count: changes.count)
+        var unchanged = [[Bool]?](repeating: nil, count: changes.count)
         for row in rows {
             guard let ord = row[0].flatMap({ Int($0) }), let millis = row[1].flatMap({ Int64($0) }) else { continue }
             out[ord - 1] = millis
+            if !comparing.isEmpty { unchanged[ord - 1] = comparing.indices.map { row[2 + $0] == "1" } }
         }
-        return out
+        return (out, unchanged)
     }
 
     /// The current rows the changes name, by index into `changes` (rows this transaction has locked).
@@ -117,11 +138,28 @@ extension ChangeMerger {
         throws -> [Int: [String: JSONValue]]
     {
         let columns = changes[0].columns
+        let additive = changes[0].additive
         let (from, parameters) = unnest(changes, keys: schema.key.count, values: columns.count, firstParameter: 2)
-        var sets = columns.enumerated().map {
-            "\($0.element.quoted) = \(TableSchema.input($0.element, "k.v\($0.offset)"))"
+        var sets = columns.enumerated().map { i, column in
+            let value = TableSchema.input(column, "k.v\(i)")
+            // An additive column's parameter is the device's difference: added to the value the row has now.
+            if !additive.isEmpty && additive[i] {
+                return "\(column.quoted) = coalesce(t.\(column.quoted), 0) + \(value)"
+            }
+            return "\(column.quoted) = \(value)"
         }
-        if let updated = schema.updated { sets.append("\(updated.quoted) = \(TableSchema.input(updated, "$1"))") }
+        if let updated = schema.updated {
+            var stamp = TableSchema.input(updated, "$1")
+            // A table merged per column or with additive columns: every write of a row stamps it later than the one
+            // before, even when a batch that read the clock earlier commits later. A device keeps an answer until a
+            // version stamped later carries its row (Outbox.keepAnsweredRows), so the last write must carry the
+            // latest stamp, or a device would keep an intermediate count.
+            if !schema.table.columnMerge.isRowLevel {
+                stamp =
+                    "GREATEST(\(stamp), t.\(updated.quoted) + interval '1 millisecond')"
+            }
+            sets.append("\(updated.quoted) = \(stamp)")
+        }
         let rows = try pg.run(
             """
             UPDATE \(schema.sqlName) AS t SET \(sets.joined(separator: ", "))

@@ -13,6 +13,9 @@ enum MergeDecision: Equatable, Sendable {
     case reject(String)
     /// The row does not exist (deleted or never there); nothing is written.
     case gone(String)
+    /// An update merged per column of which the columns named in `lost` lost to the rule: the others (possibly
+    /// none) are written, and the answer is `merged`.
+    case merge(lost: [String], message: String)
 
     /// The server row as the decision needs it: its `updated_at` in milliseconds.
     struct ServerRow: Equatable, Sendable {
@@ -71,6 +74,37 @@ enum MergeDecision: Equatable, Sendable {
                     + "\(Timestamp.format(unixMillis: editedMillis)) (server time); newest-wins keeps the server's version"
             )
         }
+    }
+
+    /// Which columns of an update merged per column are written (`kept`) and which lose (`lost`), as indexes into
+    /// its columns. An additive column is always written. On a table merged per column, a column compared with its
+    /// base (`unchanged[i]` not nil) conflicts when the server's value differs from that base; any other column
+    /// conflicts when the row changed since `baseMillis`. A conflict is settled by `rule`.
+    static func decideColumns(
+        rule: MergeRule, perColumn: Bool, row: ServerRow, unchanged: [Bool?], additive: [Bool], baseMillis: Int64?,
+        editedMillis: Int64
+    ) -> (kept: [Int], lost: [Int]) {
+        let rowChanged = baseMillis != row.updatedMillis
+        let deviceWins: Bool
+        switch rule {
+        case .clientWins: deviceWins = true
+        case .serverWins: deviceWins = false
+        case .newestWins: deviceWins = editedMillis > row.updatedMillis
+        }
+        var kept: [Int] = []
+        var lost: [Int] = []
+        for i in unchanged.indices {
+            let conflict: Bool
+            if additive[i] {
+                conflict = false
+            } else if perColumn, let same = unchanged[i] {
+                conflict = !same
+            } else {
+                conflict = rowChanged
+            }
+            if !conflict || deviceWins { kept.append(i) } else { lost.append(i) }
+        }
+        return (kept, lost)
     }
 
     /// The device's `editedAt` on the server's clock: shifted by the batch's offset (`serverNow - sentAt`), and

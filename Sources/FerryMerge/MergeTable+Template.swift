@@ -3,8 +3,8 @@ import FerryPostgres
 import Logging
 
 extension MergeTable {
-    /// The merge engine's view of a template table: same names, key, rule, timestamp columns, redactions, renames
-    /// and query.
+    /// The merge engine's view of a template table: same names, key, rule (and its per-column settings), timestamp
+    /// columns, redactions, renames and query.
     ///
     /// ```swift
     /// let template = try Template.load(path: "templates/trips.yml")
@@ -16,6 +16,7 @@ extension MergeTable {
             writable: table.writable,
             merge: table.merge, createdColumn: timestamps.created, updatedColumn: timestamps.updated)
         excludedColumns = table.exclude
+        columnMerge = table.columnMerge
         renames = table.rename
         query = table.query
     }

@@ -20,6 +20,9 @@ public struct MergeTable: Sendable, Equatable {
     public var writable: Bool
     /// The conflict rule (`merge:` in the template).
     public var merge: MergeRule
+    /// Whether the rule judges columns (`merge: {per: column}`) and which columns add (`add:`); SQLite names.
+    /// Default ``ColumnMerge/rowLevel``: whole rows, as a plain `merge: newest-wins`.
+    public var columnMerge: ColumnMerge = .rowLevel
     /// Column the server stamps on insert (`timestamps.created`); nil when the table has none.
     public var createdColumn: String?
     /// Column the server stamps on every write (`timestamps.updated`); required for writable tables.

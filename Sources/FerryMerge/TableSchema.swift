@@ -86,6 +86,17 @@ struct TableSchema: Sendable {
             throw templateError(
                 table, "writable table needs an updated-at column (timestamps.updated) to detect conflicts")
         }
+        for name in table.columnMerge.additive {
+            guard let column = byName[name], !keyNames.contains(name), name != created?.name, name != updated?.name
+            else {
+                throw templateError(
+                    table, "merge.add names '\(name)', which is not an exported value column of \(sqlName)")
+            }
+            guard [.integer, .real, .numeric].contains(column.sourceKind) else {
+                throw templateError(
+                    table, "merge.add names '\(name)', a \(column.typeName) column of \(sqlName); only numbers add")
+            }
+        }
         return TableSchema(
             table: table, sqlName: sqlName, columns: columns, byName: byName, key: key, created: created,
             updated: updated)

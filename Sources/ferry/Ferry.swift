@@ -15,7 +15,7 @@ struct Ferry: AsyncParsableCommand {
             TriggersCommand.self,
             ServeCommand.self,
             FetchCommand.self, WatchCommand.self, ApplyCommand.self, StatusCommand.self, RollbackCommand.self,
-            ExecCommand.self, PushCommand.self, SyncCommand.self,
+            ExecCommand.self, PushCommand.self, SyncCommand.self, RejectedCommand.self,
         ]
     )
 

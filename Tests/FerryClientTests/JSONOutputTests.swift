@@ -74,7 +74,7 @@ import Testing
         #expect(result.status == 0, "\(result.stderr)")
         #expect(
             result.stdout
-                == #"{"sent":0,"applied":0,"rejected":0,"gone":0,"invalid":0,"forbidden":0,"unanswered":0,"remaining":0}"#
+                == #"{"sent":0,"applied":0,"rejected":0,"gone":0,"invalid":0,"forbidden":0,"unanswered":0,"remaining":0,"merged":0}"#
                 + "\n")
     }
 

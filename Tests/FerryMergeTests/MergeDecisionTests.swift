@@ -21,6 +21,7 @@ import Testing
         case .delete: return "delete"
         case .reject: return "reject"
         case .gone: return "gone"
+        case .merge: return "merge"
         }
     }
 

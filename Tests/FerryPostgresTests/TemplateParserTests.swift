@@ -112,6 +112,23 @@ struct TemplateParserTests {
             "dataset: d\ntables:\n  - name: t\n    merge: last-wins\n", "tables[0].merge",
             "newest-wins | server-wins | client-wins"
         ),
+        (
+            "dataset: d\ntables:\n  - name: t\n    merge: {rule: last-wins, per: column}\n", "tables[0].merge.rule",
+            "newest-wins | server-wins | client-wins"
+        ),
+        ("dataset: d\ntables:\n  - name: t\n    merge: {per: column}\n", "tables[0].merge", "needs `rule:`"),
+        (
+            "dataset: d\ntables:\n  - name: t\n    merge: {rule: newest-wins, per: cell}\n", "tables[0].merge.per",
+            "per: column"
+        ),
+        (
+            "dataset: d\ntables:\n  - name: t\n    merge: {rule: newest-wins, adds: [n]}\n", "tables[0].merge.adds",
+            "did you mean `add`"
+        ),
+        (
+            "dataset: d\ntables:\n  - name: t\n    merge: {rule: newest-wins, add: [n, n]}\n", "tables[0].merge.add",
+            "twice"
+        ),
         ("dataset: d\ntables:\n  - name: t\n    primaryKey: []\n", "tables[0].primaryKey", "is empty"),
         ("dataset: d\ntables:\n  - name: t\n    primaryKey: {a: b}\n", "tables[0].primaryKey", "list of column names"),
         ("dataset: d\ntables:\n  - name: t\n    indexes: [DROP TABLE t]\n", "tables[0].indexes[0]", "CREATE INDEX"),
@@ -138,6 +155,28 @@ struct TemplateParserTests {
         #expect(error.key == (key.isEmpty ? nil : key))
         #expect(error.description.contains(path))
         #expect(error.description.contains(fragment), "\(error.description)")
+    }
+
+    @Test("merge: a plain rule is row-level; a mapping gives the rule, per: column and the additive columns")
+    func mergeMapping() throws {
+        let template = try Template.parse(
+            yaml: """
+                dataset: d
+                tables:
+                  - {name: a, primaryKey: id, merge: server-wins}
+                  - {name: b, primaryKey: id, merge: {rule: client-wins, per: column}}
+                  - {name: c, primaryKey: id, merge: {rule: newest-wins, add: [visits, on_hand]}}
+                  - {name: d, primaryKey: id, merge: {rule: newest-wins, per: row}}
+                """, path: "x.yml")
+        let merges = template.tables.map {
+            "\($0.merge.rawValue) \($0.columnMerge.perColumn) \($0.columnMerge.additive)"
+        }
+        #expect(
+            merges == [
+                "server-wins false []", "client-wins true []", "newest-wins false [\"on_hand\", \"visits\"]",
+                "newest-wins false []",
+            ])
+        #expect(template.tables[0].columnMerge.isRowLevel && !template.tables[2].columnMerge.isRowLevel)
     }
 
     @Test("a missing template file is a clear error")

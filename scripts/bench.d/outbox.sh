@@ -2,6 +2,8 @@
 # Changes applied per second for batches of 500 updates, beside the floor measured in the same run: the same
 # updates sent by psql as one multi-row UPDATE … FROM (VALUES …) statement per 500 rows.
 #  - the merge engine alone (ChangeMerger, as behind POST /v1/datasets/{d}/changes), 1 and 2 connections;
+#  - the same with the table merged per column and every change carrying its bases (a per-column table, beside the
+#    row-level figures: issue 40 wants it within 10 %);
 #  - end to end: `ferry serve` (2 merger connections) and devices POSTing the batches over HTTP
 #    (scripts/lib/outbox_http.py), so HTTP, JSON decoding and the answers count too: 1, 2 and 4 devices on
 #    distinct rows, and 4 devices each updating every row (overlapping rows, settled by newest-wins).
@@ -53,9 +55,28 @@ best() {
   echo "$top"
 }
 
-say "Merge engine: $rows updates in batches of $batch"
-read -r _ ferry_s ferry_rate < <(best "$bin/ferry-outbox-bench" "$FERRY_PG_URL" "$rows" "$batch" 1)
-read -r _ ferry2_s ferry2_rate < <(best "$bin/ferry-outbox-bench" "$FERRY_PG_URL" "$rows" "$batch" 2)
+# The row-level and the per-column engine runs alternate (row, column, row, column, …), so that a machine that gets
+# busier or quieter during the run shifts both alike; each keeps its best run.
+engine() {  # engine CONNECTIONS MODE: prints "rows seconds rate"
+  "$bin/ferry-outbox-bench" "$FERRY_PG_URL" "$rows" "$batch" "$1" "$2"
+}
+best_of_pair() {  # best_of_pair CONNECTIONS: prints "row_seconds row_rate column_seconds column_rate"
+  local i line row="" row_rate=0 col="" col_rate=0
+  for ((i = 0; i < runs; i++)); do
+    line=$(engine "$1" row)
+    if python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) > float(sys.argv[2]) else 1)" "$(echo "$line" | awk '{print $3}')" "$row_rate"; then
+      row=$line; row_rate=$(echo "$line" | awk '{print $3}')
+    fi
+    line=$(engine "$1" column)
+    if python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) > float(sys.argv[2]) else 1)" "$(echo "$line" | awk '{print $3}')" "$col_rate"; then
+      col=$line; col_rate=$(echo "$line" | awk '{print $3}')
+    fi
+  done
+  echo "$(echo "$row" | awk '{print $2, $3}') $(echo "$col" | awk '{print $2, $3}')"
+}
+say "Merge engine: $rows updates in batches of $batch, row-level and per column (the same updates with their bases, merge: {rule: newest-wins, per: column, add: [stops]})"
+read -r ferry_s ferry_rate column_s column_rate < <(best_of_pair 1)
+read -r ferry2_s ferry2_rate column2_s column2_rate < <(best_of_pair 2)
 
 say "End to end: ferry serve, devices POSTing batches of $batch"
 mkdir -p "$work/store"
@@ -117,3 +138,8 @@ printf '%-56s %10s %12s %8s\n' "HTTP, 4 devices" "$http4_s" "$http4_rate" "$(rat
 printf '%-56s %10s %12s %8s\n' "HTTP, 4 devices, every row by each ($overlap_n changes)" "$overlap_s" "$overlap_rate" "$(ratio "$overlap_rate" "$floor_rate")"
 printf '%-56s %10s %12s\n' "floor: psql UPDATE … FROM (VALUES …)" "$floor_s" "$floor_rate"
 echo "overlapping rows: $overlap_applied applied, $overlap_rejected rejected by newest-wins"
+echo
+echo "Per-column merging (issue 40): the same updates carrying their bases; target within 10 % of row-level"
+printf '%-56s %10s %12s %8s\n' "" "seconds" "changes/s" "/row"
+printf '%-56s %10s %12s %8s\n' "merge engine, per column, 1 connection" "$column_s" "$column_rate" "$(ratio "$column_rate" "$ferry_rate")"
+printf '%-56s %10s %12s %8s\n' "merge engine, per column, 2 connections" "$column2_s" "$column2_rate" "$(ratio "$column2_rate" "$ferry2_rate")"

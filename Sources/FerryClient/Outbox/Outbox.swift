@@ -65,6 +65,7 @@ public enum Outbox {
     {
         guard try hasQueue(db) else { return LineBatch(line: nil, changes: []) }
         let hasLines = try OutboxSchema.hasLineColumn(db)
+        let baseColumn = try OutboxSchema.hasColumn(db, "ferry_outbox", "base") ? "base" : "NULL"
         return try db.transaction {
             var line: String?
             if hasLines {
@@ -76,7 +77,7 @@ public enum Outbox {
             let sameLine = hasLines ? " AND line IS ?" : ""
             let lineValue: [SQLiteValue] = hasLines ? [line.map { .text($0) } ?? .null] : []
             let rows = try db.query(
-                "SELECT seq, id, tbl, op, key, vals, editedAt, baseUpdatedAt FROM ferry_outbox WHERE seq <= ?\(sameLine) ORDER BY seq LIMIT ?",
+                "SELECT seq, id, tbl, op, key, vals, editedAt, baseUpdatedAt, \(baseColumn) FROM ferry_outbox WHERE seq <= ?\(sameLine) ORDER BY seq LIMIT ?",
                 [.integer(last)] + lineValue + [.integer(Int64(limit))])
             var changes: [Change] = []
             for row in rows {
@@ -90,7 +91,8 @@ public enum Outbox {
                     Change(
                         id: id, table: table, op: op, key: try decodeObject(key, db),
                         values: try decodeObject(vals, db),
-                        editedAt: editedAt, baseUpdatedAt: row[7].text))
+                        editedAt: editedAt, baseUpdatedAt: row[7].text,
+                        base: op == .update ? try row[8].text.map { try decodeObject($0, db) } : nil))
             }
             if let last = rows.last?[0].integer {
                 try db.run(
@@ -119,12 +121,15 @@ public enum Outbox {
     /// Per-status counts of what the server answered.
     public struct Summary: Sendable, Equatable, Codable {
         public var applied = 0, rejected = 0, gone = 0, invalid = 0, forbidden = 0
+        /// Changes merged per column of which some columns lost (kept like rejected edits).
+        public var merged = 0
         /// Changes the server did not answer; they stay queued.
         public var unanswered = 0
         public init() {}
         mutating func add(_ status: ChangeResult.Status) {
             switch status {
             case .applied: applied += 1
+            case .merged: merged += 1
             case .rejected: rejected += 1
             case .gone: gone += 1
             case .invalid: invalid += 1
@@ -137,16 +142,17 @@ public enum Outbox {
             gone += other.gone
             invalid += other.invalid
             forbidden += other.forbidden
+            merged += other.merged
             unanswered += other.unanswered
         }
     }
 
-    /// Writes the server's answers in one transaction: the winning row replaces the local one (then any newer
+    /// Writes the server's answers in one transaction: the winning (or merged) row replaces the local one (then any newer
     /// local edit of that row is replayed on top, so it stays visible), `gone` removes the row, and every answered
     /// edit leaves the queue. `invalid` and `forbidden` edits are dropped, each reported through `log`.
     /// A batch of another schema line (`line`, from ``LineBatch/line``) leaves the tables alone (their columns are
     /// this line's; the next version of it carries what the server merged): its answered edits leave the queue, and
-    /// `rejected` and `gone` ones are kept in `ferry_rejected` as any.
+    /// `rejected`, `gone` and `merged` ones are kept in `ferry_rejected` as any.
     public static func record(
         _ results: [ChangeResult], for batch: [Change], in db: SQLiteConnection, tables: [SnapshotMetadata.TableInfo],
         line: String? = nil, log: (String) -> Void = { _ in }
@@ -171,12 +177,12 @@ public enum Outbox {
                     continue
                 }
                 guard let table = tableInfo[change.table] else { continue }
-                if result.status == .rejected || result.status == .gone {
+                if [.rejected, .gone, .merged].contains(result.status) {
                     try RejectedEdit.keep(change, result: result, rule: table.merge, in: db)
                 }
                 let keyText = try keyText(change.key, table: table, db: db)
                 switch result.status {
-                case .applied, .rejected:
+                case .applied, .rejected, .merged:
                     if let row = result.row {
                         try writeRow(row, table: table, db: db)
                     } else {
@@ -209,7 +215,7 @@ public enum Outbox {
                 }
                 // Whether the row now holds the server's answer (kept until a version carries it, Outbox+Written).
                 if try PatchApplier.tableExists("ferry_written", db) {
-                    let holdsAnswer = (result.status == .applied || result.status == .rejected) && result.row != nil
+                    let holdsAnswer = [.applied, .rejected, .merged].contains(result.status) && result.row != nil
                     try db.run(
                         "UPDATE ferry_written SET answered = ? WHERE tbl = ? AND key = ?",
                         [.integer(holdsAnswer ? 1 : 0), .text(change.table), .text(keyText)])
@@ -230,7 +236,7 @@ public enum Outbox {
         switch result.status {
         case .applied:
             break
-        case .rejected, .gone:
+        case .rejected, .gone, .merged:
             try RejectedEdit.keep(change, result: result, rule: rule ?? .newestWins, in: db)
             if result.status == .gone {
                 let encoder = JSONEncoder()
@@ -279,6 +285,7 @@ public enum Outbox {
         let crossing = liveLine != nil && newLine != nil && liveLine != newLine
         let stamp = crossing ? liveLine : nil
         let queuedLine = try OutboxSchema.hasLineColumn(db, schema: "live") ? "line" : "NULL"
+        let queuedBase = try OutboxSchema.hasColumn(db, "ferry_outbox", "base", schema: "live") ? "base" : "NULL"
         // Answers the new file does not carry yet (published before the server merged them) stay visible; rows
         // of another line's tables may have other columns, and the new line's next version carries them. Read
         // before the transaction, which writes only `main`.
@@ -292,8 +299,8 @@ public enum Outbox {
                 "DELETE FROM main.ferry_outbox; DELETE FROM main.ferry_base; DELETE FROM main.ferry_rejected;")
             try db.run(
                 """
-                INSERT INTO main.ferry_outbox(seq, id, tbl, op, key, vals, editedAt, baseUpdatedAt, sent, line)
-                  SELECT seq, id, tbl, op, key, vals, editedAt, baseUpdatedAt, sent, \(stamp != nil ? "coalesce(\(queuedLine), ?)" : queuedLine)
+                INSERT INTO main.ferry_outbox(seq, id, tbl, op, key, vals, editedAt, baseUpdatedAt, sent, line, base)
+                  SELECT seq, id, tbl, op, key, vals, editedAt, baseUpdatedAt, sent, \(stamp != nil ? "coalesce(\(queuedLine), ?)" : queuedLine), \(queuedBase)
                   FROM live.ferry_outbox
                 """, stamp.map { [SQLiteValue.text($0)] } ?? [])
             if let newLine {
@@ -306,7 +313,13 @@ public enum Outbox {
                 "SELECT count(*) FROM live.sqlite_master WHERE type = 'table' AND name = 'ferry_rejected'")?.integer
                 == 1
             {
-                try db.execute("INSERT INTO main.ferry_rejected SELECT * FROM live.ferry_rejected")
+                let kept = "id, tbl, op, key, vals, status, rule, reason, editedAt, answeredAt"
+                let later = try ["serverVals", "lost"].map {
+                    try OutboxSchema.hasColumn(db, "ferry_rejected", $0, schema: "live") ? $0 : "NULL"
+                }
+                try db.execute(
+                    "INSERT INTO main.ferry_rejected(\(kept), serverVals, lost) SELECT \(kept), \(later.joined(separator: ", ")) FROM live.ferry_rejected"
+                )
             }
             // Capture is switched back on at the end of this transaction; if the transaction fails, its rollback
             // restores the switch with everything else.

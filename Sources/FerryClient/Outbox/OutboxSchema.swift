@@ -19,13 +19,15 @@ public enum OutboxSchema {
     ///   upload: it is never coalesced after that, and is resent with the same id until the server answers. `line`
     ///   is the schema line (`trips.v1`) the edit was made under when that is not the line of the database the row
     ///   sits in (NULL: that database's own `ferry_snapshot.dataset`): a swap to another line stamps the queued
-    ///   rows with the old line, and such rows are uploaded to their line, never replayed or coalesced into.
+    ///   rows with the old line, and such rows are uploaded to their line, never replayed or coalesced into. `base`
+    ///   (updates) is a JSON object of each changed column's value before the edit, for per-column merging.
     /// - `ferry_capture`: one row; triggers record only while `enabled` = 1 (the library turns it off while it
     ///   writes server rows or replays edits).
     /// - `ferry_base`: the server's `updated_at` of a row as it was before its first local edit, so every later
     ///   change to that row carries the base the server knows.
-    /// - `ferry_rejected`: edits the server answered `rejected` or `gone`, with the values that lost, until the app
-    ///   acknowledges them (``RejectedEdit``).
+    /// - `ferry_rejected`: edits the server answered `rejected`, `gone` or `merged`, with the values that lost, the
+    ///   server's row (`serverVals`) and the lost columns (`lost`), until the app acknowledges, resubmits or
+    ///   discards them (``RejectedEdit``).
     /// - `ferry_written`: every row the device wrote itself since the version it holds, queued or already answered;
     ///   `answered` = 1 while the row holds the server's answer (applied or rejected) to its last edit;
     ///   `present` says whether that version had the row, whose values wait in the table's `ferry_was_…` copy
@@ -41,7 +43,8 @@ public enum OutboxSchema {
           editedAt TEXT NOT NULL,
           baseUpdatedAt TEXT,
           sent INTEGER NOT NULL DEFAULT 0,
-          line TEXT);
+          line TEXT,
+          base TEXT);
         CREATE INDEX IF NOT EXISTS ferry_outbox_row ON ferry_outbox(tbl, key);
         CREATE TABLE IF NOT EXISTS ferry_capture(enabled INTEGER NOT NULL);
         INSERT INTO ferry_capture(enabled) SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM ferry_capture);
@@ -57,8 +60,16 @@ public enum OutboxSchema {
           rule TEXT NOT NULL,
           reason TEXT,
           editedAt TEXT NOT NULL,
-          answeredAt TEXT NOT NULL);
+          answeredAt TEXT NOT NULL,
+          serverVals TEXT,
+          lost TEXT);
         """
+
+    /// Columns added to the queue's tables after they first shipped: a database made before gains them on install.
+    static let laterColumns = [
+        ("ferry_outbox", "line", "TEXT"), ("ferry_outbox", "base", "TEXT"), ("ferry_rejected", "serverVals", "TEXT"),
+        ("ferry_rejected", "lost", "TEXT"),
+    ]
 
     /// Local clock as ISO-8601 UTC milliseconds, the form snapshots use.
     static let nowSQL = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
@@ -112,8 +123,11 @@ public enum OutboxSchema {
         if try isCurrent(on: db, tables: tables, origin: origin) { return }
         try db.transaction {
             try db.execute(queueDDL)
-            // A queue made before schema lines: its rows are all of this database's line (NULL).
-            if try !hasLineColumn(db) { try db.execute("ALTER TABLE ferry_outbox ADD COLUMN line TEXT") }
+            // A queue made before schema lines: its rows are all of this database's line (NULL); one made before
+            // per-column merging: its rows carry no bases (merged by row), its kept edits no server values.
+            for (table, column, type) in laterColumns where try !hasColumn(db, table, column) {
+                try db.execute("ALTER TABLE \(table) ADD COLUMN \(column) \(type)")
+            }
             for table in protectedTables {
                 for event in ["INSERT", "UPDATE", "DELETE"] {
                     try db.execute(
@@ -159,7 +173,7 @@ public enum OutboxSchema {
             "table ferry_written",
         ]
         guard queue.allSatisfy(objects.contains), try db.scalar("SELECT count(*) FROM ferry_capture")?.integer == 1,
-            try hasLineColumn(db)
+            try laterColumns.allSatisfy({ try hasColumn(db, $0.0, $0.1) })
         else { return false }
         if let origin {
             guard objects.contains("table ferry_origin"),
@@ -183,8 +197,15 @@ public enum OutboxSchema {
 
     /// Whether `schema`'s `ferry_outbox` has the `line` column (a queue made before schema lines has not).
     static func hasLineColumn(_ db: SQLiteConnection, schema: String = "main") throws -> Bool {
-        try db.query("SELECT name FROM pragma_table_info('ferry_outbox', ?)", [.text(schema)]).contains {
-            $0.first?.text == "line"
+        try hasColumn(db, "ferry_outbox", "line", schema: schema)
+    }
+
+    /// Whether `schema`'s `table` has `column` (see ``laterColumns``).
+    static func hasColumn(_ db: SQLiteConnection, _ table: String, _ column: String, schema: String = "main") throws
+        -> Bool
+    {
+        try db.query("SELECT name FROM pragma_table_info(?, ?)", [.text(table), .text(schema)]).contains {
+            $0.first?.text == column
         }
     }
 
@@ -310,6 +331,18 @@ public enum OutboxSchema {
                 "json_set(\(acc), CASE WHEN NEW.\(q) IS NOT OLD.\(q) THEN \(SQLIdentifier.literal("$.\"\(column)\"")) ELSE '$.\"ferry:unchanged\"' END, NEW.\(q))"
         }
         let changedJSON = "json_remove(\(changedValues), '$.\"ferry:unchanged\"')"
+        // The base of each changed column: its value before the edit, kept from the first edit an entry coalesces.
+        func baseJSON(_ start: String) throws -> String {
+            let set = try valueColumns.reduce(start) { acc, column in
+                let q = try quoted(column, in: existing, table: table.name)
+                let path = SQLIdentifier.literal("$.\"\(column)\"")
+                return
+                    "json_set(\(acc), CASE WHEN NEW.\(q) IS NOT OLD.\(q) AND json_type(\(start), \(path)) IS NULL THEN \(path) ELSE '$.\"ferry:unchanged\"' END, OLD.\(q))"
+            }
+            return "json_remove(\(set), '$.\"ferry:unchanged\"')"
+        }
+        let coalescedBase = try baseJSON("coalesce(base, '{}')")
+        let newBase = try baseJSON("'{}'")
         let tbl = SQLIdentifier.literal(table.name)
         let baseOf = { (row: String) in
             "COALESCE((SELECT updatedAt FROM ferry_base WHERE tbl = \(tbl) AND key = \(keyJSON(row))), \(updated.map { "\(row).\($0)" } ?? "NULL"))"
@@ -368,10 +401,11 @@ public enum OutboxSchema {
               SELECT RAISE(ABORT, \(SQLIdentifier.literal("ferry: the primary key of \(table.name) cannot change; delete the row and insert a new one"))) WHERE \(keyChange);
               INSERT OR IGNORE INTO ferry_base(tbl, key, updatedAt) SELECT \(tbl), \(keyJSON("OLD")), \(updated.map { "OLD.\($0)" } ?? "NULL")
                 WHERE NOT EXISTS (SELECT 1 FROM ferry_outbox WHERE tbl = \(tbl) AND key = \(keyJSON("OLD")) AND op = 'insert' AND line IS NULL);
-              UPDATE ferry_outbox SET vals = json_patch(vals, \(changedJSON)), editedAt = \(nowSQL)
+              UPDATE ferry_outbox SET vals = json_patch(vals, \(changedJSON)), editedAt = \(nowSQL),
+                base = CASE WHEN op = 'update' THEN \(coalescedBase) ELSE base END
                 WHERE seq = (SELECT max(seq) FROM ferry_outbox WHERE tbl = \(tbl) AND key = \(keyJSON("NEW")) AND sent = 0 AND op IN ('insert', 'update') AND line IS NULL);
-              INSERT INTO ferry_outbox(id, tbl, op, key, vals, editedAt, baseUpdatedAt)
-                SELECT \(uuidSQL), \(tbl), 'update', \(keyJSON("NEW")), \(changedJSON), \(nowSQL), \(baseOf("OLD"))
+              INSERT INTO ferry_outbox(id, tbl, op, key, vals, editedAt, baseUpdatedAt, base)
+                SELECT \(uuidSQL), \(tbl), 'update', \(keyJSON("NEW")), \(changedJSON), \(nowSQL), \(baseOf("OLD")), \(newBase)
                 WHERE changes() = 0;
               \(stamp(updated.map { ["\($0) = \(nowSQL)"] } ?? []))
             END

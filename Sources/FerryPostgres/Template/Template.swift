@@ -118,6 +118,9 @@ public struct Template: Sendable, Equatable {
         public var writable: Bool
         /// How an edit conflicting with the server's row is settled. Default newest-wins.
         public var merge: MergeRule
+        /// Whether ``merge`` judges columns rather than rows (`per: column`), and which columns add (`add:`).
+        /// Default ``ColumnMerge/rowLevel``.
+        public var columnMerge: ColumnMerge = .rowLevel
         /// A SQL boolean over the source table's columns (`tier <= :scope`); only matching rows are exported.
         /// `:scope` is the scope value, bound (never spliced) as the type of the scope values.
         public var filter: String?

@@ -44,14 +44,7 @@ extension TemplateParser {
             }
             table.writable = value
         }
-        if let node = map["merge"] {
-            let text = try string(node, key: "\(at).merge")
-            do {
-                table.merge = try MergeRule(parsing: text)
-            } catch let error as FerryError {
-                throw fail("\(at).merge", error.message, at: node)
-            }
-        }
+        if let node = map["merge"] { (table.merge, table.columnMerge) = try parseMerge(node, at: at) }
         if let node = map["filter"] { table.filter = try trimmedSQL(node, key: "\(at).filter") }
         if let node = map["parent"] { table.parent = try parseParent(node, at: at) }
         if let node = map["rename"] { table.rename = try parseRename(node, table: table, at: at) }
@@ -210,5 +203,42 @@ extension TemplateParser {
                 current = up
             }
         }
+    }
+}
+
+extension TemplateParser {
+    /// `merge: newest-wins`, or `merge: {rule: newest-wins, per: column, add: [on_hand]}`.
+    func parseMerge(_ node: Node, at: String) throws -> (MergeRule, ColumnMerge) {
+        func rule(_ node: Node, key: String) throws -> MergeRule {
+            let text = try string(node, key: key)
+            do {
+                return try MergeRule(parsing: text)
+            } catch let error as FerryError {
+                throw fail(key, error.message, at: node)
+            }
+        }
+        guard case .mapping = node else { return (try rule(node, key: "\(at).merge"), .rowLevel) }
+        let map = try mapping(node, key: "\(at).merge", allowed: ["rule", "per", "add"])
+        guard let ruleNode = map["rule"] else {
+            throw fail(
+                "\(at).merge", "`merge:` as a mapping needs `rule:`, e.g. `{rule: newest-wins, per: column}`", at: node)
+        }
+        var columns = ColumnMerge.rowLevel
+        if let per = map["per"] {
+            switch try string(per, key: "\(at).merge.per") {
+            case "column": columns.perColumn = true
+            case "row": columns.perColumn = false
+            case let other:
+                throw fail("\(at).merge.per", "unknown `per: \(other)`: use `per: column` or `per: row`", at: per)
+            }
+        }
+        if let add = map["add"] {
+            let names = try columnList(add, key: "\(at).merge.add")
+            guard Set(names).count == names.count else {
+                throw fail("\(at).merge.add", "`add:` names a column twice", at: add)
+            }
+            columns.additive = names.sorted()
+        }
+        return (try rule(ruleNode, key: "\(at).merge.rule"), columns)
     }
 }

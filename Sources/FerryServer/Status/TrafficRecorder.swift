@@ -63,7 +63,7 @@ final class TrafficRecorder: Sendable {
             for result in results.results {
                 switch result.status {
                 case .applied: bucket.applied += 1
-                case .rejected: bucket.rejected += 1
+                case .rejected, .merged: bucket.rejected += 1
                 case .gone: bucket.gone += 1
                 case .invalid: bucket.invalid += 1
                 case .forbidden: bucket.forbidden += 1

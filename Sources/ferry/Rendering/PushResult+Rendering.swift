@@ -3,12 +3,14 @@ import FerryClient
 /// `ferry push --json`: the per-status counts of the server's answers.
 ///
 /// ```json
-/// {"sent":1,"applied":1,"rejected":0,"gone":0,"invalid":0,"forbidden":0,"unanswered":0,"remaining":0}
+/// {"sent":1,"applied":1,"rejected":0,"gone":0,"invalid":0,"forbidden":0,"unanswered":0,"remaining":0,"merged":0}
 /// ```
 struct PushJSON: Encodable {
     let result: PushResult
 
-    enum CodingKeys: String, CodingKey { case sent, applied, rejected, gone, invalid, forbidden, unanswered, remaining }
+    enum CodingKeys: String, CodingKey {
+        case sent, applied, rejected, gone, invalid, forbidden, unanswered, remaining, merged
+    }
 
     func encode(to encoder: any Encoder) throws {
         let summary = result.summary
@@ -21,6 +23,7 @@ struct PushJSON: Encodable {
         try container.encode(summary.forbidden, forKey: .forbidden)
         try container.encode(summary.unanswered, forKey: .unanswered)
         try container.encode(result.remaining, forKey: .remaining)
+        try container.encode(summary.merged, forKey: .merged)
     }
 }
 
@@ -32,6 +35,7 @@ extension PushResult {
         var line =
             "pushed \(sent) edit\(sent == 1 ? "" : "s"): applied \(s.applied), rejected \(s.rejected), gone \(s.gone)"
         line += ", invalid \(s.invalid), forbidden \(s.forbidden)"
+        if s.merged > 0 { line += ", merged \(s.merged)" }
         if s.unanswered > 0 { line += ", unanswered \(s.unanswered)" }
         return line + "; \(remaining) still queued"
     }

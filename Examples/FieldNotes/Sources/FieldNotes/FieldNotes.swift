@@ -6,8 +6,10 @@ import GRDB
 import Logging
 
 /// FieldNotes: the smallest app on Ferry. It opens a client directory as a GRDB pool, observes one query and prints
-/// each new result, writes an edit on a timer, syncs on another, and prints every `SyncStatus` change. It stops after
-/// `--seconds` or when the file named by `--stop-file` appears.
+/// each new result, writes an edit on a timer, syncs on another, and prints every `SyncStatus` change. An edit the
+/// server did not take (rejected, merged with lost columns, or gone) is printed with the server's values; with
+/// `--resolve resubmit` the app sends its lost values again on top of the server's row, with `--resolve discard` it
+/// keeps the server's row. It stops after `--seconds` or when the file named by `--stop-file` appears.
 ///
 ///     field-notes --dir device --server http://127.0.0.1:8080 --dataset trips \
 ///         --watch "SELECT name || ': ' || passengers FROM trips ORDER BY name" \
@@ -24,6 +26,7 @@ struct FieldNotes {
         var syncEvery = 1.0
         var seconds = 60.0
         var stopFile: String?
+        var resolve = "show"
 
         init(_ arguments: [String]) throws {
             var iterator = arguments.makeIterator()
@@ -41,10 +44,16 @@ struct FieldNotes {
                 case "--sync-every": syncEvery = try Self.seconds(value, flag)
                 case "--seconds": seconds = try Self.seconds(value, flag)
                 case "--stop-file": stopFile = value
+                case "--resolve":
+                    guard ["show", "resubmit", "discard"].contains(value) else {
+                        throw FerryError(
+                            .badInput, "--resolve takes show, resubmit or discard, not '\(value)'", key: flag)
+                    }
+                    resolve = value
                 default:
                     throw FerryError(
                         .badInput,
-                        "unknown option \(flag): use --dir, --server, --dataset, --watch, --edit, --edit-every, --sync-every, --seconds, --stop-file",
+                        "unknown option \(flag): use --dir, --server, --dataset, --watch, --edit, --edit-every, --sync-every, --seconds, --stop-file, --resolve",
                         key: flag)
                 }
             }
@@ -126,10 +135,13 @@ struct FieldNotes {
             }
             // Sync: push the edits, fetch, apply in place. Offline is normal: the status shows it.
             let syncEvery = options.syncEvery
+            let resolve = options.resolve
             group.addTask {
+                var shown: Set<String> = []
                 while !Task.isCancelled {
                     do {
                         _ = try await ferry.sync()
+                        try await resolveRejected(ferry, resolve: resolve, shown: &shown)
                     } catch let error as FerryError {
                         // Shown in the status line (offline is normal); the next round tries again.
                         if error.code != .offline { say("sync failed: \(error)") }
@@ -151,6 +163,42 @@ struct FieldNotes {
         }
         try await ferry.close()
         say("closed")
+    }
+
+    /// Shows each edit the server did not take (once), as a conflict sheet would: the columns that lost, with the
+    /// user's and the server's values. Then, per `resolve`: `resubmit` sends the lost values again on top of the
+    /// server's row (a new queued edit, pushed by the next sync), `discard` keeps the server's row, `show` leaves it.
+    static func resolveRejected(_ ferry: FerryDatabase, resolve: String, shown: inout Set<String>) async throws {
+        for edit in try await ferry.rejectedEdits() {
+            if shown.insert(edit.id).inserted {
+                let columns = edit.lostColumns.map { column in
+                    "\(column): yours \(text(edit.values[column])), server \(text(edit.serverValues?[column]))"
+                }
+                say("\(edit.outcome.rawValue) edit of \(edit.table): \(columns.joined(separator: "; "))")
+            }
+            switch resolve {
+            case "resubmit" where edit.outcome != .gone:
+                let mine = edit.values.filter { edit.lostColumns.contains($0.key) }
+                let change = try await ferry.resubmit(edit, values: mine)
+                say("resubmitted \(edit.id) as \(change)")
+            case "discard", "resubmit":
+                try await ferry.discard(edit)
+                say("discarded \(edit.id): the server's row stays")
+            default:
+                break
+            }
+        }
+    }
+
+    static func text(_ value: JSONValue?) -> String {
+        switch value {
+        case .string(let s): return "'\(s)'"
+        case .int(let i): return String(i)
+        case .double(let d): return String(d)
+        case .bool(let b): return String(b)
+        case .null: return "null"
+        case nil: return "-"
+        }
     }
 
     /// One line to standard output, written at once (the demo reads it through a pipe).
