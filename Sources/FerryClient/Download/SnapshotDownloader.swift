@@ -313,8 +313,8 @@ struct SnapshotDownloader: Sendable {
             to: directory.partialRecord)
     }
 
-    /// Streams the body into `sink` (see ``DownloadSink``: written as it comes, or kept compressed and inflated),
-    /// checks the byte counts, fsyncs. The writes run on the thread pool.
+    /// Streams the body into `sink` (see ``DownloadSink``: written as it comes, or kept compressed and inflated, on
+    /// the sink's own threads), checks the byte counts, fsyncs.
     private func stream(
         _ body: SnapshotResponseBody, into sink: DownloadSink, expected: ExpectedSnapshot, source: TransferSource,
         url: URL,
@@ -323,10 +323,10 @@ struct SnapshotDownloader: Sendable {
         let from = sink.resumedFrom
         let started = ContinuousClock.now
         progress?(FetchProgress(bytesReceived: from, totalBytes: source.size, resumedFrom: from))
+        sink.start()
         do {
             for try await chunk in body {
                 if let size = source.size, sink.wireBytes + Int64(chunk.count) > size {
-                    directory.discardPartial()
                     let hint =
                         source.encoding == .gzip
                         ? " (an HTTP client or proxy that inflates gzip itself also causes this: pass the body on as it came)"
@@ -336,17 +336,7 @@ struct SnapshotDownloader: Sendable {
                         "the server sent more than the \(size) bytes it announced\(hint); the partial download was discarded, fetch again"
                     )
                 }
-                switch sink.encoding {
-                case .identity:
-                    if sink.take(chunk) { try await BlockingWork.run { try sink.flush() } }
-                case .gzip:
-                    do {
-                        try await BlockingWork.run { try sink.takeCompressed(chunk) }
-                    } catch let error as FerryError where error.code == .corruptTransfer {
-                        directory.discardPartial()
-                        throw error
-                    }
-                }
+                try await sink.take(chunk)
                 progress?(FetchProgress(bytesReceived: sink.wireBytes, totalBytes: source.size, resumedFrom: from))
                 if let limit = maxBytesPerSecond, limit > 0 {
                     let due = Duration.nanoseconds(Int64(Double(sink.wireBytes - from) / Double(limit) * 1e9))
@@ -354,6 +344,11 @@ struct SnapshotDownloader: Sendable {
                     if due > elapsed { try await Task.sleep(for: due - elapsed) }
                 }
             }
+        } catch let error as FerryError where error.code == .corruptTransfer {
+            // Too many bytes, or a corrupt gzip stream: nothing of this download can be trusted.
+            _ = await sink.stop()
+            directory.discardPartial()
+            throw error
         } catch let error as FerryError {
             await keepReceivedBytes(sink)
             throw error
@@ -374,7 +369,7 @@ struct SnapshotDownloader: Sendable {
         }
         let sha256: String
         do {
-            sha256 = try await BlockingWork.run { try sink.finish() }
+            sha256 = try await sink.finish()
         } catch let error as FerryError where error.code == .corruptTransfer {
             directory.discardPartial()
             throw error
@@ -384,13 +379,11 @@ struct SnapshotDownloader: Sendable {
         return .written(expected, sha256: sha256, stats: stats)
     }
 
-    /// Writes out what is buffered before a download ends early, so the next fetch resumes after it. Failing only
-    /// means resuming earlier (the partial file's size says where), so it is logged, and the download's own error is
-    /// the one thrown.
+    /// Lets the sink write out what arrived before a download ends early, so the next fetch resumes after it. Failing
+    /// only means resuming earlier (the partial file's size says where), so it is logged, and the download's own error
+    /// is the one thrown (a stage's error, when it is the one thrown, is logged once more here).
     private func keepReceivedBytes(_ sink: DownloadSink) async {
-        do {
-            try await BlockingWork.run { try sink.flush() }
-        } catch {
+        if let error = await sink.stop() {
             logger.notice(
                 "could not keep the last bytes received; the next fetch resumes before them",
                 metadata: ["error": "\(error)"])
