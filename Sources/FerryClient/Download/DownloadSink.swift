@@ -125,8 +125,8 @@ final class DownloadSink: @unchecked Sendable {
         }
     }
 
-    /// The body has ended: waits for the stages, checks that the gzip stream ended with its trailer, fsyncs the
-    /// SQLite file and returns its SHA-256.
+    /// The body has ended: waits for the stages, checks that the gzip stream ended with its trailer and returns the
+    /// SQLite file's SHA-256. The file is not durable yet: ``makeDurable()``.
     func finish() async throws -> String {
         await endStages()
         if let error = failure.current { throw error }
@@ -139,8 +139,13 @@ final class DownloadSink: @unchecked Sendable {
                     "the gzip stream is incomplete: \(error.message); the download was discarded, fetch again")
             }
         }
-        try await BlockingWork.run { [file] in try file.finish() }
         return hasher.finalize().hex
+    }
+
+    /// Fsyncs and closes the SQLite file, after ``finish()``: the file may be verified (read) meanwhile, and is
+    /// renamed only once this returned.
+    func makeDurable() async throws {
+        try await BlockingWork.run { [file] in try file.finish() }
     }
 
     /// The body ended early: lets the stages write out what arrived, so the next fetch resumes after it. Failing

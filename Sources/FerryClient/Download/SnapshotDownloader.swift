@@ -101,7 +101,8 @@ struct SnapshotDownloader: Sendable {
         case restart(String)
         /// 404 on a version URL the manifest just named: it was pruned meanwhile.
         case versionGone
-        case written(ExpectedSnapshot, sha256: String, stats: TransferStats)
+        /// Written and hashed; `sink` still has to make it durable.
+        case written(ExpectedSnapshot, sha256: String, stats: TransferStats, sink: DownloadSink)
     }
 
     /// Where an interrupted download continues: the byte of the representation, and what it was promised to be.
@@ -266,10 +267,15 @@ struct SnapshotDownloader: Sendable {
                     "discarding the partial download and starting from byte 0", metadata: ["reason": "\(reason)"])
                 allowResume = false
                 continue
-            case .written(let expected, let sha256, let stats):
-                return try await BlockingWork.run { [self] in
+            case .written(let expected, let sha256, let stats, let sink):
+                // The fsync and the verification (which only reads the file) overlap; the file is renamed only
+                // after both. When the verification throws, the fsync is awaited all the same, its result unused.
+                async let durable: Void = sink.makeDurable()
+                let outcome = try await BlockingWork.run { [self] in
                     try verify(expected: expected, computedSHA256: sha256, stats: stats, line: line)
                 }
+                try await durable
+                return outcome
             }
         }
         directory.discardPartial()
@@ -314,7 +320,7 @@ struct SnapshotDownloader: Sendable {
     }
 
     /// Streams the body into `sink` (see ``DownloadSink``: written as it comes, or kept compressed and inflated, on
-    /// the sink's own threads), checks the byte counts, fsyncs.
+    /// the sink's own threads), checks the byte counts; the caller makes the file durable.
     private func stream(
         _ body: SnapshotResponseBody, into sink: DownloadSink, expected: ExpectedSnapshot, source: TransferSource,
         url: URL,
@@ -376,7 +382,7 @@ struct SnapshotDownloader: Sendable {
         }
         let stats = TransferStats(
             bytesReceived: sink.wireBytes - from, resumedFrom: from, fileBytes: sink.fileBytes, encoding: sink.encoding)
-        return .written(expected, sha256: sha256, stats: stats)
+        return .written(expected, sha256: sha256, stats: stats, sink: sink)
     }
 
     /// Lets the sink write out what arrived before a download ends early, so the next fetch resumes after it. Failing
