@@ -56,8 +56,8 @@ let package = Package(
         .systemLibrary(name: "CSQLite", path: "Sources/CSQLite", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CLibPQ", path: "Sources/CLibPQ", providers: [.apt(["libpq-dev"])]),
         .systemLibrary(name: "CZlib", path: "Sources/CZlib", providers: [.apt(["zlib1g-dev"])]),
-        // ISA-L's igzip: the publisher's gzip copy, ~3.5× zlib's fastest level (docs/ARCHITECTURE.md). Server side
-        // only.
+        // ISA-L's igzip: the publisher's gzip copy, ~3.5× zlib's fastest level (docs/ARCHITECTURE.md), and the
+        // client's inflate on Linux (FerryCore links it there only: an iOS app never does).
         .systemLibrary(name: "CISAL", path: "Sources/CISAL", providers: [.apt(["libisal-dev"])]),
 
         // What both sides need: wire types (manifest, change batches), checksums, the content digest, changesets,
@@ -66,6 +66,8 @@ let package = Package(
             name: "FerryCore",
             dependencies: [
                 "CSQLite", "CZlib",
+                // GzipInflater's fast engine on Linux; elsewhere zlib (docs/performance.md).
+                .target(name: "CISAL", condition: .when(platforms: [.linux])),
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: strict

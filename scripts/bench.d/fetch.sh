@@ -6,17 +6,32 @@
 # AsyncHTTPClient (FerryClientNIO; the gzip copy on the wire) and FerryClient's default URLSession
 # (`--transport urlsession`: FoundationNetworking on Linux, which asks for the SQLite file itself).
 # Prints the median wall time of each, the ratios, and peak RSS.
+#
+# scripts/bench fetch --campgrounds N [--runs R] [--ferry-bin PATH]: the same update on the benchmark dataset (N campgrounds + N
+# reviews, ~500 MB at N = 1000000, published by `ferry publish` from a private PostgreSQL, so the gzip copy is the
+# publisher's own), against two anchors from the same run: the gzip copy (`curl` of the version URL with
+# `Accept-Encoding: gzip` | `gzip -dc` > updated.db, `sha256sum`, `mv`; issue 41's goal: ferry <= 0.5x) and the
+# SQLite file itself (`curl`, `sha256sum`, `mv`). Prints every run and the best of each, with the ratios.
+# --ferry-bin runs a ferry binary built before instead of building.
 # Sourced by scripts/bench after scripts/lib/common.sh.
 
 size_mb=120
 runs=5
+campgrounds=""
+ferry_bin=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --size-mb) size_mb=$2; shift 2 ;;
     --runs) runs=$2; shift 2 ;;
-    *) echo "usage: scripts/bench fetch [--size-mb N] [--runs R]" >&2; exit 2 ;;
+    --campgrounds) campgrounds=$2; shift 2 ;;
+    --ferry-bin) ferry_bin=$2; shift 2 ;;
+    *) echo "usage: scripts/bench fetch [--size-mb N | --campgrounds N [--ferry-bin PATH]] [--runs R]" >&2; exit 2 ;;
   esac
 done
+if [ -n "$campgrounds" ]; then
+  . scripts/lib/bench_fetch_campgrounds.sh
+  exit 0
+fi
 
 ferry_install_deps curl time
 echo "load average before the run: $(cat /proc/loadavg)"

@@ -73,11 +73,15 @@ def balanced(text: str, start: int) -> str:
 
 
 def parse_targets(manifest: str) -> dict:
-    """name → (kind, declared dependencies, source folder) for every target in the manifest text."""
+    """name → (kind, declared dependencies, source folder) for every target in the manifest text. A dependency on a
+    target of this package under `condition: .when(platforms: [.linux])` is left out of the declared ones: an iOS
+    app never links it (see linux_only)."""
     targets = {}
     for match in TARGET.finditer(manifest):
         kind, name = match.groups()
         body = balanced(manifest, match.end())
+        if re.match(r"\s*,\s*condition:", body):
+            continue  # `.target(name: X, condition: …)` in a dependency list, not a declaration
         declared = set(re.findall(r'\.product\(\s*name:\s*"([^"]+)"', body))
         dependencies = re.search(r"dependencies:\s*\[", body)
         if dependencies:
@@ -87,6 +91,26 @@ def parse_targets(manifest: str) -> dict:
         folder = path.group(1) if path else os.path.join("Tests" if kind == "testTarget" else "Sources", name)
         targets[name] = (kind, declared, folder)
     return targets
+
+
+def linux_only(manifest: str, target: str) -> set:
+    """The targets `target` depends on only on Linux (`.target(name: X, condition: .when(platforms: [.linux]))`):
+    never linked by an iOS app, so allowed, as long as each file imports them under `#if canImport(X)`."""
+    match = re.search(rf'\.(?:target|testTarget|executableTarget)\(\s*name:\s*"{target}"', manifest)
+    if not match:
+        return set()
+    body = balanced(manifest, match.end())
+    return set(re.findall(
+        r'\.target\(\s*name:\s*"(\w+)"\s*,\s*condition:\s*\.when\(\s*platforms:\s*\[\s*\.linux\s*\]\s*\)\s*\)',
+        body))
+
+
+def guarded(root: str, file: str, number: int, module: str) -> bool:
+    """Whether the import at file:number sits right under `#if canImport(module)`."""
+    with open(os.path.join(root, file), encoding="utf-8") as handle:
+        lines = handle.read().splitlines()[:number - 1]
+    previous = [line.strip() for line in lines if line.strip()]
+    return bool(previous) and previous[-1] == f"#if canImport({module})"
 
 
 def imports(root: str, folder: str):
@@ -128,9 +152,15 @@ def check(manifest: str, root: str) -> tuple:
                 problems.append(f"Package.swift: target {name}{via} depends on {module}, which an iOS app must not link; {HINT}")
         if kind == "systemLibrary":
             continue
+        linux = linux_only(manifest, name) - SERVER_SIDE
         seen = set()
         for file, number, module in imports(root, folder):
             if module in ALLOWED or module == name or module in seen:
+                continue
+            if module in linux:
+                if not guarded(root, file, number, module):
+                    problems.append(f"{file}:{number}: {name}{via} imports {module}, which it links on Linux only, "
+                                    f"outside `#if canImport({module})`: an iOS build would fail")
                 continue
             if module in targets and module in declared and module not in SERVER_SIDE:
                 continue
@@ -201,12 +231,22 @@ def self_test(root: str) -> int:
         problems, _ = check(manifest.replace("FerryCore", "FerryStore").replace("targets: [ ", "targets: [ " + store), temp)
         if not any("P/A.swift:2: FerryClient imports FerryStore, a server-side target" in problem for problem in problems):
             failures.append(f"an import of FerryStore in a FerryClient file was not reported: {problems}")
+        # A module linked on Linux only passes under `#if canImport(…)`, and is named outside it.
+        linux = ('targets: [ .target(name: "FerryClient", dependencies: ["Foundation", .target(name: "CISAL", '
+                 'condition: .when(platforms: [.linux]))], path: "P", swiftSettings: s), ]')
+        for text, expected in [("#if canImport(CISAL)\n    import CISAL\n#endif\n", False), ("import CISAL\n", True)]:
+            with open(os.path.join(temp, "P", "A.swift"), "w", encoding="utf-8") as handle:
+                handle.write("import Foundation\n" + text)
+            problems, _ = check(linux, temp)
+            named = any("FerryClient imports CISAL, which it links on Linux only" in p for p in problems)
+            if named != expected or (not expected and problems):
+                failures.append(f"a Linux-only import ({'un' if expected else ''}guarded) was misjudged: {problems}")
     for failure in failures:
         print(f"check_client_platform --self-test: {failure}", file=sys.stderr)
     if failures:
         return 1
     print(f"check_client_platform --self-test: the pre-issue-27 manifest fails naming NIOCore, NIOPosix, NIOSSL and "
-          f"AsyncHTTPClient; FerryClient or FerryCore depending on FerryStore fails; today's passes ({', '.join(checked)})")
+          f"AsyncHTTPClient; FerryClient or FerryCore depending on FerryStore fails; a Linux-only import outside `#if canImport` fails; today's passes ({', '.join(checked)})")
     return 0
 
 

@@ -47,6 +47,8 @@ def check(root: str) -> tuple:
         dependencies = re.search(r"dependencies:\s*\[(.*?)\]\s*,\s*(?:path|swiftSettings)", body + "swiftSettings", re.S)
         if dependencies:
             declared |= set(re.findall(r'(?<!name: )(?<!package: )"([A-Za-z_]\w*)"', dependencies.group(1)))
+            # A target of this package under a condition: `.target(name: "CISAL", condition: .when(…))`.
+            declared |= set(re.findall(r'\.target\(\s*name:\s*"([A-Za-z_]\w*)"', dependencies.group(1)))
         path = re.search(r'path:\s*"([^"]+)"', body)
         folder = path.group(1) if path else os.path.join("Tests" if kind == "testTarget" else "Sources", name)
         files = sorted(glob.glob(os.path.join(root, folder, "**", "*.swift"), recursive=True))

@@ -60,6 +60,20 @@ final class PartialFileWriter: @unchecked Sendable {
         return buffer.count >= bufferSize
     }
 
+    /// Writes `bytes` after what is buffered: a big block goes straight to the file, a small one into the buffer.
+    func write(_ bytes: UnsafeRawBufferPointer) throws {
+        if bytes.count < bufferSize / 2 {
+            if buffer(bytes: bytes) { try flush() }
+            return
+        }
+        try flush()
+        do {
+            try handle.write(contentsOf: bytes)
+        } catch {
+            throw Self.mapped(error, "cannot write the download", url)
+        }
+    }
+
     func flush() throws {
         guard !buffer.isEmpty else { return }
         do {

@@ -101,7 +101,8 @@ struct SnapshotDownloader: Sendable {
         case restart(String)
         /// 404 on a version URL the manifest just named: it was pruned meanwhile.
         case versionGone
-        case written(ExpectedSnapshot, sha256: String, stats: TransferStats)
+        /// Written and hashed; `sink` still has to make it durable.
+        case written(ExpectedSnapshot, sha256: String, stats: TransferStats, sink: DownloadSink)
     }
 
     /// Where an interrupted download continues: the byte of the representation, and what it was promised to be.
@@ -269,10 +270,15 @@ struct SnapshotDownloader: Sendable {
                     "discarding the partial download and starting from byte 0", metadata: ["reason": "\(reason)"])
                 allowResume = false
                 continue
-            case .written(let expected, let sha256, let stats):
-                return try await BlockingWork.run { [self] in
+            case .written(let expected, let sha256, let stats, let sink):
+                // The fsync and the verification (which only reads the file) overlap; the file is renamed only
+                // after both. When the verification throws, the fsync is awaited all the same, its result unused.
+                async let durable: Void = sink.makeDurable()
+                let outcome = try await BlockingWork.run { [self] in
                     try verify(expected: expected, computedSHA256: sha256, stats: stats, line: line)
                 }
+                try await durable
+                return outcome
             }
         }
         directory.discardPartial()
@@ -316,8 +322,8 @@ struct SnapshotDownloader: Sendable {
             to: directory.partialRecord)
     }
 
-    /// Streams the body into `sink` (see ``DownloadSink``: written as it comes, or kept compressed and inflated),
-    /// checks the byte counts, fsyncs. The writes run on the thread pool.
+    /// Streams the body into `sink` (see ``DownloadSink``: written as it comes, or kept compressed and inflated, on
+    /// the sink's own threads), checks the byte counts; the caller makes the file durable.
     private func stream(
         _ body: SnapshotResponseBody, into sink: DownloadSink, expected: ExpectedSnapshot, source: TransferSource,
         url: URL,
@@ -326,10 +332,10 @@ struct SnapshotDownloader: Sendable {
         let from = sink.resumedFrom
         let started = ContinuousClock.now
         progress?(FetchProgress(bytesReceived: from, totalBytes: source.size, resumedFrom: from))
+        sink.start()
         do {
             for try await chunk in body {
                 if let size = source.size, sink.wireBytes + Int64(chunk.count) > size {
-                    directory.discardPartial()
                     let hint =
                         source.encoding == .gzip
                         ? " (an HTTP client or proxy that inflates gzip itself also causes this: pass the body on as it came)"
@@ -339,17 +345,7 @@ struct SnapshotDownloader: Sendable {
                         "the server sent more than the \(size) bytes it announced\(hint); the partial download was discarded, fetch again"
                     )
                 }
-                switch sink.encoding {
-                case .identity:
-                    if sink.take(chunk) { try await BlockingWork.run { try sink.flush() } }
-                case .gzip:
-                    do {
-                        try await BlockingWork.run { try sink.takeCompressed(chunk) }
-                    } catch let error as FerryError where error.code == .corruptTransfer {
-                        directory.discardPartial()
-                        throw error
-                    }
-                }
+                try await sink.take(chunk)
                 progress?(FetchProgress(bytesReceived: sink.wireBytes, totalBytes: source.size, resumedFrom: from))
                 if let limit = maxBytesPerSecond, limit > 0 {
                     let due = Duration.nanoseconds(Int64(Double(sink.wireBytes - from) / Double(limit) * 1e9))
@@ -357,6 +353,11 @@ struct SnapshotDownloader: Sendable {
                     if due > elapsed { try await Task.sleep(for: due - elapsed) }
                 }
             }
+        } catch let error as FerryError where error.code == .corruptTransfer {
+            // Too many bytes, or a corrupt gzip stream: nothing of this download can be trusted.
+            _ = await sink.stop()
+            directory.discardPartial()
+            throw error
         } catch let error as FerryError {
             await keepReceivedBytes(sink)
             throw error
@@ -377,23 +378,21 @@ struct SnapshotDownloader: Sendable {
         }
         let sha256: String
         do {
-            sha256 = try await BlockingWork.run { try sink.finish() }
+            sha256 = try await sink.finish()
         } catch let error as FerryError where error.code == .corruptTransfer {
             directory.discardPartial()
             throw error
         }
         let stats = TransferStats(
             bytesReceived: sink.wireBytes - from, resumedFrom: from, fileBytes: sink.fileBytes, encoding: sink.encoding)
-        return .written(expected, sha256: sha256, stats: stats)
+        return .written(expected, sha256: sha256, stats: stats, sink: sink)
     }
 
-    /// Writes out what is buffered before a download ends early, so the next fetch resumes after it. Failing only
-    /// means resuming earlier (the partial file's size says where), so it is logged, and the download's own error is
-    /// the one thrown.
+    /// Lets the sink write out what arrived before a download ends early, so the next fetch resumes after it. Failing
+    /// only means resuming earlier (the partial file's size says where), so it is logged, and the download's own error
+    /// is the one thrown (a stage's error, when it is the one thrown, is logged once more here).
     private func keepReceivedBytes(_ sink: DownloadSink) async {
-        do {
-            try await BlockingWork.run { try sink.flush() }
-        } catch {
+        if let error = await sink.stop() {
             logger.notice(
                 "could not keep the last bytes received; the next fetch resumes before them",
                 metadata: ["error": "\(error)"])
