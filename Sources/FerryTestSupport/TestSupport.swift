@@ -51,6 +51,22 @@ public struct TestDatabase: Sendable {
         return TestDatabase(url: replacingDatabase(in: admin, with: name), name: name, adminURL: admin)
     }
 
+    /// A fresh database with templates/trips.pg.sql loaded and `rows` trips `row-0001` … (`Trip number N`, N % 7
+    /// passengers, N % 3 bags, all last written on 2026-01-01): the world of the delta and catch-up tests.
+    public static func trips(_ label: String, rows: Int) throws -> TestDatabase {
+        let database = try create(label)
+        try database.connect().execute(
+            try String(
+                contentsOf: TestPaths.packageRoot.appendingPathComponent("templates/trips.pg.sql"), encoding: .utf8))
+        try database.connect().execute(
+            """
+            INSERT INTO trips (id, name, passengers, bags, "createdAt", "updatedAt")
+            SELECT 'row-' || lpad(i::text, 4, '0'), 'Trip number ' || i, i % 7, i % 3, '2026-01-01', '2026-01-01'
+            FROM generate_series(1, \(rows)) AS i
+            """)
+        return database
+    }
+
     /// Opens a connection to this database.
     public func connect() throws -> PostgresConnection { try PostgresConnection(url: url) }
 

@@ -57,7 +57,7 @@ import Testing
     }
 
     func withWorld(_ body: @Sendable @escaping (World) async throws -> Void) async throws {
-        let database = try TestDatabase.create("catchup")
+        let database = try TestDatabase.trips("catchup", rows: 1000)
         let directory = try TemporaryDirectory("catch-up")
         defer {
             database.drop()
@@ -65,14 +65,6 @@ import Testing
         }
         let root = TestPaths.packageRoot
         let template = root.appendingPathComponent("templates/trips.yml")
-        try database.connect().execute(
-            try String(contentsOf: root.appendingPathComponent("templates/trips.pg.sql"), encoding: .utf8))
-        try database.connect().execute(
-            """
-            INSERT INTO trips (id, name, passengers, bags, "createdAt", "updatedAt")
-            SELECT 'row-' || lpad(i::text, 4, '0'), 'Trip number ' || i, i % 7, i % 3, '2026-01-01', '2026-01-01'
-            FROM generate_series(1, 1000) AS i
-            """)
         let store = directory.appending("store")
         var configuration = Publisher.Configuration(
             templatePath: template.path, databaseURL: database.url, store: store)

@@ -52,21 +52,13 @@ import Testing
     }
 
     func withWorld(_ body: @Sendable (World) async throws -> Void) async throws {
-        let database = try TestDatabase.create("checkpoints")
+        let database = try TestDatabase.trips("checkpoints", rows: 2000)
         let directory = try TemporaryDirectory("checkpoints")
         defer {
             database.drop()
             directory.remove()
         }
         let root = TestPaths.packageRoot
-        try database.connect().execute(
-            try String(contentsOf: root.appendingPathComponent("templates/trips.pg.sql"), encoding: .utf8))
-        try database.connect().execute(
-            """
-            INSERT INTO trips (id, name, passengers, bags, "createdAt", "updatedAt")
-            SELECT 'row-' || lpad(i::text, 4, '0'), 'Trip number ' || i, i % 7, i % 3, '2026-01-01', '2026-01-01'
-            FROM generate_series(1, 2000) AS i
-            """)
         let world = World(
             database: database, directory: directory,
             templatePath: root.appendingPathComponent("templates/trips.yml").path)

@@ -75,21 +75,13 @@ import Testing
         keep: Int = 5,
         _ body: @Sendable @escaping (World, URL, @Sendable (Int) async throws -> Void) async throws -> Void
     ) async throws {
-        let database = try TestDatabase.create("delta")
+        let database = try TestDatabase.trips("delta", rows: 400)
         let directory = try TemporaryDirectory("delta-e2e")
         defer {
             database.drop()
             directory.remove()
         }
         let root = TestPaths.packageRoot
-        try database.connect().execute(
-            try String(contentsOf: root.appendingPathComponent("templates/trips.pg.sql"), encoding: .utf8))
-        try database.connect().execute(
-            """
-            INSERT INTO trips (id, name, passengers, bags, "createdAt", "updatedAt")
-            SELECT 'row-' || lpad(i::text, 4, '0'), 'Trip number ' || i, i % 7, i % 3, '2026-01-01', '2026-01-01'
-            FROM generate_series(1, 400) AS i
-            """)
         let world = World(
             database: database, directory: directory,
             templatePath: root.appendingPathComponent("templates/trips.yml").path, keep: keep)

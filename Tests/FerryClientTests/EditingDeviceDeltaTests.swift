@@ -59,7 +59,7 @@ import Testing
     }
 
     func withWorld(_ body: @Sendable @escaping (World) async throws -> Void) async throws {
-        let database = try TestDatabase.create("editing")
+        let database = try TestDatabase.trips("editing", rows: 400)
         let directory = try TemporaryDirectory("editing-delta")
         defer {
             database.drop()
@@ -67,14 +67,6 @@ import Testing
         }
         let root = TestPaths.packageRoot
         let template = root.appendingPathComponent("templates/trips.yml")
-        try database.connect().execute(
-            try String(contentsOf: root.appendingPathComponent("templates/trips.pg.sql"), encoding: .utf8))
-        try database.connect().execute(
-            """
-            INSERT INTO trips (id, name, passengers, bags, "createdAt", "updatedAt")
-            SELECT 'row-' || lpad(i::text, 4, '0'), 'Trip number ' || i, i % 7, i % 3, '2026-01-01', '2026-01-01'
-            FROM generate_series(1, 400) AS i
-            """)
         let store = directory.appending("store")
         _ = try await Publisher(
             configuration: .init(templatePath: template.path, databaseURL: database.url, store: store), logger: .test

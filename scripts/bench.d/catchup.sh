@@ -1,6 +1,6 @@
 # scripts/bench catchup [N] [VERSIONS]: devices that were away catch up (docs/delta.md, "Catching up"). N campgrounds
 # + N reviews (default 1M), then VERSIONS versions (default 1000), each after 0.01 % of the rows changed: half of
-# them a hot set of 50 campgrounds changed in every version, half spread at random. Devices fetch and stop at
+# them a hot set of campgrounds changed in every version, half spread at random. Devices fetch and stop at
 # 1000, 100, 10 and 1 versions before the last; at the end each catches up with `ferry fetch --apply` from
 # `ferry serve`. For each: the patch requests and bytes it moved, beside the gzip size of the direct diff between
 # its version's file and the current one (`ferry-delta-bench`: sqlite3session_diff, the ideal) and the full gzip
@@ -34,8 +34,9 @@ psql "$FERRY_PG_URL" -q -c "CREATE DATABASE bench"
 URL="postgres://postgres@127.0.0.1:$FERRY_PG_PORT/bench"
 bench_generate_campgrounds "$URL" "$N"
 per_round=$(( (2 * N) / 10000 ))  # 0.01 % of the rows
-hot=50
-spread=$(( per_round > hot ? per_round - hot : 1 ))
+per_round=$(( per_round > 2 ? per_round : 2 ))
+hot=$(( per_round / 2 ))  # changed in every version
+spread=$(( per_round - hot ))
 
 store=$work/store
 publish() {  # publish: the next version; prints the publish's seconds
@@ -116,6 +117,7 @@ m = json.load(open(sys.argv[1])); patches, gzip = int(sys.argv[2]), int(sys.argv
 entry = m["scopes"][0]
 print(f"store: {len(entry.get('history') or [])} history + {len(entry['retained'])} retained versions, "
       f"{sum(1 for r in entry['retained'] if r.get('checkpoint', 'step' not in r))} checkpoint(s); "
-      f"patches and steps {patches:,} bytes = {patches / gzip:.2f}x the gzip copy ({gzip:,} bytes; target <= 2x)")
+      f"patches and steps {patches:,} bytes = {patches / gzip:.2f}x the gzip copy ({gzip:,} bytes; target <= 2x); "
+      f"manifest.json {__import__('os').path.getsize(sys.argv[1]):,} bytes")
 PY
 grep "made a catch-up patch" "$work/serve.log" | sed 's/^/  server: /' | tail -5
