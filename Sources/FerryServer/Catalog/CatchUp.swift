@@ -95,6 +95,7 @@ final class CatchUp: Sendable {
         defer {
             // Scratch of this call; a leftover goes with the next prune of the build cache.
             try? FileManager.default.removeItem(at: raw)
+            // as above: renamed away on success, scratch otherwise
             try? FileManager.default.removeItem(at: compressed)
         }
         try DurableFile.write(merged.data, to: raw)

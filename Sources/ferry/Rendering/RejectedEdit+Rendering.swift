@@ -44,7 +44,9 @@ extension RejectedEdit {
         get throws {
             let key = try JSONLine.fragment(self.key)
             let lost = lostColumns.map { column in
+                // A value that cannot be written as JSON shows as "?": this line is for a person, not a parser.
                 let mine = values[column].map { (try? JSONLine.fragment($0)) ?? "?" } ?? "–"
+                // as above
                 let server = serverValues?[column].map { (try? JSONLine.fragment($0)) ?? "?" } ?? "–"
                 return "\(column): yours \(mine), server \(server)"
             }
