@@ -21,6 +21,7 @@ final class CatchUp: Sendable {
     /// A patch must be smaller than this (the full download's compressed size): otherwise there is none.
     let limit: Int64
     let logger: Logger
+    /// The builds started, by pair: a second request for a pair awaits the first one's task.
     private let built = Locked<[PatchKey: Task<VersionEntry?, any Error>]>([:])
 
     init(
