@@ -13,6 +13,10 @@ import Foundation
 ///   writable INTEGER NOT NULL, merge TEXT NOT NULL,    -- 0/1; newest-wins | server-wins | client-wins
 ///   createdColumn TEXT, updatedColumn TEXT,            -- timestamp columns present in the table, or NULL
 ///   rows INTEGER NOT NULL);
+/// CREATE TABLE ferry_attachments(         -- only when a table names attachments (`attachments:`)
+///   tableName TEXT NOT NULL, columnName TEXT NOT NULL,
+///   download TEXT NOT NULL,               -- eager | on-demand
+///   PRIMARY KEY(tableName, columnName));
 /// ```
 public struct SnapshotMetadata: Sendable, Equatable {
     public var dataset: String
@@ -20,6 +24,9 @@ public struct SnapshotMetadata: Sendable, Equatable {
     public var schemaVersion: Int
     public var createdAt: String
     public var tables: [TableInfo]
+    /// The columns that name attachments, sorted by table and column; empty for most datasets (and then the
+    /// file has no `ferry_attachments` table).
+    public var attachments: [AttachmentColumn] = []
 
     /// What the client needs to know about one exported table.
     public struct TableInfo: Sendable, Equatable, Codable {
@@ -47,7 +54,11 @@ public struct SnapshotMetadata: Sendable, Equatable {
         }
     }
 
-    public init(dataset: String, version: Int, schemaVersion: Int, createdAt: String, tables: [TableInfo]) {
+    public init(
+        dataset: String, version: Int, schemaVersion: Int, createdAt: String, tables: [TableInfo],
+        attachments: [AttachmentColumn] = []
+    ) {
+        self.attachments = attachments.sorted { ($0.table, $0.column) < ($1.table, $1.column) }
         self.dataset = dataset
         self.version = version
         self.schemaVersion = schemaVersion
@@ -62,13 +73,27 @@ public struct SnapshotMetadata: Sendable, Equatable {
           writable INTEGER NOT NULL, merge TEXT NOT NULL, createdColumn TEXT, updatedColumn TEXT, rows INTEGER NOT NULL);
         """
 
+    /// The table of attachment columns, created only when there is one.
+    public static let attachmentsDDL = """
+        CREATE TABLE ferry_attachments(tableName TEXT NOT NULL, columnName TEXT NOT NULL, download TEXT NOT NULL,
+          PRIMARY KEY(tableName, columnName));
+        """
+
     /// Creates the metadata tables and writes this metadata (call inside the load transaction).
     public func write(to db: SQLiteConnection) throws {
         try db.execute(Self.ddl)
         try insertRows(into: db)
+        guard !attachments.isEmpty else { return }
+        try db.execute(Self.attachmentsDDL)
+        for a in attachments {
+            try db.run(
+                "INSERT INTO ferry_attachments(tableName, columnName, download) VALUES (?, ?, ?)",
+                [.text(a.table), .text(a.column), .text(a.download.rawValue)])
+        }
     }
 
-    /// Writes this metadata into metadata tables that exist and are empty.
+    /// Writes this metadata into metadata tables that exist and are empty (`ferry_attachments` is left as it is:
+    /// a file built from another keeps its attachment columns, which must be the same).
     public func insertRows(into db: SQLiteConnection) throws {
         let counts = Dictionary(uniqueKeysWithValues: tables.map { ($0.name, $0.rows) })
         try db.run(
@@ -123,7 +148,24 @@ public struct SnapshotMetadata: Sendable, Equatable {
         }
         return SnapshotMetadata(
             dataset: dataset, version: Int(version), schemaVersion: Int(schemaVersion), createdAt: createdAt,
-            tables: tables)
+            tables: tables, attachments: try readAttachments(from: db))
+    }
+
+    /// The attachment columns of a snapshot: none when it has no `ferry_attachments` table.
+    public static func readAttachments(from db: SQLiteConnection) throws -> [AttachmentColumn] {
+        let exists = try db.query(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'ferry_attachments'")
+        guard !exists.isEmpty else { return [] }
+        return try db.query("SELECT tableName, columnName, download FROM ferry_attachments ORDER BY 1, 2").map { r in
+            guard let table = r[0].text, let column = r[1].text, let text = r[2].text,
+                let download = Attachment.Download(rawValue: text)
+            else {
+                throw FerryError(
+                    .verification, "ferry_attachments has a malformed row: download must be eager or on-demand",
+                    path: db.path)
+            }
+            return AttachmentColumn(table: table, column: column, download: download)
+        }
     }
 
     /// JSON with sorted keys: how the metadata tables store lists and row counts.

@@ -130,6 +130,16 @@ public struct Template: Sendable, Equatable {
         /// ``primaryKey`` and the template's ``Template/timestamps`` name SQLite columns; ``exclude``, ``filter``,
         /// ``query`` and ``Parent/column`` name PostgreSQL columns.
         public var rename: [String: String]
+        /// `attachments:`: the SQLite columns that name attachments (a SHA-256, or NULL), and when devices download
+        /// them. A value that is neither fails the publish.
+        public var attachments: [String: Attachment.Download] = [:]
+
+        /// ``attachments`` as sorted ``AttachmentColumn``s.
+        public var attachmentColumns: [AttachmentColumn] {
+            attachments.sorted { $0.key < $1.key }.map {
+                AttachmentColumn(table: name, column: $0.key, download: $0.value)
+            }
+        }
 
         public init(
             name: String, source: String? = nil, query: String? = nil, primaryKey: [String]? = nil,
@@ -181,6 +191,9 @@ public struct Template: Sendable, Equatable {
         self.tables = tables
         self.schema = schema
     }
+
+    /// Every table's ``Table/attachmentColumns``, in table order.
+    public var attachmentColumns: [AttachmentColumn] { tables.flatMap(\.attachmentColumns) }
 
     /// Reads and validates a template file (syntax and values; not yet against PostgreSQL).
     public static func load(path: String) throws -> Template {

@@ -48,6 +48,7 @@ extension TemplateParser {
         if let node = map["filter"] { table.filter = try trimmedSQL(node, key: "\(at).filter") }
         if let node = map["parent"] { table.parent = try parseParent(node, at: at) }
         if let node = map["rename"] { table.rename = try parseRename(node, table: table, at: at) }
+        if let node = map["attachments"] { table.attachments = try parseAttachments(node, at: at) }
         try checkKeyKept(table, at: at, node: map["primaryKey"])
         return table
     }
@@ -240,5 +241,36 @@ extension TemplateParser {
             columns.additive = names.sorted()
         }
         return (try rule(ruleNode, key: "\(at).merge.rule"), columns)
+    }
+
+    /// `attachments: { image: {download: eager}, scan: {download: on-demand} }` (`{}` means eager).
+    func parseAttachments(_ node: Node, at: String) throws -> [String: Attachment.Download] {
+        guard case .mapping(let entries) = node else {
+            throw fail(
+                "\(at).attachments",
+                "`attachments` must map each column that holds an attachment's SHA-256 to its options, e.g. `attachments: { image: {download: eager} }`",
+                at: node)
+        }
+        var out: [String: Attachment.Download] = [:]
+        for (k, v) in entries {
+            let name = try column(k, key: "\(at).attachments")
+            let key = "\(at).attachments.\(name)"
+            guard out[name] == nil else { throw fail(key, "column '\(name)' is listed twice: keep one", at: k) }
+            var download = Attachment.Download.eager
+            if case .scalar(let scalar) = v, scalar.string.isEmpty || scalar.string == "~" {
+                out[name] = download
+                continue
+            }
+            let options = try mapping(v, key: key, allowed: ["download"])
+            if let d = options["download"] {
+                let text = try string(d, key: "\(key).download")
+                guard let value = Attachment.Download(rawValue: text) else {
+                    throw fail("\(key).download", "unknown `download: \(text)`: use `eager` or `on-demand`", at: d)
+                }
+                download = value
+            }
+            out[name] = download
+        }
+        return out
     }
 }

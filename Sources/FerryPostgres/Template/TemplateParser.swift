@@ -12,7 +12,7 @@ struct TemplateParser {
     static let timestampKeys = ["created", "updated"]
     static let tableKeys = [
         "name", "source", "query", "primaryKey", "exclude", "indexes", "writable", "merge", "filter", "parent",
-        "rename",
+        "rename", "attachments",
     ]
 
     func fail(_ key: String?, _ message: String, at node: Node? = nil) -> FerryError {

@@ -131,8 +131,19 @@ final class SnapshotExporter {
         var hash = StreamingSHA256()
         hash.update("ferry-rows-v1\ndataset=\(dataset)\nschemaVersion=\(schemaVersion)\n")
         for plan in plans { hash.update(plan.definition + plan.createSQL + "\n" + plan.insertSQL + "\n") }
+        hash.update(attachmentDefinition(plans))
         hash.update("schema=\(schemaDDL ?? "")\nmetadata=\(SnapshotMetadata.ddl)\n")
         return hash.finalizeHex()
+    }
+
+    /// The attachment columns, as both digests take them: nothing when there is none, so a dataset without
+    /// attachments keeps the digests it had.
+    static func attachmentDefinition(_ plans: [TablePlan]) -> String {
+        let columns = plans.flatMap(\.table.attachmentColumns)
+        guard !columns.isEmpty else { return "" }
+        return "attachments="
+            + columns.map { "\($0.table).\($0.column):\($0.download.rawValue)" }.joined(separator: ",")
+            + "\n"
     }
 
     /// The data digest as it starts: what besides the rows makes two exports' data equal.
@@ -140,6 +151,7 @@ final class SnapshotExporter {
         var digest = StreamingSHA256()
         digest.update("ferry-data-v1\ndataset=\(template.dataset)\nschemaVersion=\(template.schemaVersion)\n")
         for plan in job.plans { digest.update(plan.definition) }
+        digest.update(Self.attachmentDefinition(job.plans))
         if let ddl = job.schemaDDL { digest.update("schema=\(ddl)\n") }
         return digest
     }
@@ -210,7 +222,7 @@ final class SnapshotExporter {
         }
         let metadata = SnapshotMetadata(
             dataset: template.dataset, version: job.version, schemaVersion: template.schemaVersion,
-            createdAt: job.createdAt, tables: infos)
+            createdAt: job.createdAt, tables: infos, attachments: job.plans.flatMap(\.table.attachmentColumns))
         let changeset = try phases.time(.commit) { try build.finish(metadata: metadata) }
         phases.add(.clone, build.cloneSeconds)
         let free = try build.freeShare()
@@ -279,7 +291,7 @@ final class SnapshotExporter {
             try phases.time(.commit) {
                 let metadata = SnapshotMetadata(
                     dataset: template.dataset, version: job.version, schemaVersion: template.schemaVersion,
-                    createdAt: job.createdAt, tables: infos)
+                    createdAt: job.createdAt, tables: infos, attachments: job.plans.flatMap(\.table.attachmentColumns))
                 try metadata.write(to: db)
                 try db.execute("COMMIT")
             }
