@@ -111,7 +111,7 @@ extension AttachmentRoutes {
         }
         let contentType = try Self.contentType(metadata["contentType"])
         let caller = try await access.caller(request, dataset: name)
-        if length > maxBytes { throw tooLarge(dataset: caller.dataset) }
+        if length > maxBytes { throw tooLarge(dataset: caller.dataset, close: false) }
         let upload = PartialUploads.PartialUpload(
             length: length, sha256: sha256, contentType: contentType, uploader: caller.tokenHash,
             createdAt: Timestamp.format(Date()))
@@ -240,9 +240,13 @@ extension AttachmentRoutes {
                 "the body runs past Upload-Length (\(upload.length) bytes); nothing of it was kept",
                 headers: [.connection: "close"])
         } catch {
-            // The connection broke mid-body: what arrived is kept, durably, for the next HEAD.
+            // The connection broke mid-body: what arrived is kept, durably, for the next HEAD. The answer goes
+            // nowhere; it is a 400 so that the log does not call a client's cut link a server failure.
             try await NIOThreadPool.singleton.runIfActive { try file.sync() }
-            throw error
+            throw ServerError(
+                .badRequest, code: .badInput,
+                "the body of the PATCH of upload \(id) ended early (\(error)); HEAD it and resume from its offset",
+                headers: [.connection: "close"])
         }
         try await NIOThreadPool.singleton.runIfActive { try file.sync() }
         let offsetNow = held + written

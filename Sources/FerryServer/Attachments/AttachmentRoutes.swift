@@ -106,6 +106,11 @@ struct AttachmentRoutes: ServerRouteGroup {
                 _ = try await file.append(request.body, limit: maxBytes, hasher: hasher)
             } catch UploadFile.StreamEnd.overLimit {
                 throw tooLarge(dataset: caller.dataset)
+            } catch {
+                // A cut link: nothing is kept of a whole upload (tus resumes; PUT starts again).
+                throw ServerError(
+                    .badRequest, code: .badInput, "the body ended early (\(error)); nothing was stored",
+                    headers: [.connection: "close"])
             }
             guard hasher.withLock({ $0.finalizeHex() }) == sha256 else {
                 metrics.recordAttachmentRefusal(dataset: caller.dataset, reason: "mismatch")
@@ -149,12 +154,13 @@ struct AttachmentRoutes: ServerRouteGroup {
         return value
     }
 
-    func tooLarge(dataset: String) -> ServerError {
+    /// 413 for an attachment over the limit; `close`: the request's body is not read, so the connection closes.
+    func tooLarge(dataset: String, close: Bool = true) -> ServerError {
         metrics.recordAttachmentRefusal(dataset: dataset, reason: "too-large")
         return ServerError(
             .contentTooLarge, code: .badInput,
             "the attachment is over this server's limit of \(maxBytes) bytes (--max-attachment-bytes)",
-            headers: [.connection: "close"])
+            headers: close ? [.connection: "close"] : [:])
     }
 
     static func mismatch(_ sha256: String) -> ServerError {
