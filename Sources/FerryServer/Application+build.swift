@@ -106,6 +106,13 @@ func buildApplication(
     // then the token checks and mergers close their connections.
     app.addServices(wiring.services)
     app.addServices(catalog)
+    app.addServices(
+        AttachmentRetention(
+            catalog: catalog, store: configuration.effectiveAttachmentStore,
+            uploads: PartialUploads(root: configuration.effectiveAttachmentUploads),
+            grace: configuration.attachmentGrace, partialExpiry: configuration.partialUploadExpiry,
+            sweepInterval: configuration.database?.retentionSweepInterval ?? .seconds(3_600), metrics: metrics,
+            logger: logger))
     if let database = configuration.database, !wiring.mergers.isEmpty {
         app.addServices(
             RetentionService(

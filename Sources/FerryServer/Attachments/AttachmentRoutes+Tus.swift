@@ -110,7 +110,7 @@ extension AttachmentRoutes {
                 "Upload-Metadata needs `sha256 <base64 of the attachment's SHA-256 in 64 lowercase hex characters>`")
         }
         let contentType = try Self.contentType(metadata["contentType"])
-        let caller = try await access.caller(request, dataset: name)
+        let caller = try await uploader(request, dataset: name, access: access)
         if length > maxBytes { throw tooLarge(dataset: caller.dataset, close: false) }
         let upload = PartialUploads.PartialUpload(
             length: length, sha256: sha256, contentType: contentType, uploader: caller.tokenHash,
@@ -175,7 +175,7 @@ extension AttachmentRoutes {
                 "upload '\(id.prefix(40))' is malformed: an upload id is 32 hex characters")
         }
         try Self.checkResumable(request)
-        let caller = try await access.caller(request, dataset: name)
+        let caller = try await uploader(request, dataset: name, access: access)
         let uploads = self.uploads
         let expiry = partialExpiry.seconds
         let found = try await NIOThreadPool.singleton.runIfActive { () -> (PartialUploads.PartialUpload, Int64)? in

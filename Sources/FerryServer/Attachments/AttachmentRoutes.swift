@@ -86,11 +86,23 @@ struct AttachmentRoutes: ServerRouteGroup {
                 what: "attachment \(sha256)"))
     }
 
+    /// The caller of an upload (`PUT`, tus): a refused token is counted as a refusal (`auth`).
+    func uploader(_ request: Request, dataset name: String, access: AttachmentAccess) async throws
+        -> AttachmentAccess.Caller
+    {
+        do {
+            return try await access.caller(request, dataset: name)
+        } catch let error as ServerError where error.status == .unauthorized {
+            metrics.recordAttachmentRefusal(dataset: DatasetName.base(of: name) ?? name, reason: "auth")
+            throw error
+        }
+    }
+
     // MARK: PUT
 
     func put(_ request: Request, context: some RequestContext, access: AttachmentAccess) async throws -> Response {
         let (name, sha256) = try Self.target(context)
-        let caller = try await access.caller(request, dataset: name)
+        let caller = try await uploader(request, dataset: name, access: access)
         let contentType = try Self.contentType(request.headers[.contentType])
         if let length = request.headers[.contentLength] {
             guard let size = Int64(length), size >= 0 else {

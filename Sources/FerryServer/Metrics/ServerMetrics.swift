@@ -10,7 +10,8 @@ import Prometheus
 /// - `ferry_http_response_bytes_total{route}`: body bytes written
 /// - `ferry_http_not_modified_total{route}`: 304 answers
 /// - `ferry_dataset_version{dataset}` and `ferry_dataset_age_seconds{dataset}`
-/// - `ferry_retention_pruned_total{dataset,kind}`: tombstones and stored change answers removed by retention
+/// - `ferry_retention_pruned_total{dataset,kind}`: tombstones, stored change answers and attachments removed by
+///   retention
 /// - `ferry_manifest_waiting_requests`: manifest long-polls waiting now (appears once the first one waited)
 /// - `ferry_attachments_total{dataset}` and `ferry_attachment_bytes{dataset}`: attachments held now, and their bytes
 ///   (gauges, set by each retention sweep and moved by each upload and deletion)
@@ -104,10 +105,10 @@ final class ServerMetrics: Sendable {
         }
     }
 
-    /// Counts rows removed by retention: `kind` is `tombstones` or `changes`.
+    /// Counts what retention removed: `kind` is `tombstones` or `changes` (rows), or `attachments`.
     func recordPruned(dataset: String, kind: String, count: Int) {
         counter(
-            in: pruned, Key(route: dataset, status: kind == "tombstones" ? 0 : 1),
+            in: pruned, Key(route: dataset, status: kind == "tombstones" ? 0 : kind == "changes" ? 1 : 2),
             label: "ferry_retention_pruned_total",
             dimensions: [("dataset", dataset), ("kind", kind)]
         )
