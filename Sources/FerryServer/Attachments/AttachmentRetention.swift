@@ -25,11 +25,15 @@ final class AttachmentRetention: Service {
     let sweepInterval: Duration
     let metrics: ServerMetrics?
     let logger: Logger
+    /// What the channel sends itself; a deleted attachment is forgotten there.
+    let files: AttachmentFiles?
 
     init(
         catalog: SnapshotCatalog, store: any AttachmentStore, uploads: PartialUploads, grace: Duration,
-        partialExpiry: Duration, sweepInterval: Duration, metrics: ServerMetrics?, logger: Logger
+        partialExpiry: Duration, sweepInterval: Duration, metrics: ServerMetrics?, logger: Logger,
+        files: AttachmentFiles? = nil
     ) {
+        self.files = files
         self.catalog = catalog
         self.store = store
         self.uploads = uploads
@@ -111,6 +115,7 @@ final class AttachmentRetention: Service {
                     continue
                 }
                 try await store.delete(dataset: base, sha256: info.sha256)
+                files?.forget(sha256: info.sha256)
                 deleted.append(info.sha256)
                 logger.info(
                     "deleted an attachment no retained version names",

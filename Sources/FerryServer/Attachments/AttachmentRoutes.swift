@@ -21,6 +21,8 @@ struct AttachmentRoutes: ServerRouteGroup {
     let metrics: ServerMetrics
     let maxBytes: Int64
     let partialExpiry: Duration
+    /// Public attachments served lately, which the channel then sends itself with `sendfile`.
+    let files: AttachmentFiles
 
     static let mismatchCode = "attachmentMismatch"
 
@@ -72,6 +74,9 @@ struct AttachmentRoutes: ServerRouteGroup {
         let representation = VersionEntry.Representation(
             file: file, etag: "\"\(sha256)\"", opaqueTag: Substring(sha256), size: file.size, latestHeaders: fields,
             versionHeaders: fields, object: ObjectName(sha256: sha256, kind: .attachment))
+        if caller.scope == nil, caller.served == name {
+            files.remember(dataset: name, sha256: sha256, file: file, fields: fields)
+        }
         if let value = request.headers[.ifNoneMatch], let condition = ConditionalHeaders.noneMatch(value[...]) {
             let matches =
                 switch condition {
