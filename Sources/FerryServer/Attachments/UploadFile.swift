@@ -30,17 +30,7 @@ final class UploadFile: Sendable {
 
     /// Appends `buffer` (blocking).
     func append(_ buffer: ByteBuffer) throws {
-        try buffer.withUnsafeReadableBytes { raw in
-            var offset = 0
-            while offset < raw.count {
-                let n = write(descriptor, raw.baseAddress! + offset, raw.count - offset)
-                if n < 0 {
-                    if errno == EINTR { continue }
-                    throw DurableFile.posixError("cannot write the upload", url.path)
-                }
-                offset += n
-            }
-        }
+        try buffer.withUnsafeReadableBytes { try DurableFile.writeAll($0, to: descriptor, path: url.path) }
     }
 
     /// Fsyncs what was written (blocking).
