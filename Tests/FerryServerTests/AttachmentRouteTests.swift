@@ -129,4 +129,27 @@ import Testing
         #expect(Self.files(under: store.store.root.appendingPathComponent("trips/attachments")).isEmpty)
         #expect(Self.files(under: store.store.root.appendingPathComponent(".ferry-uploads")).isEmpty)
     }
+
+    @Test("the status page and its JSON show each dataset's attachments and their bytes")
+    func statusShowsAttachments() async throws {
+        let store = try TestStore()
+        defer { store.remove() }
+        try store.publish()
+        var configuration = store.configuration()
+        configuration.statusToken = "status-secret"
+        let photos = [Self.bytes(1000, seed: 1), Self.bytes(2000, seed: 2)]
+        try await store.withLiveServer(configuration) { client in
+            for photo in photos {
+                let put = try await client.execute(
+                    uri: Self.uri(sha256Hex(photo)), method: .put, body: ByteBuffer(bytes: photo))
+                #expect(put.status == .created)
+            }
+            let auth: HTTPFields = [.authorization: "Bearer status-secret"]
+            let json = try await client.execute(uri: "/status.json", method: .get, headers: auth)
+            let report = try JSONDecoder().decode(StatusReport.self, from: json.bodyData)
+            #expect(report.datasets.first { $0.name == "trips" }?.attachments == .init(count: 2, bytes: 3000))
+            let page = try await client.execute(uri: "/status", method: .get, headers: auth).bodyString
+            #expect(page.contains(#"data-field="datasets.0.attachments.count" data-value="2""#))
+        }
+    }
 }

@@ -91,13 +91,31 @@ final class AttachmentRetention: Service {
         return swept
     }
 
+    /// Counts what `base` holds again, after an upload landed during a count (a few tries; the next sweep counts
+    /// anyway).
+    private func recount(_ base: String) async throws {
+        guard let metrics else { return }
+        for _ in 0..<3 {
+            let mark = metrics.attachmentsStoredMark(dataset: base)
+            let held = try await store.list(dataset: base)
+            if metrics.setAttachmentsHeld(
+                dataset: base, count: held.count, bytes: held.reduce(0) { $0 + $1.size }, ifStoredSince: mark)
+            {
+                return
+            }
+        }
+    }
+
     /// Sweeps the attachments of dataset `base`, whose manifests are `lines`; returns the names deleted.
     private func sweep(_ base: String, lines: [String], now: Date) async -> [String] {
         let snapshots = catalog.store
         do {
+            let mark = metrics?.attachmentsStoredMark(dataset: base)
             let held = try await store.list(dataset: base)
             if held.isEmpty {
-                metrics?.setAttachmentsHeld(dataset: base, count: 0, bytes: 0)
+                if metrics?.setAttachmentsHeld(dataset: base, count: 0, bytes: 0, ifStoredSince: mark) == false {
+                    try await recount(base)
+                }
                 return []
             }
             let named = try await NIOThreadPool.singleton.runIfActive {
@@ -124,7 +142,11 @@ final class AttachmentRetention: Service {
                         "uploadedAt": "\(Timestamp.format(info.uploadedAt))",
                     ])
             }
-            metrics?.setAttachmentsHeld(dataset: base, count: kept.count, bytes: kept.bytes)
+            if metrics?.setAttachmentsHeld(dataset: base, count: kept.count, bytes: kept.bytes, ifStoredSince: mark)
+                == false
+            {
+                try await recount(base)
+            }
             if !deleted.isEmpty { metrics?.recordPruned(dataset: base, kind: "attachments", count: deleted.count) }
             return deleted
         } catch {
