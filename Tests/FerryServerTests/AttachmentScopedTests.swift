@@ -71,6 +71,28 @@ import Testing
             #expect(try await client.execute(uri: base + premiumSHA, method: .get, headers: Self.bob).status == .ok)
             #expect(try await client.execute(uri: base + freeSHA, method: .head, headers: Self.bob).status == .ok)
             #expect(try await client.execute(uri: base + ownSHA, method: .get, headers: Self.bob).status == .notFound)
+
+            // When a premium campground's photo comes to name Alice's upload (the next version, stored as a step),
+            // then Bob's scope names it and he reads it.
+            try scoped.execute(
+                "UPDATE photos SET image = '\(ownSHA)', updated_at = now() WHERE id = '5f0e1d2c-3b4a-4958-8776-655443322102'"
+            )
+            try await scoped.publish()
+            let manifest = try scoped.scoped()
+            let bobScope = try #require(manifest.scopes.first { $0.scope == "2" })
+            #expect(bobScope.retained.last?.isCheckpoint == false, "the new version is a step")
+            let newest = try #require(bobScope.retained.last?.version)
+            let deadline = ContinuousClock.now + .seconds(20)
+            var served = 0
+            while served < newest, ContinuousClock.now < deadline {
+                let response = try await client.execute(
+                    uri: "/v1/datasets/\(ScopedServerTests.dataset)/manifest", method: .get, headers: Self.bob)
+                served = (try? ScopedServerTests.manifest(response).version) ?? 0
+                if served < newest { try await Task.sleep(for: .milliseconds(20)) }
+            }
+            #expect(served == newest)
+            let bobOwn = try await client.execute(uri: base + ownSHA, method: .get, headers: Self.bob)
+            #expect(bobOwn.status == .ok && bobOwn.bodyData == own)
         }
     }
 }
