@@ -5,7 +5,8 @@ import HTTPTypes
 /// plain `GET` of one is sent from the channel with `sendfile(2)`, as a snapshot is (``ChannelRevalidator/download(_:)``,
 /// ``RawNotModifiedHandler``): the channel does no I/O and asks no store, so it answers only what the route answered
 /// before, from this memory, and leaves the rest (a first request, a scoped dataset, a range, a revalidation) to the
-/// router. At most ``limit`` entries; retention forgets what it deletes.
+/// router. At most ``limit`` entries (each holds a file descriptor), all dropped when full; retention forgets what
+/// it deletes.
 final class AttachmentFiles: Sendable {
     struct Entry: Sendable {
         let file: OpenFile
@@ -16,7 +17,7 @@ final class AttachmentFiles: Sendable {
     let limit: Int
     private let entries = Locked([String: Entry]())
 
-    init(limit: Int = 4096) {
+    init(limit: Int = 256) {
         self.limit = limit
     }
 
