@@ -100,6 +100,22 @@ extension FerryClient {
         return store.url(for: sha256)
     }
 
+    /// The local file of attachment `sha256` when the device holds it (marked as used for the on-demand cache),
+    /// without opening a client: what `ferry attachment path` prints. Throws `FerryError.Code.notFound` when the
+    /// device lacks it (``attachmentURL(for:)`` downloads it).
+    ///
+    /// ```swift
+    /// let path = try await FerryClient.attachmentPath(sha, directory: URL(fileURLWithPath: "/data/ferry"))
+    /// ```
+    public static func attachmentPath(_ sha256: String, directory url: URL) async throws -> String {
+        let store = AttachmentStore(directory: ClientDirectory(url))
+        guard Attachment.isID(sha256), store.contains(sha256) else {
+            throw FerryError(.notFound, "this device does not hold the attachment", key: sha256)
+        }
+        store.touch(sha256)
+        return store.url(for: sha256).path
+    }
+
     /// The attachments waiting for upload.
     ///
     /// ```swift
