@@ -150,15 +150,18 @@ func buildRouter(
         middleware: ServerMiddleware(metrics: metrics, routes: table, traffic: configuration.statusBoard.traffic))
     let routes = ServerRoutes(
         router: router, table: table, configuration: configuration, catalog: catalog, access: access, logger: logger)
+    let snapshots = SnapshotResponder(
+        access: access, chunkSize: max(64 * 1024, configuration.chunkSize), threadPool: .singleton,
+        objectURL: configuration.objectURL,
+        budget: BufferBudget(slots: configuration.downloadBufferBytes / max(64 * 1024, configuration.chunkSize)))
     let groups: [any ServerRouteGroup] =
         [
-            ReadRoutes(
-                snapshots: SnapshotResponder(
-                    access: access, chunkSize: max(64 * 1024, configuration.chunkSize), threadPool: .singleton,
-                    objectURL: configuration.objectURL,
-                    budget: BufferBudget(
-                        slots: configuration.downloadBufferBytes / max(64 * 1024, configuration.chunkSize))),
-                metrics: metrics)
+            ReadRoutes(snapshots: snapshots, metrics: metrics),
+            AttachmentRoutes(
+                store: configuration.effectiveAttachmentStore,
+                uploads: PartialUploads(root: configuration.effectiveAttachmentUploads), snapshots: snapshots,
+                metrics: metrics, maxBytes: configuration.maxAttachmentBytes,
+                partialExpiry: configuration.partialUploadExpiry),
         ] + extraRoutes
         + (configuration.statusToken.map {
             [

@@ -74,6 +74,22 @@ public struct ServerConfiguration: Sendable {
     /// What the status page counts and shows beyond the store (traffic, in-process publishes). A fresh board by
     /// default; a caller that publishes in-process keeps a reference and reports to it.
     public var statusBoard = StatusBoard()
+    /// Where attachments live (`/v1/datasets/{dataset}/attachments/…`). Nil (default): the directory store's
+    /// ``FileAttachmentStore`` under ``storePath`` (`STORE/DATASET/attachments/`); a bucket store gives its own.
+    public var attachmentStore: (any AttachmentStore)? = nil
+    /// Where partial uploads (tus) and whole uploads being received are kept until they are verified: a
+    /// server-local directory on the same file system as the store, so a verified upload is renamed into place. Nil
+    /// (default): `STORE/.ferry-uploads/` (a bucket store gives its cache directory).
+    public var attachmentUploads: URL? = nil
+    /// The largest attachment accepted, in bytes (`ferry serve --max-attachment-bytes`); a larger upload is
+    /// answered 413. Default 64 MiB.
+    public var maxAttachmentBytes: Int64 = 64 << 20
+    /// How long an attachment that no retained version names is kept after its upload (`--attachment-grace`), so a
+    /// device can upload a photo and then the edit that names it. Default 7 days.
+    public var attachmentGrace: Duration = .seconds(7 * 86_400)
+    /// How long a partial upload (tus) is kept since it was created; then it is deleted and a `HEAD` of it is 404.
+    /// Default 1 day.
+    public var partialUploadExpiry: Duration = .seconds(86_400)
     /// Tests only: whether conditional requests may be answered in the channel (``RawNotModifiedHandler``, the
     /// default) or all go to the router, and a callback for each answer given in the channel.
     var channelRevalidation = ChannelRevalidation()
@@ -132,6 +148,16 @@ public struct ServerConfiguration: Sendable {
         self.metricsRegistry = metricsRegistry
         self.chunkSize = chunkSize
         self.database = database
+    }
+
+    /// ``attachmentStore``, or the directory store's.
+    var effectiveAttachmentStore: any AttachmentStore {
+        attachmentStore ?? FileAttachmentStore(root: storePath)
+    }
+
+    /// ``attachmentUploads``, or `STORE/.ferry-uploads/`.
+    var effectiveAttachmentUploads: URL {
+        attachmentUploads ?? storePath.appendingPathComponent(".ferry-uploads", isDirectory: true)
     }
 
     /// The poll interval actually used: clamped to 10 ms ... 1 s.

@@ -61,7 +61,7 @@ extension Changeset {
         }
     }
 
-    private static func swiftValue(_ value: OpaquePointer) -> SQLiteValue {
+    fileprivate static func swiftValue(_ value: OpaquePointer) -> SQLiteValue {
         switch sqlite3_value_type(value) {
         case SQLITE_INTEGER: return .integer(sqlite3_value_int64(value))
         case SQLITE_FLOAT: return .real(sqlite3_value_double(value))
@@ -102,5 +102,55 @@ extension ContentDigest {
             }
         }
         return digest
+    }
+}
+
+extension Changeset {
+    /// The text values this changeset writes into the given columns (by position in their table): the new values
+    /// of each insert, and of each update that changes such a column. What a step adds to the attachments a scope
+    /// names (`AttachmentNames` in FerryStore). A NULL or a value of another type adds nothing.
+    ///
+    /// ```swift
+    /// let named = try step.newTextValues(in: ["photos": [2]])   // the SHA-256s written into photos' third column
+    /// ```
+    public func newTextValues(in columns: [String: [Int32]]) throws -> Set<String> {
+        guard !isEmpty, !columns.isEmpty else { return [] }
+        var copy = data
+        return try copy.withUnsafeMutableBytes { raw -> Set<String> in
+            var iterator: OpaquePointer?
+            guard sqlite3changeset_start(&iterator, Int32(raw.count), raw.baseAddress) == SQLITE_OK, let iterator else {
+                throw FerryError(.verification, "the changeset is malformed: it cannot be read")
+            }
+            var result: Set<String> = []
+            var rc = sqlite3changeset_next(iterator)
+            while rc == SQLITE_ROW {
+                var table: UnsafePointer<CChar>?
+                var count: Int32 = 0
+                var op: Int32 = 0
+                var indirect: Int32 = 0
+                guard sqlite3changeset_op(iterator, &table, &count, &op, &indirect) == SQLITE_OK, let table else {
+                    sqlite3changeset_finalize(iterator)
+                    throw FerryError(.verification, "the changeset is malformed: a change cannot be read")
+                }
+                if op != SQLITE_DELETE, let positions = columns[String(cString: table)] {
+                    for position in positions where position >= 0 && position < count {
+                        var value: OpaquePointer?
+                        // An update carries no new value for a column it leaves as it was (value stays nil).
+                        if sqlite3changeset_new(iterator, position, &value) == SQLITE_OK, let value,
+                            case .text(let text) = Self.swiftValue(value)
+                        {
+                            result.insert(text)
+                        }
+                    }
+                }
+                rc = sqlite3changeset_next(iterator)
+            }
+            let finalized = sqlite3changeset_finalize(iterator)
+            guard rc == SQLITE_DONE, finalized == SQLITE_OK else {
+                throw FerryError(
+                    .verification, "the changeset is malformed (SQLite error \(rc == SQLITE_DONE ? finalized : rc))")
+            }
+            return result
+        }
     }
 }

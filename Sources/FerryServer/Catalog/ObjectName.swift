@@ -13,6 +13,9 @@ struct ObjectName: Hashable, Sendable, CustomStringConvertible {
         case snapshot = ".sqlite"
         case snapshotGzip = ".sqlite.gz"
         case patch = ".patch.gz"
+        /// An attachment (`/attachments/<sha256>`): never an object URL, so ``ObjectName/init(_:)`` never parses
+        /// it (a name is longer than 64 characters).
+        case attachment = ""
     }
 
     let sha256: String

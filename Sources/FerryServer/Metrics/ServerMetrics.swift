@@ -12,6 +12,12 @@ import Prometheus
 /// - `ferry_dataset_version{dataset}` and `ferry_dataset_age_seconds{dataset}`
 /// - `ferry_retention_pruned_total{dataset,kind}`: tombstones and stored change answers removed by retention
 /// - `ferry_manifest_waiting_requests`: manifest long-polls waiting now (appears once the first one waited)
+/// - `ferry_attachments_total{dataset}` and `ferry_attachment_bytes{dataset}`: attachments held now, and their bytes
+///   (gauges, set by each retention sweep and moved by each upload and deletion)
+/// - `ferry_attachment_uploads_total{dataset}` and `ferry_attachment_upload_bytes_total{dataset}`: attachments stored
+/// - `ferry_attachment_resumes_total{dataset}`: tus PATCHes at an offset above 0 (an upload resumed)
+/// - `ferry_attachment_refusals_total{dataset,reason}`: uploads refused, `reason` one of `mismatch`, `too-large`,
+///   `auth`
 final class ServerMetrics: Sendable {
     struct Key: Hashable {
         let route: String
@@ -27,6 +33,10 @@ final class ServerMetrics: Sendable {
     private let createdAt = Locked([String: Date]())
     private let pruned = Locked([Key: Metrics.Counter]())
     private let waiting = Locked<Metrics.Gauge?>(nil)
+    private let attachmentCounters = Locked([String: Metrics.Counter]())
+    private let attachmentGauges = Locked([String: Metrics.Gauge]())
+    /// Attachments held per dataset (count, bytes), as the gauges show them; the status page reads it too.
+    let attachmentsHeld = Locked([String: (count: Int, bytes: Int64)]())
 
     init(registry: PrometheusCollectorRegistry) {
         self.registry = registry
@@ -114,6 +124,60 @@ final class ServerMetrics: Sendable {
             return gauge
         }
         gauge?.record(count)
+    }
+
+    /// An attachment counter or gauge of `dataset` (`extra`: one more dimension), made on first use.
+    private func attachmentCounter(_ label: String, dataset: String, extra: (String, String)? = nil) -> Metrics.Counter
+    {
+        counter(
+            in: attachmentCounters, label + "\u{0}" + dataset + "\u{0}" + (extra?.1 ?? ""), label: label,
+            dimensions: [("dataset", dataset)] + (extra.map { [$0] } ?? []))
+    }
+
+    private func attachmentGauge(_ label: String, dataset: String) -> Metrics.Gauge {
+        attachmentGauges.withLock { gauges in
+            let key = label + "\u{0}" + dataset
+            if let gauge = gauges[key] { return gauge }
+            let gauge = Metrics.Gauge(label: label, dimensions: [("dataset", dataset)], factory: factory)
+            gauges[key] = gauge
+            return gauge
+        }
+    }
+
+    /// Counts an attachment stored now (not one already held), `bytes` long.
+    func recordAttachmentStored(dataset: String, bytes: Int64) {
+        attachmentCounter("ferry_attachment_uploads_total", dataset: dataset).increment()
+        attachmentCounter("ferry_attachment_upload_bytes_total", dataset: dataset).increment(by: Int(bytes))
+        moveAttachmentsHeld(dataset: dataset, count: 1, bytes: bytes)
+    }
+
+    /// Counts a tus PATCH at an offset above 0.
+    func recordAttachmentResume(dataset: String) {
+        attachmentCounter("ferry_attachment_resumes_total", dataset: dataset).increment()
+    }
+
+    /// Counts a refused upload: `reason` is `mismatch`, `too-large` or `auth`.
+    func recordAttachmentRefusal(dataset: String, reason: String) {
+        attachmentCounter("ferry_attachment_refusals_total", dataset: dataset, extra: ("reason", reason)).increment()
+    }
+
+    /// Sets the attachments `dataset` holds (a retention sweep counted them).
+    func setAttachmentsHeld(dataset: String, count: Int, bytes: Int64) {
+        attachmentsHeld.withLock { $0[dataset] = (count, bytes) }
+        attachmentGauge("ferry_attachments_total", dataset: dataset).record(count)
+        attachmentGauge("ferry_attachment_bytes", dataset: dataset).record(bytes)
+    }
+
+    /// Moves the attachments `dataset` holds by `count` and `bytes` (an upload, a deletion).
+    func moveAttachmentsHeld(dataset: String, count: Int, bytes: Int64) {
+        let now = attachmentsHeld.withLock { held -> (count: Int, bytes: Int64) in
+            let old = held[dataset] ?? (0, 0)
+            let new = (count: max(0, old.count + count), bytes: max(0, old.bytes + bytes))
+            held[dataset] = new
+            return new
+        }
+        attachmentGauge("ferry_attachments_total", dataset: dataset).record(now.count)
+        attachmentGauge("ferry_attachment_bytes", dataset: dataset).record(now.bytes)
     }
 
     /// Prometheus text exposition of the registry.

@@ -1,0 +1,118 @@
+import FerryCore
+import FerryStore
+import Foundation
+
+/// The server-local directory of uploads not yet verified (``ServerConfiguration/attachmentUploads``):
+///
+/// ```
+/// UPLOADS/DATASET/<id>           a partial upload's bytes (tus): appended by PATCH, fsynced after each
+/// UPLOADS/DATASET/<id>.json      its PartialUpload: length, sha256, content type, uploader, creation time
+/// UPLOADS/DATASET/put-<uuid>     a whole upload (PUT) being received and hashed
+/// ```
+///
+/// Nothing here is ever served: a file leaves only through ``AttachmentStore/add(dataset:sha256:file:contentType:uploader:)``
+/// once its SHA-256 matched. Partial uploads, and files of whole uploads a crash left, older than
+/// ``ServerConfiguration/partialUploadExpiry`` are deleted by ``sweep(olderThan:)``. Every method blocks: call them
+/// on a thread pool.
+struct PartialUploads: Sendable {
+    let root: URL
+
+    /// A partial upload's description, written once by `POST` (temp, fsync, rename).
+    struct PartialUpload: Codable, Sendable, Equatable {
+        var length: Int64
+        var sha256: String
+        var contentType: String
+        /// SHA-256 hex of the uploading token, nil without one.
+        var uploader: String?
+        /// ISO-8601 UTC.
+        var createdAt: String
+
+        var created: Date { Timestamp.parse(createdAt) ?? .distantPast }
+    }
+
+    func directory(dataset: String) -> URL { root.appendingPathComponent(dataset, isDirectory: true) }
+    func dataURL(dataset: String, id: String) -> URL { directory(dataset: dataset).appendingPathComponent(id) }
+    func infoURL(dataset: String, id: String) -> URL {
+        directory(dataset: dataset).appendingPathComponent("\(id).json")
+    }
+
+    /// An upload id: 32 lowercase hex characters.
+    static func isID(_ text: String) -> Bool {
+        let bytes = text.utf8
+        return bytes.count == 32 && bytes.allSatisfy { (48...57).contains($0) || (97...102).contains($0) }
+    }
+
+    static func newID() -> String {
+        (0..<16).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
+    }
+
+    /// Creates an empty partial upload described by `upload`; returns its id.
+    func create(dataset: String, _ upload: PartialUpload) throws -> String {
+        let directory = self.directory(dataset: dataset)
+        try DurableFile.makeDirectory(directory)
+        let id = Self.newID()
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        _ = try UploadFile(dataURL(dataset: dataset, id: id), create: true)
+        try DurableFile.write(try encoder.encode(upload), to: infoURL(dataset: dataset, id: id))
+        return id
+    }
+
+    /// The partial upload `id` and the bytes it holds, or nil when unknown.
+    func state(dataset: String, id: String) throws -> (upload: PartialUpload, offset: Int64)? {
+        guard Self.isID(id),
+            let text = try? Data(contentsOf: infoURL(dataset: dataset, id: id)),  // absent: not an upload (404)
+            let upload = try? JSONDecoder().decode(PartialUpload.self, from: text),  // damaged: as absent
+            let attributes = try? FileManager.default.attributesOfItem(  // bytes gone: as absent
+                atPath: dataURL(dataset: dataset, id: id).path)
+        else { return nil }
+        return (upload, (attributes[.size] as? NSNumber)?.int64Value ?? 0)
+    }
+
+    /// Deletes partial upload `id` (its description first, so a half-deleted one is unknown).
+    func remove(dataset: String, id: String) throws {
+        try DurableFile.remove(infoURL(dataset: dataset, id: id))
+        try DurableFile.remove(dataURL(dataset: dataset, id: id))
+    }
+
+    /// A new temp file for a whole upload (PUT) of `dataset`.
+    func wholeUploadURL(dataset: String) throws -> URL {
+        let directory = self.directory(dataset: dataset)
+        try DurableFile.makeDirectory(directory)
+        return directory.appendingPathComponent("put-\(UUID().uuidString.lowercased())")
+    }
+
+    /// Deletes the partial uploads created before `cutoff`, and whole uploads' files last written before it (a
+    /// crash's leftovers); returns how many went.
+    func sweep(olderThan cutoff: Date) throws -> Int {
+        let fm = FileManager.default
+        guard fm.fileExists(atPath: root.path) else { return 0 }
+        var removed = 0
+        for dataset in try fm.contentsOfDirectory(atPath: root.path) where DatasetName.isValid(dataset) {
+            let directory = self.directory(dataset: dataset)
+            for name in try fm.contentsOfDirectory(atPath: directory.path) {
+                let url = directory.appendingPathComponent(name)
+                if Self.isID(name) {
+                    let created =
+                        (try? state(dataset: dataset, id: name))??.upload.created  // unreadable: by its mtime
+                        ?? (try? fm.attributesOfItem(atPath: url.path))?[.modificationDate] as? Date ?? .distantPast
+                    if created < cutoff {
+                        try remove(dataset: dataset, id: name)
+                        removed += 1
+                    }
+                } else if name.hasPrefix("put-") || (name.hasSuffix(".json") && !Self.isID(String(name.dropLast(5)))) {
+                    let modified = (try? fm.attributesOfItem(atPath: url.path))?[.modificationDate] as? Date
+                    if let modified, modified < cutoff {
+                        try DurableFile.remove(url)
+                        removed += 1
+                    }
+                } else if name.hasSuffix(".json"),
+                    !fm.fileExists(atPath: dataURL(dataset: dataset, id: String(name.dropLast(5))).path)
+                {
+                    try DurableFile.remove(url)  // a description whose bytes are gone
+                }
+            }
+        }
+        return removed
+    }
+}
