@@ -36,7 +36,7 @@ struct AttachCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let store = AttachmentStore(directory: ClientDirectory(URL(fileURLWithPath: dir)))
+        let store = DeviceAttachments(directory: ClientDirectory(URL(fileURLWithPath: dir)))
         let source = URL(fileURLWithPath: file)
         let type = contentType
         let added = try await BlockingWork.run { try store.add(fileAt: source, contentType: type) }
@@ -92,7 +92,7 @@ struct AttachmentPathCommand: AsyncParsableCommand {
     func run() async throws {
         let options = try ClientDirectoryOptions.parse(["--dir", dir] + (verbose ? ["--verbose"] : []))
         try options.requireExisting()
-        let store = AttachmentStore(directory: ClientDirectory(options.directoryURL))
+        let store = DeviceAttachments(directory: ClientDirectory(options.directoryURL))
         if store.contains(sha256) {
             // Held already: no lock, no network (a running `ferry watch` may hold the directory).
             print(try await FerryClient.attachmentPath(sha256, directory: options.directoryURL))

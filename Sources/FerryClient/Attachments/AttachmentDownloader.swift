@@ -13,7 +13,7 @@ import Logging
 /// Downloads attachments with `GET …/attachments/{sha256}` over the client's ``SnapshotTransport``: the body is
 /// hashed as it is written to a temp file, fsynced, and renamed under its name only when its SHA-256 matches.
 struct AttachmentDownloader: Sendable {
-    let store: AttachmentStore
+    let store: DeviceAttachments
     let transport: any SnapshotTransport
     /// `SERVER/v1/datasets/DATASET/attachments`.
     let base: URL
@@ -92,7 +92,7 @@ struct AttachmentDownloader: Sendable {
         var digest = digest
         try data.withUnsafeBytes { bytes in
             digest.update(bytes)
-            try AttachmentStore.writeAll(fd, bytes, path: temp.path)
+            try DeviceAttachments.writeAll(fd, bytes, path: temp.path)
         }
         return digest
     }

@@ -7,7 +7,7 @@ import Logging
 /// server holds. An interrupted upload resumes: `HEAD` on the saved URL says how many bytes arrived, and only the
 /// rest is sent (a `404` there starts again with `POST`). An entry leaves the queue only once the server holds it.
 struct AttachmentUploader: Sendable {
-    let store: AttachmentStore
+    let store: DeviceAttachments
     let transport: any AttachmentTransport
     /// `SERVER/v1/datasets/DATASET/attachments`.
     let base: URL

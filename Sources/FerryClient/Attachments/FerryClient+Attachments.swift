@@ -48,9 +48,9 @@ public struct AttachmentSync: Sendable, Equatable {
 
 extension FerryClient {
     /// The device's attachment files and upload queue.
-    public nonisolated var attachmentStore: AttachmentStore { AttachmentStore(directory: directory) }
+    public nonisolated var deviceAttachments: DeviceAttachments { DeviceAttachments(directory: directory) }
 
-    /// Copies the file into the client directory and queues it for upload (see ``AttachmentStore/add(fileAt:contentType:now:)``);
+    /// Copies the file into the client directory and queues it for upload (see ``DeviceAttachments/add(fileAt:contentType:now:)``);
     /// returns its SHA-256, the value to store in the row's attachment column. The next push uploads it before
     /// any edit that names it.
     ///
@@ -58,8 +58,8 @@ extension FerryClient {
     /// let sha = try await client.addAttachment(fileAt: photoURL, contentType: "image/jpeg")
     /// _ = try await client.execute("UPDATE notes SET photo = '\(sha)' WHERE id = 7")
     /// ```
-    public func addAttachment(fileAt url: URL, contentType: String? = nil) async throws -> AttachmentStore.Added {
-        let store = attachmentStore
+    public func addAttachment(fileAt url: URL, contentType: String? = nil) async throws -> DeviceAttachments.Added {
+        let store = deviceAttachments
         return try await BlockingWork.run { try store.add(fileAt: url, contentType: contentType) }
     }
 
@@ -70,9 +70,9 @@ extension FerryClient {
     /// let sha = try await client.addAttachment(data: jpeg, contentType: "image/jpeg").sha256
     /// ```
     public func addAttachment(data: Data, contentType: String = "application/octet-stream") async throws
-        -> AttachmentStore.Added
+        -> DeviceAttachments.Added
     {
-        let store = attachmentStore
+        let store = deviceAttachments
         return try await BlockingWork.run { try store.add(data: data, contentType: contentType) }
     }
 
@@ -85,7 +85,7 @@ extension FerryClient {
     /// imageView.image = UIImage(contentsOfFile: url.path)
     /// ```
     public func attachmentURL(for sha256: String) async throws -> URL {
-        let store = attachmentStore
+        let store = deviceAttachments
         guard Attachment.isID(sha256) else {
             throw FerryError(.badInput, "'\(sha256)' is not an attachment's SHA-256 (64 lowercase hex characters)")
         }
@@ -108,7 +108,7 @@ extension FerryClient {
     /// let path = try await FerryClient.attachmentPath(sha, directory: URL(fileURLWithPath: "/data/ferry"))
     /// ```
     public static func attachmentPath(_ sha256: String, directory url: URL) async throws -> String {
-        let store = AttachmentStore(directory: ClientDirectory(url))
+        let store = DeviceAttachments(directory: ClientDirectory(url))
         guard Attachment.isID(sha256), store.contains(sha256) else {
             throw FerryError(.notFound, "this device does not hold the attachment", key: sha256)
         }
@@ -123,7 +123,7 @@ extension FerryClient {
     /// print(pending.count, pending.map(\.size).reduce(0, +))
     /// ```
     public func pendingAttachments() async throws -> [QueuedAttachment] {
-        let store = attachmentStore
+        let store = deviceAttachments
         let logger = self.logger
         return try await BlockingWork.run { try store.queued { logger.warning("\($0)") } }
     }
@@ -141,7 +141,7 @@ extension FerryClient {
         var result = AttachmentSync()
         guard directory.exists(directory.database) else { return result }
         let named = try await namedAttachments()
-        let store = attachmentStore
+        let store = deviceAttachments
         let wanted = named.filter { $0.value == .eager && !store.contains($0.key) }.keys.sorted()
         if !wanted.isEmpty {
             let downloader = try await attachmentDownloader()
@@ -176,11 +176,11 @@ extension FerryClient {
         }
     }
 
-    func pruneAttachments(named: [String: Attachment.Download]? = nil) async throws -> AttachmentStore.Pruned {
+    func pruneAttachments(named: [String: Attachment.Download]? = nil) async throws -> DeviceAttachments.Pruned {
         var names = named ?? [:]
         if named == nil { names = try await namedAttachments() }
         let named = names
-        let store = attachmentStore
+        let store = deviceAttachments
         let cap = configuration.attachments.cacheBytes
         let pruned = try await BlockingWork.run { try store.prune(named: named, cacheBytes: cap) }
         if !pruned.unnamed.isEmpty || !pruned.evicted.isEmpty {
@@ -212,7 +212,7 @@ extension FerryClient {
 
     func attachmentDownloader() async throws -> AttachmentDownloader {
         AttachmentDownloader(
-            store: attachmentStore, transport: transport, base: try attachmentsURL(),
+            store: deviceAttachments, transport: transport, base: try attachmentsURL(),
             commonHeaders: try await attachmentHeaders())
     }
 
@@ -221,7 +221,7 @@ extension FerryClient {
             configuration.attachments.transport
             ?? URLSessionAttachmentTransport(transport: transport as? URLSessionTransport ?? .shared)
         return AttachmentUploader(
-            store: attachmentStore, transport: uploads, base: try attachmentsURL(),
+            store: deviceAttachments, transport: uploads, base: try attachmentsURL(),
             commonHeaders: try await attachmentHeaders(), attempts: configuration.push.attempts,
             backoff: configuration.push.backoff, logger: logger)
     }

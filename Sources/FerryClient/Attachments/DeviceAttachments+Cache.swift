@@ -9,7 +9,7 @@ import Foundation
     import Darwin
 #endif
 
-extension AttachmentStore {
+extension DeviceAttachments {
     /// One attachment file on the device.
     struct HeldFile: Sendable, Equatable {
         var sha256: String

@@ -23,11 +23,11 @@ import Foundation
 /// Safe to use from several processes at once: files are only ever renamed into place, and a name is its content.
 ///
 /// ```swift
-/// let store = AttachmentStore(directory: ClientDirectory(URL(fileURLWithPath: "/data/ferry")))
+/// let store = DeviceAttachments(directory: ClientDirectory(URL(fileURLWithPath: "/data/ferry")))
 /// let added = try store.add(fileAt: URL(fileURLWithPath: "/tmp/photo.jpg"))
 /// print(added.sha256, store.url(for: added.sha256).path)
 /// ```
-public struct AttachmentStore: Sendable {
+public struct DeviceAttachments: Sendable {
     /// `DIR/.ferry/attachments`.
     public let root: URL
     var queueDirectory: URL { root.appendingPathComponent("queue", isDirectory: true) }
@@ -167,7 +167,7 @@ public struct AttachmentStore: Sendable {
     /// `application/octet-stream` for one it does not know.
     ///
     /// ```swift
-    /// AttachmentStore.contentType(forExtension: "JPG")   // "image/jpeg"
+    /// DeviceAttachments.contentType(forExtension: "JPG")   // "image/jpeg"
     /// ```
     public static func contentType(forExtension ext: String) -> String {
         let types = [

@@ -12,7 +12,7 @@ import Foundation
 /// An attachment waiting for upload (`DIR/.ferry/attachments/queue/<sha256>.json`).
 ///
 /// ```swift
-/// let pending = try AttachmentStore(directory: dir).queued()
+/// let pending = try DeviceAttachments(directory: dir).queued()
 /// print(pending.map(\.size).reduce(0, +), "bytes to upload")
 /// ```
 public struct QueuedAttachment: Sendable, Equatable, Codable {
@@ -36,7 +36,7 @@ public struct QueuedAttachment: Sendable, Equatable, Codable {
     }
 }
 
-extension AttachmentStore {
+extension DeviceAttachments {
     /// The attachments waiting for upload, oldest first. An entry whose file is gone (a crash inside an add) or
     /// that cannot be read is skipped (and reported through `skipped`).
     ///
@@ -94,7 +94,7 @@ extension AttachmentStore {
     }
 }
 
-extension AttachmentStore {
+extension DeviceAttachments {
     /// The queue entry of `sha256`, nil when it is not queued.
     func entry(_ sha256: String) throws -> QueuedAttachment? {
         let file = queueURL(for: sha256)
