@@ -60,10 +60,8 @@ struct AttachmentDownloader: Sendable {
 
     /// Writes `body` to `temp` (created new), hashing it; fsyncs. Writes run off the cooperative threads.
     private static func write(_ body: SnapshotResponseBody, to temp: URL) async throws -> (String, Int64) {
-        let fd = open(temp.path, O_WRONLY | O_CREAT | O_EXCL, 0o644)
-        guard fd >= 0 else { throw DurableFile.posixError("cannot create", temp.path) }
-        defer { close(fd) }
-        let output = Int32(fd)
+        let output = try await BlockingWork.run { try Self.create(temp) }
+        defer { close(output) }
         var digest = StreamingSHA256()
         var size: Int64 = 0
         var pending = Data()
@@ -84,6 +82,12 @@ struct AttachmentDownloader: Sendable {
         }
         size += Int64(data.count)
         return (digest.finalizeHex(), size)
+    }
+
+    private static func create(_ temp: URL) throws -> Int32 {
+        let fd = open(temp.path, O_WRONLY | O_CREAT | O_EXCL, 0o644)
+        guard fd >= 0 else { throw DurableFile.posixError("cannot create", temp.path) }
+        return fd
     }
 
     private static func append(_ data: Data, to fd: Int32, _ temp: URL, _ digest: StreamingSHA256) throws
