@@ -132,7 +132,9 @@ struct AttachmentPathCommand: AsyncParsableCommand {
 struct AttachmentCacheOptions: ParsableArguments {
     @Option(
         name: .customLong("attachment-cache-bytes"),
-        help: "The most bytes of on-demand attachments kept on the device (LRU; eager ones are never evicted).")
+        help: ArgumentHelp(
+            "The most bytes of on-demand attachments kept on the device (LRU; eager ones are never evicted).",
+            valueName: "bytes"))
     var attachmentCacheBytes: Int64 = 1 << 30
 
     func validate() throws {
