@@ -223,4 +223,47 @@ import Testing
             await device.close()
         }
     }
+
+    @Test func killingPushMidUploadThenPushingAgainDeliversOnce() async throws {
+        try await withWorld { world, _ in
+            // Given a 40 MiB photo attached on a synced device, and the row that names it
+            let device = try await world.client("device")
+            #expect(try await device.checkForUpdates().outcome == .initialSync)
+            let photo = try await device.addAttachment(data: Self.bytes(40 << 20, seed: 5), contentType: "image/jpeg")
+            _ = try await device.execute("UPDATE notes SET photo = '\(photo.sha256)' WHERE id = 'n1'")
+            await device.close()
+            let directory = world.directory.appending("device")
+            let store = DeviceAttachments(directory: ClientDirectory(directory))
+            let push = [
+                "push", "--server", world.server.absoluteString, "--dataset", "notes", "--dir", directory.path,
+                "--json",
+            ]
+
+            // When `ferry push` is killed with -9 once its upload began (the server made it, the queue saved its URL)
+            let sha256 = photo.sha256
+            let killed = try await offCooperativePool {
+                try ClientProcessTests.runAndKillBlocking(push, after: 0) {
+                    // An entry being rewritten reads as not there yet: the next poll sees it.
+                    ((try? store.entry(sha256)) ?? nil)?.uploadURL != nil
+                }
+            }
+            #expect(killed, "push ended before it could be killed")
+            #expect(try world.scalar("SELECT photo FROM notes WHERE id = 'n1'") == nil)
+
+            // And pushed again
+            let again = try await runFerry(push)
+            #expect(again.status == 0, "\(again.stderr)")
+            let object = try #require(try JSONSerialization.jsonObject(with: Data(again.stdout.utf8)) as? [String: Any])
+            let attachments = try #require(object["attachments"] as? [String: Any])
+
+            // Then the photo arrived once, the row after it, and nothing is left queued
+            #expect(attachments["pending"] as? Int == 0)
+            #expect(object["applied"] as? Int == 1)
+            #expect(try world.scalar("SELECT photo FROM notes WHERE id = 'n1'") == photo.sha256)
+            let held = FileManager.default.enumerator(atPath: world.store.path)?.compactMap { $0 as? String }
+                .filter { $0.hasSuffix(photo.sha256) }
+            #expect(held?.count == 1)
+            #expect(try store.queued().isEmpty)
+        }
+    }
 }
