@@ -47,13 +47,7 @@ public struct HTTPAttachmentTransport: AttachmentTransport {
         } catch {
             throw NIOTransportFailure.error(error, url: url, exchange: .upload, answerBegan: true)
         }
-        var headers: [String: String] = [:]
-        for field in response.headers {
-            let name = field.name.lowercased()
-            headers[name] = headers[name].map { "\($0), \(field.value)" } ?? field.value
-        }
-        return AttachmentResponse(
-            head: SnapshotResponseHead(status: Int(response.status.code), headers: headers), body: data)
+        return AttachmentResponse(head: SnapshotResponseHead(response), body: data)
     }
 }
 
@@ -109,4 +103,16 @@ struct FileChunks: AsyncSequence, Sendable {
 struct FileHandleBox: @unchecked Sendable {
     let handle: FileHandle
     init(_ handle: FileHandle) { self.handle = handle }
+}
+
+extension SnapshotResponseHead {
+    /// The status and headers of an AsyncHTTPClient response (names lowercased, repeated ones joined with ", ").
+    init(_ response: HTTPClientResponse) {
+        var headers: [String: String] = [:]
+        for field in response.headers {
+            let name = field.name.lowercased()
+            headers[name] = headers[name].map { "\($0), \(field.value)" } ?? field.value
+        }
+        self.init(status: Int(response.status.code), headers: headers)
+    }
 }

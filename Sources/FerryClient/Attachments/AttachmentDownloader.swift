@@ -22,9 +22,7 @@ struct AttachmentDownloader: Sendable {
     /// Downloads `sha256` unless the device holds it; returns the bytes received (0 when it was there).
     /// Throws `.notFound` when the server does not hold it, `.verification` when the bytes do not match.
     func download(_ sha256: String) async throws -> Int64 {
-        guard Attachment.isID(sha256) else {
-            throw FerryError(.badInput, "'\(sha256)' is not an attachment's SHA-256 (64 lowercase hex characters)")
-        }
+        try DeviceAttachments.requireID(sha256)
         if store.contains(sha256) { return 0 }
         try await BlockingWork.run { [store] in try store.makeDirectories() }
         let url = base.appendingPathComponent(sha256)

@@ -74,3 +74,20 @@ public protocol AttachmentTransport: Sendable {
 
     func send(_ request: AttachmentRequest) async throws -> AttachmentResponse
 }
+
+extension TransportFailure {
+    /// Whether an upload that failed with `error` may succeed if sent again: the server could not be reached, or
+    /// failed, and not for a certificate (the same request would be refused again).
+    static func isWorthRetrying(_ error: FerryError) -> Bool {
+        error.code == .offline || (error.code == .network && !isTLS(error))
+    }
+}
+
+extension DeviceAttachments {
+    /// Throws `FerryError.Code.badInput` unless `sha256` is an attachment's name.
+    static func requireID(_ sha256: String) throws {
+        guard Attachment.isID(sha256) else {
+            throw FerryError(.badInput, "'\(sha256)' is not an attachment's SHA-256 (64 lowercase hex characters)")
+        }
+    }
+}

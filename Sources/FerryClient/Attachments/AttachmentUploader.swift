@@ -63,10 +63,7 @@ struct AttachmentUploader: Sendable {
             do {
                 guard let entry = try await BlockingWork.run({ [store] in try store.entry(sha256) }) else { return nil }
                 return try await upload(entry, sent: &sent)
-            } catch let error as FerryError
-                where (error.code == .offline || (error.code == .network && !TransportFailure.isTLS(error)))
-                && attempt < attempts
-            {
+            } catch let error as FerryError where TransportFailure.isWorthRetrying(error) && attempt < attempts {
                 logger.notice(
                     "attachment upload broke off; resuming",
                     metadata: ["sha256": "\(sha256)", "attempt": "\(attempt)", "error": "\(error.message)"])

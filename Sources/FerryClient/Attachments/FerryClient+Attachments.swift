@@ -86,9 +86,7 @@ extension FerryClient {
     /// ```
     public func attachmentURL(for sha256: String) async throws -> URL {
         let store = deviceAttachments
-        guard Attachment.isID(sha256) else {
-            throw FerryError(.badInput, "'\(sha256)' is not an attachment's SHA-256 (64 lowercase hex characters)")
-        }
+        try DeviceAttachments.requireID(sha256)
         if store.contains(sha256) {
             store.touch(sha256)
             return store.url(for: sha256)

@@ -36,9 +36,7 @@ extension FerryClient {
     /// backgroundSession.downloadTask(with: try await client.backgroundAttachmentRequest(for: sha)).resume()
     /// ```
     public func backgroundAttachmentRequest(for sha256: String) async throws -> URLRequest {
-        guard Attachment.isID(sha256) else {
-            throw FerryError(.badInput, "'\(sha256)' is not an attachment's SHA-256 (64 lowercase hex characters)")
-        }
+        try DeviceAttachments.requireID(sha256)
         var request = URLRequest(url: try attachmentsURL().appendingPathComponent(sha256))
         for (name, value) in try await attachmentHeaders()() { request.setValue(value, forHTTPHeaderField: name) }
         return request

@@ -213,8 +213,7 @@ extension FerryClient {
                 let token = try await configuration.tokenProvider?()
                 return try await uploader.upload(batch, dataset: dataset, accessToken: token)
             } catch let error as FerryError
-                where (error.code == .offline || (error.code == .network && !TransportFailure.isTLS(error)))
-                && attempt < configuration.push.attempts
+                where TransportFailure.isWorthRetrying(error) && attempt < configuration.push.attempts
             {
                 logger.notice(
                     "upload failed, retrying", metadata: ["attempt": "\(attempt)", "error": "\(error.message)"])
