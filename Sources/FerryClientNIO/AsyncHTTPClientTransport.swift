@@ -92,12 +92,7 @@ public struct AsyncHTTPClientTransport: SnapshotTransport {
         } catch {
             throw NIOTransportFailure.error(error, url: request.url.absoluteString, exchange: .snapshot)
         }
-        var headers: [String: String] = [:]
-        for field in response.headers {
-            let name = field.name.lowercased()
-            headers[name] = headers[name].map { "\($0), \(field.value)" } ?? field.value
-        }
-        let head = SnapshotResponseHead(status: Int(response.status.code), headers: headers)
+        let head = SnapshotResponseHead(response)
         var iterator = response.body.makeAsyncIterator()
         let body = SnapshotResponseBody {
             guard let buffer = try await iterator.next() else { return nil }

@@ -42,11 +42,11 @@ public final class FerryDatabase: Sendable {
     public let client: FerryClient
     /// When updates are applied.
     public let applyMode: ApplyMode
-    private let broadcast = StatusBroadcast()
+    let broadcast = StatusBroadcast()
     private let background = Locked<Task<Void, Never>?>(nil)
     /// The long-poll loop of ``ApplyMode/automatic`` with `waitForChanges`, started at open, cancelled by ``close()``.
     private let watching = Locked<Task<Void, Never>?>(nil)
-    private let logger: Logger
+    let logger: Logger
 
     private init(pool: DatabasePool, client: FerryClient, applyMode: ApplyMode, logger: Logger) {
         self.pool = pool
@@ -177,6 +177,8 @@ public final class FerryDatabase: Sendable {
         }
         if applyMode == .automatic, result.status.state == .updatePending {
             try await applyPendingUpdate()
+        } else if result.outcome == .initialSync {
+            await syncAttachments()
         }
         try await refreshStatus()
         return result
@@ -190,7 +192,9 @@ public final class FerryDatabase: Sendable {
     /// ```
     @discardableResult
     public func applyPendingUpdate() async throws -> ApplyResult {
-        try await reporting { try await $0.applyPendingUpdate() }
+        let result = try await reporting { try await $0.applyPendingUpdate() }
+        if result.applied { await syncAttachments() }
+        return result
     }
 
     /// Uploads the queued edits; rejected ones are kept for ``rejectedEdits()``.
@@ -300,7 +304,10 @@ public final class FerryDatabase: Sendable {
         let status = try await client.status()
         let queued = try await client.pendingEdits()
         let rejected = try await client.rejectedEdits().count
+        let attachments = try await client.pendingAttachments()
         broadcast.update {
+            $0.pendingAttachments = attachments.count
+            $0.pendingAttachmentBytes = attachments.reduce(0) { $0 + $1.size }
             $0.state = status.state
             $0.version = status.version
             $0.pendingVersion = status.pendingVersion

@@ -40,6 +40,13 @@ public struct SyncStatus: Sendable, Equatable {
     public var lastError: FerryError?
     /// Rejected edits not yet acknowledged (``FerryDatabase/rejectedEdits()``).
     public var rejectedEdits: Int
+    /// Attachments waiting for upload (``FerryDatabase/Attachments/add(data:contentType:)``); the next push sends
+    /// them before the edits that name them.
+    public var pendingAttachments = 0
+    /// Their bytes.
+    public var pendingAttachmentBytes: Int64 = 0
+    /// Attachment downloads in progress (eager ones after an update, on-demand ones the app asked for).
+    public var attachmentDownloads = 0
 
     /// The status of a directory that was never synced.
     public static let initial = SyncStatus(
@@ -52,7 +59,9 @@ public struct SyncStatus: Sendable, Equatable {
             && lhs.download == rhs.download
             && lhs.queuedEdits == rhs.queuedEdits && lhs.lastCheck == rhs.lastCheck && lhs.lastPush == rhs.lastPush
             && lhs.lastError?.code == rhs.lastError?.code && lhs.lastError?.message == rhs.lastError?.message
-            && lhs.rejectedEdits == rhs.rejectedEdits
+            && lhs.rejectedEdits == rhs.rejectedEdits && lhs.pendingAttachments == rhs.pendingAttachments
+            && lhs.pendingAttachmentBytes == rhs.pendingAttachmentBytes
+            && lhs.attachmentDownloads == rhs.attachmentDownloads
     }
 }
 

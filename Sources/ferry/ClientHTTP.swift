@@ -28,12 +28,15 @@ enum TransportChoice: String, ExpressibleByArgument, CaseIterable, Sendable {
 struct ClientHTTP {
     let snapshot: any SnapshotTransport
     let uploader: @Sendable (URL) -> any ChangeUploader
+    /// How attachments are uploaded, on the same connection setup.
+    let attachments: any AttachmentTransport
 
     init(_ choice: TransportChoice, http: HTTPClient, access: AccessOptions) throws {
         switch choice {
         case .asyncHTTPClient:
             snapshot = AsyncHTTPClientTransport(client: http)
             uploader = { HTTPChangeUploader(server: $0, httpClient: http) }
+            attachments = HTTPAttachmentTransport(httpClient: http)
         case .urlSession:
             let transport: URLSessionTransport
             do {
@@ -45,6 +48,7 @@ struct ClientHTTP {
             }
             snapshot = transport
             uploader = { URLSessionChangeUploader(server: $0, transport: transport) }
+            attachments = URLSessionAttachmentTransport(transport: transport)
         }
     }
 }

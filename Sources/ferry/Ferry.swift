@@ -15,7 +15,8 @@ struct Ferry: AsyncParsableCommand {
             TriggersCommand.self,
             ServeCommand.self,
             FetchCommand.self, WatchCommand.self, ApplyCommand.self, StatusCommand.self, RollbackCommand.self,
-            ExecCommand.self, PushCommand.self, SyncCommand.self, RejectedCommand.self,
+            ExecCommand.self, PushCommand.self, SyncCommand.self, RejectedCommand.self, AttachCommand.self,
+            AttachmentCommand.self,
         ]
     )
 

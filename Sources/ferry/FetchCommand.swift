@@ -27,6 +27,8 @@ struct FetchCommand: AsyncParsableCommand {
 
     @OptionGroup var options: ClientDirectoryOptions
 
+    @OptionGroup var cache: AttachmentCacheOptions
+
     @Flag(name: .long, help: "Apply the update right after a successful download.")
     var apply = false
 
@@ -45,13 +47,14 @@ struct FetchCommand: AsyncParsableCommand {
     var noPatch = false
 
     func run() async throws {
-        let (result, applied) = try await access.withHTTPClient { http in
+        let (result, applied, attachments) = try await access.withHTTPClient { http in
             // `ferry sync` pushes; fetch only fetches (the configuration neither pushes nor applies on open).
             var configuration = try server.clientConfiguration(
                 directory: options.directoryURL, http: http, access: access)
             configuration.acceptedSchemaVersions = acceptSchema.isEmpty ? nil : Set(acceptSchema)
             configuration.download.maxBytesPerSecond = limitRate?.bytesPerSecond
             configuration.download.usePatches = !noPatch
+            configuration.attachments.cacheBytes = cache.attachmentCacheBytes
             let client = try await FerryClient.open(
                 configuration: configuration, logger: options.logger(), transport: http.snapshot)
             do {
@@ -62,8 +65,11 @@ struct FetchCommand: AsyncParsableCommand {
                 let result = try await client.checkForUpdates(progress: onProgress)
                 var applied: ApplyResult?
                 if apply && result.status.state == .updatePending { applied = try await client.applyPendingUpdate() }
+                // The attachments of the version now live (after --apply, or the initial sync): eager ones downloaded.
+                var attachments: AttachmentSync?
+                if apply || result.outcome == .initialSync { attachments = try await client.syncAttachments() }
                 await client.close()
-                return (result, applied)
+                return (result, applied, attachments)
             } catch {
                 await client.close()
                 throw error
@@ -71,9 +77,13 @@ struct FetchCommand: AsyncParsableCommand {
         }
         let status = applied?.status ?? result.status
         if json {
-            print(try JSONLine.render(FetchJSON(status: status, result: result, applied: applied?.applied ?? false)))
+            print(
+                try JSONLine.render(
+                    FetchJSON(
+                        status: status, result: result, applied: applied?.applied ?? false, attachments: attachments)))
         } else {
             print(Self.summary(result, applied: applied, dir: options.dir))
+            if let attachments, let line = attachments.text { print(line) }
             print(status.text)
         }
     }

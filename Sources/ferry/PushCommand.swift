@@ -59,6 +59,7 @@ struct SyncCommand: AsyncParsableCommand {
     @OptionGroup var server: ServerOptions
     @OptionGroup var access: AccessOptions
     @OptionGroup var options: ClientDirectoryOptions
+    @OptionGroup var cache: AttachmentCacheOptions
 
     @Flag(name: .long, help: "Print the resulting status as one line of JSON.")
     var json = false
@@ -72,6 +73,7 @@ struct SyncCommand: AsyncParsableCommand {
             var configuration = try server.clientConfiguration(
                 directory: options.directoryURL, http: http, access: access)
             configuration.acceptedSchemaVersions = acceptSchema.isEmpty ? nil : Set(acceptSchema)
+            configuration.attachments.cacheBytes = cache.attachmentCacheBytes
             let client = try await FerryClient.open(
                 configuration: configuration, logger: options.logger(), transport: http.snapshot)
             do {
@@ -89,6 +91,7 @@ struct SyncCommand: AsyncParsableCommand {
         } else {
             print(result.push.text)
             print(FetchCommand.summary(result.fetch, applied: result.apply, dir: options.dir))
+            if let line = result.attachments?.text { print(line) }
             print(status.text)
         }
     }

@@ -45,6 +45,7 @@ struct ServerOptions: ParsableArguments {
         configuration.push.onOpen = false
         access.apply(to: &configuration)
         configuration.push.uploader = http.uploader(url)
+        configuration.attachments.transport = http.attachments
         return configuration
     }
 }

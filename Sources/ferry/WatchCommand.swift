@@ -36,6 +36,8 @@ struct WatchCommand: AsyncParsableCommand {
 
     @OptionGroup var options: ClientDirectoryOptions
 
+    @OptionGroup var cache: AttachmentCacheOptions
+
     @Option(
         name: .customLong("apply-mode"),
         help: "When a new version is applied: automatic (at once), on-launch or on-request (left pending).")
@@ -64,6 +66,7 @@ struct WatchCommand: AsyncParsableCommand {
             var configuration = try server.clientConfiguration(
                 directory: options.directoryURL, http: http, access: access)
             configuration.download.waitForChanges = .seconds(wait)
+            configuration.attachments.cacheBytes = cache.attachmentCacheBytes
             configuration.acceptedSchemaVersions = acceptSchema.isEmpty ? nil : Set(acceptSchema)
             let client = try await FerryClient.open(
                 configuration: configuration, logger: options.logger(), transport: http.snapshot)
@@ -95,12 +98,16 @@ struct WatchCommand: AsyncParsableCommand {
                     if apply && result.status.state == .updatePending {
                         applied = try await client.applyPendingUpdate()
                     }
+                    var attachments: AttachmentSync?
+                    if applied != nil || result.outcome == .initialSync {
+                        attachments = try await client.syncAttachments()
+                    }
                     try Self.printLine(
                         json
                             ? try JSONLine.render(
                                 FetchJSON(
                                     status: applied?.status ?? result.status, result: result,
-                                    applied: applied?.applied ?? false))
+                                    applied: applied?.applied ?? false, attachments: attachments))
                             : FetchCommand.summary(result, applied: applied, dir: dir))
                 }
             }

@@ -47,13 +47,13 @@ import Testing
             #expect(first.status == 0, "\(first.stderr)")
             #expect(
                 first.stdout
-                    == #"{"state":"upToDate","version":1,"sha256":"\#(v1.sha256)","pendingVersion":null,"pendingSha256":null,"outbox":0,"result":"initialSync","applied":false,"bytesReceived":\#(v1.gzipSize),"resumedFrom":0,"fileBytes":\#(v1.size),"encoding":"gzip","path":"full","patchFrom":null,"patchTo":null,"patchError":null,"publishedBytes":\#(v1.size),"ownRowsSettled":null}"#
+                    == #"{"state":"upToDate","version":1,"sha256":"\#(v1.sha256)","pendingVersion":null,"pendingSha256":null,"outbox":0,"result":"initialSync","applied":false,"bytesReceived":\#(v1.gzipSize),"resumedFrom":0,"fileBytes":\#(v1.size),"encoding":"gzip","path":"full","patchFrom":null,"patchTo":null,"patchError":null,"publishedBytes":\#(v1.size),"ownRowsSettled":null,"attachments":{"bytes":0,"downloaded":0,"evicted":0,"missing":[],"removed":0}}"#
                     + "\n")
             let second = try await runFerry(fetch)
             #expect(second.status == 0, "\(second.stderr)")
             #expect(
                 second.stdout
-                    == #"{"state":"upToDate","version":1,"sha256":"\#(v1.sha256)","pendingVersion":null,"pendingSha256":null,"outbox":0,"result":"notModified","applied":false,"bytesReceived":0,"resumedFrom":0,"fileBytes":null,"encoding":null,"path":null,"patchFrom":null,"patchTo":null,"patchError":null,"publishedBytes":null,"ownRowsSettled":null}"#
+                    == #"{"state":"upToDate","version":1,"sha256":"\#(v1.sha256)","pendingVersion":null,"pendingSha256":null,"outbox":0,"result":"notModified","applied":false,"bytesReceived":0,"resumedFrom":0,"fileBytes":null,"encoding":null,"path":null,"patchFrom":null,"patchTo":null,"patchError":null,"publishedBytes":null,"ownRowsSettled":null,"attachments":null}"#
                     + "\n")
         }
     }
@@ -74,7 +74,7 @@ import Testing
         #expect(result.status == 0, "\(result.stderr)")
         #expect(
             result.stdout
-                == #"{"sent":0,"applied":0,"rejected":0,"gone":0,"invalid":0,"forbidden":0,"unanswered":0,"remaining":0,"merged":0}"#
+                == #"{"sent":0,"applied":0,"rejected":0,"gone":0,"invalid":0,"forbidden":0,"unanswered":0,"remaining":0,"merged":0,"attachments":{"bytes":0,"pending":0,"uploaded":0}}"#
                 + "\n")
     }
 

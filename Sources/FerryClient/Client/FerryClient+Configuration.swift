@@ -54,6 +54,8 @@ extension FerryClient {
         public var download = Download()
         /// How queued edits are uploaded.
         public var push = Push()
+        /// How attachments are uploaded and kept on the device.
+        public var attachments = Attachments()
 
         /// When a downloaded update is applied, and what runs during the swap.
         ///

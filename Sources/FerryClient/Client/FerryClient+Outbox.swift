@@ -8,8 +8,10 @@ public struct PushResult: Sendable, Equatable {
     public var summary: Outbox.Summary
     /// Edits uploaded (answered or not).
     public var sent: Int
-    /// Edits still queued afterwards.
+    /// Edits still queued afterwards (those naming an attachment still queued among them).
     public var remaining: Int
+    /// The attachments uploaded before the edits, and those still queued.
+    public var attachments = AttachmentPushSummary()
 }
 
 /// What one ``FerryClient/sync()`` did: push, then fetch, then apply.
@@ -17,11 +19,14 @@ public struct SyncResult: Sendable, Equatable {
     public var push: PushResult
     public var fetch: FetchResult
     public var apply: ApplyResult?
+    /// The attachments brought in line with the applied version (nil when no version is live).
+    public var attachments: AttachmentSync?
 
-    public init(push: PushResult, fetch: FetchResult, apply: ApplyResult?) {
+    public init(push: PushResult, fetch: FetchResult, apply: ApplyResult?, attachments: AttachmentSync? = nil) {
         self.push = push
         self.fetch = fetch
         self.apply = apply
+        self.attachments = attachments
     }
 }
 
@@ -79,7 +84,8 @@ extension FerryClient {
         let fetched = try await checkForUpdates()
         var applied: ApplyResult?
         if try await status().state == .updatePending { applied = try await applyPendingUpdate() }
-        return SyncResult(push: pushed, fetch: fetched, apply: applied)
+        let attachments = try await syncAttachments()
+        return SyncResult(push: pushed, fetch: fetched, apply: applied, attachments: attachments)
     }
 
     /// Starts pushing the edits queued at open, in a task the client owns (``close()`` cancels it), when
@@ -91,7 +97,9 @@ extension FerryClient {
 
     private func pushOnLaunch() async {
         do {
-            guard try await pendingEdits() > 0 else { return }
+            let edits = try await pendingEdits()
+            let attachments = try await pendingAttachments().count
+            guard edits > 0 || attachments > 0 else { return }
         } catch {
             logger.warning("cannot count the pending edits on launch; they are not pushed now: \(error)")
             return
@@ -130,10 +138,24 @@ extension FerryClient {
         let clientID = try await deviceID()
         var summary = Outbox.Summary()
         var sent = 0
+        // Every queued attachment first: an edit that names one goes only once the server holds it.
+        let attachments = try await attachmentUploader().uploadAll()
         // Nothing queued (or no database yet, before the initial sync): nothing to send, and no request is made.
-        guard try await pendingEdits() > 0 else { return PushResult(summary: summary, sent: 0, remaining: 0) }
-        // The edits queued now: an app that keeps writing while the push runs must not keep it running forever.
-        let last = try await exclusively { try await useDatabase(notify: false) { try Outbox.lastSequence(in: $0) } }
+        guard try await pendingEdits() > 0 else {
+            return PushResult(summary: summary, sent: 0, remaining: 0, attachments: attachments)
+        }
+        // The edits queued now: an app that keeps writing while the push runs must not keep it running forever. An
+        // edit naming an attachment still queued stops the push there: it and every later edit wait, in order.
+        let blocked = attachments.pendingIDs
+        let last = try await exclusively {
+            try await useDatabase(notify: false) { db in
+                let last = try Outbox.lastSequence(in: db)
+                guard !blocked.isEmpty, let first = try Outbox.firstSequence(naming: blocked, in: db) else {
+                    return last
+                }
+                return min(last, first - 1)
+            }
+        }
         while true {
             // One schema line's edits per batch: each goes to its line's URL (edits queued before a swap to another
             // line carry that line; the others are of the line database.db holds, or the dataset before any).
@@ -175,7 +197,8 @@ extension FerryClient {
             sent += batch.count
             if recorded.unanswered > 0 { break }
         }
-        return PushResult(summary: summary, sent: sent, remaining: try await pendingEdits())
+        return PushResult(
+            summary: summary, sent: sent, remaining: try await pendingEdits(), attachments: attachments)
     }
 
     private func uploadWithRetry(_ batch: ChangeBatch, dataset: String, uploader: any ChangeUploader) async throws
@@ -190,8 +213,7 @@ extension FerryClient {
                 let token = try await configuration.tokenProvider?()
                 return try await uploader.upload(batch, dataset: dataset, accessToken: token)
             } catch let error as FerryError
-                where (error.code == .offline || (error.code == .network && !TransportFailure.isTLS(error)))
-                && attempt < configuration.push.attempts
+                where TransportFailure.isWorthRetrying(error) && attempt < configuration.push.attempts
             {
                 logger.notice(
                     "upload failed, retrying", metadata: ["attempt": "\(attempt)", "error": "\(error.message)"])

@@ -97,9 +97,11 @@ struct FetchJSON: Encodable {
     let status: ClientStatus
     let result: FetchResult
     let applied: Bool
+    /// The attachments brought in line after the fetch (nil when none was tried: no live database).
+    var attachments: AttachmentSync?
 
     enum CodingKeys: String, CodingKey { case result, applied, bytesReceived, resumedFrom, fileBytes, encoding }
-    enum ErrorKeys: String, CodingKey { case patchError, publishedBytes, ownRowsSettled }
+    enum ErrorKeys: String, CodingKey { case patchError, publishedBytes, ownRowsSettled, attachments }
 
     func encode(to encoder: any Encoder) throws {
         try StatusJSON(status).encode(to: encoder)
@@ -118,6 +120,7 @@ struct FetchJSON: Encodable {
         try errors.encode(download?.publishedBytes, forKey: .publishedBytes)
         // The rows the device had written itself that the patch settled (`null` when no patch was applied).
         try errors.encode(download?.ownRowsSettled, forKey: .ownRowsSettled)
+        try errors.encode(attachments.map(AttachmentSyncJSON.init), forKey: .attachments)
     }
 }
 
@@ -126,7 +129,7 @@ struct SyncJSON: Encodable {
     let status: ClientStatus
     let result: SyncResult
 
-    enum CodingKeys: String, CodingKey { case pushed, result, applied }
+    enum CodingKeys: String, CodingKey { case pushed, result, applied, attachments }
 
     func encode(to encoder: any Encoder) throws {
         try StatusJSON(status).encode(to: encoder)
@@ -134,6 +137,25 @@ struct SyncJSON: Encodable {
         try container.encode(result.push.sent, forKey: .pushed)
         try container.encode(result.fetch.outcome.rawValue, forKey: .result)
         try container.encode(result.apply?.applied ?? false, forKey: .applied)
+        try container.encode(result.attachments.map(AttachmentSyncJSON.init), forKey: .attachments)
+    }
+}
+
+/// `attachments: {downloaded, bytes, missing, removed, evicted}` of `fetch --json` and `sync --json`; `missing`
+/// lists the SHA-256s of the eager attachments still lacking.
+struct AttachmentSyncJSON: Encodable {
+    let downloaded: Int
+    let bytes: Int64
+    let missing: [String]
+    let removed: Int
+    let evicted: Int
+
+    init(_ sync: AttachmentSync) {
+        downloaded = sync.downloaded
+        bytes = sync.bytes
+        missing = sync.missing
+        removed = sync.removed
+        evicted = sync.evicted
     }
 }
 

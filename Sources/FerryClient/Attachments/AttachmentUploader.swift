@@ -1,0 +1,215 @@
+import FerryCore
+import Foundation
+import Logging
+
+/// Uploads the queued attachments with tus 1.0.0 (docs/http-api.md): `HEAD` the attachment (already held: done),
+/// else `POST` an upload (its URL saved in the queue entry at once), then `PATCH` the bytes from the offset the
+/// server holds. An interrupted upload resumes: `HEAD` on the saved URL says how many bytes arrived, and only the
+/// rest is sent (a `404` there starts again with `POST`). An entry leaves the queue only once the server holds it.
+struct AttachmentUploader: Sendable {
+    let store: DeviceAttachments
+    let transport: any AttachmentTransport
+    /// `SERVER/v1/datasets/DATASET/attachments`.
+    let base: URL
+    /// The headers every request carries: `Authorization` (asked afresh each time) and `Ferry-Device`.
+    let commonHeaders: @Sendable () async throws -> [String: String]
+    let attempts: Int
+    let backoff: Duration
+    let logger: Logger
+
+    static let tusVersion = "1.0.0"
+
+    /// Uploads every queued attachment, oldest first. A failure other than a refused token leaves that attachment
+    /// queued and goes on (offline: the rest are left for the next push at once).
+    func uploadAll() async throws -> AttachmentPushSummary {
+        var summary = AttachmentPushSummary()
+        let entries = try await BlockingWork.run { [store, logger] in
+            try store.queued { logger.warning("\($0)") }
+        }
+        var offline = false
+        for entry in entries {
+            if !offline {
+                do {
+                    if let sent = try await uploadRetrying(entry.sha256) {
+                        summary.uploaded += 1
+                        summary.bytes += sent
+                        continue
+                    }
+                } catch let error as FerryError where error.code == .unauthorized {
+                    throw error
+                } catch let error as FerryError where error.code == .offline {
+                    offline = true
+                    logger.notice("offline: attachments stay queued", metadata: ["error": "\(error.message)"])
+                } catch {
+                    logger.warning(
+                        "attachment upload failed; it stays queued",
+                        metadata: ["sha256": "\(entry.sha256)", "error": "\(error)"])
+                }
+            }
+            summary.pending += 1
+            summary.pendingBytes += entry.size
+            summary.pendingIDs.insert(entry.sha256)
+        }
+        return summary
+    }
+
+    /// Uploads one queued attachment, retrying a broken exchange with backoff (each attempt resumes); nil when it
+    /// is no longer queued. Returns the body bytes sent.
+    func uploadRetrying(_ sha256: String) async throws -> Int64? {
+        var delay = backoff
+        var attempt = 1
+        var sent: Int64 = 0
+        while true {
+            do {
+                guard let entry = try await BlockingWork.run({ [store] in try store.entry(sha256) }) else { return nil }
+                return try await upload(entry, sent: &sent)
+            } catch let error as FerryError where TransportFailure.isWorthRetrying(error) && attempt < attempts {
+                logger.notice(
+                    "attachment upload broke off; resuming",
+                    metadata: ["sha256": "\(sha256)", "attempt": "\(attempt)", "error": "\(error.message)"])
+                try await Task.sleep(for: delay)
+                delay *= 2
+                attempt += 1
+            }
+        }
+    }
+
+    /// One attempt; `sent` counts the bytes the server confirmed, across attempts.
+    private func upload(_ queued: QueuedAttachment, sent: inout Int64) async throws -> Int64 {
+        var entry = queued
+        let sha256 = entry.sha256
+        let file = store.url(for: sha256)
+        guard FileManager.default.fileExists(atPath: file.path) else {
+            // A crash inside an add, between the queue entry and the file's rename: nothing was attached.
+            try await BlockingWork.run { [store] in try store.dequeue(sha256) }
+            return sent
+        }
+        let held = try await send(AttachmentRequest(method: "HEAD", url: base.appendingPathComponent(sha256)))
+        if held.head.status == 200 {
+            try await BlockingWork.run { [store] in try store.dequeue(sha256) }
+            return sent
+        }
+        guard held.head.status == 404 else { throw failure(held, "asking whether the server holds an attachment") }
+        var offset = try await resumeOffset(&entry)
+        if offset == nil { offset = try await create(&entry) }
+        guard var offset, let location = entry.uploadURL.flatMap({ URL(string: $0, relativeTo: base)?.absoluteURL })
+        else {
+            throw FerryError(.network, "the server made no upload for the attachment; it stays queued", key: sha256)
+        }
+        while offset < entry.size {
+            let length = min(entry.size - offset, transport.maxBodyBytes ?? entry.size)
+            let response = try await send(
+                AttachmentRequest(
+                    method: "PATCH", url: location,
+                    headers: ["Upload-Offset": "\(offset)", "Content-Type": "application/offset+octet-stream"],
+                    body: .init(file: file, offset: offset, length: length)))
+            switch response.head.status {
+            case 204, 200:
+                let next = response.head.header("Upload-Offset").flatMap { Int64($0) } ?? offset + length
+                sent += max(0, next - offset)
+                offset = next
+            case 409:
+                guard let held = try await resumeOffset(&entry) else { return try await upload(entry, sent: &sent) }
+                offset = held
+            case 404, 410:
+                entry.uploadURL = nil
+                try await save(entry)
+                return try await upload(entry, sent: &sent)
+            case 422:
+                throw FerryError(
+                    .verification,
+                    "the server found the uploaded bytes do not match their SHA-256: the device's copy is damaged; remove it and attach the file again",
+                    path: file.path, key: sha256)
+            default:
+                throw failure(response, "uploading an attachment")
+            }
+        }
+        try await BlockingWork.run { [store] in try store.dequeue(sha256) }
+        return sent
+    }
+
+    /// The offset the server holds of the entry's upload; nil (and the URL forgotten) when it has none.
+    private func resumeOffset(_ entry: inout QueuedAttachment) async throws -> Int64? {
+        guard let text = entry.uploadURL, let url = URL(string: text, relativeTo: base)?.absoluteURL else { return nil }
+        let response = try await send(AttachmentRequest(method: "HEAD", url: url))
+        switch response.head.status {
+        case 200, 204:
+            guard let offset = response.head.header("Upload-Offset").flatMap({ Int64($0) }) else {
+                throw FerryError(
+                    .network, "the server's upload answer has no Upload-Offset; the attachment stays queued")
+            }
+            return offset
+        case 404, 410:
+            entry.uploadURL = nil
+            try await save(entry)
+            return nil
+        default:
+            throw failure(response, "resuming an attachment upload")
+        }
+    }
+
+    /// `POST`s a new upload and saves its URL in the queue entry at once; returns its offset.
+    private func create(_ entry: inout QueuedAttachment) async throws -> Int64 {
+        let metadata =
+            "sha256 \(Data(entry.sha256.utf8).base64EncodedString()),contentType \(Data(entry.contentType.utf8).base64EncodedString())"
+        let response = try await send(
+            AttachmentRequest(
+                method: "POST", url: base.appendingPathComponent("uploads"),
+                headers: ["Upload-Length": "\(entry.size)", "Upload-Metadata": metadata]))
+        guard response.head.status == 201, let location = response.head.header("Location") else {
+            throw failure(response, "starting an attachment upload")
+        }
+        entry.uploadURL = location
+        try await save(entry)
+        return response.head.header("Upload-Offset").flatMap { Int64($0) } ?? 0
+    }
+
+    private func save(_ entry: QueuedAttachment) async throws {
+        try await BlockingWork.run { [store] in try store.save(entry) }
+    }
+
+    private func send(_ request: AttachmentRequest) async throws -> AttachmentResponse {
+        var request = request
+        request.headers["Tus-Resumable"] = Self.tusVersion
+        for (name, value) in try await commonHeaders() { request.headers[name] = value }
+        return try await transport.send(request)
+    }
+
+    /// The error for an answer the upload cannot go on with.
+    private func failure(_ response: AttachmentResponse, _ doing: String) -> FerryError {
+        let status = response.head.status
+        let message = ChangeUploadResponse.errorMessage(response.body)
+        switch status {
+        case 401, 403:
+            return BearerAuthorization.refusal(status: status, url: base.absoluteString)
+        case 413:
+            return FerryError(
+                .badInput, "the server takes no attachment this large (413): \(message); it stays queued")
+        case 400..<500 where status != 408 && status != 429:
+            return FerryError(.badInput, "the server refused \(doing) (\(status)): \(message); it stays queued")
+        default:
+            return FerryError(.network, "the server failed \(doing) (\(status)): \(message); it stays queued")
+        }
+    }
+}
+
+/// What a push did with the attachments: uploaded, and still queued.
+///
+/// ```swift
+/// let result = try await client.push()
+/// print(result.attachments.uploaded, result.attachments.pending)
+/// ```
+public struct AttachmentPushSummary: Sendable, Equatable {
+    /// Attachments the server holds now that it did not before this push (or that it held already: not counted).
+    public var uploaded = 0
+    /// Body bytes the server confirmed receiving.
+    public var bytes: Int64 = 0
+    /// Attachments still queued.
+    public var pending = 0
+    /// Their bytes.
+    public var pendingBytes: Int64 = 0
+    /// Their SHA-256s: the edits naming one wait for the next push.
+    public var pendingIDs: Set<String> = []
+
+    public init() {}
+}
