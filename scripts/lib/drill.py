@@ -7,7 +7,7 @@ A = argparse.ArgumentParser()
 A.add_argument("--ferry", required=True)
 A.add_argument("--database-url", required=True)
 A.add_argument("--rounds", type=int, default=100)
-A.add_argument("--kinds", default="publisher,lines,s3publisher,client,server,app")
+A.add_argument("--kinds", default="publisher,lines,s3publisher,client,server,app,attachments")
 A.add_argument("--seed", type=int, default=None)
 ARGS = A.parse_args()
 SEED = ARGS.seed if ARGS.seed is not None else random.randrange(1 << 30)
@@ -687,6 +687,98 @@ def drill_app(rounds):
         kill9(server)
 
 
+# ------------------------------------------------------------------------------------------------- attachments
+# A device attaches a photo (1-3 MiB) and names it in a row, then `ferry push` runs through a relay that throttles the
+# upload (so kills land inside it) and is killed with -9 at a random instant. After each kill: no row in PostgreSQL
+# names a photo the server does not hold (a row never arrives before its photo); every attachment the server holds
+# has exactly the bytes its name says (nothing half-written is visible); every photo the device still queues is
+# intact on the device. At the end an unkilled push delivers everything: each photo held once, each row once.
+PHOTOS_DDL = """CREATE TABLE photos (id text PRIMARY KEY, note text NOT NULL, image text,
+  created_at timestamptz NOT NULL DEFAULT now(), updated_at timestamptz NOT NULL DEFAULT now());"""
+PHOTOS_YML = """dataset: photos
+tables:
+  - name: photos
+    writable: true
+    attachments:
+      image: {download: eager}
+"""
+
+
+def check_attachments(url, store, device, attached):
+    held_dir = os.path.join(store, "photos", "attachments")
+    held = {n for n in os.listdir(held_dir) if len(n) == 64} if os.path.isdir(held_dir) else set()
+    for name in held:
+        if sha256(os.path.join(held_dir, name)) != name:
+            violation("attachments", f"the server holds attachment {name[:12]}… with other bytes than its name says")
+    for image in psql(url, "SELECT image FROM photos WHERE image IS NOT NULL").split():
+        if image not in held:
+            violation("attachments", f"a row in PostgreSQL names photo {image[:12]}…, which the server does not hold")
+    local = os.path.join(device, ".ferry", "attachments")
+    for name in attached:
+        path = os.path.join(local, name)
+        if name not in held and not (os.path.exists(path) and sha256(path) == name):
+            violation("attachments", f"photo {name[:12]}… is neither on the server nor intact on the device")
+    return held
+
+
+def drill_attachments(rounds):
+    url = create_db("drill_attachments", PHOTOS_DDL)
+    store = os.path.join(WORK, "attach-store")
+    template = os.path.join(WORK, "photos.yml")
+    open(template, "w").write(PHOTOS_YML)
+    if ferry("publish", "--config", template, "--database-url", url, "--store", store).returncode != 0:
+        raise RuntimeError("publish failed")
+    port = free_port()
+    server = serve(store, template, url, port)
+    device = os.path.join(WORK, "attach-device")
+    if ferry("fetch", "--server", f"http://127.0.0.1:{port}", "--dataset", "photos", "--dir", device, "--apply").returncode != 0:
+        raise RuntimeError("initial fetch failed")
+    port_file = os.path.join(WORK, "relay.port")
+    relay = subprocess.Popen([sys.executable, os.path.join(os.path.dirname(__file__), "relay.py"), "--target", str(port),
+                              "--port-file", port_file, "--stats", os.path.join(WORK, "relay.json"), "--rate", "4M"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    PROCS.append(relay)
+    for _ in range(200):
+        if os.path.exists(port_file):
+            break
+        time.sleep(0.05)
+    via = f"http://127.0.0.1:{open(port_file).read()}"
+    attached = []
+    try:
+        for r in range(rounds):
+            photo = os.path.join(WORK, f"photo-{r}.jpg")
+            with open(photo, "wb") as f:
+                f.write(os.urandom(RNG.randint(1 << 20, 3 << 20)))
+            out = ferry("attach", "--dir", device, photo, "--json")
+            if out.returncode != 0:
+                violation("attachments", f"ferry attach failed: {out.stderr.strip()[:200]}")
+                continue
+            name = json.loads(out.stdout)["sha256"]
+            attached.append(name)
+            ferry("exec", "--dir", device, f"INSERT INTO photos (id, note, image) VALUES ('p{r}', 'photo {r}', '{name}')")
+            p = start("push", "--server", via, "--dataset", "photos", "--dir", device)
+            time.sleep(RNG.uniform(0.05, 1.2))
+            finished = p.poll() is not None
+            kill9(p)
+            queue = os.path.join(device, ".ferry", "attachments", "queue")
+            pending = os.path.isdir(queue) and any(n.endswith(".json") for n in os.listdir(queue))
+            KILLS["attachments"]["finished" if finished else ("uploading" if pending else "pushing edits")] += 1
+            check_attachments(url, store, device, attached)
+        done = ferry("push", "--server", f"http://127.0.0.1:{port}", "--dataset", "photos", "--dir", device)
+        if done.returncode != 0:
+            violation("attachments", f"the final push failed: {done.stderr.strip()[:200]}")
+        held = check_attachments(url, store, device, attached)
+        missing = [n for n in attached if n not in held]
+        if missing:
+            violation("attachments", f"{len(missing)} photos never reached the server")
+        count = int(psql(url, "SELECT count(*) FROM photos"))
+        if count != len(attached):
+            violation("attachments", f"PostgreSQL has {count} photo rows for {len(attached)} attached")
+    finally:
+        kill9(relay)
+        kill9(server)
+
+
 def main():
     kinds = [k.strip() for k in ARGS.kinds.split(",") if k.strip()]
     print(f"drill: {ARGS.rounds} rounds per kind ({', '.join(kinds)}), seed {SEED}", flush=True)
@@ -694,7 +786,7 @@ def main():
     try:
         for kind in kinds:
             t = time.time()
-            {"publisher": drill_publisher, "lines": drill_lines, "s3publisher": drill_s3publisher, "client": drill_client, "server": drill_server, "app": drill_app}[kind](ARGS.rounds)
+            {"publisher": drill_publisher, "lines": drill_lines, "s3publisher": drill_s3publisher, "client": drill_client, "server": drill_server, "app": drill_app, "attachments": drill_attachments}[kind](ARGS.rounds)
             print(f"  {kind}: {ARGS.rounds} rounds in {time.time() - t:.0f} s", flush=True)
     finally:
         for p in PROCS:

@@ -355,8 +355,14 @@ final class SnapshotExporter {
     ) throws -> ExportResult {
         let tables = job.plans.map(\.name)
         let (file, checked) = (job.file, counts)
+        let attachments = job.plans.filter { !$0.table.attachments.isEmpty }.map {
+            AttachmentCheck(table: $0.name, columns: $0.table.attachments.keys.sorted(), primaryKey: $0.primaryKey)
+        }
+        let templatePath = template.path
         let verification = ThreadJob(name: "ferry.verify") {
-            try Self.verify(file, tables: tables, counts: checked, digest: digestFromFile)
+            try Self.verify(
+                file, tables: tables, counts: checked, digest: digestFromFile, attachments: attachments,
+                templatePath: templatePath)
         }
         var prepared: FileSnapshotStore.PreparedObject?
         do {
@@ -393,12 +399,14 @@ final class SnapshotExporter {
     /// incremental build, moved by every row written, each read back), proves their content. What
     /// `integrity_check` adds is an index-vs-table comparison for every index, indexes SQLite itself maintains: a
     /// second pass over the whole file that proves nothing the steps here leave open.
-    private static func verify(_ file: URL, tables: [String], counts: [String: Int], digest: Bool) throws -> (
-        ContentDigest?, PublishPhases
-    ) {
+    private static func verify(
+        _ file: URL, tables: [String], counts: [String: Int], digest: Bool, attachments: [AttachmentCheck] = [],
+        templatePath: String = ""
+    ) throws -> (ContentDigest?, PublishPhases) {
         var phases = PublishPhases()
         let db = try SQLiteConnection(path: file.path, mode: .readOnly)
         try phases.time(.quickCheck) { try db.checkIntegrity(quick: true) }
+        for check in attachments { try check.run(on: db, templatePath: templatePath) }
         try phases.time(.rowCounts) {
             for table in tables {
                 let stored = try db.scalar("SELECT count(*) FROM \(SQLIdentifier.quote(table))")?.integer ?? -1

@@ -89,6 +89,12 @@ extension TemplateValidator {
                 "table '\(table.name)' is writable with merge newest-wins but has no '\(template.timestamps.updated)' column to compare; add the column to the table/query, set `timestamps: {updated: …}`, or choose another merge rule"
             )
         }
+        for column in table.attachments.keys.sorted() where !keptNames.contains(column) {
+            throw fail(
+                template, "tables[\(i)].attachments.\(column)",
+                "table '\(table.name)': attachment column '\(column)' is not one of its exported columns (\(keptNames.joined(separator: ", "))); name an exported column that holds the SHA-256"
+            )
+        }
         let plansForColumns = kept.map { column -> ColumnPlan in
             let info =
                 types[column.oid] ?? (name: "oid \(column.oid)", oid: column.oid, typtype: "b", category: "U")
