@@ -76,6 +76,12 @@ public final class BucketReplica: Service, Sendable {
             bucket: layout.bucket, key: layout.objectKey(dataset: dataset, name: object), expires: expires)
     }
 
+    /// The bucket's attachments (`DATASET/attachments/` under the prefix), cached beside the replica's objects
+    /// (`CACHE/DATASET/attachments/`, which the replica's clean-up of unreferenced objects never touches).
+    public var attachments: BucketAttachmentStore {
+        BucketAttachmentStore(s3: s3, layout: layout, cache: store.cacheDirectory)
+    }
+
     /// How long a presigned object URL is valid: 1 hour, the default `--object-grace`, so an object that a URL
     /// names outlives it, and long enough for a cache to fetch every slice of a large object from one lookup.
     public static let objectURLLifetime = 3600

@@ -146,6 +146,9 @@ public struct ServerAssembly: Sendable {
         server.store = replica.store
         server.storeName = "\(configuration.store)"
         server.storePath = replica.store.cacheDirectory
+        server.attachmentStore = replica.attachments
+        // Partial uploads on the cache's file system, so a finished one moves into the cache by a rename.
+        server.attachmentUploads = replica.store.cacheDirectory.appendingPathComponent(".ferry-uploads")
         if configuration.bucket.presignObjects {
             server.objectURL = { dataset, object in replica.objectURL(dataset: dataset, object: object) }
         }
