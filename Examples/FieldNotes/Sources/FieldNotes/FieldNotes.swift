@@ -9,7 +9,11 @@ import Logging
 /// each new result, writes an edit on a timer, syncs on another, and prints every `SyncStatus` change. An edit the
 /// server did not take (rejected, merged with lost columns, or gone) is printed with the server's values; with
 /// `--resolve resubmit` the app sends its lost values again on top of the server's row, with `--resolve discard` it
-/// keeps the server's row. It stops after `--seconds` or when the file named by `--stop-file` appears.
+/// keeps the server's row. With `--attach FILE --attach-edit SQL` it attaches a photo once (FerryGRDB's
+/// `ferry.attachments.add`) and writes the row that names it (`?` in the SQL is the photo's SHA-256); with
+/// `--show-attachments SQL` (a query of a label and a SHA-256) it shows each attachment the rows name, from its local
+/// file (`ferry.attachments.url(for:)`, which downloads an on-demand one first). It stops after `--seconds` or when
+/// the file named by `--stop-file` appears.
 ///
 ///     field-notes --dir device --server http://127.0.0.1:8080 --dataset trips \
 ///         --watch "SELECT name || ': ' || passengers FROM trips ORDER BY name" \
@@ -27,6 +31,9 @@ struct FieldNotes {
         var seconds = 60.0
         var stopFile: String?
         var resolve = "show"
+        var attach: String?
+        var attachEdit: String?
+        var showAttachments: String?
 
         init(_ arguments: [String]) throws {
             var iterator = arguments.makeIterator()
@@ -44,6 +51,9 @@ struct FieldNotes {
                 case "--sync-every": syncEvery = try Self.seconds(value, flag)
                 case "--seconds": seconds = try Self.seconds(value, flag)
                 case "--stop-file": stopFile = value
+                case "--attach": attach = value
+                case "--attach-edit": attachEdit = value
+                case "--show-attachments": showAttachments = value
                 case "--resolve":
                     guard ["show", "resubmit", "discard"].contains(value) else {
                         throw FerryError(
@@ -53,7 +63,7 @@ struct FieldNotes {
                 default:
                     throw FerryError(
                         .badInput,
-                        "unknown option \(flag): use --dir, --server, --dataset, --watch, --edit, --edit-every, --sync-every, --seconds, --stop-file, --resolve",
+                        "unknown option \(flag): use --dir, --server, --dataset, --watch, --edit, --edit-every, --sync-every, --seconds, --stop-file, --resolve, --attach, --attach-edit, --show-attachments",
                         key: flag)
                 }
             }
@@ -111,6 +121,10 @@ struct FieldNotes {
                     if let download = status.download {
                         line += " downloading \(download.bytesReceived) B\(download.isPatch ? " (patch)" : "")"
                     }
+                    if status.pendingAttachments > 0 {
+                        line += " photos to upload=\(status.pendingAttachments) (\(status.pendingAttachmentBytes) B)"
+                    }
+                    if status.attachmentDownloads > 0 { line += " photo downloads=\(status.attachmentDownloads)" }
                     if let error = status.lastError { line += " error=\(error.code)" }
                     // Each check changes the status's time of the last check; the line shows only what a person reads.
                     if line != shown { say(line) }
@@ -132,6 +146,12 @@ struct FieldNotes {
                         try await ferry.refreshStatus()
                     }
                 }
+            }
+            if let file = options.attach, let sql = options.attachEdit {
+                group.addTask { try await attachPhoto(ferry, file: file, sql: sql) }
+            }
+            if let query = options.showAttachments {
+                group.addTask { try await showAttachments(ferry, query: query) }
             }
             // Sync: push the edits, fetch, apply in place. Offline is normal: the status shows it.
             let syncEvery = options.syncEvery
@@ -163,6 +183,39 @@ struct FieldNotes {
         }
         try await ferry.close()
         say("closed")
+    }
+
+    /// The user takes a photo: once the first version is here, the file is attached (copied durably and queued for
+    /// upload) and the row that names it written, in one write through the pool. The next sync uploads the photo,
+    /// then the edit.
+    static func attachPhoto(_ ferry: FerryDatabase, file: String, sql: String) async throws {
+        while ferry.currentStatus.version == nil { try await Task.sleep(for: .milliseconds(100)) }
+        let sha = try ferry.attachments.add(fileAt: URL(fileURLWithPath: file))
+        try await ferry.pool.write { db in try db.execute(sql: sql, arguments: [sha]) }
+        say("attached \((file as NSString).lastPathComponent) as \(sha)")
+        try await ferry.refreshStatus()
+    }
+
+    /// The screen that shows photos: every attachment the query's rows name (label, SHA-256), from its local file,
+    /// once each. A photo not downloaded yet is shown when a later update brings it.
+    static func showAttachments(_ ferry: FerryDatabase, query: String) async throws {
+        var shown: Set<String> = []
+        let observation = ValueObservation.tracking(region: DatabaseRegion.fullDatabase) { db -> [[String]] in
+            guard try db.tableExists("ferry_snapshot") else { return [] }
+            return try Row.fetchAll(db, sql: query).map { row in [row[0] as String? ?? "", row[1] as String? ?? ""] }
+        }.removeDuplicates()
+        for try await rows in observation.values(in: ferry.pool) {
+            for row in rows where Attachment.isID(row[1]) && !shown.contains(row[1]) {
+                do {
+                    let url = try await ferry.attachments.url(for: row[1])
+                    let size = (try FileManager.default.attributesOfItem(atPath: url.path)[.size] as? NSNumber) ?? 0
+                    say("photo: \(row[0]): \(size) bytes at \(url.path)")
+                    shown.insert(row[1])
+                } catch let error as FerryError {
+                    say("photo: \(row[0]): not here yet (\(error.code))")
+                }
+            }
+        }
     }
 
     /// Shows each edit the server did not take (once), as a conflict sheet would: the columns that lost, with the
