@@ -199,7 +199,7 @@ extension AttachmentRoutes {
     func patch(
         _ request: Request, context: some RequestContext, access: AttachmentAccess, locks: Locked<Set<String>>
     ) async throws -> Response {
-        let (caller, id, upload, held) = try await partial(request, context: context, access: access)
+        let (caller, id, upload, _) = try await partial(request, context: context, access: access)
         guard request.headers[.contentType] == "application/offset+octet-stream" else {
             throw ServerError(
                 .unsupportedMediaType, code: .badInput,
@@ -214,6 +214,17 @@ extension AttachmentRoutes {
                 .conflict, code: "offset-mismatch", "upload \(id) is receiving another PATCH; HEAD it later")
         }
         defer { locks.withLock { _ = $0.remove(id) } }
+        // The offset is read under the upload's locks (this server's, and the file's for servers sharing the
+        // directory), so no other PATCH moves it between the check and the append.
+        let url = uploads.dataURL(dataset: caller.dataset, id: id)
+        let (file, held) = try await NIOThreadPool.singleton.runIfActive { () -> (UploadFile?, Int64) in
+            let file = try UploadFile(url, create: false)
+            return file.tryLock() ? (file, try file.size()) : (nil, 0)
+        }
+        guard let file else {
+            throw ServerError(
+                .conflict, code: "offset-mismatch", "upload \(id) is receiving another PATCH; HEAD it later")
+        }
         guard offset == held else {
             throw ServerError(
                 .conflict, code: "offset-mismatch",
@@ -228,8 +239,6 @@ extension AttachmentRoutes {
                 headers: [.connection: "close"])
         }
         if held > 0 { metrics.recordAttachmentResume(dataset: caller.dataset) }
-        let url = uploads.dataURL(dataset: caller.dataset, id: id)
-        let file = try await NIOThreadPool.singleton.runIfActive { try UploadFile(url, create: false) }
         let written: Int64
         do {
             written = try await file.append(request.body, limit: room)
