@@ -194,6 +194,8 @@ struct FieldNotes {
         try await ferry.pool.write { db in try db.execute(sql: sql, arguments: [sha]) }
         say("attached \((file as NSString).lastPathComponent) as \(sha)")
         try await ferry.refreshStatus()
+        // The app goes on (its other tasks end it): this task's end would stop the group.
+        while !Task.isCancelled { try await Task.sleep(for: .seconds(3600)) }
     }
 
     /// The screen that shows photos: every attachment the query's rows name (label, SHA-256), from its local file,
