@@ -12,7 +12,7 @@ process started here is stopped by its PID; all traffic stays on 127.0.0.1.
    through nginx running deploy/nginx/ferry.conf (cold, then warm cache), beside nginx serving the same files
    statically to one curl.
 """
-import argparse, hashlib, json, os, random, shutil, signal, subprocess, sys, tempfile, time, urllib.parse, urllib.request
+import argparse, hashlib, json, os, random, shutil, signal, subprocess, sys, tempfile, time, urllib.parse, urllib.request, uuid
 
 sys.path.insert(0, os.path.dirname(__file__))
 from longpoll import Nginx, free_port  # noqa: E402
@@ -150,7 +150,7 @@ def attach_offline(device, files):
         out = json.loads(ferry("attach", "--dir", device, path, "--json").stdout)
         shas.append(out["sha256"])
         ferry("exec", "--dir", device,
-              f"INSERT INTO photos (id, note, image) VALUES ('p{i:04d}', 'photo {i}', '{out['sha256']}')")
+              f"INSERT INTO photos (id, note, image) VALUES ('{uuid.uuid4()}', 'photo {i}', '{out['sha256']}')")
     return shas
 
 

@@ -755,7 +755,9 @@ def drill_attachments(rounds):
                 continue
             name = json.loads(out.stdout)["sha256"]
             attached.append(name)
-            ferry("exec", "--dir", device, f"INSERT INTO photos (id, note, image) VALUES ('p{r}', 'photo {r}', '{name}')")
+            wrote = ferry("exec", "--dir", device, f"INSERT INTO photos (id, note, image) VALUES ('{uuid.uuid4()}', 'photo {r}', '{name}')")
+            if wrote.returncode != 0:
+                raise RuntimeError(f"ferry exec failed: {wrote.stderr.strip()[:300]}")
             p = start("push", "--server", via, "--dataset", "photos", "--dir", device)
             time.sleep(RNG.uniform(0.05, 1.2))
             finished = p.poll() is not None
@@ -764,7 +766,8 @@ def drill_attachments(rounds):
             pending = os.path.isdir(queue) and any(n.endswith(".json") for n in os.listdir(queue))
             KILLS["attachments"]["finished" if finished else ("uploading" if pending else "pushing edits")] += 1
             check_attachments(url, store, device, attached)
-        done = ferry("push", "--server", f"http://127.0.0.1:{port}", "--dataset", "photos", "--dir", device)
+        done = ferry("push", "--server", f"http://127.0.0.1:{port}", "--dataset", "photos", "--dir", device, "--json")
+        print(f"  attachments: the final push: {done.stdout.strip()[:300]}", flush=True)
         if done.returncode != 0:
             violation("attachments", f"the final push failed: {done.stderr.strip()[:200]}")
         held = check_attachments(url, store, device, attached)
