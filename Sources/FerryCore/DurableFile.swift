@@ -23,23 +23,31 @@ public enum DurableFile {
             let fd = open(temp.path, O_WRONLY | O_CREAT | O_EXCL, 0o644)
             guard fd >= 0 else { throw posixError("cannot create", temp.path) }
             defer { close(fd) }
-            try data.withUnsafeBytes { raw in
-                var offset = 0
-                while offset < raw.count {
-                    let n = systemWrite(fd, raw.baseAddress! + offset, raw.count - offset)
-                    if n < 0 {
-                        if errno == EINTR { continue }
-                        throw posixError("cannot write", temp.path)
-                    }
-                    offset += n
-                }
-            }
+            try data.withUnsafeBytes { raw in try writeAll(raw, to: fd, path: temp.path) }
             guard fsync(fd) == 0 else { throw posixError("cannot fsync", temp.path) }
         } catch {
             unlink(temp.path)
             throw error
         }
         try rename(temp, to: url)
+    }
+
+    /// Writes all of `bytes` to descriptor `fd` (at its offset, or appending when opened so), retrying short writes
+    /// and interrupted ones; an error names `path`.
+    ///
+    /// ```swift
+    /// try data.withUnsafeBytes { try DurableFile.writeAll($0, to: fd, path: url.path) }
+    /// ```
+    public static func writeAll(_ bytes: UnsafeRawBufferPointer, to fd: Int32, path: String) throws {
+        var offset = 0
+        while offset < bytes.count {
+            let n = systemWrite(fd, bytes.baseAddress! + offset, bytes.count - offset)
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw posixError("cannot write", path)
+            }
+            offset += n
+        }
     }
 
     /// Fsyncs a file's contents to stable storage.

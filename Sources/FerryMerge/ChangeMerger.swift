@@ -51,6 +51,8 @@ public final class ChangeMerger: Service, Sendable {
     /// For a scoped dataset: per writable table, the SELECT of the rows a scope may see (`:scope` bound per
     /// transaction). Nil for a public dataset.
     let visibility: [String: String]?
+    /// Per writable table, its attachment columns (the template's `attachments:`, SQLite names).
+    let attachmentColumns: [String: Set<String>]
 
     /// Whether changes need a scope (the template has `scope:`): ``apply(_:scope:)`` then checks every row against it.
     public var isScoped: Bool { visibility != nil }
@@ -58,8 +60,9 @@ public final class ChangeMerger: Service, Sendable {
     init(
         dataset: String, schemas: [String: TableSchema], readOnly: Set<String>, configuration: Configuration,
         pool: PostgresPool,
-        logger: Logger, visibility: [String: String]? = nil
+        logger: Logger, visibility: [String: String]? = nil, attachmentColumns: [String: Set<String>] = [:]
     ) {
+        self.attachmentColumns = attachmentColumns
         self.dataset = dataset
         self.schemas = schemas
         self.readOnly = readOnly
@@ -109,7 +112,11 @@ public final class ChangeMerger: Service, Sendable {
             return ChangeMerger(
                 dataset: dataset, schemas: Dictionary(uniqueKeysWithValues: schemas.map { ($0.name, $0) }),
                 readOnly: readOnly,
-                configuration: configuration, pool: pool, logger: logger, visibility: visibility)
+                configuration: configuration, pool: pool, logger: logger, visibility: visibility,
+                attachmentColumns: Dictionary(
+                    uniqueKeysWithValues: tables.filter { $0.writable && !$0.attachments.isEmpty }.map {
+                        ($0.name, $0.attachments)
+                    }))
         } catch {
             pool.close()
             throw error
@@ -150,6 +157,19 @@ public final class ChangeMerger: Service, Sendable {
     /// let results = try await merger.apply(batch, scope: "0")
     /// ```
     public func apply(_ batch: ChangeBatch, scope: String?) async throws -> ChangeResults {
+        try await apply(batch, scope: scope, attachments: nil)
+    }
+
+    /// ``apply(_:scope:)``, where a change whose value in an attachment column names an attachment `attachments`
+    /// lacks (or is no SHA-256) is answered `invalid`, naming the column, and nothing of it is written. Nil: values
+    /// of attachment columns are not checked.
+    ///
+    /// ```swift
+    /// let results = try await merger.apply(batch, scope: nil, attachments: serverAttachments)
+    /// ```
+    public func apply(_ batch: ChangeBatch, scope: String?, attachments: (any AttachmentCheck)?) async throws
+        -> ChangeResults
+    {
         if isScoped && scope == nil {
             throw FerryError(
                 .badInput, "dataset '\(dataset)' is scoped: changes need the caller's scope (a bearer token)")
@@ -160,7 +180,11 @@ public final class ChangeMerger: Service, Sendable {
                 .badInput, "sentAt '\(batch.sentAt)' is not an ISO-8601 timestamp such as 2026-11-21T10:00:00.000Z",
                 key: "sentAt")
         }
-        let prepared = batch.changes.map { prepare($0, sentMillis: sentMillis, nowMillis: nowMillis) }
+        let refusals = try await attachmentRefusals(batch.changes, attachments: attachments)
+        let prepared = zip(batch.changes, refusals).map { change, refusal in
+            refusal.map { PreparedChange(change: change, body: .invalid($0)) }
+                ?? prepare(change, sentMillis: sentMillis, nowMillis: nowMillis)
+        }
         let context = BatchContext(
             dataset: dataset, clientId: batch.clientId, nowMillis: nowMillis,
             nowText: Timestamp.format(unixMillis: nowMillis),

@@ -19,6 +19,7 @@ extension MergeTable {
         columnMerge = table.columnMerge
         renames = table.rename
         query = table.query
+        attachments = Set(table.attachments.keys)
     }
 }
 

@@ -41,6 +41,10 @@ public struct MergeTable: Sendable, Equatable {
     /// another type (an older line's type) is answered in that type. `:scope` in it reads as NULL there.
     public var query: String?
 
+    /// The columns that name attachments (the template's `attachments:`, SQLite names): a change may write there only
+    /// a SHA-256 the server holds, or null (``AttachmentCheck``).
+    public var attachments: Set<String> = []
+
     public init(
         name: String, source: String, primaryKey: [String] = [], columns: [String]? = nil, writable: Bool,
         merge: MergeRule = .newestWins, createdColumn: String? = "created_at", updatedColumn: String? = "updated_at"

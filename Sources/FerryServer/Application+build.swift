@@ -72,14 +72,16 @@ func buildApplication(
         logger: logger)
     let changes: [any ServerRouteGroup] =
         wiring.mergers.isEmpty ? [] : [ChangesRoute(mergers: wiring.mergers, limits: configuration.changeLimits)]
+    let attachmentFiles = AttachmentFiles()
     let router = try buildRouter(
-        configuration, catalog: catalog, access: access, metrics: metrics, logger: logger, extraRoutes: changes)
+        configuration, catalog: catalog, access: access, metrics: metrics, logger: logger, extraRoutes: changes,
+        attachmentFiles: attachmentFiles)
     let revalidator =
         configuration.channelRevalidation.enabled
         ? ChannelRevalidator(
             access: access, metrics: metrics, traffic: configuration.statusBoard.traffic, logger: logger,
             onAnswer: configuration.channelRevalidation.onAnswer,
-            onDownload: configuration.channelRevalidation.onDownload)
+            onDownload: configuration.channelRevalidation.onDownload, attachments: attachmentFiles)
         : nil
     let channel = configuration.http1Channel
     let http1 = HTTPServerBuilder { responder in
@@ -106,6 +108,13 @@ func buildApplication(
     // then the token checks and mergers close their connections.
     app.addServices(wiring.services)
     app.addServices(catalog)
+    app.addServices(
+        AttachmentRetention(
+            catalog: catalog, store: configuration.effectiveAttachmentStore,
+            uploads: PartialUploads(root: configuration.effectiveAttachmentUploads),
+            grace: configuration.attachmentGrace, partialExpiry: configuration.partialUploadExpiry,
+            sweepInterval: configuration.database?.retentionSweepInterval ?? .seconds(3_600), metrics: metrics,
+            logger: logger, files: attachmentFiles))
     if let database = configuration.database, !wiring.mergers.isEmpty {
         app.addServices(
             RetentionService(
@@ -142,7 +151,7 @@ public func buildRouter(
 func buildRouter(
     _ configuration: ServerConfiguration, catalog: SnapshotCatalog, access: DatasetAccess, metrics: ServerMetrics,
     logger: Logger,
-    extraRoutes: [any ServerRouteGroup]
+    extraRoutes: [any ServerRouteGroup], attachmentFiles: AttachmentFiles = AttachmentFiles()
 ) throws -> Router<BasicRequestContext> {
     let router = Router(context: BasicRequestContext.self)
     let table = Locked(RouteTable())
@@ -161,7 +170,7 @@ func buildRouter(
                 store: configuration.effectiveAttachmentStore,
                 uploads: PartialUploads(root: configuration.effectiveAttachmentUploads), snapshots: snapshots,
                 metrics: metrics, maxBytes: configuration.maxAttachmentBytes,
-                partialExpiry: configuration.partialUploadExpiry),
+                partialExpiry: configuration.partialUploadExpiry, files: attachmentFiles),
         ] + extraRoutes
         + (configuration.statusToken.map {
             [

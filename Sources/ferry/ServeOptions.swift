@@ -123,7 +123,24 @@ struct ServeLimitsOptions: ParsableArguments {
             valueName: "bytes"))
     var downloadBufferBytes: Int = 64 << 20
 
+    @Option(
+        name: .customLong("max-attachment-bytes"),
+        help: ArgumentHelp(
+            "Largest attachment accepted (PUT, or a resumable upload's length); larger is answered 413.",
+            valueName: "bytes"))
+    var maxAttachmentBytes: Int64 = 64 << 20
+
+    @Option(
+        name: .customLong("attachment-grace"),
+        help: ArgumentHelp(
+            "How long an attachment no retained version names is kept after its upload, e.g. 7d (the default) or 12h.",
+            valueName: "duration"), transform: Duration.intervalArgument)
+    var attachmentGrace: Duration = .seconds(7 * 86_400)
+
     func validate() throws {
+        guard maxAttachmentBytes >= 1 else {
+            throw ValidationError("--max-attachment-bytes must be at least 1, got \(maxAttachmentBytes)")
+        }
         guard maxHeaderBytes >= 1024 else { throw ValidationError("--max-header-bytes must be at least 1024") }
         guard maxBodyBytes >= 1024 else { throw ValidationError("--max-body-bytes must be at least 1024") }
         guard maxChanges >= 1 else { throw ValidationError("--max-changes must be at least 1") }
@@ -148,6 +165,8 @@ struct ServeLimitsOptions: ParsableArguments {
         server.changeLimits.maxChanges = maxChanges
         server.downloadBufferBytes = downloadBufferBytes
         server.tokenCacheTTL = tokenCacheTTL
+        server.maxAttachmentBytes = maxAttachmentBytes
+        server.attachmentGrace = attachmentGrace
         server.database?.changeRetention = changeRetention
         server.database?.retentionSweepInterval = retentionSweepInterval
         server.database?.mergerConnections = mergerConnections

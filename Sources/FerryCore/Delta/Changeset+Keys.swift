@@ -12,44 +12,59 @@ extension Changeset {
     /// The primary keys of every row the changeset inserts, updates or deletes, per table. A key is read from the
     /// new values of an insert and the old values of an update or delete (a changeset never changes a key in place).
     public func touchedRows() throws -> [String: TouchedRows] {
-        guard !isEmpty else { return [:] }
+        var result: [String: TouchedRows] = [:]
+        try forEachChange { iterator, table, _, op in
+            var flags: UnsafeMutablePointer<UInt8>?
+            var flagCount: Int32 = 0
+            guard sqlite3changeset_pk(iterator, &flags, &flagCount) == SQLITE_OK, let flags else {
+                throw FerryError(.verification, "the changeset is malformed: a change cannot be read")
+            }
+            let primaryKey = (0..<flagCount).filter { flags[Int($0)] != 0 }
+            var key: [SQLiteValue] = []
+            for column in primaryKey {
+                var value: OpaquePointer?
+                let read =
+                    op == SQLITE_INSERT
+                    ? sqlite3changeset_new(iterator, column, &value) : sqlite3changeset_old(iterator, column, &value)
+                guard read == SQLITE_OK, let value else {
+                    throw FerryError(.verification, "the changeset is malformed: a change has no primary key value")
+                }
+                key.append(Self.swiftValue(value))
+            }
+            result[table, default: TouchedRows(primaryKey: primaryKey, keys: [])].keys.append(key)
+        }
+        return result
+    }
+
+    /// Calls `body` with each change of the changeset in order: SQLite's iterator (valid during the call), the
+    /// table, its column count and the operation (`SQLITE_INSERT`, `SQLITE_UPDATE`, `SQLITE_DELETE`). Throws a
+    /// verification error for a malformed changeset, and `body`'s error.
+    private func forEachChange(
+        _ body: (_ iterator: OpaquePointer, _ table: String, _ columns: Int32, _ op: Int32) throws -> Void
+    ) throws {
+        guard !isEmpty else { return }
         var copy = data
-        return try copy.withUnsafeMutableBytes { raw -> [String: TouchedRows] in
+        try copy.withUnsafeMutableBytes { raw in
             var iterator: OpaquePointer?
             guard sqlite3changeset_start(&iterator, Int32(raw.count), raw.baseAddress) == SQLITE_OK, let iterator else {
                 throw FerryError(.verification, "the changeset is malformed: it cannot be read")
             }
-            var result: [String: TouchedRows] = [:]
             var rc = sqlite3changeset_next(iterator)
             while rc == SQLITE_ROW {
                 var table: UnsafePointer<CChar>?
                 var columns: Int32 = 0
                 var op: Int32 = 0
                 var indirect: Int32 = 0
-                var flags: UnsafeMutablePointer<UInt8>?
-                var flagCount: Int32 = 0
-                guard sqlite3changeset_op(iterator, &table, &columns, &op, &indirect) == SQLITE_OK, let table,
-                    sqlite3changeset_pk(iterator, &flags, &flagCount) == SQLITE_OK, let flags
-                else {
+                guard sqlite3changeset_op(iterator, &table, &columns, &op, &indirect) == SQLITE_OK, let table else {
                     sqlite3changeset_finalize(iterator)
                     throw FerryError(.verification, "the changeset is malformed: a change cannot be read")
                 }
-                let primaryKey = (0..<flagCount).filter { flags[Int($0)] != 0 }
-                var key: [SQLiteValue] = []
-                for column in primaryKey {
-                    var value: OpaquePointer?
-                    let read =
-                        op == SQLITE_INSERT
-                        ? sqlite3changeset_new(iterator, column, &value)
-                        : sqlite3changeset_old(iterator, column, &value)
-                    guard read == SQLITE_OK, let value else {
-                        sqlite3changeset_finalize(iterator)
-                        throw FerryError(.verification, "the changeset is malformed: a change has no primary key value")
-                    }
-                    key.append(Self.swiftValue(value))
+                do {
+                    try body(iterator, String(cString: table), columns, op)
+                } catch {
+                    sqlite3changeset_finalize(iterator)
+                    throw error
                 }
-                let name = String(cString: table)
-                result[name, default: TouchedRows(primaryKey: primaryKey, keys: [])].keys.append(key)
                 rc = sqlite3changeset_next(iterator)
             }
             let finalized = sqlite3changeset_finalize(iterator)
@@ -57,7 +72,6 @@ extension Changeset {
                 throw FerryError(
                     .verification, "the changeset is malformed (SQLite error \(rc == SQLITE_DONE ? finalized : rc))")
             }
-            return result
         }
     }
 
@@ -114,43 +128,20 @@ extension Changeset {
     /// let named = try step.newTextValues(in: ["photos": [2]])   // the SHA-256s written into photos' third column
     /// ```
     public func newTextValues(in columns: [String: [Int32]]) throws -> Set<String> {
-        guard !isEmpty, !columns.isEmpty else { return [] }
-        var copy = data
-        return try copy.withUnsafeMutableBytes { raw -> Set<String> in
-            var iterator: OpaquePointer?
-            guard sqlite3changeset_start(&iterator, Int32(raw.count), raw.baseAddress) == SQLITE_OK, let iterator else {
-                throw FerryError(.verification, "the changeset is malformed: it cannot be read")
-            }
-            var result: Set<String> = []
-            var rc = sqlite3changeset_next(iterator)
-            while rc == SQLITE_ROW {
-                var table: UnsafePointer<CChar>?
-                var count: Int32 = 0
-                var op: Int32 = 0
-                var indirect: Int32 = 0
-                guard sqlite3changeset_op(iterator, &table, &count, &op, &indirect) == SQLITE_OK, let table else {
-                    sqlite3changeset_finalize(iterator)
-                    throw FerryError(.verification, "the changeset is malformed: a change cannot be read")
+        guard !columns.isEmpty else { return [] }
+        var result: Set<String> = []
+        try forEachChange { iterator, table, count, op in
+            guard op != SQLITE_DELETE, let positions = columns[table] else { return }
+            for position in positions where position >= 0 && position < count {
+                var value: OpaquePointer?
+                // An update carries no new value for a column it leaves as it was (value stays nil).
+                if sqlite3changeset_new(iterator, position, &value) == SQLITE_OK, let value,
+                    case .text(let text) = Self.swiftValue(value)
+                {
+                    result.insert(text)
                 }
-                if op != SQLITE_DELETE, let positions = columns[String(cString: table)] {
-                    for position in positions where position >= 0 && position < count {
-                        var value: OpaquePointer?
-                        // An update carries no new value for a column it leaves as it was (value stays nil).
-                        if sqlite3changeset_new(iterator, position, &value) == SQLITE_OK, let value,
-                            case .text(let text) = Self.swiftValue(value)
-                        {
-                            result.insert(text)
-                        }
-                    }
-                }
-                rc = sqlite3changeset_next(iterator)
             }
-            let finalized = sqlite3changeset_finalize(iterator)
-            guard rc == SQLITE_DONE, finalized == SQLITE_OK else {
-                throw FerryError(
-                    .verification, "the changeset is malformed (SQLite error \(rc == SQLITE_DONE ? finalized : rc))")
-            }
-            return result
         }
+        return result
     }
 }

@@ -110,8 +110,8 @@ extension AttachmentRoutes {
                 "Upload-Metadata needs `sha256 <base64 of the attachment's SHA-256 in 64 lowercase hex characters>`")
         }
         let contentType = try Self.contentType(metadata["contentType"])
-        let caller = try await access.caller(request, dataset: name)
-        if length > maxBytes { throw tooLarge(dataset: caller.dataset) }
+        let caller = try await uploader(request, dataset: name, access: access)
+        if length > maxBytes { throw tooLarge(dataset: caller.dataset, close: false) }
         let upload = PartialUploads.PartialUpload(
             length: length, sha256: sha256, contentType: contentType, uploader: caller.tokenHash,
             createdAt: Timestamp.format(Date()))
@@ -175,7 +175,7 @@ extension AttachmentRoutes {
                 "upload '\(id.prefix(40))' is malformed: an upload id is 32 hex characters")
         }
         try Self.checkResumable(request)
-        let caller = try await access.caller(request, dataset: name)
+        let caller = try await uploader(request, dataset: name, access: access)
         let uploads = self.uploads
         let expiry = partialExpiry.seconds
         let found = try await NIOThreadPool.singleton.runIfActive { () -> (PartialUploads.PartialUpload, Int64)? in
@@ -199,7 +199,7 @@ extension AttachmentRoutes {
     func patch(
         _ request: Request, context: some RequestContext, access: AttachmentAccess, locks: Locked<Set<String>>
     ) async throws -> Response {
-        let (caller, id, upload, held) = try await partial(request, context: context, access: access)
+        let (caller, id, upload, _) = try await partial(request, context: context, access: access)
         guard request.headers[.contentType] == "application/offset+octet-stream" else {
             throw ServerError(
                 .unsupportedMediaType, code: .badInput,
@@ -214,6 +214,17 @@ extension AttachmentRoutes {
                 .conflict, code: "offset-mismatch", "upload \(id) is receiving another PATCH; HEAD it later")
         }
         defer { locks.withLock { _ = $0.remove(id) } }
+        // The offset is read under the upload's locks (this server's, and the file's for servers sharing the
+        // directory), so no other PATCH moves it between the check and the append.
+        let url = uploads.dataURL(dataset: caller.dataset, id: id)
+        let (file, held) = try await NIOThreadPool.singleton.runIfActive { () -> (UploadFile?, Int64) in
+            let file = try UploadFile(url, create: false)
+            return file.tryLock() ? (file, try file.size()) : (nil, 0)
+        }
+        guard let file else {
+            throw ServerError(
+                .conflict, code: "offset-mismatch", "upload \(id) is receiving another PATCH; HEAD it later")
+        }
         guard offset == held else {
             throw ServerError(
                 .conflict, code: "offset-mismatch",
@@ -228,8 +239,6 @@ extension AttachmentRoutes {
                 headers: [.connection: "close"])
         }
         if held > 0 { metrics.recordAttachmentResume(dataset: caller.dataset) }
-        let url = uploads.dataURL(dataset: caller.dataset, id: id)
-        let file = try await NIOThreadPool.singleton.runIfActive { try UploadFile(url, create: false) }
         let written: Int64
         do {
             written = try await file.append(request.body, limit: room)
@@ -240,9 +249,13 @@ extension AttachmentRoutes {
                 "the body runs past Upload-Length (\(upload.length) bytes); nothing of it was kept",
                 headers: [.connection: "close"])
         } catch {
-            // The connection broke mid-body: what arrived is kept, durably, for the next HEAD.
+            // The connection broke mid-body: what arrived is kept, durably, for the next HEAD. The answer goes
+            // nowhere; it is a 400 so that the log does not call a client's cut link a server failure.
             try await NIOThreadPool.singleton.runIfActive { try file.sync() }
-            throw error
+            throw ServerError(
+                .badRequest, code: .badInput,
+                "the body of the PATCH of upload \(id) ended early (\(error)); HEAD it and resume from its offset",
+                headers: [.connection: "close"])
         }
         try await NIOThreadPool.singleton.runIfActive { try file.sync() }
         let offsetNow = held + written

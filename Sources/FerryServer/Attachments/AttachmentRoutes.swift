@@ -21,6 +21,8 @@ struct AttachmentRoutes: ServerRouteGroup {
     let metrics: ServerMetrics
     let maxBytes: Int64
     let partialExpiry: Duration
+    /// Public attachments served lately, which the channel then sends itself with `sendfile`.
+    let files: AttachmentFiles
 
     static let mismatchCode = "attachmentMismatch"
 
@@ -72,6 +74,9 @@ struct AttachmentRoutes: ServerRouteGroup {
         let representation = VersionEntry.Representation(
             file: file, etag: "\"\(sha256)\"", opaqueTag: Substring(sha256), size: file.size, latestHeaders: fields,
             versionHeaders: fields, object: ObjectName(sha256: sha256, kind: .attachment))
+        if caller.scope == nil, caller.served == name {
+            files.remember(dataset: name, sha256: sha256, file: file, fields: fields)
+        }
         if let value = request.headers[.ifNoneMatch], let condition = ConditionalHeaders.noneMatch(value[...]) {
             let matches =
                 switch condition {
@@ -86,11 +91,23 @@ struct AttachmentRoutes: ServerRouteGroup {
                 what: "attachment \(sha256)"))
     }
 
+    /// The caller of an upload (`PUT`, tus): a refused token is counted as a refusal (`auth`).
+    func uploader(_ request: Request, dataset name: String, access: AttachmentAccess) async throws
+        -> AttachmentAccess.Caller
+    {
+        do {
+            return try await access.caller(request, dataset: name)
+        } catch let error as ServerError where error.status == .unauthorized {
+            metrics.recordAttachmentRefusal(dataset: DatasetName.base(of: name) ?? name, reason: "auth")
+            throw error
+        }
+    }
+
     // MARK: PUT
 
     func put(_ request: Request, context: some RequestContext, access: AttachmentAccess) async throws -> Response {
         let (name, sha256) = try Self.target(context)
-        let caller = try await access.caller(request, dataset: name)
+        let caller = try await uploader(request, dataset: name, access: access)
         let contentType = try Self.contentType(request.headers[.contentType])
         if let length = request.headers[.contentLength] {
             guard let size = Int64(length), size >= 0 else {
@@ -106,6 +123,11 @@ struct AttachmentRoutes: ServerRouteGroup {
                 _ = try await file.append(request.body, limit: maxBytes, hasher: hasher)
             } catch UploadFile.StreamEnd.overLimit {
                 throw tooLarge(dataset: caller.dataset)
+            } catch {
+                // A cut link: nothing is kept of a whole upload (tus resumes; PUT starts again).
+                throw ServerError(
+                    .badRequest, code: .badInput, "the body ended early (\(error)); nothing was stored",
+                    headers: [.connection: "close"])
             }
             guard hasher.withLock({ $0.finalizeHex() }) == sha256 else {
                 metrics.recordAttachmentRefusal(dataset: caller.dataset, reason: "mismatch")
@@ -149,12 +171,13 @@ struct AttachmentRoutes: ServerRouteGroup {
         return value
     }
 
-    func tooLarge(dataset: String) -> ServerError {
+    /// 413 for an attachment over the limit; `close`: the request's body is not read, so the connection closes.
+    func tooLarge(dataset: String, close: Bool = true) -> ServerError {
         metrics.recordAttachmentRefusal(dataset: dataset, reason: "too-large")
         return ServerError(
             .contentTooLarge, code: .badInput,
             "the attachment is over this server's limit of \(maxBytes) bytes (--max-attachment-bytes)",
-            headers: [.connection: "close"])
+            headers: close ? [.connection: "close"] : [:])
     }
 
     static func mismatch(_ sha256: String) -> ServerError {

@@ -92,24 +92,22 @@ struct PartialUploads: Sendable {
             let directory = self.directory(dataset: dataset)
             for name in try fm.contentsOfDirectory(atPath: directory.path) {
                 let url = directory.appendingPathComponent(name)
+                // What cannot be read is judged by its modification time; a file gone meanwhile is skipped.
+                let modified = (try? fm.attributesOfItem(atPath: url.path))?[.modificationDate] as? Date
                 if Self.isID(name) {
-                    let created =
-                        (try? state(dataset: dataset, id: name))??.upload.created  // unreadable: by its mtime
-                        ?? (try? fm.attributesOfItem(atPath: url.path))?[.modificationDate] as? Date ?? .distantPast
-                    if created < cutoff {
-                        try remove(dataset: dataset, id: name)
-                        removed += 1
-                    }
-                } else if name.hasPrefix("put-") || (name.hasSuffix(".json") && !Self.isID(String(name.dropLast(5)))) {
-                    let modified = (try? fm.attributesOfItem(atPath: url.path))?[.modificationDate] as? Date
-                    if let modified, modified < cutoff {
-                        try DurableFile.remove(url)
-                        removed += 1
-                    }
-                } else if name.hasSuffix(".json"),
+                    let created = (try? state(dataset: dataset, id: name))??.upload.created ?? modified
+                    guard let created, created < cutoff else { continue }
+                    try remove(dataset: dataset, id: name)
+                    removed += 1
+                } else if name.hasPrefix("put-") || name.hasPrefix(".") {
+                    // A whole upload's temp file, or a description's temp file, that a crash left.
+                    guard let modified, modified < cutoff else { continue }
+                    try DurableFile.remove(url)
+                    removed += 1
+                } else if name.hasSuffix(".json"), Self.isID(String(name.dropLast(5))),
                     !fm.fileExists(atPath: dataURL(dataset: dataset, id: String(name.dropLast(5))).path)
                 {
-                    try DurableFile.remove(url)  // a description whose bytes are gone
+                    try DurableFile.remove(url)  // a description whose bytes are gone: unknown already
                 }
             }
         }

@@ -30,17 +30,20 @@ final class UploadFile: Sendable {
 
     /// Appends `buffer` (blocking).
     func append(_ buffer: ByteBuffer) throws {
-        try buffer.withUnsafeReadableBytes { raw in
-            var offset = 0
-            while offset < raw.count {
-                let n = write(descriptor, raw.baseAddress! + offset, raw.count - offset)
-                if n < 0 {
-                    if errno == EINTR { continue }
-                    throw DurableFile.posixError("cannot write the upload", url.path)
-                }
-                offset += n
-            }
-        }
+        try buffer.withUnsafeReadableBytes { try DurableFile.writeAll($0, to: descriptor, path: url.path) }
+    }
+
+    /// Takes this file's exclusive `flock` without waiting; false when another holder (a PATCH of the same upload on
+    /// another server sharing the uploads directory) has it. Released when the file closes.
+    func tryLock() -> Bool {
+        flock(descriptor, LOCK_EX | LOCK_NB) == 0
+    }
+
+    /// The file's size now (`fstat`).
+    func size() throws -> Int64 {
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else { throw DurableFile.posixError("cannot stat the upload", url.path) }
+        return Int64(info.st_size)
     }
 
     /// Fsyncs what was written (blocking).

@@ -1,5 +1,6 @@
 import FerryCore
 import FerryMerge
+import FerryStore
 import Foundation
 import Hummingbird
 import NIOCore
@@ -31,15 +32,18 @@ public struct ChangesRoute: ServerRouteGroup {
         let access = routes.access
         let status = routes.configuration.statusBoard
         status.recordMergers(mergers)
+        let attachments = StoreAttachmentCheck(store: routes.configuration.effectiveAttachmentStore)
         routes.on("/v1/datasets/{dataset}/changes", method: .post) { request, context in
             try await self.respond(
-                to: request, dataset: context.parameters.get("dataset") ?? "", access: access, status: status)
+                to: request, dataset: context.parameters.get("dataset") ?? "", access: access, status: status,
+                attachments: attachments)
         }
     }
 
-    func respond(to request: Request, dataset: String, access: DatasetAccess, status: StatusBoard? = nil) async throws
-        -> Response
-    {
+    func respond(
+        to request: Request, dataset: String, access: DatasetAccess, status: StatusBoard? = nil,
+        attachments: (any AttachmentCheck)? = nil
+    ) async throws -> Response {
         guard DatasetName.isValid(dataset) else {
             return Self.error(
                 .badRequest, code: .badInput,
@@ -84,7 +88,7 @@ public struct ChangesRoute: ServerRouteGroup {
         }
         let results: ChangeResults
         do {
-            results = try await merger.apply(batch, scope: scope)
+            results = try await merger.apply(batch, scope: scope, attachments: attachments)
         } catch let error as FerryError where error.code == .badInput {
             return Self.error(.badRequest, code: error.code, error.description)
         } catch {
@@ -123,5 +127,18 @@ public struct ChangesRoute: ServerRouteGroup {
         headers[.cacheControl] = "no-store"
         if closeConnection { headers[.connection] = "close" }  // CloseAfterResponseHandler closes it
         return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))
+    }
+}
+
+/// The changes route's ``AttachmentCheck``: an attachment is held when the server's attachment store has it, under
+/// the dataset's base name (its schema lines share attachments).
+struct StoreAttachmentCheck: AttachmentCheck {
+    let store: any AttachmentStore
+
+    func missing(_ names: Set<String>, dataset: String) async throws -> Set<String> {
+        let base = DatasetName.base(of: dataset) ?? dataset
+        var missing: Set<String> = []
+        for name in names where try await store.info(dataset: base, sha256: name) == nil { missing.insert(name) }
+        return missing
     }
 }

@@ -27,6 +27,8 @@ struct ChannelRevalidator: Sendable {
     /// The routes a 304 can be answered for, with their patterns as the router names them (for metrics).
     enum Route: Int, CaseIterable, Sendable {
         case manifest, snapshot, version, patch
+        /// A public attachment, sent whole from the channel (``AttachmentFiles``); never a 304 here.
+        case attachment
 
         var pattern: String {
             switch self {
@@ -34,11 +36,13 @@ struct ChannelRevalidator: Sendable {
             case .snapshot: "/v1/datasets/{dataset}/snapshot"
             case .version: "/v1/datasets/{dataset}/versions/{version}"
             case .patch: "/v1/datasets/{dataset}/patches/{patch}"
+            case .attachment: "/v1/datasets/{dataset}/attachments/{sha256}"
             }
         }
     }
 
     /// The route a target's answer is counted under (nil for an object: the channel leaves objects to the router).
+    /// An attachment is no ``ReadTarget``: the channel sends it from ``AttachmentFiles``.
     static func route(_ target: ReadTarget) -> Route? {
         switch target {
         case .manifest: .manifest
@@ -66,12 +70,15 @@ struct ChannelRevalidator: Sendable {
     let onAnswer: (@Sendable (_ remembered: Bool) -> Void)?
     /// Tests only: called after each file sent from the channel, with its bytes (nil when the write failed).
     let onDownload: (@Sendable (_ bytes: Int64?) -> Void)?
+    /// The public attachments the route served lately, which the channel sends itself.
+    let attachments: AttachmentFiles?
 
     init(
         access: DatasetAccess, metrics: ServerMetrics, traffic: TrafficRecorder, logger: Logger,
         onAnswer: (@Sendable (_ remembered: Bool) -> Void)? = nil,
-        onDownload: (@Sendable (_ bytes: Int64?) -> Void)? = nil
+        onDownload: (@Sendable (_ bytes: Int64?) -> Void)? = nil, attachments: AttachmentFiles? = nil
     ) {
+        self.attachments = attachments
         self.access = access
         self.metrics = metrics
         self.traffic = traffic
@@ -147,6 +154,16 @@ struct ChannelRevalidator: Sendable {
     /// included, and its file. Nil for anything else, scoped datasets included: the router answers.
     func download(_ request: HTTPRequest) -> Download? {
         let headers = request.headerFields
+        if let attachments, request.method == .get, let path = request.path,
+            let (dataset, sha256) = AttachmentFiles.parse(path)
+        {
+            // As the route answers it: a public dataset (still), no precondition, no range, the whole file.
+            guard headers[.ifNoneMatch] == nil, headers[.range] == nil, headers[.ifRange] == nil,
+                Self.isBodilessKeepAlive(headers), case .everyone = access.catalog.access(dataset),
+                let entry = attachments.entry(dataset: dataset, sha256: sha256)
+            else { return nil }
+            return Download(route: .attachment, fields: entry.fields, file: entry.file, length: entry.file.size)
+        }
         // As in `answer(_:)`: a decision that throws goes to the router, which throws the same error.
         guard request.method == .get, headers[.ifNoneMatch] == nil, headers[.range] == nil, headers[.ifRange] == nil,
             let (dataset, target, route, view, scoped, _) = lookUp(request), !scoped,

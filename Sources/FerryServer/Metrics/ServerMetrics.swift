@@ -10,7 +10,8 @@ import Prometheus
 /// - `ferry_http_response_bytes_total{route}`: body bytes written
 /// - `ferry_http_not_modified_total{route}`: 304 answers
 /// - `ferry_dataset_version{dataset}` and `ferry_dataset_age_seconds{dataset}`
-/// - `ferry_retention_pruned_total{dataset,kind}`: tombstones and stored change answers removed by retention
+/// - `ferry_retention_pruned_total{dataset,kind}`: tombstones, stored change answers and attachments removed by
+///   retention
 /// - `ferry_manifest_waiting_requests`: manifest long-polls waiting now (appears once the first one waited)
 /// - `ferry_attachments_total{dataset}` and `ferry_attachment_bytes{dataset}`: attachments held now, and their bytes
 ///   (gauges, set by each retention sweep and moved by each upload and deletion)
@@ -37,6 +38,9 @@ final class ServerMetrics: Sendable {
     private let attachmentGauges = Locked([String: Metrics.Gauge]())
     /// Attachments held per dataset (count, bytes), as the gauges show them; the status page reads it too.
     let attachmentsHeld = Locked([String: (count: Int, bytes: Int64)]())
+    /// Attachments stored per dataset since the start: a count taken from a listing is set only when none was stored
+    /// while it was taken (``setAttachmentsHeld(dataset:count:bytes:ifStoredSince:)``).
+    private let attachmentsStored = Locked([String: Int]())
 
     init(registry: PrometheusCollectorRegistry) {
         self.registry = registry
@@ -104,10 +108,10 @@ final class ServerMetrics: Sendable {
         }
     }
 
-    /// Counts rows removed by retention: `kind` is `tombstones` or `changes`.
+    /// Counts what retention removed: `kind` is `tombstones` or `changes` (rows), or `attachments`.
     func recordPruned(dataset: String, kind: String, count: Int) {
         counter(
-            in: pruned, Key(route: dataset, status: kind == "tombstones" ? 0 : 1),
+            in: pruned, Key(route: dataset, status: kind == "tombstones" ? 0 : kind == "changes" ? 1 : 2),
             label: "ferry_retention_pruned_total",
             dimensions: [("dataset", dataset), ("kind", kind)]
         )
@@ -148,7 +152,7 @@ final class ServerMetrics: Sendable {
     func recordAttachmentStored(dataset: String, bytes: Int64) {
         attachmentCounter("ferry_attachment_uploads_total", dataset: dataset).increment()
         attachmentCounter("ferry_attachment_upload_bytes_total", dataset: dataset).increment(by: Int(bytes))
-        moveAttachmentsHeld(dataset: dataset, count: 1, bytes: bytes)
+        moveAttachmentsHeld(dataset: dataset, count: 1, bytes: bytes, stored: true)
     }
 
     /// Counts a tus PATCH at an offset above 0.
@@ -161,16 +165,31 @@ final class ServerMetrics: Sendable {
         attachmentCounter("ferry_attachment_refusals_total", dataset: dataset, extra: ("reason", reason)).increment()
     }
 
-    /// Sets the attachments `dataset` holds (a retention sweep counted them).
-    func setAttachmentsHeld(dataset: String, count: Int, bytes: Int64) {
-        attachmentsHeld.withLock { $0[dataset] = (count, bytes) }
+    /// How many attachments of `dataset` were stored since the start (a mark for
+    /// ``setAttachmentsHeld(dataset:count:bytes:ifStoredSince:)``).
+    func attachmentsStoredMark(dataset: String) -> Int { attachmentsStored.withLock { $0[dataset] ?? 0 } }
+
+    /// Sets the attachments `dataset` holds (a retention sweep listed them), unless one was stored since `mark` (then
+    /// the listing may have missed it; returns false and the caller lists again).
+    @discardableResult
+    func setAttachmentsHeld(dataset: String, count: Int, bytes: Int64, ifStoredSince mark: Int? = nil) -> Bool {
+        let set = attachmentsHeld.withLock { held -> Bool in
+            // Under the held lock: a store counted meanwhile moves the value after this, not before.
+            if let mark, attachmentsStoredMark(dataset: dataset) != mark { return false }
+            held[dataset] = (count, bytes)
+            return true
+        }
+        guard set else { return false }
         attachmentGauge("ferry_attachments_total", dataset: dataset).record(count)
         attachmentGauge("ferry_attachment_bytes", dataset: dataset).record(bytes)
+        return true
     }
 
     /// Moves the attachments `dataset` holds by `count` and `bytes` (an upload, a deletion).
-    func moveAttachmentsHeld(dataset: String, count: Int, bytes: Int64) {
+    /// `stored`: one was stored now (counted for ``attachmentsStoredMark(dataset:)`` under the same lock).
+    func moveAttachmentsHeld(dataset: String, count: Int, bytes: Int64, stored: Bool = false) {
         let now = attachmentsHeld.withLock { held -> (count: Int, bytes: Int64) in
+            if stored { attachmentsStored.withLock { $0[dataset, default: 0] += 1 } }
             let old = held[dataset] ?? (0, 0)
             let new = (count: max(0, old.count + count), bytes: max(0, old.bytes + bytes))
             held[dataset] = new

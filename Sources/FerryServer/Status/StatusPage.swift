@@ -177,6 +177,13 @@ enum StatusPage {
                 "History", field("\(path).history.bytes", history.bytes, StatusFormat.bytes(history.bytes)),
                 note: field("\(path).history.steps", history.steps, "\(StatusFormat.count(history.steps)) steps"))
         }
+        if let attachments = dataset.attachments {
+            html += item(
+                "Attachments",
+                field("\(path).attachments.bytes", attachments.bytes, StatusFormat.bytes(attachments.bytes)),
+                note: field(
+                    "\(path).attachments.count", attachments.count, "\(StatusFormat.count(attachments.count)) files"))
+        }
         if let scopes = dataset.scopes {
             html += item("Scopes", field("\(path).scopes.count", scopes.count, StatusFormat.count(scopes.count)))
             html += item(

@@ -40,6 +40,14 @@ struct StatusReport: Codable, Sendable, Equatable {
         var scopes: Scopes?
         /// The history devices catch up from by one patch; nil without a patch horizon (docs/delta.md).
         var history: History?
+        /// The attachments the dataset holds (its schema lines share them); nil when it holds none.
+        var attachments: Attachments?
+    }
+
+    /// A dataset's attachments: how many the store holds, and their bytes.
+    struct Attachments: Codable, Sendable, Equatable {
+        var count: Int
+        var bytes: Int64
     }
 
     /// What the patch horizon keeps: the oldest version a device catches up from, how many versions' steps lead
@@ -187,14 +195,21 @@ struct StatusReport: Codable, Sendable, Equatable {
 }
 
 extension StatusReport {
-    /// Builds the report from the catalog's state, the board and the datasets with a token check (each with its
-    /// connection state, nil when the check keeps none).
+    /// Builds the report from the catalog's state, the board, the datasets with a token check (each with its
+    /// connection state, nil when the check keeps none) and the attachments each dataset holds (by base name).
     static func make(
         catalog: CatalogStatus, board: StatusBoard, tokenChecks: [String: PostgresPool.Health?], store: String,
-        now: Date = Date()
+        attachments: [String: (count: Int, bytes: Int64)] = [:], now: Date = Date()
     ) -> StatusReport {
         let boardState = board.current
-        let datasets = catalog.datasets.compactMap { dataset(from: $0, now: now) }
+        let held = attachments
+        let datasets = catalog.datasets.compactMap { entry -> Dataset? in
+            guard var dataset = dataset(from: entry, now: now) else { return nil }
+            if let (count, bytes) = held[DatasetName.base(of: entry.name) ?? entry.name], count > 0 {
+                dataset.attachments = Attachments(count: count, bytes: bytes)
+            }
+            return dataset
+        }
         var names = Set(datasets.map(\.name)).union(tokenChecks.keys).union(boardState.mergers).union(
             boardState.publishes.keys)
         names.formUnion(catalog.unreadableManifests)

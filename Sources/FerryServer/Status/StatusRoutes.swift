@@ -39,7 +39,8 @@ struct StatusRoutes: ServerRouteGroup {
             // Each token check's connection state as its pool recorded it (no query to PostgreSQL here).
             let tokenChecks = scopes.mapValues { ($0.authority as? PostgresScopeAuthority)?.connectionHealth }
             return StatusReport.make(
-                catalog: catalog.statusSnapshot(), board: board, tokenChecks: tokenChecks, store: store)
+                catalog: catalog.statusSnapshot(), board: board, tokenChecks: tokenChecks, store: store,
+                attachments: catalog.metrics?.attachmentsHeld.withLock { $0 } ?? [:])
         }
         routes.on("/status", method: .get) { request, _ in
             let html = StatusPage.render(try report(request))

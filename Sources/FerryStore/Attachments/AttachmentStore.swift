@@ -16,8 +16,8 @@ public struct AttachmentInfo: Codable, Sendable, Equatable {
     public var size: Int64
     /// The `Content-Type` it was uploaded with, served back on every GET.
     public var contentType: String
-    /// When it was first stored: retention keeps an attachment no version names until `--attachment-grace` after
-    /// this.
+    /// When it was last uploaded (stored, or uploaded again while held): retention keeps an attachment no version
+    /// names until `--attachment-grace` after this.
     public var uploadedAt: Date
     /// The SHA-256 hex of each bearer token that uploaded it, in the order first seen.
     public var uploaders: [String]
@@ -64,8 +64,8 @@ public struct AttachmentInfo: Codable, Sendable, Equatable {
 /// - ``add(dataset:sha256:file:contentType:uploader:)`` is the only way in. It is handed a complete temp file whose
 ///   SHA-256 the caller has checked, and makes it visible under its name atomically and durably (temp, fsync,
 ///   rename): nothing half-written is ever visible under a SHA-256, and a crash at any instant leaves either no
-///   attachment or a complete one. Adding one already held keeps the held bytes and merges the uploader into its
-///   list.
+///   attachment or a complete one. Adding one already held keeps the held bytes, merges the uploader into its list
+///   and sets `uploadedAt` to now (an upload restarts the grace).
 /// - ``info(dataset:sha256:)`` and ``file(dataset:sha256:)`` answer nil for an attachment not held.
 /// - ``file(dataset:sha256:)`` is a local file the server can send with `sendfile` (a bucket store downloads it into
 ///   its cache first).
@@ -82,7 +82,8 @@ public protocol AttachmentStore: Sendable {
     /// A local file with the attachment's bytes, or nil when it is not held.
     func file(dataset: String, sha256: String) async throws -> URL?
     /// Stores `file` (a verified temp file, consumed: moved or removed) as attachment `sha256`; returns its info and
-    /// whether it was stored now (false: it was held already, and `uploader` was merged into its uploaders).
+    /// whether it was stored now (false: it was held already; `uploader` was merged into its uploaders and
+    /// `uploadedAt` set to now).
     func add(dataset: String, sha256: String, file: URL, contentType: String, uploader: String?) async throws
         -> (info: AttachmentInfo, created: Bool)
     /// Every attachment of `dataset`, sorted by name.

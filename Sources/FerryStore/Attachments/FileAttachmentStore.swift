@@ -122,10 +122,10 @@ public struct FileAttachmentStore: AttachmentStore {
         try DurableFile.makeDirectory(directory)
         if var held = try readInfo(dataset: dataset, sha256: sha256) {
             try DurableFile.remove(file)
-            if let uploader, !held.uploaders.contains(uploader) {
-                held.uploaders.append(uploader)
-                try DurableFile.write(try held.encoded(), to: infoURL(dataset: dataset, sha256: sha256))
-            }
+            // Uploaded again: the grace starts again, and the uploader may read it.
+            held.uploadedAt = Date()
+            if let uploader, !held.uploaders.contains(uploader) { held.uploaders.append(uploader) }
+            try DurableFile.write(try held.encoded(), to: infoURL(dataset: dataset, sha256: sha256))
             return (held, false)
         }
         let size = try FileManager.default.attributesOfItem(atPath: file.path)[.size] as? NSNumber
