@@ -300,7 +300,7 @@ import Testing
             #expect(accepted.status == 0, "\(accepted.stderr)")
             #expect(
                 accepted.stdout
-                    == #"{"sent":1,"applied":1,"rejected":0,"gone":0,"invalid":0,"forbidden":0,"unanswered":0,"remaining":0,"merged":0}"#
+                    == #"{"sent":1,"applied":1,"rejected":0,"gone":0,"invalid":0,"forbidden":0,"unanswered":0,"remaining":0,"merged":0,"attachments":{"bytes":0,"pending":0,"uploaded":0}}"#
                     + "\n")
             #expect(await gate.log.changeUploads.last?.changeIDs == refusedIDs)
             #expect(try serverScalar("SELECT passengers FROM trips WHERE name = 'Växjö-Kalmar'") == "6")

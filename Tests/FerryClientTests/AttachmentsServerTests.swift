@@ -207,6 +207,7 @@ import Testing
             var device = try await world.client("device", transport: cut)
             let first = try await device.push()
             #expect(first.attachments.pending == 1 && first.attachments.uploaded == 0)
+            #expect(first.attachments.bytes == 3 * (128 << 10))
             #expect(try store.entry(photo.sha256)?.uploadURL != nil)
             await device.close()
 

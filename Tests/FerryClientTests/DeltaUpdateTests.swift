@@ -305,7 +305,7 @@ import Testing
             // The patch is measured against the published file (publishedBytes), not the device's copy of it.
             #expect(
                 byPatch.stdout.hasSuffix(
-                    #""path":"patch","patchFrom":1,"patchTo":2,"patchError":null,"publishedBytes":\#(v2.current.size),"ownRowsSettled":0}"#
+                    #""path":"patch","patchFrom":1,"patchTo":2,"patchError":null,"publishedBytes":\#(v2.current.size),"ownRowsSettled":0,"attachments":{"bytes":0,"downloaded":0,"evicted":0,"missing":[],"removed":0}}"#
                         + "\n"), "\(byPatch.stdout)")
             let byFull = try await runFerry(
                 [
@@ -318,7 +318,7 @@ import Testing
                 "\(byFull.stdout)")
             #expect(
                 byFull.stdout.hasSuffix(
-                    #""path":"full","patchFrom":null,"patchTo":null,"patchError":null,"publishedBytes":\#(v2.current.size),"ownRowsSettled":null}"#
+                    #""path":"full","patchFrom":null,"patchTo":null,"patchError":null,"publishedBytes":\#(v2.current.size),"ownRowsSettled":null,"attachments":{"bytes":0,"downloaded":0,"evicted":0,"missing":[],"removed":0}}"#
                         + "\n"), "\(byFull.stdout)")
 
             let status = try await runFerry(["status", "--dir", patched, "--json"])

@@ -29,10 +29,12 @@ struct AttachmentUploader: Sendable {
         var offline = false
         for entry in entries {
             if !offline {
+                var sent: Int64 = 0
+                // Bytes the server confirmed count even when the upload broke off later (it resumes from them).
+                defer { summary.bytes += sent }
                 do {
-                    if let sent = try await uploadRetrying(entry.sha256) {
+                    if try await uploadRetrying(entry.sha256, sent: &sent) {
                         summary.uploaded += 1
-                        summary.bytes += sent
                         continue
                     }
                 } catch let error as FerryError where error.code == .unauthorized {
@@ -53,16 +55,18 @@ struct AttachmentUploader: Sendable {
         return summary
     }
 
-    /// Uploads one queued attachment, retrying a broken exchange with backoff (each attempt resumes); nil when it
-    /// is no longer queued. Returns the body bytes sent.
-    func uploadRetrying(_ sha256: String) async throws -> Int64? {
+    /// Uploads one queued attachment, retrying a broken exchange with backoff (each attempt resumes); false when it
+    /// is no longer queued. `sent` counts the body bytes the server confirmed.
+    func uploadRetrying(_ sha256: String, sent: inout Int64) async throws -> Bool {
         var delay = backoff
         var attempt = 1
-        var sent: Int64 = 0
         while true {
             do {
-                guard let entry = try await BlockingWork.run({ [store] in try store.entry(sha256) }) else { return nil }
-                return try await upload(entry, sent: &sent)
+                guard let entry = try await BlockingWork.run({ [store] in try store.entry(sha256) }) else {
+                    return false
+                }
+                try await upload(entry, sent: &sent)
+                return true
             } catch let error as FerryError where TransportFailure.isWorthRetrying(error) && attempt < attempts {
                 logger.notice(
                     "attachment upload broke off; resuming",
@@ -74,20 +78,21 @@ struct AttachmentUploader: Sendable {
         }
     }
 
-    /// One attempt; `sent` counts the bytes the server confirmed, across attempts.
-    private func upload(_ queued: QueuedAttachment, sent: inout Int64) async throws -> Int64 {
+    /// One attempt; `sent` counts the bytes the server confirmed, across attempts. An upload the server lost
+    /// (404 on its URL) starts again once with `POST`.
+    private func upload(_ queued: QueuedAttachment, sent: inout Int64, restarted: Bool = false) async throws {
         var entry = queued
         let sha256 = entry.sha256
         let file = store.url(for: sha256)
         guard FileManager.default.fileExists(atPath: file.path) else {
             // A crash inside an add, between the queue entry and the file's rename: nothing was attached.
             try await BlockingWork.run { [store] in try store.dequeue(sha256) }
-            return sent
+            return
         }
         let held = try await send(AttachmentRequest(method: "HEAD", url: base.appendingPathComponent(sha256)))
         if held.head.status == 200 {
             try await BlockingWork.run { [store] in try store.dequeue(sha256) }
-            return sent
+            return
         }
         guard held.head.status == 404 else { throw failure(held, "asking whether the server holds an attachment") }
         var offset = try await resumeOffset(&entry)
@@ -109,12 +114,14 @@ struct AttachmentUploader: Sendable {
                 sent += max(0, next - offset)
                 offset = next
             case 409:
-                guard let held = try await resumeOffset(&entry) else { return try await upload(entry, sent: &sent) }
+                guard let held = try await resumeOffset(&entry) else {
+                    return try await restart(entry, sent: &sent, restarted: restarted)
+                }
                 offset = held
             case 404, 410:
                 entry.uploadURL = nil
                 try await save(entry)
-                return try await upload(entry, sent: &sent)
+                return try await restart(entry, sent: &sent, restarted: restarted)
             case 422:
                 throw FerryError(
                     .verification,
@@ -125,7 +132,14 @@ struct AttachmentUploader: Sendable {
             }
         }
         try await BlockingWork.run { [store] in try store.dequeue(sha256) }
-        return sent
+    }
+
+    private func restart(_ entry: QueuedAttachment, sent: inout Int64, restarted: Bool) async throws {
+        guard !restarted else {
+            throw FerryError(
+                .network, "the server lost the attachment's upload twice; it stays queued", key: entry.sha256)
+        }
+        try await upload(entry, sent: &sent, restarted: true)
     }
 
     /// The offset the server holds of the entry's upload; nil (and the URL forgotten) when it has none.

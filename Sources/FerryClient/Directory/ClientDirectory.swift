@@ -19,6 +19,7 @@ import Foundation
 /// DIR/.ferry/previous.db.tmp a hard link made during apply; garbage after a crash
 /// DIR/.ferry/adopted-*.sqlite a background download being verified (FerryClient.adoptBackgroundDownload); garbage
 ///                            after a crash
+/// DIR/.ferry/attachments/   the device's attachments and their upload queue (see ``DeviceAttachments``)
 /// ```
 ///
 /// ```swift
