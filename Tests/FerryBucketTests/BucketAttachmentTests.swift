@@ -119,4 +119,60 @@ struct BucketAttachmentTests {
         #expect(try Data(contentsOf: out) == photo)
         try await world.deleteBucket()
     }
+
+    @Test("through a bucket store: a photo attached offline reaches the bucket and PostgreSQL, then another device")
+    func deviceToDevice() async throws {
+        let world = try await BucketWorld.make("attach-devices")
+        defer { world.cleanUp() }
+        let root = TestPaths.packageRoot
+        try world.sql(try String(contentsOf: root.appendingPathComponent("templates/notes.pg.sql"), encoding: .utf8))
+        let template = root.appendingPathComponent("templates/notes.yml").path
+        let publish = ["publish", "--config", template, "--database-url", world.database.url, "--store"]
+        let first = try await runFerry(publish + [world.storeDirectory.path])
+        #expect(first.status == 0, "\(first.stderr)")
+        try await world.copyToBucket()
+        let server = try await BucketServeTests.serveBucket(
+            world, extra: ["--config", template, "--database-url", world.database.url])
+        defer { server.stop() }
+        let common = ["--server", server.url.absoluteString, "--dataset", "notes"]
+        let inspector = world.directory.appendingPathComponent("inspector").path
+        let office = world.directory.appendingPathComponent("office").path
+        #expect(try await runFerry(["fetch", "--dir", inspector, "--apply"] + common).status == 0)
+
+        // Offline: the photo is attached and the note names it.
+        let photo = Data((0..<1_500_000).map { UInt8(truncatingIfNeeded: $0 &* 13 &+ $0 >> 11) })
+        let file = try Self.tempFile(photo, in: world.directory.appendingPathComponent("camera"))
+        let attached = try await runFerry(["attach", "--dir", inspector, file.path])
+        #expect(attached.status == 0, "\(attached.stderr)")
+        let name = attached.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(name == Self.sha256(photo))
+        let note = "b3c1d2e0-0000-4000-8000-000000000001"
+        let edit = try await runFerry([
+            "exec", "--dir", inspector, "UPDATE notes SET photo = '\(name)' WHERE id = '\(note)'",
+        ])
+        #expect(edit.status == 0, "\(edit.stderr)")
+        let pushed = try await runFerry(["push", "--dir", inspector] + common)
+        #expect(pushed.status == 0, "\(pushed.stderr)")
+        #expect(try world.database.connect().query("SELECT photo FROM notes WHERE id = '\(note)'") == [[name]])
+        let keys = try await world.s3.list(bucket: world.bucket, prefix: "\(world.prefix)notes/attachments/").map(\.key)
+        #expect(keys.contains("\(world.prefix)notes/attachments/\(name)"))
+
+        // The next version names it; the office's device gets it with the rows (eager), verified.
+        let second = try await runFerry(publish + [world.storeDirectory.path])
+        #expect(second.status == 0, "\(second.stderr)")
+        try await world.copyToBucket()
+        let deadline = Date().addingTimeInterval(30)
+        var fetched: ProcessResult?
+        while Date() < deadline {
+            let result = try await runFerry(["fetch", "--dir", office, "--apply", "--json"] + common)
+            fetched = result
+            if result.status == 0, result.stdout.contains("\"version\":2") { break }
+            try await Task.sleep(for: .milliseconds(200))
+        }
+        #expect(
+            fetched?.stdout.contains("\"downloaded\":1") == true, "\(fetched?.stdout ?? "") \(fetched?.stderr ?? "")")
+        let local = URL(fileURLWithPath: office).appendingPathComponent(".ferry/attachments/\(name)")
+        #expect(try Data(contentsOf: local) == photo)
+        try await world.deleteBucket()
+    }
 }
