@@ -1,5 +1,6 @@
 import FerryBucket
 import FerryCore
+import FerryPostgres
 import FerryS3
 import FerryStore
 import FerryTestSupport
