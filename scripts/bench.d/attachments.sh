@@ -1,4 +1,4 @@
-# scripts/bench attachments [--count N] [--size BYTES] [--rate R] [--cut-every S] [--kills K]: photos from a device
+# scripts/bench attachments [--count N] [--size BYTES] [--rate R (10M)] [--cut-every S] [--kills K]: photos from a device
 # to the server and to other devices (issue 39). 200 photos of 4 MiB, queued offline, pushed through a relay that
 # cuts the link every 30 s while `ferry push` is killed with -9 5 times: every photo must arrive once, with at most
 # 1.05x the payload on the wire. Then upload throughput beside `curl -T` of the same files, and download throughput
