@@ -18,6 +18,9 @@ struct AttachmentUploader: Sendable {
     let logger: Logger
 
     static let tusVersion = "1.0.0"
+    /// How many times a PATCH answered 409 without an offset (the server still receiving an earlier one) is tried
+    /// again, waiting 0.25 s, 0.5 s, … up to 4 s between (about 20 s in all), before the push gives up on it.
+    static let busyRetries = 8
 
     /// Uploads every queued attachment, oldest first. A failure other than a refused token leaves that attachment
     /// queued and goes on (offline: the rest are left for the next push at once).
@@ -101,6 +104,7 @@ struct AttachmentUploader: Sendable {
         else {
             throw FerryError(.network, "the server made no upload for the attachment; it stays queued", key: sha256)
         }
+        var busy = 0
         while offset < entry.size {
             let length = min(entry.size - offset, transport.maxBodyBytes ?? entry.size)
             let response = try await send(
@@ -114,6 +118,18 @@ struct AttachmentUploader: Sendable {
                 sent += max(0, next - offset)
                 offset = next
             case 409:
+                if response.head.header("Upload-Offset") == nil {
+                    // The server is still receiving an earlier PATCH of this upload: a cut link it has not noticed
+                    // yet (it notices within its idle timeout). Wait, longer each time, rather than ask in a loop.
+                    busy += 1
+                    guard busy <= Self.busyRetries else {
+                        throw FerryError(
+                            .network,
+                            "the server is still receiving an earlier upload of the attachment; it stays queued, and the next push resumes it",
+                            key: sha256)
+                    }
+                    try await Task.sleep(for: .milliseconds(min(250 << (busy - 1), 4000)))
+                }
                 guard let held = try await resumeOffset(&entry) else {
                     return try await restart(entry, sent: &sent, restarted: restarted)
                 }
