@@ -60,7 +60,7 @@ extension DeviceAttachments {
             let file = queueDirectory.appendingPathComponent(name)
             // An entry that does not decode is reported and left alone: its file, if any, stays on the device.
             guard let data = FileManager.default.contents(atPath: file.path),
-                let entry = try? JSONDecoder().decode(QueuedAttachment.self, from: data),
+                let entry = try? JSONDecoder().decode(QueuedAttachment.self, from: data),  // reported below
                 Attachment.isID(entry.sha256), name == "\(entry.sha256).json"
             else {
                 skipped("an unreadable upload queue entry is ignored: \(file.path)")

@@ -95,6 +95,7 @@ struct PartialUploads: Sendable {
                 // What cannot be read is judged by its modification time; a file gone meanwhile is skipped.
                 let modified = (try? fm.attributesOfItem(atPath: url.path))?[.modificationDate] as? Date
                 if Self.isID(name) {
+                    // An unreadable description: the file's modification time decides, as said above.
                     let created = (try? state(dataset: dataset, id: name))??.upload.created ?? modified
                     guard let created, created < cutoff else { continue }
                     try remove(dataset: dataset, id: name)

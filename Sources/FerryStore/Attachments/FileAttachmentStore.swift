@@ -105,7 +105,7 @@ public struct FileAttachmentStore: AttachmentStore {
         let size = (attributes[.size] as? NSNumber)?.int64Value ?? 0
         // An unreadable info is rebuilt from the bytes below; the bytes are what counts.
         if let text = try? Data(contentsOf: infoURL(dataset: dataset, sha256: sha256)),
-            var info = try? AttachmentInfo.decode(text), info.sha256 == sha256
+            var info = try? AttachmentInfo.decode(text), info.sha256 == sha256  // damaged: rebuilt below
         {
             info.size = size
             return info
