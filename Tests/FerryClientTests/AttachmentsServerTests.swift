@@ -117,6 +117,45 @@ import Testing
         Data((0..<count).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ Int(seed)) })
     }
 
+    /// Eager downloads run a few at a time: every photo the server holds arrives, verified, and the one it lacks is
+    /// reported missing without stopping the others.
+    @Test func manyPhotosArriveTogetherAndOneTheServerLacksIsReportedMissing() async throws {
+        try await withWorld { world, waitForVersion in
+            // Given seven photos pushed by one device, each on a note of its own
+            let device = try await world.client("device")
+            #expect(try await device.checkForUpdates().outcome == .initialSync)
+            var photos: [String] = []
+            for index in 0..<7 {
+                let photo = try await device.addAttachment(
+                    data: Self.bytes(100_000 + index * 1_000, seed: UInt8(10 + index)), contentType: "image/jpeg")
+                photos.append(photo.sha256)
+                _ = try await device.execute(
+                    "INSERT INTO notes (id, body, photo, createdAt, updatedAt) VALUES ('\(UUID().uuidString.lowercased())', 'photo \(index)', '\(photo.sha256)', '2026-01-02T10:00:00.000Z', '2026-01-02T10:00:00.000Z')"
+                )
+            }
+            let pushed = try await device.push()
+            #expect(pushed.attachments.uploaded == 7 && pushed.remaining == 0)
+            // and a note naming a photo the server never got
+            let absent = String(repeating: "ab", count: 32)
+            try world.database.connect().execute(#"UPDATE notes SET photo = '\#(absent)' WHERE id = 'n1'"#)
+
+            // When the version is published and another device syncs its attachments
+            #expect(try await world.publish() == 2)
+            try await waitForVersion(2)
+            let other = try await world.client("other")
+            #expect(try await other.checkForUpdates().outcome == .initialSync)
+            let synced = try await other.syncAttachments()
+
+            // Then the seven arrived, verified, and only the absent one is missing (tried again next time)
+            #expect(synced.downloaded == 7 && synced.missing == [absent])
+            #expect(synced.bytes == Int64((0..<7).reduce(0) { $0 + 100_000 + $1 * 1_000 }))
+            for sha256 in photos {
+                #expect(try FileDigest.sha256Hex(of: other.deviceAttachments.url(for: sha256)) == sha256)
+            }
+            #expect(!other.deviceAttachments.contains(absent))
+        }
+    }
+
     @Test func aPhotoAttachedOfflineArrivesBeforeItsRowAndAnotherDeviceGetsIt() async throws {
         try await withWorld(maxAttachmentBytes: 1 << 20) { world, waitForVersion in
             let device = try await world.client("device")

@@ -143,13 +143,12 @@ extension FerryClient {
         let wanted = named.filter { $0.value == .eager && !store.contains($0.key) }.keys.sorted()
         if !wanted.isEmpty {
             let downloader = try await attachmentDownloader()
-            for sha256 in wanted {
-                do {
-                    result.bytes += try await downloader.download(sha256)
+            for (sha256, outcome) in try await Self.download(wanted, with: downloader) {
+                switch outcome {
+                case .success(let bytes):
+                    result.bytes += bytes
                     result.downloaded += 1
-                } catch let error as FerryError where error.code == .unauthorized {
-                    throw error
-                } catch {
+                case .failure(let error):
                     logger.notice(
                         "attachment not downloaded; tried again at the next fetch",
                         metadata: ["sha256": "\(sha256)", "error": "\(error)"])
@@ -161,6 +160,38 @@ extension FerryClient {
         result.removed = pruned.unnamed.count
         result.evicted = pruned.evicted.count
         return result
+    }
+
+    /// Attachments downloaded at once by ``syncAttachments()``: while one is hashed and fsynced, the next ones are
+    /// on the wire.
+    static let downloadsInFlight = 3
+
+    /// Downloads `wanted`, ``downloadsInFlight`` at a time; the outcome of each, in the order of `wanted`. A refused
+    /// token stops them all (every other download would be refused too); any other failure is that attachment's.
+    static func download(_ wanted: [String], with downloader: AttachmentDownloader) async throws
+        -> [(String, Result<Int64, FerryError>)]
+    {
+        try await withThrowingTaskGroup(of: (Int, Result<Int64, FerryError>).self) { group in
+            var outcomes = [Result<Int64, FerryError>?](repeating: nil, count: wanted.count)
+            func collect(_ done: (Int, Result<Int64, FerryError>)) throws {
+                if case .failure(let error) = done.1, error.code == .unauthorized { throw error }
+                outcomes[done.0] = done.1
+            }
+            for (index, sha256) in wanted.enumerated() {
+                if index >= downloadsInFlight, let done = try await group.next() { try collect(done) }
+                group.addTask {
+                    do {
+                        return (index, .success(try await downloader.download(sha256)))
+                    } catch let error as FerryError {
+                        return (index, .failure(error))
+                    } catch {
+                        return (index, .failure(FerryError(.network, "\(error)", key: sha256)))
+                    }
+                }
+            }
+            while let done = try await group.next() { try collect(done) }
+            return zip(wanted, outcomes).compactMap { sha256, outcome in outcome.map { (sha256, $0) } }
+        }
     }
 
     /// Every attachment the live database's rows name; none before the initial sync.
