@@ -79,6 +79,52 @@ import Testing
         #expect(error?.code == .noPreviousVersion)
     }
 
+    /// A writer killed before its journal's first sync leaves a journal whose header is still zero: SQLite does not
+    /// roll it back (database.db was not touched yet) and leaves the file. The swap removes it, holding the write
+    /// lock, instead of reporting a writer forever.
+    @Test func aJournalOfAWriterKilledBeforeItsFirstSyncDoesNotBlockTheSwap() async throws {
+        let setup = try Setup()
+        defer { setup.temp.remove() }
+        try setup.plant(1, at: setup.dir.database)
+        try setup.plant(2, at: setup.dir.updated)
+        // (a first open installs the outbox: a write, which would replace any journal)
+        await (try setup.open(applyOnLaunch: false)).close()
+        let journal = URL(fileURLWithPath: setup.dir.database.path + "-journal")
+        try (Data(count: 28) + Data((0..<4096).map { UInt8(truncatingIfNeeded: $0 * 31 + 1) })).write(to: journal)
+        let client = try await setup.open(applyOnLaunch: false)
+        defer { Task { await client.close() } }
+
+        let applied = try await client.applyPendingUpdate()
+
+        #expect(applied.applied && applied.version == 2)
+        #expect(!FileManager.default.fileExists(atPath: journal.path))
+        #expect(try setup.liveVersion() == 2)
+        #expect(try publishedVersion(of: setup.dir.previous, among: setup.published) == 1)
+    }
+
+    /// A writer that holds database.db's write lock keeps its journal: the swap waits for it (busy), whatever the
+    /// journal's header says.
+    @Test func aWriterHoldingTheLockKeepsItsJournalAndTheSwapIsBusy() async throws {
+        let setup = try Setup()
+        defer { setup.temp.remove() }
+        try setup.plant(1, at: setup.dir.database)
+        try setup.plant(2, at: setup.dir.updated)
+        let client = try await setup.open(applyOnLaunch: false)
+        defer { Task { await client.close() } }
+        let writer = try SQLiteConnection(path: setup.dir.database.path, mode: .readWrite)
+        // Inside its transaction, before any sync: its journal's header is still zero, as a killed writer's is
+        try writer.execute("BEGIN IMMEDIATE; CREATE TABLE filler(b BLOB)")
+        let journal = setup.dir.database.path + "-journal"
+        #expect(try FileHandle(forReadingFrom: URL(fileURLWithPath: journal)).read(upToCount: 1)?.first == 0)
+
+        let error = await #expect(throws: FerryError.self) { try await client.applyPendingUpdate() }
+
+        #expect(error?.code == .busy)
+        #expect(FileManager.default.fileExists(atPath: journal))
+        try writer.execute("ROLLBACK")
+        #expect(try setup.liveVersion() == 1)
+    }
+
     @Test func applyWithNothingPendingIsANoOpThatSaysSo() async throws {
         let setup = try Setup(versions: 1)
         defer { setup.temp.remove() }

@@ -351,6 +351,7 @@ struct ClientFiles: Sendable {
             let db = try SQLiteConnection(path: directory.database.path, mode: .readWrite)
             _ = try db.scalar("SELECT count(*) FROM sqlite_master")
             if try db.scalar("PRAGMA journal_mode")?.text == "wal" { try db.execute("PRAGMA journal_mode=DELETE") }
+            try removeUnsyncedJournal(db)
         }
         for sidecar in directory.databaseSidecars() where FileIdentity.size(of: sidecar) == 0 {
             // An empty journal that stays is reported just below (busy), with its path.
@@ -361,6 +362,31 @@ struct ClientFiles: Sendable {
                 .busy,
                 "\(sidecar.lastPathComponent) exists: another program has database.db open for writing; close it and try again",
                 path: sidecar.path)
+        }
+    }
+
+    /// Removes a rollback journal SQLite does not call hot, one whose header is still zero: a writer killed before
+    /// its first journal sync, so before it changed a page of database.db (SQLite writes the header's magic only
+    /// when it syncs the journal, and leaves such a file in place). Left there, it would look like a writer forever.
+    /// Done holding the write lock (`BEGIN IMMEDIATE`), so no writer can be using it; a writer that holds the lock
+    /// keeps its journal (busy).
+    private func removeUnsyncedJournal(_ db: SQLiteConnection) throws {
+        let journal = URL(fileURLWithPath: directory.database.path + "-journal")
+        guard FileIdentity.size(of: journal) ?? 0 > 0 else { return }
+        do {
+            try db.execute("BEGIN IMMEDIATE")
+        } catch {
+            return  // another writer holds the lock: its journal stays, and the caller reports it (busy)
+        }
+        defer {
+            // Ends a transaction that wrote nothing: it cannot lose data.
+            try? db.execute("ROLLBACK")
+        }
+        let handle = try FileHandle(forReadingFrom: journal)
+        // A read-only handle: closing it cannot lose data.
+        defer { try? handle.close() }
+        if let first = try handle.read(upToCount: 1)?.first, first == 0 {
+            try FileManager.default.removeItem(at: journal)
         }
     }
 }
