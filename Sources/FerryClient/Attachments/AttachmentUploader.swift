@@ -22,40 +22,86 @@ struct AttachmentUploader: Sendable {
     /// again, waiting 0.25 s, 0.5 s, … up to 4 s between (about 20 s in all), before the push gives up on it.
     static let busyRetries = 8
 
-    /// Uploads every queued attachment, oldest first. A failure other than a refused token leaves that attachment
-    /// queued and goes on (offline: the rest are left for the next push at once).
+    /// Attachments uploaded at once: while one is fsynced and renamed by the server, the next are on the wire, and
+    /// the round trips of each (`HEAD`, `POST`, `PATCH`) overlap.
+    static let uploadsInFlight = 3
+
+    /// How one attachment's upload ended.
+    private enum Outcome: Sendable {
+        case uploaded
+        /// Still queued: no longer found in the queue when its turn came, or its upload failed (the reason).
+        case stillQueued(String?)
+        case offline(FerryError)
+        case unauthorized(FerryError)
+    }
+
+    /// Uploads every queued attachment, oldest first, ``uploadsInFlight`` at a time. A failure other than a refused
+    /// token leaves that attachment queued and goes on (offline: the ones not started yet are left for the next push
+    /// at once).
     func uploadAll() async throws -> AttachmentPushSummary {
-        var summary = AttachmentPushSummary()
         let entries = try await BlockingWork.run { [store, logger] in
             try store.queued { logger.warning("\($0)") }
         }
+        var summary = AttachmentPushSummary()
         var offline = false
-        for entry in entries {
-            if !offline {
-                var sent: Int64 = 0
-                // Bytes the server confirmed count even when the upload broke off later (it resumes from them).
-                defer { summary.bytes += sent }
-                do {
-                    if try await uploadRetrying(entry.sha256, sent: &sent) {
-                        summary.uploaded += 1
-                        continue
-                    }
-                } catch let error as FerryError where error.code == .unauthorized {
-                    throw error
-                } catch let error as FerryError where error.code == .offline {
-                    offline = true
-                    logger.notice("offline: attachments stay queued", metadata: ["error": "\(error.message)"])
-                } catch {
-                    logger.warning(
-                        "attachment upload failed; it stays queued",
-                        metadata: ["sha256": "\(entry.sha256)", "error": "\(error)"])
-                }
-            }
+        func pending(_ entry: QueuedAttachment) {
             summary.pending += 1
             summary.pendingBytes += entry.size
             summary.pendingIDs.insert(entry.sha256)
         }
+        // Bytes the server confirmed count even when the upload broke off later (it resumes from them).
+        func settle(_ done: (QueuedAttachment, Int64, Outcome)) throws {
+            let (entry, sent, outcome) = done
+            summary.bytes += sent
+            switch outcome {
+            case .uploaded: summary.uploaded += 1
+            case .unauthorized(let error): throw error
+            case .offline(let error):
+                if !offline {
+                    logger.notice("offline: attachments stay queued", metadata: ["error": "\(error.message)"])
+                }
+                offline = true
+                pending(entry)
+            case .stillQueued(let reason):
+                if let reason {
+                    logger.warning(
+                        "attachment upload failed; it stays queued",
+                        metadata: ["sha256": "\(entry.sha256)", "error": "\(reason)"])
+                }
+                pending(entry)
+            }
+        }
+        try await withThrowingTaskGroup(of: (QueuedAttachment, Int64, Outcome).self) { group in
+            for (index, entry) in entries.enumerated() {
+                if index >= Self.uploadsInFlight, let done = try await group.next() { try settle(done) }
+                guard !offline else {
+                    pending(entry)
+                    continue
+                }
+                group.addTask {
+                    let (sent, outcome) = await attempt(entry)
+                    return (entry, sent, outcome)
+                }
+            }
+            while let done = try await group.next() { try settle(done) }
+        }
         return summary
+    }
+
+    /// One attachment's upload, retried as ``uploadRetrying(_:sent:)`` does: the bytes the server confirmed, and how
+    /// it ended.
+    private func attempt(_ entry: QueuedAttachment) async -> (Int64, Outcome) {
+        var sent: Int64 = 0
+        do {
+            let uploaded = try await uploadRetrying(entry.sha256, sent: &sent)
+            return (sent, uploaded ? .uploaded : .stillQueued(nil))
+        } catch let error as FerryError where error.code == .unauthorized {
+            return (sent, .unauthorized(error))
+        } catch let error as FerryError where error.code == .offline {
+            return (sent, .offline(error))
+        } catch {
+            return (sent, .stillQueued("\(error)"))
+        }
     }
 
     /// Uploads one queued attachment, retrying a broken exchange with backoff (each attempt resumes); false when it
