@@ -7,7 +7,8 @@
 /// The `Date` header value (RFC 9110 §5.6.7 IMF-fixdate, e.g. `Sun, 06 Nov 1994 08:49:37 GMT`), formatted at most
 /// once a second. One per connection handler; not thread-safe.
 struct HTTPDate {
-    private var second = Int.min
+    /// The second (since 1970) of the text ``now()`` returned last: a text built around it is current while this is.
+    private(set) var second = Int.min
     private var text = ""
 
     mutating func now() -> String {

@@ -43,6 +43,16 @@ final class RawNotModifiedHandler: ChannelInboundHandler, RemovableChannelHandle
     private var fileCheck: Scheduled<Void>?
     private var needsFlush = false
     private var date = HTTPDate()
+    /// The memo's answer this connection gave last (``recall(_:)``).
+    private var recent: Recent?
+
+    /// A remembered answer and its head's bytes (the memo's key), with its whole 304 as written in `second`.
+    struct Recent {
+        let head: ByteBuffer
+        let entry: RevalidationMemo.Entry
+        var response = ByteBuffer()
+        var second = Int.min
+    }
 
     init(revalidator: ChannelRevalidator, maxHeadBytes: Int, sendsFiles: Bool) {
         self.revalidator = revalidator
@@ -58,14 +68,10 @@ final class RawNotModifiedHandler: ChannelInboundHandler, RemovableChannelHandle
         var buffer = unwrapInboundIn(data)
         while buffer.readableBytes > 0 {
             // A head answered before, byte for byte, on a view still current: the same answer, without parsing.
-            if let length = buffer.withUnsafeReadableBytes({ RevalidationMemo.headLength($0, limit: maxHeadBytes) }),
-                let remembered = revalidator.memo.answer(
-                    buffer.getSlice(at: buffer.readerIndex, length: length)!, catalog: revalidator.access.catalog)
-            {
-                buffer.moveReaderIndex(forwardBy: length)
-                answer(context, prefix: remembered.prefix)
-                revalidator.record(remembered.route, line: remembered.line, remembered: true)
-                revalidator.access.catalog.devices.record(id: remembered.device, dataset: remembered.dataset)
+            if let entry = recall(&buffer) {
+                answerRecent(context)
+                revalidator.record(entry.route, line: entry.line, remembered: true)
+                revalidator.access.catalog.devices.record(id: entry.device, dataset: entry.dataset)
                 continue
             }
             let parsed = buffer.withUnsafeReadableBytes { RawRequestHead.parse($0, maxHeadBytes: maxHeadBytes) }
@@ -84,16 +90,39 @@ final class RawNotModifiedHandler: ChannelInboundHandler, RemovableChannelHandle
             let prefix = Self.headPrefix(context, status: "HTTP/1.1 304 Not Modified\r\n", fields: decided.fields)
             let line = "\(head.request.method.rawValue) \(head.request.path ?? "")"
             if let view = decided.publicView, decided.memoizable {
-                revalidator.memo.remember(
-                    buffer.getSlice(at: buffer.readerIndex, length: head.length)!,
-                    RevalidationMemo.Entry(
-                        dataset: decided.dataset, view: view, route: decided.route, prefix: prefix, line: line,
-                        device: head.request.headerFields[.ferryDevice]))
+                let entry = RevalidationMemo.Entry(
+                    dataset: decided.dataset, view: view, route: decided.route, prefix: prefix, line: line,
+                    device: head.request.headerFields[.ferryDevice])
+                let key = revalidator.memo.remember(
+                    buffer.getSlice(at: buffer.readerIndex, length: head.length)!, entry)
+                recent = Recent(head: key, entry: entry)
             }
             buffer.moveReaderIndex(forwardBy: head.length)
             answer(context, prefix: prefix)
             revalidator.record(decided.route, line: line)
         }
+    }
+
+    /// The memo's answer to the head at the start of `buffer`, moving past that head: first the answer this
+    /// connection gave last (a client revalidating one URL again and again sends the same bytes each time), found
+    /// by comparing bytes, without hashing the head or taking the memo's lock; then the memo's. The answer found
+    /// is ``recent`` from then on.
+    private func recall(_ buffer: inout ByteBuffer) -> RevalidationMemo.Entry? {
+        let catalog = revalidator.access.catalog
+        if let recent, buffer.getSlice(at: buffer.readerIndex, length: recent.head.readableBytes) == recent.head,
+            RevalidationMemo.isCurrent(recent.entry, catalog: catalog)
+        {
+            // `recent.head` ends with the head's empty line, so these bytes are one whole head, that one.
+            buffer.moveReaderIndex(forwardBy: recent.head.readableBytes)
+            return recent.entry
+        }
+        guard let length = buffer.withUnsafeReadableBytes({ RevalidationMemo.headLength($0, limit: maxHeadBytes) }),
+            let head = buffer.getSlice(at: buffer.readerIndex, length: length),
+            let entry = revalidator.memo.answer(head, catalog: catalog)
+        else { return nil }
+        buffer.moveReaderIndex(forwardBy: length)
+        recent = Recent(head: ByteBuffer(bytes: head.readableBytesView), entry: entry)
+        return entry
     }
 
     /// Writes the route's 200 for a whole file: the head, then the file as a `FileRegion`, which the socket sends
@@ -189,21 +218,45 @@ final class RawNotModifiedHandler: ChannelInboundHandler, RemovableChannelHandle
 
     /// Writes a 304: `prefix` (status line and fields through `Date: `), the date, the empty line.
     private func answer(_ context: ChannelHandlerContext, prefix: ByteBuffer) {
+        write(context, Self.response(context, prefix: prefix, date: date.now()))
+    }
+
+    /// Writes the 304 of ``recent``: the same bytes as long as the date's second is the same (built once a second,
+    /// then only referenced).
+    private func answerRecent(_ context: ChannelHandlerContext) {
+        guard var current = recent else { return }
+        let text = date.now()
+        if current.second != date.second {
+            current.response = Self.response(context, prefix: current.entry.prefix, date: text)
+            current.second = date.second
+            recent = current
+        }
+        write(context, current.response)
+    }
+
+    private static func response(_ context: ChannelHandlerContext, prefix: ByteBuffer, date: String) -> ByteBuffer {
         var response = context.channel.allocator.buffer(capacity: prefix.readableBytes + 40)
         response.writeImmutableBuffer(prefix)
-        response.writeString(date.now())
+        response.writeString(date)
         response.writeStaticString("\r\n\r\n")
+        return response
+    }
+
+    private func write(_ context: ChannelHandlerContext, _ response: ByteBuffer) {
         context.write(NIOAny(response), promise: nil)
         needsFlush = true
         timeouts?.headAnswered()
     }
 
+    /// Flushes the answers of this read in one write. The event goes on only once the decoder owns the stream:
+    /// before, no handler after this one has received anything to complete (the pipeline's handlers after the codec
+    /// act on a read's completion only to deliver what they were given).
     func channelReadComplete(context: ChannelHandlerContext) {
         if needsFlush {
             needsFlush = false
             context.flush()
         }
-        context.fireChannelReadComplete()
+        if decoderOwnsStream { context.fireChannelReadComplete() }
     }
 }
 

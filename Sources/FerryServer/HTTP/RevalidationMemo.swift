@@ -45,20 +45,28 @@ final class RevalidationMemo: Sendable {
 
     /// The answer remembered for `head` whose view `catalog` still serves.
     func answer(_ head: ByteBuffer, catalog: SnapshotCatalog) -> Entry? {
-        guard let entry = entries.withLock({ $0[head] }), case .everyone(let view) = catalog.access(entry.dataset),
-            view === entry.view
-        else { return nil }
+        guard let entry = entries.withLock({ $0[head] }), Self.isCurrent(entry, catalog: catalog) else { return nil }
         return entry
+    }
+
+    /// Whether `entry` was decided on the view `catalog` serves now for its dataset (still public).
+    static func isCurrent(_ entry: Entry, catalog: SnapshotCatalog) -> Bool {
+        guard case .everyone(let view) = catalog.access(entry.dataset) else { return false }
+        return view === entry.view
     }
 
     /// Heads remembered now.
     var count: Int { entries.withLock { $0.count } }
 
-    func remember(_ head: ByteBuffer, _ entry: Entry) {
-        let key = ByteBuffer(bytes: head.readableBytesView)  // its own storage, not a slice of the read buffer
+    /// Remembers `entry` for `head`; returns the key kept, a copy of `head` in storage of its own (never a slice of
+    /// the read buffer, which the channel reuses only while nothing else holds it).
+    @discardableResult
+    func remember(_ head: ByteBuffer, _ entry: Entry) -> ByteBuffer {
+        let key = ByteBuffer(bytes: head.readableBytesView)
         entries.withLock {
             if $0.count >= Self.capacity { $0.removeAll(keepingCapacity: true) }
             $0[key] = entry
         }
+        return key
     }
 }
