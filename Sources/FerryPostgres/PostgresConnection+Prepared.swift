@@ -33,7 +33,7 @@ extension PostgresConnection {
 
     /// The name `sql` is prepared under on this connection, preparing it now if needed; nil when the connection
     /// already holds ``maxPreparedStatements``.
-    private func preparedName(for sql: String) throws(PostgresQueryError) -> String? {
+    func preparedName(for sql: String) throws(PostgresQueryError) -> String? {
         if let name = preparedStatements[sql] { return name }
         guard preparedStatements.count < Self.maxPreparedStatements else { return nil }
         preparedCount += 1
@@ -45,5 +45,70 @@ extension PostgresConnection {
         guard PQresultStatus(result) == PGRES_COMMAND_OK else { throw queryError(result) }
         preparedStatements[sql] = name
         return name
+    }
+
+    /// One statement of ``runPipeline(_:)``.
+    package struct PipelinedStatement: Sendable {
+        package var sql: String
+        package var parameters: [String?]
+
+        package init(_ sql: String, _ parameters: [String?] = []) {
+            self.sql = sql
+            self.parameters = parameters
+        }
+    }
+
+    /// Sends `statements` at once (libpq's pipeline mode, each prepared as by ``runPrepared(_:_:)``) and waits for
+    /// their answers together: one round trip where running them one by one costs one each. They run in order; the
+    /// first that fails throws, and the ones after it do not run (inside a transaction, which then must roll back).
+    ///
+    /// ```swift
+    /// let answers = try pg.runPipeline([.init("BEGIN"), .init("SELECT pg_advisory_xact_lock($1::int8)", ["7"])])
+    /// ```
+    package func runPipeline(_ statements: [PipelinedStatement]) throws(PostgresQueryError) -> [[[String?]]] {
+        // Preparing is a round trip of its own, once per connection and statement, before the pipeline starts.
+        var names: [String?] = []
+        for statement in statements { names.append(try preparedName(for: statement.sql)) }
+        guard PQenterPipelineMode(handle) == 1 else {
+            throw PostgresQueryError(sqlState: "", message: "cannot enter pipeline mode: \(errorMessage)")
+        }
+        defer { PQexitPipelineMode(handle) }
+        for (k, statement) in statements.enumerated() {
+            let sent = withCStrings(statement.parameters) { pointers in
+                if let name = names[k] {
+                    return PQsendQueryPrepared(handle, name, Int32(pointers.count), pointers, nil, nil, 0)
+                }
+                return PQsendQueryParams(handle, statement.sql, Int32(pointers.count), nil, pointers, nil, nil, 0)
+            }
+            guard sent == 1 else { throw PostgresQueryError(sqlState: "", message: "query failed: \(errorMessage)") }
+        }
+        guard PQpipelineSync(handle) == 1 else {
+            throw PostgresQueryError(sqlState: "", message: "query failed: \(errorMessage)")
+        }
+        var answers: [[[String?]]] = []
+        var failure: PostgresQueryError?
+        // Each statement's result is followed by a nil; the pipeline's sync result comes last.
+        while true {
+            guard let result = PQgetResult(handle) else {
+                guard PQstatus(handle) == CONNECTION_OK else {
+                    throw PostgresQueryError(sqlState: "", message: "query failed: \(errorMessage)")
+                }
+                continue
+            }
+            defer { PQclear(result) }
+            let status = PQresultStatus(result)
+            if status == PGRES_PIPELINE_SYNC { break }
+            if status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK {
+                answers.append(Self.textRows(of: result))
+            } else if status != PGRES_PIPELINE_ABORTED, failure == nil {
+                let error = queryError(result)
+                if error.sqlState == "26000" || error.sqlState == "0A000" {
+                    preparedStatements[statements[answers.count].sql] = nil
+                }
+                failure = error
+            }
+        }
+        if let failure { throw failure }
+        return answers
     }
 }

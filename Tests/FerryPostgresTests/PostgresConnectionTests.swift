@@ -95,4 +95,36 @@ import Testing
         #expect(pg.isConnected)
         #expect(try pg.run("SELECT count(*)::text FROM notes") == [["1"]])
     }
+
+    @Test func aPipelineAnswersEveryStatementInOrder() throws {
+        let database = try TestDatabase.create("pipeline")
+        defer { database.drop() }
+        let pg = try database.connect()
+        let answers = try pg.runPipeline([
+            .init("BEGIN"), .init("SELECT ($1::int * 2)::text", ["21"]), .init("SELECT 'x' UNION ALL SELECT 'y'"),
+            .init("COMMIT"),
+        ])
+        #expect(answers == [[], [["42"]], [["x"], ["y"]], []])
+    }
+
+    @Test func aPipelineStopsAtTheFirstFailureAndTheConnectionStaysUsable() throws {
+        let database = try TestDatabase.create("pipelinefail")
+        defer { database.drop() }
+        let pg = try database.connect()
+        try pg.execute("CREATE TABLE notes(id int PRIMARY KEY)")
+        // When: the second statement fails; the third must not run.
+        do {
+            _ = try pg.runPipeline([
+                .init("BEGIN"), .init("INSERT INTO notes VALUES ($1::int)", ["oops"]),
+                .init("INSERT INTO notes VALUES (1)"),
+            ])
+            Issue.record("a pipeline with a bad value succeeded")
+        } catch {
+            #expect(error.sqlState == "22P02")
+        }
+        // Then: the transaction is aborted until rolled back, after which the connection works as before.
+        try pg.execute("ROLLBACK")
+        #expect(try pg.run("SELECT count(*)::text FROM notes") == [["0"]])
+        #expect(try pg.runPipeline([.init("SELECT 1::text")]) == [[["1"]]])
+    }
 }
