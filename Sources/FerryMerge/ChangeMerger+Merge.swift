@@ -138,24 +138,27 @@ extension ChangeMerger {
     /// Splits a batch where a change id or a row repeats, so that within a segment every decision can be made
     /// from one read and later changes of the same row see the earlier ones.
     static func segments(_ prepared: [PreparedChange]) -> [[PreparedChange]] {
-        var out: [[PreparedChange]] = []
-        var current: [PreparedChange] = []
+        guard !prepared.isEmpty else { return [] }
+        // Where each segment starts; most batches are one segment, returned without copying a change.
+        var starts: [Int] = [0]
         var ids: Set<String> = []
         var rows: Set<String> = []
-        for change in prepared {
+        ids.reserveCapacity(prepared.count)
+        rows.reserveCapacity(prepared.count)
+        for (i, change) in prepared.enumerated() {
             let row = change.validChange?.rowIdentity
             if ids.contains(change.change.id) || (row.map { rows.contains($0) } ?? false) {
-                out.append(current)
-                current = []
+                starts.append(i)
                 ids = []
                 rows = []
             }
-            current.append(change)
             ids.insert(change.change.id)
             if let row { rows.insert(row) }
         }
-        if !current.isEmpty { out.append(current) }
-        return out
+        if starts.count == 1 { return [prepared] }
+        return starts.indices.map { k in
+            Array(prepared[starts[k]..<(k + 1 < starts.count ? starts[k + 1] : prepared.count)])
+        }
     }
 
     /// Decides and writes one segment inside the caller's transaction. `stored`: the answers stored for its ids,
