@@ -268,14 +268,7 @@ struct ChangeBatchReader {
         guard i + 4 <= bytes.count else { return nil }
         var value: UInt32 = 0
         for _ in 0..<4 {
-            let b = bytes[i]
-            let digit: UInt8
-            switch b {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = b - UInt8(ascii: "0")
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = b - UInt8(ascii: "a") + 10
-            case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = b - UInt8(ascii: "A") + 10
-            default: return nil
-            }
+            guard let digit = StrictJSON.hexDigit(bytes[i]) else { return nil }
             value = value << 4 + UInt32(digit)
             i += 1
         }

@@ -22,6 +22,16 @@ enum StrictJSON {
 
     static let maxNumberLength = 1_024
 
+    /// The value of a hexadecimal digit, nil for any other byte.
+    static func hexDigit(_ b: UInt8) -> UInt8? {
+        switch b {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): return b - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): return b - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): return b - UInt8(ascii: "A") + 10
+        default: return nil
+        }
+    }
+
     /// Throws ``Failure`` unless `bytes` is one strict JSON value.
     static func check(_ bytes: Data, maxDepth: Int) throws(Failure) {
         let result: Failure? = bytes.withUnsafeBytes { raw in
@@ -275,13 +285,8 @@ enum StrictJSON {
             guard i + 4 <= bytes.count else { throw fail("the JSON text ends inside a \\u escape") }
             var value: UInt16 = 0
             for _ in 0..<4 {
-                let b = bytes[i]
-                let digit: UInt8
-                switch b {
-                case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = b - UInt8(ascii: "0")
-                case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = b - UInt8(ascii: "a") + 10
-                case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = b - UInt8(ascii: "A") + 10
-                default: throw fail("a \\u escape needs four hex digits")
+                guard let digit = StrictJSON.hexDigit(bytes[i]) else {
+                    throw fail("a \\u escape needs four hex digits")
                 }
                 value = value << 4 | UInt16(digit)
                 i += 1
