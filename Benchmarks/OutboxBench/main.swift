@@ -1,6 +1,7 @@
 // Benchmark program for `scripts/bench outbox` (not part of any product): times ChangeMerger applying batches
 // of updates to distinct rows, the way the changes endpoint does, against a PostgreSQL given by URL.
 // Usage: ferry-outbox-bench URL ROWS BATCH CONCURRENCY [row|column]
+//        ferry-outbox-bench decode ROWS BATCH   (the request side alone: see Decode.swift)
 // `column`: the table is merged per column with an additive column (`merge: {rule: newest-wins, per: column,
 // add: [stops]}`) and every change carries the base of each column it changes, as a device's outbox sends it.
 import FerryCore
@@ -10,6 +11,10 @@ import Foundation
 import Logging
 
 let args = CommandLine.arguments
+if args.count == 4, args[1] == "decode", let rows = Int(args[2]), let batchSize = Int(args[3]) {
+    decodeBench(rows: rows, batchSize: batchSize)
+    exit(0)
+}
 guard (5...6).contains(args.count), let rows = Int(args[2]), let batchSize = Int(args[3]),
     let concurrency = Int(args[4]), args.count == 5 || ["row", "column"].contains(args[5])
 else {

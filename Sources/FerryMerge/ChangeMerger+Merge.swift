@@ -3,8 +3,9 @@ import FerryPostgres
 import Foundation
 
 /// The SQL side of a batch. Fast path: the whole batch in one transaction with a handful of statements per
-/// segment (a lookup of processed ids, one locking read per table, one write per table and shape, one insert
-/// into `ferry_changes`), so 500 updates cost about seven round trips. If PostgreSQL refuses anything (a value a
+/// segment (a lookup of processed ids, one locking read per table, one write per table and shape, one COPY
+/// into `ferry_changes`), each prepared once per connection; `BEGIN`, the id locks and the first lookup go in one
+/// round trip, so 500 updates cost about six. If PostgreSQL refuses anything (a value a
 /// constraint rejects, a concurrent insert of the same key, a deadlock), the transaction is rolled back and
 /// every change is redone in its own transaction, so one bad change never stops the others.
 extension ChangeMerger {
@@ -13,14 +14,16 @@ extension ChangeMerger {
     {
         guard !prepared.isEmpty else { return [] }
         do {
-            try begin(context, on: pg)
-            try lockChangeIDs(prepared.map(\.change.id), on: pg)
+            let segments = segments(prepared)
+            var stored: [String: ChangeResult]? = try begin(
+                context, locking: prepared.map(\.change.id), first: segments[0], on: pg)
             var results: [ChangeResult] = []
             results.reserveCapacity(prepared.count)
-            for segment in segments(prepared) {
-                results += try mergeSegment(segment, context: context, on: pg)
+            for (n, segment) in segments.enumerated() {
+                results += try mergeSegment(
+                    segment, context: context, stored: stored, commit: n == segments.count - 1, on: pg)
+                stored = nil
             }
-            try pg.execute("COMMIT")
             return results
         } catch {
             rollback(pg)
@@ -30,10 +33,18 @@ extension ChangeMerger {
         return try prepared.map { try mergeAlone($0, context: context, on: pg) }
     }
 
-    /// `BEGIN`, and on a scoped dataset the caller's scope for this transaction (bound, never spliced).
-    static func begin(_ context: BatchContext, on pg: PostgresConnection) throws {
-        try pg.execute("BEGIN")
-        if let scope = context.scope { _ = try pg.run(ScopeSQL.setScopeSQL, [scope]) }
+    /// Opens the transaction in one round trip: `BEGIN`, on a scoped dataset the caller's scope for this
+    /// transaction (bound, never spliced), the locks of the change ids `ids` (``lockChangeIDsSQL``), and then the
+    /// answers stored for the first segment `first` (a statement of its own, so it sees answers committed while it
+    /// waited for a lock). Returns those answers (``storedAnswers(_:context:on:)``).
+    static func begin(
+        _ context: BatchContext, locking ids: [String], first: [PreparedChange], on pg: PostgresConnection
+    ) throws -> [String: ChangeResult] {
+        var statements: [PostgresConnection.PipelinedStatement] = [.init("BEGIN")]
+        if let scope = context.scope { statements.append(.init(ScopeSQL.setScopeSQL, [scope])) }
+        statements.append(.init(lockChangeIDsSQL, [ChangeLog.arrayLiteral(ids)]))
+        statements.append(.init(storedAnswersSQL, storedAnswersParameters(first, context: context)))
+        return try storedAnswers(from: try pg.runPipeline(statements).last ?? [], context: context)
     }
 
     /// A write that would leave a row outside the caller's scope: the transaction is rolled back and the change
@@ -51,10 +62,8 @@ extension ChangeMerger {
         var forbidden = false
         for attempt in 1...3 {
             do {
-                try begin(context, on: pg)
-                try lockChangeIDs([change.change.id], on: pg)
-                let result = try mergeSegment([change], context: context, on: pg)[0]
-                try pg.execute("COMMIT")
+                let stored = try begin(context, locking: [change.change.id], first: [change], on: pg)
+                let result = try mergeSegment([change], context: context, stored: stored, commit: true, on: pg)[0]
                 return result
             } catch is ScopeViolation {
                 rollback(pg)
@@ -85,7 +94,7 @@ extension ChangeMerger {
                 id: change.change.id, status: .invalid, row: nil,
                 message: "PostgreSQL refused the change to \(change.change.table): \(lastError)")
         // Store the refusal; if another request stored an answer for this id meanwhile, that answer wins.
-        let stored = try pg.run(
+        let stored = try pg.runPrepared(
             """
             WITH ins AS (INSERT INTO ferry_changes(id, dataset, client_id, result, processed_at)
                          VALUES ($1, $2, $3, $4::jsonb, $5::timestamptz) ON CONFLICT (id) DO NOTHING RETURNING result)
@@ -123,42 +132,45 @@ extension ChangeMerger {
 
     /// Serialises concurrent requests carrying the same change id (a device retrying while its first upload is
     /// still being processed): locks are taken in one sorted order, so two batches never deadlock on them.
-    static func lockChangeIDs(_ ids: [String], on pg: PostgresConnection) throws {
-        _ = try pg.run(
-            "SELECT pg_advisory_xact_lock(h) FROM (SELECT DISTINCT hashtextextended(i, 7301) AS h FROM unnest($1::text[]) AS i ORDER BY 1) s",
-            [ChangeLog.arrayLiteral(ids)])
-    }
+    static let lockChangeIDsSQL =
+        "SELECT pg_advisory_xact_lock(h) FROM (SELECT DISTINCT hashtextextended(i, 7301) AS h FROM unnest($1::text[]) AS i ORDER BY 1) s"
 
     /// Splits a batch where a change id or a row repeats, so that within a segment every decision can be made
     /// from one read and later changes of the same row see the earlier ones.
     static func segments(_ prepared: [PreparedChange]) -> [[PreparedChange]] {
-        var out: [[PreparedChange]] = []
-        var current: [PreparedChange] = []
+        guard !prepared.isEmpty else { return [] }
+        // Where each segment starts; most batches are one segment, returned without copying a change.
+        var starts: [Int] = [0]
         var ids: Set<String> = []
         var rows: Set<String> = []
-        for change in prepared {
+        ids.reserveCapacity(prepared.count)
+        rows.reserveCapacity(prepared.count)
+        for (i, change) in prepared.enumerated() {
             let row = change.validChange?.rowIdentity
             if ids.contains(change.change.id) || (row.map { rows.contains($0) } ?? false) {
-                out.append(current)
-                current = []
+                starts.append(i)
                 ids = []
                 rows = []
             }
-            current.append(change)
             ids.insert(change.change.id)
             if let row { rows.insert(row) }
         }
-        if !current.isEmpty { out.append(current) }
-        return out
+        if starts.count == 1 { return [prepared] }
+        return starts.indices.map { k in
+            Array(prepared[starts[k]..<(k + 1 < starts.count ? starts[k + 1] : prepared.count)])
+        }
     }
 
-    /// Decides and writes one segment inside the caller's transaction.
-    static func mergeSegment(_ segment: [PreparedChange], context: BatchContext, on pg: PostgresConnection) throws
-        -> [ChangeResult]
-    {
+    /// Decides and writes one segment inside the caller's transaction. `stored`: the answers stored for its ids,
+    /// when the caller has read them already. `commit`: the transaction ends with this segment (its COMMIT goes with
+    /// the answers).
+    static func mergeSegment(
+        _ segment: [PreparedChange], context: BatchContext, stored: [String: ChangeResult]? = nil, commit: Bool,
+        on pg: PostgresConnection
+    ) throws -> [ChangeResult] {
         var results = [ChangeResult?](repeating: nil, count: segment.count)
         var fresh: [Int] = []  // answers to store
-        let storedByID = try storedAnswers(segment, context: context, on: pg)
+        let storedByID = try stored ?? storedAnswers(segment, context: context, on: pg)
         var byTable: [String: [Int]] = [:]
         for (i, change) in segment.enumerated() {
             if let answer = storedByID[change.change.id] {
@@ -182,41 +194,8 @@ extension ChangeMerger {
         }
 
         let answers = results.map { $0! }
-        if !fresh.isEmpty { try storeAnswers(fresh.map { answers[$0] }, context: context, on: pg) }
+        try storeAnswers(fresh.map { answers[$0] }, context: context, commit: commit, on: pg)
         return answers
-    }
-
-    /// Answers given before to the segment's change ids, by id. An id stored for another device or dataset is
-    /// refused without revealing that answer.
-    static func storedAnswers(_ segment: [PreparedChange], context: BatchContext, on pg: PostgresConnection) throws
-        -> [String: ChangeResult]
-    {
-        // The ids behind a sub-select, so the planner looks them up by the primary key (see keyFilter).
-        let stored = try pg.run(
-            "SELECT id, result::text, dataset = $2 AND client_id = $3 FROM ferry_changes WHERE id = ANY(ARRAY(SELECT unnest($1::text[])))",
-            [ChangeLog.arrayLiteral(segment.map(\.change.id)), context.dataset, context.clientId])
-        var storedByID: [String: ChangeResult] = [:]
-        for row in stored {
-            guard let id = row[0], let text = row[1] else { continue }
-            storedByID[id] =
-                row[2] == "t" ? try JSONDecoder().decode(ChangeResult.self, from: Data(text.utf8)) : idTaken(id)
-        }
-        return storedByID
-    }
-
-    /// Stores new answers in `ferry_changes`, in the caller's transaction.
-    static func storeAnswers(_ answers: [ChangeResult], context: BatchContext, on pg: PostgresConnection) throws {
-        // One JSON array of the answers, parsed once (cheaper than a text[] of JSON texts cast one by one); each
-        // answer's id is its change id.
-        _ = try pg.run(
-            """
-            INSERT INTO ferry_changes(id, dataset, client_id, result, processed_at)
-            SELECT r.answer->>'id', $2, $3, r.answer, $4::timestamptz FROM jsonb_array_elements($1::jsonb) AS r(answer)
-            """,
-            [
-                String(decoding: AnswerJSON.encodeArray(answers), as: UTF8.self), context.dataset, context.clientId,
-                context.nowText,
-            ])
     }
 
     /// What the merge rule decided for each of one table's changes, and which of them name a row outside the

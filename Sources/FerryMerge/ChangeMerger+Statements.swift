@@ -65,7 +65,7 @@ extension ChangeMerger {
         let same = comparing.enumerated().map { i, column in
             ", ((t.\(column.quoted))::text IS NOT DISTINCT FROM (\(TableSchema.input(column, "k.b\(i)")))::text)::int::text"
         }
-        let rows = try pg.run(
+        let rows = try pg.runPrepared(
             """
             SELECT k.ord::text, \(schema.updatedMillis(from: "t"))\(same.joined())
             FROM \(schema.sqlName) AS t JOIN \(from) ON \(keyMatch(schema, alias: "t"))
@@ -87,7 +87,7 @@ extension ChangeMerger {
         JSONValue]]
     {
         let (from, parameters) = unnest(changes, keys: schema.key.count, values: 0, firstParameter: 1)
-        let rows = try pg.run(
+        let rows = try pg.runPrepared(
             """
             SELECT k.ord::text, \(schema.outputs(from: "t"))
             FROM \(schema.sqlName) AS t JOIN \(from) ON \(keyMatch(schema, alias: "t"))
@@ -108,7 +108,7 @@ extension ChangeMerger {
     {
         guard !changes.isEmpty else { return [] }
         let (from, parameters) = unnest(changes, keys: schema.key.count, values: 0, firstParameter: 1)
-        let found = try pg.run(
+        let found = try pg.runPrepared(
             """
             SELECT k.ord::text FROM \(from)
             WHERE EXISTS (SELECT 1 FROM (\(rows)) AS v WHERE \(keyMatch(schema, alias: "v")))
@@ -125,7 +125,7 @@ extension ChangeMerger {
         let key = schema.keyObject { column in
             TableSchema.input(column, "k.k\(schema.key.firstIndex { $0.name == column.name }!)")
         }
-        let rows = try pg.run(
+        let rows = try pg.runPrepared(
             """
             SELECT k.ord::text FROM \(from)
             WHERE EXISTS (SELECT 1 FROM ferry_tombstones f WHERE f.dataset = $1 AND f.tbl = $2 AND f.key = \(key))
@@ -160,7 +160,7 @@ extension ChangeMerger {
             }
             sets.append("\(updated.quoted) = \(stamp)")
         }
-        let rows = try pg.run(
+        let rows = try pg.runPrepared(
             """
             UPDATE \(schema.sqlName) AS t SET \(sets.joined(separator: ", "))
             FROM \(from) WHERE \(keyMatch(schema, alias: "t")) AND \(keyFilter(schema, alias: "t", firstParameter: 2))
@@ -190,7 +190,7 @@ extension ChangeMerger {
         let join = schema.key.enumerated().map {
             "ins.ferry_k\($0.offset) = \(TableSchema.input($0.element, "k.k\($0.offset)"))"
         }
-        let rows = try pg.run(
+        let rows = try pg.runPrepared(
             """
             WITH ins AS (
               INSERT INTO \(schema.sqlName) AS t (\(targets.joined(separator: ", ")))
@@ -208,7 +208,7 @@ extension ChangeMerger {
     {
         let (from, parameters) = unnest(changes, keys: schema.key.count, values: 0, firstParameter: 4)
         let key = schema.keyObject { "t.\($0.quoted)" }
-        let rows = try pg.run(
+        let rows = try pg.runPrepared(
             """
             WITH d AS (
               DELETE FROM \(schema.sqlName) AS t USING \(from)

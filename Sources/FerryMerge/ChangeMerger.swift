@@ -90,7 +90,12 @@ public final class ChangeMerger: Service, Sendable {
         dataset: String, tables: [MergeTable], configuration: Configuration, logger: Logger, scopeTemplate: Template?
     ) async throws -> ChangeMerger {
         try DatasetName.validate(dataset)
-        let pool = PostgresPool(url: configuration.databaseURL, size: configuration.connections)
+        // The merge statements are prepared once per connection (runPrepared), but planned for each batch's values:
+        // a generic plan made while `ferry_changes` was empty kept scanning it whole once it had grown (126 ms
+        // instead of 0.6 ms per lookup, measured), and planning a statement costs about 0.1 ms.
+        let pool = PostgresPool(
+            url: configuration.databaseURL, size: configuration.connections,
+            setup: "SET TimeZone = 'UTC'; SET plan_cache_mode = force_custom_plan")
         do {
             let (schemas, visibility) = try await pool.withConnection { pg -> ([TableSchema], [String: String]?) in
                 try ChangeLog.install(on: pg)

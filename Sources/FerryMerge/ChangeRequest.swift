@@ -51,6 +51,11 @@ public enum ChangeRequest {
         } catch {
             throw bad("the request body is not valid JSON for a change batch: \(error)")
         }
+        // The plain shape of a batch is read directly; anything else (and every error) is JSONDecoder's.
+        if let batch = body.withUnsafeBytes({ ChangeBatchReader.read($0.bindMemory(to: UInt8.self)) }) {
+            try validate(batch, limits: limits)
+            return batch
+        }
         let batch: ChangeBatch
         do {
             batch = try JSONDecoder().decode(ChangeBatch.self, from: body)

@@ -22,6 +22,16 @@ enum StrictJSON {
 
     static let maxNumberLength = 1_024
 
+    /// The value of a hexadecimal digit, nil for any other byte.
+    static func hexDigit(_ b: UInt8) -> UInt8? {
+        switch b {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): return b - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): return b - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): return b - UInt8(ascii: "A") + 10
+        default: return nil
+        }
+    }
+
     /// Throws ``Failure`` unless `bytes` is one strict JSON value.
     static func check(_ bytes: Data, maxDepth: Int) throws(Failure) {
         let result: Failure? = bytes.withUnsafeBytes { raw in
@@ -36,12 +46,31 @@ enum StrictJSON {
         if let result { throw result }
     }
 
+    /// The keys of one open object. A few keys are compared one by one (hashing each key of each change cost more
+    /// than the rest of the scan); from 16 on they go into a set, so an object of many keys stays linear.
+    struct Keys {
+        private var few: [[UInt8]] = []
+        private var many: Set<[UInt8]>?
+
+        /// Adds `key`; false when the object already has it.
+        mutating func insert(_ key: [UInt8]) -> Bool {
+            if many != nil { return many!.insert(key).inserted }
+            if few.contains(key) { return false }
+            few.append(key)
+            if few.count >= 16 {
+                many = Set(few)
+                few = []
+            }
+            return true
+        }
+    }
+
     private struct Scanner {
         let bytes: UnsafeBufferPointer<UInt8>
         let maxDepth: Int
         var i = 0
         /// One entry per open container: the keys seen so far for an object, nil for an array.
-        var stack: [Set<[UInt8]>?] = []
+        var stack: [Keys?] = []
 
         init(bytes: UnsafeBufferPointer<UInt8>, maxDepth: Int) {
             self.bytes = bytes
@@ -111,7 +140,7 @@ enum StrictJSON {
                         i += 1
                         return false
                     }
-                    stack.append([])
+                    stack.append(Keys())
                     try key()
                 } else {
                     if current == UInt8(ascii: "]") {
@@ -138,7 +167,7 @@ enum StrictJSON {
             guard current == UInt8(ascii: "\"") else { throw fail("expected an object key in double quotes") }
             let start = i
             let name = try string(keep: true)
-            guard stack[stack.count - 1]!.insert(name).inserted else {
+            guard stack[stack.count - 1]!.insert(name) else {
                 i = start
                 throw fail("duplicate key \"\(String(decoding: name.prefix(64), as: UTF8.self))\" in one object")
             }
@@ -256,13 +285,8 @@ enum StrictJSON {
             guard i + 4 <= bytes.count else { throw fail("the JSON text ends inside a \\u escape") }
             var value: UInt16 = 0
             for _ in 0..<4 {
-                let b = bytes[i]
-                let digit: UInt8
-                switch b {
-                case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = b - UInt8(ascii: "0")
-                case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = b - UInt8(ascii: "a") + 10
-                case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = b - UInt8(ascii: "A") + 10
-                default: throw fail("a \\u escape needs four hex digits")
+                guard let digit = StrictJSON.hexDigit(bytes[i]) else {
+                    throw fail("a \\u escape needs four hex digits")
                 }
                 value = value << 4 | UInt16(digit)
                 i += 1

@@ -4,8 +4,9 @@ import Foundation
 
 /// A writable table resolved against PostgreSQL's catalog at start-up: every identifier the merge engine puts
 /// into SQL comes from here (names read from `pg_attribute`, checked and quoted by `SQLIdentifier`), never from a
-/// request.
-struct TableSchema: Sendable {
+/// request. A class: every change of a batch carries its table's schema, and copying a reference is one retain
+/// where copying the struct was one per stored array and string.
+final class TableSchema: Sendable {
     /// How a column's values travel: the SQLite/JSON form of the publisher's type mapping (issue 2).
     enum Kind: Sendable, Equatable {
         case integer, boolean, real, numeric, text, uuid, timestamptz, timestamp, date, json, bytea, array
@@ -52,6 +53,19 @@ struct TableSchema: Sendable {
     let updated: Column?
 
     var name: String { table.name }
+
+    init(
+        table: MergeTable, sqlName: String, columns: [Column], byName: [String: Column], key: [Column],
+        created: Column?, updated: Column?
+    ) {
+        self.table = table
+        self.sqlName = sqlName
+        self.columns = columns
+        self.byName = byName
+        self.key = key
+        self.created = created
+        self.updated = updated
+    }
 
     /// Reads the catalog for `table` and checks the template's names against it: the columns a device of this
     /// line sees (the query's output columns of the source, minus excluded ones, renamed), its key and stamps.

@@ -47,10 +47,13 @@ extension PostgresConnection {
         guard let result else { throw PostgresQueryError(sqlState: "", message: "query failed: \(errorMessage)") }
         defer { PQclear(result) }
         let status = PQresultStatus(result)
-        guard status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK else {
-            let state = PQresultErrorField(result, Int32(UInt8(ascii: "C"))).map { String(cString: $0) } ?? ""
-            throw PostgresQueryError(sqlState: state, message: Self.resultError(result, fallback: errorMessage))
-        }
+        guard status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK else { throw queryError(result) }
         return Self.textRows(of: result)
+    }
+
+    /// The error of a failed result, with its SQLSTATE.
+    func queryError(_ result: OpaquePointer) -> PostgresQueryError {
+        let state = PQresultErrorField(result, Int32(UInt8(ascii: "C"))).map { String(cString: $0) } ?? ""
+        return PostgresQueryError(sqlState: state, message: Self.resultError(result, fallback: errorMessage))
     }
 }

@@ -15,6 +15,10 @@ public final class PostgresConnection {
     let handle: OpaquePointer
     /// The URL with its password replaced by `***`.
     public let redactedURL: String
+    /// Statements prepared on this connection by ``runPrepared(_:_:)``: SQL text → statement name.
+    var preparedStatements: [String: String] = [:]
+    /// How many statements this connection has prepared (names them `ferry_1`, `ferry_2`, …).
+    var preparedCount = 0
 
     public init(url: String) throws {
         redactedURL = redactURL(url)
