@@ -83,7 +83,7 @@ public enum AnswerJSON {
         switch value {
         case .null: out.append(contentsOf: "null".utf8)
         case .bool(let b): out.append(contentsOf: (b ? "true" : "false").utf8)
-        case .int(let i): out.append(contentsOf: String(i).utf8)
+        case .int(let i): integer(i, to: &out)
         // Swift prints a finite Double as a JSON number (`1.5`, `1e-07`, `1e+16`); a row never holds NaN or
         // infinity (TableSchema.value keeps those as strings), and nothing else makes one.
         case .double(let d): out.append(contentsOf: (d.isFinite ? String(d) : "null").utf8)
@@ -91,12 +91,37 @@ public enum AnswerJSON {
         }
     }
 
+    /// The decimal digits of `value`, written in place (a row holds several integers, and `String(i)` allocated a
+    /// string for each).
+    static func integer(_ value: Int64, to out: inout [UInt8]) {
+        if value < 0 { out.append(UInt8(ascii: "-")) }
+        var magnitude = value.magnitude
+        var count = 1
+        var rest = magnitude / 10
+        while rest > 0 {
+            count += 1
+            rest /= 10
+        }
+        out.append(contentsOf: repeatElement(UInt8(ascii: "0"), count: count))
+        var i = out.count
+        repeat {
+            i -= 1
+            out[i] = UInt8(ascii: "0") + UInt8(magnitude % 10)
+            magnitude /= 10
+        } while magnitude > 0
+    }
+
     /// A JSON string (RFC 8259 §7): `"` and `\` escaped, control characters as `\n`, `\t`, … or `\u00XX`, the rest
     /// as UTF-8.
     static func string(_ text: String, to out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
         let utf8 = text.utf8
-        guard utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) else {
+        // Most strings need no escape: scanned over contiguous bytes where the string has them (native strings do).
+        let plain =
+            utf8.withContiguousStorageIfAvailable { bytes in
+                !bytes.contains { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }
+            } ?? !utf8.contains { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }
+        guard !plain else {
             out.append(contentsOf: utf8)
             out.append(UInt8(ascii: "\""))
             return

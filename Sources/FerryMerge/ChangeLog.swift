@@ -7,15 +7,22 @@ import FerryPostgres
 ///   the change itself (exactly once: a resent id gets this answer back and nothing is written again).
 /// - `ferry_tombstones`: one row per deleted key (the book's `deleted_records`), so a later edit or re-insert of
 ///   that key from a device still holding an old snapshot is answered `gone`.
+///
+/// Every merged change inserts a row into `ferry_changes`, so its indexes are kept cheap to write: the id compares
+/// bytewise (`COLLATE "C"`: a change id is a UUID, and the database's own collation made each key comparison a
+/// `strcoll`), and the retention sweep finds old answers through a BRIN index on `processed_at` (answers arrive in
+/// time order) instead of a second B-tree; the answer is JSON kept as `text`, which PostgreSQL stores without
+/// parsing it (it was `jsonb`: query it as `result::jsonb`). Tables made before get the indexes on the next start
+/// (``migrations``).
 enum ChangeLog {
     static let ddl = """
         CREATE TABLE IF NOT EXISTS ferry_changes(
-          id text PRIMARY KEY,
+          id text COLLATE "C" PRIMARY KEY,
           dataset text NOT NULL,
           client_id text NOT NULL,
-          result jsonb NOT NULL,
+          result text NOT NULL,
           processed_at timestamptz NOT NULL);
-        CREATE INDEX IF NOT EXISTS ferry_changes_processed_at ON ferry_changes(dataset, processed_at);
+        CREATE INDEX IF NOT EXISTS ferry_changes_processed_brin ON ferry_changes USING brin(processed_at);
         CREATE TABLE IF NOT EXISTS ferry_tombstones(
           dataset text NOT NULL,
           tbl text NOT NULL,
@@ -25,9 +32,43 @@ enum ChangeLog {
         CREATE INDEX IF NOT EXISTS ferry_tombstones_deleted_at ON ferry_tombstones(dataset, deleted_at);
         """
 
-    /// Creates the tables if missing; an advisory lock keeps two servers starting at once from racing.
+    /// Brings a `ferry_changes` made by an earlier Ferry to the shape of ``ddl``: its id compared bytewise (the
+    /// primary-key index is rebuilt once; the table is not rewritten), and the B-tree on `(dataset, processed_at)`
+    /// replaced by the BRIN index. Each step runs only where it is still needed, so a later start changes nothing.
+    static let migrations = """
+        DO $$
+        BEGIN
+          IF EXISTS (SELECT 1 FROM pg_attribute a JOIN pg_collation c ON c.oid = a.attcollation
+                     WHERE a.attrelid = 'ferry_changes'::regclass AND a.attname = 'id' AND c.collname <> 'C') THEN
+            ALTER TABLE ferry_changes ALTER COLUMN id TYPE text COLLATE "C";
+          END IF;
+        END $$;
+        DROP INDEX IF EXISTS ferry_changes_processed_at;
+        """
+
+    /// The statement that stores a batch's answers (``ChangeMerger/storeAnswers(_:context:commit:on:)``): `$1`
+    /// the change ids as a text array and `$5` their answers (JSON text) joined by U+001E, which JSON text never
+    /// holds unescaped (splitting it costs PostgreSQL less than parsing a quoted array literal). A `ferry_changes` made before issue 41
+    /// holds its answers as `jsonb`, which PostgreSQL parses on every insert; such a table keeps working, and
+    /// `ALTER TABLE ferry_changes ALTER COLUMN result TYPE text` (a rewrite of the table) makes it as fast.
+    static func storeAnswersSQL(on pg: PostgresConnection) throws -> (sql: String, answersAreJSONB: Bool) {
+        let type =
+            try pg.run(
+                "SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = 'ferry_changes'::regclass AND attname = 'result'"
+            ).first?.first ?? nil
+        let jsonb = type == "jsonb"
+        return (
+            """
+            INSERT INTO ferry_changes(id, dataset, client_id, result, processed_at)
+            SELECT a.id, $2, $3, a.result\(jsonb ? "::jsonb" : ""), $4::timestamptz FROM unnest($1::text[], string_to_array($5, chr(30))) AS a(id, result)
+            """, jsonb
+        )
+    }
+
+    /// Creates the tables if missing and migrates older ones (``migrations``); an advisory lock keeps two servers
+    /// starting at once from racing.
     static func install(on pg: PostgresConnection) throws {
-        try pg.execute("BEGIN; SELECT pg_advisory_xact_lock(7301700); \(ddl) COMMIT;")
+        try pg.execute("BEGIN; SELECT pg_advisory_xact_lock(7301700); \(ddl) \(migrations) COMMIT;")
     }
 
     /// Deletes `dataset`'s tombstones deleted before `cutoff`: how many.

@@ -33,30 +33,30 @@ extension ChangeMerger {
         return storedByID
     }
 
-    /// Stores new answers in `ferry_changes` in the caller's transaction, with `COPY … FROM STDIN`, and with
-    /// `commit` commits it. PostgreSQL parses each answer's JSON on its own, where an INSERT of one JSON array of
-    /// them spent longer taking the array apart (500 answers: about 3.0 ms against 3.7 ms of server time, measured
-    /// back to back; in the merge engine less CPU on both sides).
+    /// Stores new answers in `ferry_changes` in the caller's transaction, and with `commit` commits it: one round
+    /// trip (a pipeline of the INSERT and the COMMIT). The ids and answers go as two text arrays; a `COPY`, as
+    /// before, cost two round trips and the COMMIT a third.
     static func storeAnswers(_ answers: [ChangeResult], context: BatchContext, commit: Bool, on pg: PostgresConnection)
         throws
     {
+        var statements: [PostgresConnection.PipelinedStatement] = []
         if !answers.isEmpty {
-            var rows = CopyText(capacity: answers.count * 320)
             var json: [UInt8] = []
-            json.reserveCapacity(512)
-            for answer in answers {
-                json.removeAll(keepingCapacity: true)
+            json.reserveCapacity(answers.count * 320)
+            for (k, answer) in answers.enumerated() {
+                if k > 0 { json.append(0x1E) }
                 AnswerJSON.write(answer, to: &json)
-                rows.field(answer.id)
-                rows.field(context.dataset)
-                rows.field(context.clientId)
-                rows.field(json)
-                rows.field(context.nowText)
-                rows.endRow()
             }
-            _ = try pg.copyIn(
-                "COPY ferry_changes(id, dataset, client_id, result, processed_at) FROM STDIN", rows.bytes)
+            statements.append(
+                .init(
+                    context.storeAnswersSQL,
+                    [
+                        ChangeLog.arrayLiteral(answers.map(\.id)), context.dataset, context.clientId, context.nowText,
+                        String(decoding: json, as: UTF8.self),
+                    ]))
         }
-        if commit { try pg.execute("COMMIT") }
+        if commit { statements.append(.init("COMMIT")) }
+        guard !statements.isEmpty else { return }
+        _ = try pg.runPipeline(statements)
     }
 }

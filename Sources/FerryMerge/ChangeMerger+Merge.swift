@@ -2,29 +2,34 @@ import FerryCore
 import FerryPostgres
 import Foundation
 
-/// The SQL side of a batch. Fast path: the whole batch in one transaction with a handful of statements per
-/// segment (a lookup of processed ids, one locking read per table, one write per table and shape, one COPY
-/// into `ferry_changes`), each prepared once per connection; `BEGIN`, the id locks and the first lookup go in one
-/// round trip, so 500 updates cost about six. If PostgreSQL refuses anything (a value a
-/// constraint rejects, a concurrent insert of the same key, a deadlock), the transaction is rolled back and
-/// every change is redone in its own transaction, so one bad change never stops the others.
+/// The SQL side of a batch. Fast path: the whole batch in one transaction, in two round trips when every change
+/// is an update the rule applies as it finds the row: `BEGIN` with those updates (one statement per table and
+/// shape), then the answers' INSERT into `ferry_changes` with `COMMIT`. Only changes those updates left out (a
+/// conflict, a row gone, an insert or delete, an update with bases) cost more: a locking read per table, the
+/// decision in Swift, a write per table and shape. Every statement is prepared once per connection.
+///
+/// Exactly once rests on `ferry_changes`' primary key, not on a read ahead of the writes: a change answered before
+/// makes the answers' INSERT fail (SQLSTATE 23505), and the batch is redone with its stored answers looked up first
+/// (a device resending a batch whose answer it never got). If PostgreSQL refuses anything else (a value a
+/// constraint rejects, a concurrent insert of the same key, a deadlock), the transaction is rolled back and every
+/// change is redone in its own transaction, so one bad change never stops the others.
 extension ChangeMerger {
     static func merge(_ prepared: [PreparedChange], context: BatchContext, on pg: PostgresConnection) throws
         -> [ChangeResult]
     {
         guard !prepared.isEmpty else { return [] }
+        let segments = segments(prepared)
         do {
-            let segments = segments(prepared)
-            var stored: [String: ChangeResult]? = try begin(
-                context, locking: prepared.map(\.change.id), first: segments[0], on: pg)
-            var results: [ChangeResult] = []
-            results.reserveCapacity(prepared.count)
-            for (n, segment) in segments.enumerated() {
-                results += try mergeSegment(
-                    segment, context: context, stored: stored, commit: n == segments.count - 1, on: pg)
-                stored = nil
+            return try mergeBatch(segments, context: context, resent: false, on: pg)
+        } catch let error as PostgresQueryError where error.sqlState == "23505" {
+            rollback(pg)
+            guard pg.isConnected else { throw error }
+            do {
+                return try mergeBatch(segments, context: context, resent: true, on: pg)
+            } catch {
+                rollback(pg)
+                guard pg.isConnected else { throw error }
             }
-            return results
         } catch {
             rollback(pg)
             guard pg.isConnected else { throw error }
@@ -33,18 +38,59 @@ extension ChangeMerger {
         return try prepared.map { try mergeAlone($0, context: context, on: pg) }
     }
 
+    /// The fast path over a batch's segments, in one transaction. `resent`: some change may have been answered
+    /// before, so the first segment's stored answers are looked up before anything is written; otherwise its
+    /// updates without conflict are written in the round trip of `BEGIN`.
+    static func mergeBatch(
+        _ segments: [[PreparedChange]], context: BatchContext, resent: Bool, on pg: PostgresConnection
+    ) throws -> [ChangeResult] {
+        let (stored, written) = try begin(context, first: segments[0], lookingUp: resent, on: pg)
+        var results: [ChangeResult] = []
+        results.reserveCapacity(segments.reduce(0) { $0 + $1.count })
+        for (n, segment) in segments.enumerated() {
+            results += try mergeSegment(
+                segment, context: context, stored: n == 0 ? stored : nil, written: n == 0 ? written : nil,
+                commit: n == segments.count - 1, on: pg)
+        }
+        return results
+    }
+
     /// Opens the transaction in one round trip: `BEGIN`, on a scoped dataset the caller's scope for this
-    /// transaction (bound, never spliced), the locks of the change ids `ids` (``lockChangeIDsSQL``), and then the
-    /// answers stored for the first segment `first` (a statement of its own, so it sees answers committed while it
-    /// waited for a lock). Returns those answers (``storedAnswers(_:context:on:)``).
-    static func begin(
-        _ context: BatchContext, locking ids: [String], first: [PreparedChange], on pg: PostgresConnection
-    ) throws -> [String: ChangeResult] {
+    /// transaction (bound, never spliced), and then either (`lookingUp`) the answers stored for the first segment
+    /// `first`, or its updates without conflict (``updatesWithoutConflictStatements(_:schema:context:)``). Returns
+    /// the stored answers (empty without `lookingUp`: the answers' INSERT finds any) and the rows written, by table
+    /// and index into its changes (``tableGroups(_:stored:)``; nil with `lookingUp`).
+    ///
+    /// Two requests carrying the same change id at once (a device retrying while its first upload still runs) are
+    /// settled by `ferry_changes`' primary key too: the later transaction's INSERT waits for the earlier one and then
+    /// fails on the id, and the batch is redone with the answers looked up.
+    static func begin(_ context: BatchContext, first: [PreparedChange], lookingUp: Bool, on pg: PostgresConnection)
+        throws -> (stored: [String: ChangeResult], written: [String: [Int: [String: JSONValue]]]?)
+    {
         var statements: [PostgresConnection.PipelinedStatement] = [.init("BEGIN")]
         if let scope = context.scope { statements.append(.init(ScopeSQL.setScopeSQL, [scope])) }
-        statements.append(.init(lockChangeIDsSQL, [ChangeLog.arrayLiteral(ids)]))
-        statements.append(.init(storedAnswersSQL, storedAnswersParameters(first, context: context)))
-        return try storedAnswers(from: try pg.runPipeline(statements).last ?? [], context: context)
+        if lookingUp {
+            statements.append(.init(storedAnswersSQL, storedAnswersParameters(first, context: context)))
+            return (try storedAnswers(from: try pg.runPipeline(statements).last ?? [], context: context), nil)
+        }
+        let written = statements.count
+        var ahead: [(table: String, group: [Int], schema: TableSchema)] = []
+        for (table, indexes) in tableGroups(first, stored: [:]).sorted(by: { $0.key < $1.key }) {
+            let changes = indexes.map { first[$0].validChange! }
+            let schema = changes[0].schema
+            for (group, statement) in updatesWithoutConflictStatements(changes, schema: schema, context: context) {
+                ahead.append((table, group, schema))
+                statements.append(statement)
+            }
+        }
+        let answers = try pg.runPipeline(statements)
+        var rows: [String: [Int: [String: JSONValue]]] = [:]
+        for (k, write) in ahead.enumerated() {
+            for (j, row) in try byOrdinal(answers[written + k], schema: write.schema, expected: nil, what: "update") {
+                rows[write.table, default: [:]][write.group[j]] = row
+            }
+        }
+        return ([:], rows)
     }
 
     /// A write that would leave a row outside the caller's scope: the transaction is rolled back and the change
@@ -62,7 +108,7 @@ extension ChangeMerger {
         var forbidden = false
         for attempt in 1...3 {
             do {
-                let stored = try begin(context, locking: [change.change.id], first: [change], on: pg)
+                let stored = try begin(context, first: [change], lookingUp: true, on: pg).stored
                 let result = try mergeSegment([change], context: context, stored: stored, commit: true, on: pg)[0]
                 return result
             } catch is ScopeViolation {
@@ -130,11 +176,6 @@ extension ChangeMerger {
         _ = try? pg.execute("ROLLBACK")
     }
 
-    /// Serialises concurrent requests carrying the same change id (a device retrying while its first upload is
-    /// still being processed): locks are taken in one sorted order, so two batches never deadlock on them.
-    static let lockChangeIDsSQL =
-        "SELECT pg_advisory_xact_lock(h) FROM (SELECT DISTINCT hashtextextended(i, 7301) AS h FROM unnest($1::text[]) AS i ORDER BY 1) s"
-
     /// Splits a batch where a change id or a row repeats, so that within a segment every decision can be made
     /// from one read and later changes of the same row see the earlier ones.
     static func segments(_ prepared: [PreparedChange]) -> [[PreparedChange]] {
@@ -142,7 +183,7 @@ extension ChangeMerger {
         // Where each segment starts; most batches are one segment, returned without copying a change.
         var starts: [Int] = [0]
         var ids: Set<String> = []
-        var rows: Set<String> = []
+        var rows: Set<ValidChange.RowIdentity> = []
         ids.reserveCapacity(prepared.count)
         rows.reserveCapacity(prepared.count)
         for (i, change) in prepared.enumerated() {
@@ -162,40 +203,47 @@ extension ChangeMerger {
     }
 
     /// Decides and writes one segment inside the caller's transaction. `stored`: the answers stored for its ids,
-    /// when the caller has read them already. `commit`: the transaction ends with this segment (its COMMIT goes with
-    /// the answers).
+    /// when the caller knows them already. `written`: the rows ``begin(_:first:lookingUp:on:)`` wrote, nil
+    /// if it did not. `commit`: the transaction ends with this segment (its COMMIT goes with the
+    /// answers).
     static func mergeSegment(
-        _ segment: [PreparedChange], context: BatchContext, stored: [String: ChangeResult]? = nil, commit: Bool,
-        on pg: PostgresConnection
+        _ segment: [PreparedChange], context: BatchContext, stored: [String: ChangeResult]? = nil,
+        written: [String: [Int: [String: JSONValue]]]? = nil, commit: Bool, on pg: PostgresConnection
     ) throws -> [ChangeResult] {
         var results = [ChangeResult?](repeating: nil, count: segment.count)
         var fresh: [Int] = []  // answers to store
         let storedByID = try stored ?? storedAnswers(segment, context: context, on: pg)
-        var byTable: [String: [Int]] = [:]
         for (i, change) in segment.enumerated() {
             if let answer = storedByID[change.change.id] {
                 results[i] = answer
                 continue
             }
             fresh.append(i)
-            switch change.body {
-            case .invalid(let message):
+            if case .invalid(let message) = change.body {
                 results[i] = ChangeResult(id: change.change.id, status: .invalid, row: nil, message: message)
-            case .valid(let valid):
-                byTable[valid.schema.name, default: []].append(i)
             }
         }
-
-        // Tables in one fixed order, rows locked in key order: two batches never deadlock on row locks.
+        let byTable = tableGroups(segment, stored: storedByID)
+        // Tables in one fixed order.
         for name in byTable.keys.sorted() {
             let indexes = byTable[name]!
-            let answers = try mergeTable(indexes, of: segment, context: context, on: pg)
+            let answers = try mergeTable(
+                indexes, of: segment, context: context, written: written.map { $0[name] ?? [:] }, on: pg)
             for (j, answer) in answers.enumerated() { results[indexes[j]] = answer }
         }
 
         let answers = results.map { $0! }
         try storeAnswers(fresh.map { answers[$0] }, context: context, commit: commit, on: pg)
         return answers
+    }
+
+    /// The valid changes of `segment` without a `stored` answer, as indexes into it, by table.
+    static func tableGroups(_ segment: [PreparedChange], stored: [String: ChangeResult]) -> [String: [Int]] {
+        var byTable: [String: [Int]] = [:]
+        for (i, change) in segment.enumerated() where stored[change.change.id] == nil {
+            if let valid = change.validChange { byTable[valid.schema.name, default: []].append(i) }
+        }
+        return byTable
     }
 
     /// What the merge rule decided for each of one table's changes, and which of them name a row outside the
@@ -220,8 +268,31 @@ extension ChangeMerger {
     }
 
     /// Decides and writes one table's changes of a segment (`indexes` into `segment`, all valid and of one
-    /// table): the answers, in the order of `indexes`.
+    /// table): the answers, in the order of `indexes`. Updates that the rule applies as they find the row are
+    /// written first, in one statement per shape (``updatesWithoutConflict(_:schema:context:on:)``); only the rest
+    /// are locked, read and decided in Swift (``decideAndWrite(_:of:context:on:)``).
+    /// `written`: those updates' rows if the caller wrote them already, by index into `indexes`.
     static func mergeTable(
+        _ indexes: [Int], of segment: [PreparedChange], context: BatchContext, written: [Int: [String: JSONValue]]?,
+        on pg: PostgresConnection
+    ) throws -> [ChangeResult] {
+        let changes = indexes.map { segment[$0].validChange! }
+        var answers = [ChangeResult?](repeating: nil, count: indexes.count)
+        let ahead = try written ?? updatesWithoutConflict(changes, schema: changes[0].schema, context: context, on: pg)
+        for (j, row) in ahead {
+            answers[j] = ChangeResult(id: segment[indexes[j]].change.id, status: .applied, row: row, message: nil)
+        }
+        let rest = answers.indices.filter { answers[$0] == nil }
+        if !rest.isEmpty {
+            let decided = try decideAndWrite(rest.map { indexes[$0] }, of: segment, context: context, on: pg)
+            for (k, answer) in decided.enumerated() { answers[rest[k]] = answer }
+        }
+        return answers.map { $0! }
+    }
+
+    /// Locks, decides and writes one table's changes of a segment (`indexes` into `segment`): the answers, in the
+    /// order of `indexes`.
+    static func decideAndWrite(
         _ indexes: [Int], of segment: [PreparedChange], context: BatchContext, on pg: PostgresConnection
     ) throws -> [ChangeResult] {
         let schema = segment[indexes[0]].validChange!.schema

@@ -2,10 +2,17 @@ import FerryCore
 import Foundation
 
 /// One change after validation against the table metadata: either an `invalid` answer or the typed parameters
-/// the SQL needs. Names from the request are only ever used as lookup keys into ``TableSchema``.
-struct PreparedChange: Sendable {
+/// the SQL needs. Names from the request are only ever used as lookup keys into ``TableSchema``. A class: a batch's
+/// changes are grouped and regrouped by segment and table, and each copy of a struct this size retained every
+/// field of it (about 12 % of the merge engine's own CPU, measured).
+final class PreparedChange: Sendable {
     let change: Change
     let body: Body
+
+    init(change: Change, body: Body) {
+        self.change = change
+        self.body = body
+    }
 
     enum Body: Sendable {
         case invalid(String)
@@ -36,8 +43,12 @@ struct ValidChange: Sendable {
     var additive: [Bool] = []
 
     /// Identifies the row inside a batch (a second change of the same row goes to a later segment).
-    var rowIdentity: String {
-        schema.name + "\u{0}" + keyParameters.map { $0 ?? "\u{1}" }.joined(separator: "\u{0}")
+    var rowIdentity: RowIdentity { RowIdentity(table: ObjectIdentifier(schema), key: keyParameters) }
+
+    /// A table (its schema, one object per table of a merger) and a key.
+    struct RowIdentity: Hashable {
+        let table: ObjectIdentifier
+        let key: [String?]
     }
 
     /// Identifies the shape of the SQL for this change, so changes of one shape share one statement.

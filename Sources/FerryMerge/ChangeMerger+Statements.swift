@@ -137,9 +137,20 @@ extension ChangeMerger {
     static func update(_ changes: [ValidChange], schema: TableSchema, context: BatchContext, on pg: PostgresConnection)
         throws -> [Int: [String: JSONValue]]
     {
+        let statement = updateStatement(changes, schema: schema, context: context)
+        let rows = try pg.runPrepared(statement.sql, statement.parameters)
+        return try byOrdinal(rows, schema: schema, expected: changes.count, what: "update")
+    }
+
+    /// The statement of ``update(_:schema:context:on:)``. With `condition` it writes, and returns, only the rows
+    /// that meet it (``updatesWithoutConflict(_:schema:context:on:)``).
+    static func updateStatement(
+        _ changes: [ValidChange], schema: TableSchema, context: BatchContext, condition: NoConflict? = nil
+    ) -> PostgresConnection.PipelinedStatement {
         let columns = changes[0].columns
         let additive = changes[0].additive
-        let (from, parameters) = unnest(changes, keys: schema.key.count, values: columns.count, firstParameter: 2)
+        let (from, parameters) = unnest(
+            changes, keys: schema.key.count, values: columns.count, firstParameter: 2, bases: condition?.arrays ?? [])
         var sets = columns.enumerated().map { i, column in
             let value = TableSchema.input(column, "k.v\(i)")
             // An additive column's parameter is the device's difference: added to the value the row has now.
@@ -160,13 +171,12 @@ extension ChangeMerger {
             }
             sets.append("\(updated.quoted) = \(stamp)")
         }
-        let rows = try pg.runPrepared(
+        return .init(
             """
             UPDATE \(schema.sqlName) AS t SET \(sets.joined(separator: ", "))
-            FROM \(from) WHERE \(keyMatch(schema, alias: "t")) AND \(keyFilter(schema, alias: "t", firstParameter: 2))
+            FROM \(from) WHERE \(keyMatch(schema, alias: "t")) AND \(keyFilter(schema, alias: "t", firstParameter: 2))\(condition.map { " AND \($0.sql)" } ?? "")
             RETURNING k.ord::text, \(schema.outputs(from: "t"))
             """, [context.nowText] + parameters)
-        return try byOrdinal(rows, schema: schema, expected: changes.count, what: "update")
     }
 
     /// Creates rows (one shape), stamping `created_at` and `updated_at`; returns the new rows.
@@ -222,10 +232,11 @@ extension ChangeMerger {
         }
     }
 
-    static func byOrdinal(_ rows: [[String?]], schema: TableSchema, expected: Int, what: String) throws -> [Int:
+    /// The rows a write returned, by index into its changes; with `expected`, exactly that many.
+    static func byOrdinal(_ rows: [[String?]], schema: TableSchema, expected: Int?, what: String) throws -> [Int:
         [String: JSONValue]]
     {
-        guard rows.count == expected else {
+        if let expected, rows.count != expected {
             throw MergeInvariantError(table: schema.name, "\(what) wrote \(rows.count) rows, expected \(expected)")
         }
         var out: [Int: [String: JSONValue]] = [:]

@@ -53,6 +53,8 @@ public final class ChangeMerger: Service, Sendable {
     let visibility: [String: String]?
     /// Per writable table, its attachment columns (the template's `attachments:`, SQLite names).
     let attachmentColumns: [String: Set<String>]
+    /// The INSERT that stores answers in `ferry_changes` (``ChangeLog/storeAnswersSQL(on:)``).
+    let storeAnswersSQL: String
 
     /// Whether changes need a scope (the template has `scope:`): ``apply(_:scope:)`` then checks every row against it.
     public var isScoped: Bool { visibility != nil }
@@ -60,9 +62,11 @@ public final class ChangeMerger: Service, Sendable {
     init(
         dataset: String, schemas: [String: TableSchema], readOnly: Set<String>, configuration: Configuration,
         pool: PostgresPool,
-        logger: Logger, visibility: [String: String]? = nil, attachmentColumns: [String: Set<String>] = [:]
+        logger: Logger, visibility: [String: String]? = nil, attachmentColumns: [String: Set<String>] = [:],
+        storeAnswersSQL: String
     ) {
         self.attachmentColumns = attachmentColumns
+        self.storeAnswersSQL = storeAnswersSQL
         self.dataset = dataset
         self.schemas = schemas
         self.readOnly = readOnly
@@ -97,10 +101,12 @@ public final class ChangeMerger: Service, Sendable {
             url: configuration.databaseURL, size: configuration.connections,
             setup: "SET TimeZone = 'UTC'; SET plan_cache_mode = force_custom_plan")
         do {
-            let (schemas, visibility) = try await pool.withConnection { pg -> ([TableSchema], [String: String]?) in
+            let (schemas, visibility, store) = try await pool.withConnection {
+                pg -> ([TableSchema], [String: String]?, (sql: String, answersAreJSONB: Bool)) in
                 try ChangeLog.install(on: pg)
+                let store = try ChangeLog.storeAnswersSQL(on: pg)
                 let schemas = try tables.filter(\.writable).map { try TableSchema.resolve($0, on: pg) }
-                guard let template = scopeTemplate else { return (schemas, nil) }
+                guard let template = scopeTemplate else { return (schemas, nil, store) }
                 let resolved = try template.resolvingPrimaryKeys(using: pg)
                 let expression = try resolved.scopeTypeName(using: pg).map(ScopeSQL.expression(typeName:))
                 var visibility: [String: String] = [:]
@@ -108,7 +114,14 @@ public final class ChangeMerger: Service, Sendable {
                     guard let index = resolved.tables.firstIndex(where: { $0.name == schema.name }) else { continue }
                     visibility[schema.name] = resolved.rowsSQL(tableAt: index, scopeExpression: expression)
                 }
-                return (schemas, visibility)
+                return (schemas, visibility, store)
+            }
+            // Every connection open before the first batch: one opened by the first uploads would make them wait.
+            try await pool.fill()
+            if store.answersAreJSONB {
+                logger.notice(
+                    "ferry_changes.result is jsonb (made before Ferry stored answers as text); ALTER TABLE ferry_changes ALTER COLUMN result TYPE text makes storing answers faster",
+                    metadata: ["dataset": "\(dataset)"])
             }
             let readOnly = Set(tables.filter { !$0.writable }.map(\.name))
             logger.info(
@@ -121,7 +134,7 @@ public final class ChangeMerger: Service, Sendable {
                 attachmentColumns: Dictionary(
                     uniqueKeysWithValues: tables.filter { $0.writable && !$0.attachments.isEmpty }.map {
                         ($0.name, $0.attachments)
-                    }))
+                    }), storeAnswersSQL: store.sql)
         } catch {
             pool.close()
             throw error
@@ -193,7 +206,7 @@ public final class ChangeMerger: Service, Sendable {
         let context = BatchContext(
             dataset: dataset, clientId: batch.clientId, nowMillis: nowMillis,
             nowText: Timestamp.format(unixMillis: nowMillis),
-            scope: isScoped ? scope : nil, visibility: visibility ?? [:])
+            scope: isScoped ? scope : nil, visibility: visibility ?? [:], storeAnswersSQL: storeAnswersSQL)
         let results = try await pool.withConnection { pg in
             try Self.merge(prepared, context: context, on: pg)
         }
@@ -244,4 +257,6 @@ struct BatchContext: Sendable {
     let scope: String?
     /// Per table, the SELECT of the rows the scope may see (empty on a public dataset).
     let visibility: [String: String]
+    /// The INSERT that stores answers (``ChangeLog/storeAnswersSQL(on:)``).
+    let storeAnswersSQL: String
 }

@@ -315,7 +315,12 @@ final class TableSchema: Sendable {
     /// The server row's `updated_at` in milliseconds since the epoch.
     func updatedMillis(from alias: String) -> String {
         guard let updated else { return "NULL::int8" }
-        return "floor(extract(epoch FROM \(alias).\(updated.quoted)) * 1000)::int8::text"
+        return "\(Self.millis(of: updated, from: alias))::text"
+    }
+
+    /// `column` of the row `alias` as int8 milliseconds since the epoch (the value ``updatedMillis(from:)`` prints).
+    static func millis(of column: Column, from alias: String) -> String {
+        "floor(extract(epoch FROM \(alias).\(column.quoted)) * 1000)::int8"
     }
 
     /// A bound text value (or text column of an `unnest`) cast to the column's type.

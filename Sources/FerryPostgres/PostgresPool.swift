@@ -5,8 +5,8 @@ import NIOPosix
 /// A small pool of blocking libpq connections whose calls run on a thread pool of their own (one thread per
 /// connection), never on an event loop and never on `NIOThreadPool.singleton`: the server reads snapshot bytes
 /// there, so a slow query (a merge waiting for a row lock, a token check on a busy database) must not delay
-/// downloads or the catalog. Connections are opened lazily (at most `size`), checked out one per job, dropped when
-/// broken, and closed by ``close()`` (the owning service calls it on shutdown), which also stops the threads.
+/// downloads or the catalog. Connections are opened lazily (at most `size`; ``fill()`` opens them all ahead),
+/// checked out one per job, dropped when broken, and closed by ``close()`` (the owning service calls it on shutdown), which also stops the threads.
 ///
 /// Every connect and every job records whether PostgreSQL answered (``health``), at no extra query: the status page
 /// reads that instead of asking the database on each request.
@@ -98,6 +98,23 @@ package final class PostgresPool: @unchecked Sendable {
             healthy = box.connection.isConnected
             if healthy { recordSuccess() } else { recordFailure(error) }
             throw error
+        }
+    }
+
+    /// Opens connections until `size` are open, and keeps them idle: the first jobs then find a connection ready
+    /// (a connect and its setup take a few milliseconds, more than a merge of a small batch). Throws when a connect
+    /// fails; the connections opened so far stay.
+    ///
+    /// ```swift
+    /// try await pool.fill()
+    /// ```
+    package func fill() async throws {
+        while lock.withLock({ () -> Bool in
+            guard !closed, open < size else { return false }
+            open += 1
+            return true
+        }) {
+            checkIn(try await connect(), healthy: true)
         }
     }
 

@@ -243,7 +243,7 @@ import Testing
             #expect(try await reopened.rejectedEdits().isEmpty)
             #expect(try await reopened.pendingEdits() == 0)
             let changes = try world.database.connect().query(
-                "SELECT count(*)::text FROM ferry_changes WHERE result->>'status' = 'applied'", [])
+                "SELECT count(*)::text FROM ferry_changes WHERE result::jsonb->>'status' = 'applied'", [])
             #expect(changes.first?.first == "1")
             await reopened.close()
         }

@@ -167,7 +167,7 @@ import Testing
             // Then the change was answered from the server's record: one effect, and the outbox is empty
             #expect(try await eventually { try await restarted.pendingEdits() == 0 })
             #expect(
-                try world.scalar("SELECT result->>'status' FROM ferry_changes WHERE id = $1", [batch[0].id])
+                try world.scalar("SELECT result::jsonb->>'status' FROM ferry_changes WHERE id = $1", [batch[0].id])
                     == "applied")
             #expect(try world.scalar("SELECT count(*) FROM ferry_changes WHERE id = $1", [batch[0].id]) == "1")
             #expect(try world.scalar(#"SELECT "updatedAt"::text FROM trips WHERE name = 'Göteborg-Malmö'"#) == stamped)

@@ -39,6 +39,14 @@ import Testing
         }
     }
 
+    @Test func integersAreWrittenAsSwiftPrintsThem() {
+        for value: Int64 in [0, 7, -7, 9, 10, -10, 99, 100, 1_234_567_890, .max, .min, .max - 1, .min + 1] {
+            var out: [UInt8] = Array("x".utf8)
+            AnswerJSON.integer(value, to: &out)
+            #expect(String(decoding: out, as: UTF8.self) == "x\(value)")
+        }
+    }
+
     @Test func aWholeResponseDecodesToItself() throws {
         let results = ChangeResults(results: Self.answers)
         let bytes = AnswerJSON.encode(results)

@@ -152,6 +152,38 @@ import Testing
         #expect(try f.count("SELECT count(*) FROM ferry_changes") == 20)
     }
 
+    /// A batch resent while it is still being merged (a device that timed out) is written once: the later copies'
+    /// answers' INSERT fails on the ids, they are rolled back and redone with the stored answers looked up.
+    @Test("additive: a batch of 50 sent three times at once, five rounds: each count moves once, the same answers")
+    func resentBatchUnderConcurrency() async throws {
+        var trips = MergeTable(name: "trips", source: "trips", writable: true, merge: .newestWins)
+        trips.columnMerge = ColumnMerge(additive: ["stops"])
+        let f = try await MergeFixture.make(tables: [trips], connections: 4, clock: "2026-11-21T10:00:00.000Z")
+        defer { f.close() }
+        for id in 1...50 { try f.seed(id: id, stops: 100, created: Self.base, updated: Self.base) }
+        let merger = f.merger
+        for round in 1...5 {
+            // Each device saw the count it left last round, and takes one.
+            let batch = ChangeBatch(
+                clientId: "device", sentAt: "2026-11-21T10:00:00.000Z",
+                changes: (1...50).map { id in
+                    var edit = Self.edit(
+                        ["stops": .int(Int64(100 - round))], bases: ["stops": .int(Int64(101 - round))],
+                        edited: "2026-11-21T09:00:00.000Z", id: "take-\(round)-\(id)")
+                    edit.key = ["id": .int(Int64(id))]
+                    return edit
+                })
+            let answers = try await withThrowingTaskGroup(of: [ChangeResult].self) { group in
+                for _ in 0..<3 { group.addTask { try await merger.apply(batch).results } }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(answers[0].allSatisfy { $0.status == .applied }, "round \(round)")
+            #expect(answers[1] == answers[0] && answers[2] == answers[0], "round \(round)")
+            for id in [1, 25, 50] { #expect(try f.trip(id)?[2] == String(100 - round), "round \(round)") }
+        }
+        #expect(try f.count("SELECT count(*) FROM ferry_changes") == 250)
+    }
+
     @Test("additive with a row-level rule: the difference is added even when the other columns lose")
     func additiveBesideLostColumns() async throws {
         let f = try await Self.fixture(columns: ColumnMerge(additive: ["stops"]))

@@ -393,7 +393,7 @@ def check_client(dirpath, published, queued, edited_ever, server_url):
                     continue
                 # Acknowledged: the server answered a change of this row after the edit was queued (applied, or
                 # rejected by the merge rule because the server's row was newer: both are answers, not losses).
-                answered = psql(server_url, f"SELECT count(*) FROM ferry_changes WHERE result->'row'->>'id' = '{note_id}' AND processed_at >= '{queued_at}'")
+                answered = psql(server_url, f"SELECT count(*) FROM ferry_changes WHERE result::jsonb->'row'->>'id' = '{note_id}' AND processed_at >= '{queued_at}'")
                 if answered == "0":
                     violation("client", f"a queued edit of {note_id} is neither queued nor acknowledged")
 
@@ -586,13 +586,13 @@ def drill_server(rounds):
         wrong = psql(url, """
             SELECT count(*) FROM (
               SELECT coalesce(a.note_id, e.note_id) AS note_id, coalesce(a.n, 0) AS applied, coalesce(e.n, 0) AS effects
-              FROM (SELECT result->'row'->>'id' AS note_id, count(*) AS n FROM ferry_changes
-                    WHERE result->>'status' = 'applied' GROUP BY 1) a
+              FROM (SELECT result::jsonb->'row'->>'id' AS note_id, count(*) AS n FROM ferry_changes
+                    WHERE result::jsonb->>'status' = 'applied' GROUP BY 1) a
               FULL JOIN (SELECT note_id, count(*) AS n FROM note_effects GROUP BY 1) e ON a.note_id = e.note_id) c
             WHERE applied <> effects""")
         if wrong != "0":
             violation("server", f"{wrong} rows were written a different number of times than their changes were applied")
-        applied = int(psql(url, "SELECT count(*) FROM ferry_changes WHERE result->>'status' = 'applied'"))
+        applied = int(psql(url, "SELECT count(*) FROM ferry_changes WHERE result::jsonb->>'status' = 'applied'"))
         effects = int(psql(url, "SELECT count(*) FROM note_effects"))
         print(f"  server: {len(inserted)} inserts and {updates} updates pushed, {answered} answered, {applied} applied, "
               f"{effects} effects in PostgreSQL", flush=True)
