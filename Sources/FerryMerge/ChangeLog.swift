@@ -68,7 +68,10 @@ enum ChangeLog {
     /// Creates the tables if missing and migrates older ones (``migrations``); an advisory lock keeps two servers
     /// starting at once from racing.
     static func install(on pg: PostgresConnection) throws {
-        try pg.execute("BEGIN; SELECT pg_advisory_xact_lock(7301700); \(ddl) \(migrations) COMMIT;")
+        // Without the NOTICEs of IF [NOT] EXISTS ("relation … already exists, skipping") on every start.
+        try pg.execute(
+            "BEGIN; SET LOCAL client_min_messages = warning; SELECT pg_advisory_xact_lock(7301700); \(ddl) \(migrations) COMMIT;"
+        )
     }
 
     /// Deletes `dataset`'s tombstones deleted before `cutoff`: how many.

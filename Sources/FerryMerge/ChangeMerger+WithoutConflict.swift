@@ -29,18 +29,36 @@ extension ChangeMerger {
 
     /// The statements of ``updatesWithoutConflict(_:schema:context:on:)``, one per shape, each with the indexes
     /// into `changes` it writes (its rows come back by index into that group).
+    ///
+    /// Each statement locks its rows as it joins them, in the order of its changes: they go in key order
+    /// (``ValidChange/keyPrecedes(_:)``), and the statements in the order of their shapes, so that two batches
+    /// writing the same rows wait for each other instead of deadlocking (a deadlock costs PostgreSQL's
+    /// `deadlock_timeout`, then the batch is redone change by change). Two batches that write the same rows with
+    /// different sets of columns can still cross; PostgreSQL then fails one of them.
     static func updatesWithoutConflictStatements(_ changes: [ValidChange], schema: TableSchema, context: BatchContext)
         -> [(group: [Int], statement: PostgresConnection.PipelinedStatement)]
     {
         guard context.visibility[schema.name] == nil, schema.updated != nil else { return [] }
         let updates = changes.indices.filter { changes[$0].op == .update }
-        return grouped(updates, changes).map { group in
+        let groups = grouped(updates, changes).sorted { changes[$0[0]].shape < changes[$1[0]].shape }
+        return groups.map { unordered in
+            let group = inKeyOrder(unordered, changes, schema: schema)
             let shape = group.map { changes[$0] }
             return (
                 group,
                 updateStatement(shape, schema: schema, context: context, condition: NoConflict(shape, schema: schema))
             )
         }
+    }
+
+    /// `indexes` into `changes` sorted by ``ValidChange/keyPrecedes(_:)``; a key of one integer column (the usual
+    /// one) is parsed once per change rather than at every comparison.
+    static func inKeyOrder(_ indexes: [Int], _ changes: [ValidChange], schema: TableSchema) -> [Int] {
+        guard schema.key.count == 1, schema.key[0].sourceKind == .integer else {
+            return indexes.sorted { changes[$0].keyPrecedes(changes[$1]) }
+        }
+        let values = indexes.map { Int64(changes[$0].keyParameters[0] ?? "") ?? .min }
+        return values.indices.sorted { values[$0] < values[$1] }.map { indexes[$0] }
     }
 
     /// The SQL condition under which the table's rule writes every column of an update (one shape) as it finds the

@@ -63,45 +63,4 @@ extension PostgresConnection {
         if let finalError { throw FerryError(.database, finalError) }
         return rows
     }
-
-    /// Runs `COPY … FROM STDIN` in the current transaction, sending `rows` (COPY's text format, see ``CopyText``):
-    /// the row count PostgreSQL reports. Inserting many rows this way skips parsing them as one big parameter.
-    package func copyIn(_ sql: String, _ rows: [UInt8]) throws(PostgresQueryError) -> Int {
-        guard let started = PQexec(handle, sql) else {
-            throw PostgresQueryError(sqlState: "", message: "COPY failed: \(errorMessage)")
-        }
-        guard PQresultStatus(started) == PGRES_COPY_IN else {
-            defer { PQclear(started) }
-            throw queryError(started)
-        }
-        PQclear(started)
-        let sent = rows.withUnsafeBytes { buffer -> Int32 in
-            var offset = 0
-            while offset < buffer.count {
-                let count = min(buffer.count - offset, 1 << 20)
-                let chunk = buffer.baseAddress!.advanced(by: offset).assumingMemoryBound(to: CChar.self)
-                let status = PQputCopyData(handle, chunk, Int32(count))
-                guard status == 1 else { return status }
-                offset += count
-            }
-            return 1
-        }
-        // After a failed send, end the COPY with an error so the connection leaves the COPY state.
-        let ended = sent == 1 ? PQputCopyEnd(handle, nil) : PQputCopyEnd(handle, "the client could not send the rows")
-        var count = -1
-        var failure: PostgresQueryError?
-        while let result = PQgetResult(handle) {
-            if PQresultStatus(result) == PGRES_COMMAND_OK {
-                count = Int(String(cString: PQcmdTuples(result))) ?? -1
-            } else if failure == nil {
-                failure = queryError(result)
-            }
-            PQclear(result)
-        }
-        if let failure { throw failure }
-        guard sent == 1, ended == 1 else {
-            throw PostgresQueryError(sqlState: "", message: "COPY failed: \(errorMessage)")
-        }
-        return count
-    }
 }

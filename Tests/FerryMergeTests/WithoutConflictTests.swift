@@ -71,6 +71,37 @@ import Testing
         #expect(whole.count > 10 && whole.count < rows - 10, "\(rule) \(columns): \(whole.count) of \(rows)")
     }
 
+    /// Two batches updating the same rows in opposite orders, at once, ten times: the updates written first lock
+    /// their rows in key order, so the batches wait for each other and PostgreSQL never finds a deadlock.
+    @Test func batchesWritingTheSameRowsInOppositeOrdersDoNotDeadlock() async throws {
+        let f = try await MergeFixture.make(rule: .clientWins, clock: "2026-11-21T10:00:00.000Z")
+        defer { f.close() }
+        for id in 1...200 { try f.seed(id: id, created: Self.base, updated: Self.base) }
+        let merger = f.merger
+        for round in 0..<10 {
+            let batches = ["ascending", "descending"].map { device in
+                let ids = device == "ascending" ? Array(1...200) : Array((1...200).reversed())
+                return ChangeBatch(
+                    clientId: device, sentAt: "2026-11-21T10:00:00.000Z",
+                    changes: ids.map {
+                        change(
+                            .update, id: $0, values: ["seats": .int(Int64(round))], edited: "2026-11-21T09:59:00.000Z")
+                    })
+            }
+            try await withThrowingTaskGroup(of: [ChangeResult].self) { group in
+                for batch in batches { group.addTask { try await merger.apply(batch).results } }
+                for try await answers in group { #expect(answers.allSatisfy { $0.status == .applied }) }
+            }
+        }
+        // A backend writes its statistics when it ends: close the merger's connections and wait for them.
+        merger.shutdown()
+        let others =
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        for _ in 0..<100 where try f.count(others) > 0 { try await Task.sleep(for: .milliseconds(50)) }
+        #expect(try f.count(others) == 0)
+        #expect(try f.count("SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()") == 0)
+    }
+
     /// An update of row `row`: some of name, seats and stops, each with or without a base equal or not to the
     /// row's value, based on the row as last written at the base or 1 ms later (or with no base time), edited
     /// before or after those.

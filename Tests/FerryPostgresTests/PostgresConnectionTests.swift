@@ -56,46 +56,6 @@ import Testing
         #expect(try Self.prepared(pg) == [sql])
     }
 
-    @Test func copyInSendsRowsWithEveryCharacterCOPYEscapes() throws {
-        let database = try TestDatabase.create("copyin")
-        defer { database.drop() }
-        let pg = try database.connect()
-        try pg.execute("CREATE TABLE notes(id int PRIMARY KEY, body text, doc jsonb)")
-        let bodies: [String?] = ["tab\there", "line\nbreak\r", #"back\slash \N"#, nil, "Växjö"]
-        var rows = CopyText()
-        for (i, body) in bodies.enumerated() {
-            rows.field(String(i))
-            rows.field(body)
-            rows.field(Array(#"{"text": "a\"b\\c\nd"}"#.utf8))
-            rows.endRow()
-        }
-        let count = try pg.copyIn("COPY notes(id, body, doc) FROM STDIN", rows.bytes)
-        #expect(count == bodies.count)
-        let read = try pg.run("SELECT body, doc->>'text' FROM notes ORDER BY id")
-        #expect(read.map { $0[0] } == bodies)
-        #expect(read.allSatisfy { $0[1] == "a\"b\\c\nd" })
-    }
-
-    @Test func aRefusedCopyInThrowsWithItsSQLStateAndLeavesTheConnectionUsable() throws {
-        let database = try TestDatabase.create("copyfail")
-        defer { database.drop() }
-        let pg = try database.connect()
-        try pg.execute("CREATE TABLE notes(id int PRIMARY KEY); INSERT INTO notes VALUES (1)")
-        var rows = CopyText()
-        for id in [2, 1] {
-            rows.field(String(id))
-            rows.endRow()
-        }
-        do {
-            _ = try pg.copyIn("COPY notes(id) FROM STDIN", rows.bytes)
-            Issue.record("a duplicate key was copied")
-        } catch {
-            #expect(error.sqlState == "23505")
-        }
-        #expect(pg.isConnected)
-        #expect(try pg.run("SELECT count(*)::text FROM notes") == [["1"]])
-    }
-
     @Test func aPipelineAnswersEveryStatementInOrder() throws {
         let database = try TestDatabase.create("pipeline")
         defer { database.drop() }
