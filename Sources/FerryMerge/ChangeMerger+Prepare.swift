@@ -151,7 +151,7 @@ extension ChangeMerger {
         var out = change
         var texts: [BaseText?] = []
         var additive: [Bool] = []
-        let adding = Set(schema.table.columnMerge.additive)
+        let adding = schema.additive
         for (i, column) in change.columns.enumerated() {
             guard let base = bases[column.name] else {
                 texts.append(nil)

@@ -73,8 +73,8 @@ extension ChangeMerger {
     ///   `baseUpdatedAt`.
     struct NoConflict {
         /// The text arrays the condition reads, bound after the change's keys and values as `k.b0…`: the base and
-        /// edit times in milliseconds, then per column of the shape whether the change has a base for it and that
-        /// base.
+        /// edit times in milliseconds, then per column of the shape compared with its base: that base, and whether
+        /// the change has one when some change of the shape has none.
         let arrays: [[String?]]
         let sql: String
 
@@ -89,12 +89,16 @@ extension ChangeMerger {
                     columns.append(unchanged)
                     continue
                 }
-                let (has, base) = (arrays.count, arrays.count + 1)
-                arrays.append(changes.map { $0.bases?[i] == nil ? "0" : "1" })
+                let same =
+                    "(t.\(column.quoted))::text IS NOT DISTINCT FROM (\(TableSchema.input(column, "k.b\(arrays.count)")))::text"
                 arrays.append(changes.map { $0.bases?[i]?.text })
-                columns.append(
-                    "CASE WHEN k.b\(has) = '1' THEN (t.\(column.quoted))::text IS NOT DISTINCT FROM "
-                        + "(\(TableSchema.input(column, "k.b\(base)")))::text ELSE \(unchanged) END")
+                // Usually every change of the shape has a base for the column; otherwise a flag says which do.
+                guard changes.contains(where: { $0.bases?[i] == nil }) else {
+                    columns.append(same)
+                    continue
+                }
+                arrays.append(changes.map { $0.bases?[i] == nil ? "0" : "1" })
+                columns.append("CASE WHEN k.b\(arrays.count - 1) = '1' THEN \(same) ELSE \(unchanged) END")
             }
             let deviceWins: String
             switch schema.table.merge {

@@ -51,6 +51,8 @@ final class TableSchema: Sendable {
     let key: [Column]
     let created: Column?
     let updated: Column?
+    /// The template's additive columns (`merge.add`), looked up once per change with a base.
+    let additive: Set<String>
 
     var name: String { table.name }
 
@@ -65,6 +67,7 @@ final class TableSchema: Sendable {
         self.key = key
         self.created = created
         self.updated = updated
+        additive = Set(table.columnMerge.additive)
     }
 
     /// Reads the catalog for `table` and checks the template's names against it: the columns a device of this
