@@ -29,7 +29,13 @@ public enum Timestamp {
     /// Parses `YYYY-MM-DDTHH:MM:SS[.fff…]Z` or with a `±HH:MM` offset; fractions beyond milliseconds are truncated.
     /// Returns milliseconds since the epoch, or nil when the text is not such a timestamp.
     public static func parseMillis(_ text: String) -> Int64? {
-        let b = Array(text.utf8)
+        // Read in place: the merge engine parses two of these per change.
+        var text = text
+        return text.withUTF8 { parseMillis(utf8: $0) }
+    }
+
+    /// ``parseMillis(_:)`` over UTF-8 bytes.
+    static func parseMillis(utf8 b: UnsafeBufferPointer<UInt8>) -> Int64? {
         func num(_ from: Int, _ count: Int) -> Int64? {
             guard from + count <= b.count else { return nil }
             var v: Int64 = 0
