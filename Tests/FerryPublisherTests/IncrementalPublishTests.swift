@@ -1,5 +1,6 @@
 import FerryCore
 import FerryStore
+import FerryTestSupport
 import Foundation
 import Logging
 import Testing
@@ -332,18 +333,5 @@ struct IncrementalPublishTests {
         #expect(try db.scalar("SELECT note FROM items WHERE id = 'item-00001'") == .text("scope one"))
         #expect(
             try ContentDigest.compute(db, tables: ["items"]).description == scopes[1].manifest.current.contentDigest)
-    }
-}
-
-/// A deterministic random number generator (SplitMix64), so a failing round can be replayed.
-struct SeededGenerator: RandomNumberGenerator {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
