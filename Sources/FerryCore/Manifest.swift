@@ -128,12 +128,22 @@ public struct Manifest: Codable, Sendable, Equatable, ManifestDocument {
     /// first request from the versions' history (docs/delta.md, "Catching up"). Nil when the server keeps no
     /// history (`--patch-horizon 0`): then only the patches `current.patches` names exist.
     public var catchUpFrom: Int?
+    /// When the current version is stored as a step (docs/delta.md, "Checkpoints and steps"): the newest checkpoint
+    /// before it, whose file the server serves from the store, and from which `current.patches` names a patch to the
+    /// current version. A device with nothing to patch from downloads this version whole (`/versions/{n}`, verified
+    /// by its SHA-256) and applies that patch, instead of asking the server to build the current file. Nil when
+    /// the current version is itself a checkpoint.
+    public var checkpoint: PublishedVersion?
 
-    public init(dataset: String, current: PublishedVersion, versions: [Int], catchUpFrom: Int? = nil) {
+    public init(
+        dataset: String, current: PublishedVersion, versions: [Int], catchUpFrom: Int? = nil,
+        checkpoint: PublishedVersion? = nil
+    ) {
         self.dataset = dataset
         self.current = current
         self.versions = versions
         self.catchUpFrom = catchUpFrom
+        self.checkpoint = checkpoint
     }
 
     /// The manifest from its wire fields.
@@ -156,13 +166,14 @@ public struct Manifest: Codable, Sendable, Equatable, ManifestDocument {
         set { current[keyPath: keyPath] = newValue }
     }
 
-    private enum CodingKeys: String, CodingKey { case dataset, versions, catchUpFrom }
+    private enum CodingKeys: String, CodingKey { case dataset, versions, catchUpFrom, checkpoint }
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         dataset = try container.decode(String.self, forKey: .dataset)
         versions = try container.decode([Int].self, forKey: .versions)
         catchUpFrom = try container.decodeIfPresent(Int.self, forKey: .catchUpFrom)
+        checkpoint = try container.decodeIfPresent(PublishedVersion.self, forKey: .checkpoint)
         current = try PublishedVersion(from: decoder)
     }
 
@@ -172,6 +183,7 @@ public struct Manifest: Codable, Sendable, Equatable, ManifestDocument {
         try container.encode(dataset, forKey: .dataset)
         try container.encode(versions, forKey: .versions)
         try container.encodeIfPresent(catchUpFrom, forKey: .catchUpFrom)
+        try container.encodeIfPresent(checkpoint, forKey: .checkpoint)
     }
 
     /// Checks the fields a reader relies on; never trust a file or the network.
@@ -181,6 +193,13 @@ public struct Manifest: Codable, Sendable, Equatable, ManifestDocument {
         if let catchUpFrom, catchUpFrom < 1 || catchUpFrom >= current.version {
             throw FerryError(
                 .store, "catchUpFrom must name a version before the current one", path: path, key: "catchUpFrom")
+        }
+        if let checkpoint {
+            try checkpoint.validate(path: path, key: "checkpoint")
+            guard checkpoint.version < current.version else {
+                throw FerryError(
+                    .store, "checkpoint must name a version before the current one", path: path, key: "checkpoint")
+            }
         }
     }
 }

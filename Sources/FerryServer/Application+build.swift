@@ -63,7 +63,7 @@ func buildApplication(
     let catalog = SnapshotCatalog(
         store: configuration.store ?? FileSnapshotStore(root: configuration.storePath),
         pollInterval: configuration.effectivePollInterval,
-        logger: logger, metrics: metrics)
+        logger: logger, metrics: metrics, builds: configuration.builds)
     try await catalog.refresh()
     configuration.storeChanges?.attach(catalog)
     let access = DatasetAccess(

@@ -90,6 +90,8 @@ public struct ServerConfiguration: Sendable {
     /// How long a partial upload (tus) is kept since it was created; then it is deleted and a `HEAD` of it is 404.
     /// Default 1 day.
     public var partialUploadExpiry: Duration = .seconds(86_400)
+    /// Files made on request: where (`--cache-dir`), how many bytes (`--cache-size`), how many at once.
+    public var builds = BuildSettings()
     /// Tests only: whether conditional requests may be answered in the channel (``RawNotModifiedHandler``, the
     /// default) or all go to the router, and a callback for each answer given in the channel.
     var channelRevalidation = ChannelRevalidation()

@@ -146,6 +146,10 @@ public struct ServerAssembly: Sendable {
         server.store = replica.store
         server.storeName = "\(configuration.store)"
         server.storePath = replica.store.cacheDirectory
+        // Whole files built on request and catch-up patches go beside the replica's objects, unless named.
+        if server.builds.directory == nil {
+            server.builds.directory = replica.store.cacheDirectory.appendingPathComponent(".ferry-cache")
+        }
         server.attachmentStore = replica.attachments
         // Partial uploads on the cache's file system, so a finished one moves into the cache by a rename.
         server.attachmentUploads = replica.store.cacheDirectory.appendingPathComponent(".ferry-uploads")

@@ -196,7 +196,7 @@ struct BucketOptions: ParsableArguments {
     @Option(
         name: .customLong("cache-dir"),
         help: ArgumentHelp(
-            "With --store s3://: the local cache. publish and schedule build in it (default: ${XDG_CACHE_HOME:-$HOME/.cache}/ferry/s3/BUCKET/PREFIX); serve makes its temp directories of downloaded objects there, removed at exit (default: the system's temp directory).",
+            "With --store s3://: the local cache. publish and schedule build in it (default: ${XDG_CACHE_HOME:-$HOME/.cache}/ferry/s3/BUCKET/PREFIX); serve makes its temp directories of downloaded objects there, removed at exit (default: the system's temp directory). serve with a store directory: where it keeps the files it makes on request, versions built whole and catch-up patches (default: STORE/.ferry-cache).",
             valueName: "dir"))
     var cacheDir: String?
 

@@ -118,7 +118,11 @@ struct ServeCommand: AsyncParsableCommand {
             server.database = .init(templatePaths: config.map { URL(fileURLWithPath: $0) }, databaseURL: databaseURL)
         }
         limits.apply(to: &server)
-        var configuration = ServeConfiguration(server: server, store: try StoreLocation(flag: store.store))
+        let location = try StoreLocation(flag: store.store)
+        if case .directory = location, let cacheDir = store.access.cacheDir {
+            server.builds.directory = URL(fileURLWithPath: cacheDir)
+        }
+        var configuration = ServeConfiguration(server: server, store: location)
         configuration.bucket = store.bucket
         if let trigger = timing.trigger(onChange: publishOnChange, every: publishEvery) {
             configuration.publishing = .init(trigger: trigger, policy: publishing.policy)

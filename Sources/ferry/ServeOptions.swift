@@ -32,7 +32,8 @@ struct ServeStoreOptions: ParsableArguments {
 
     /// The flags given that only a store in a bucket takes.
     var bucketOnlyFlags: [String] {
-        access.givenFlags
+        // serve takes --cache-dir with a store directory too: its build cache.
+        access.givenFlags.filter { $0 != "--cache-dir" }
             + [("--manifest-poll", manifestPoll != nil), ("--presign-objects", presignObjects)].filter(\.1).map(\.0)
     }
 
@@ -131,6 +132,13 @@ struct ServeLimitsOptions: ParsableArguments {
     var maxAttachmentBytes: Int64 = 64 << 20
 
     @Option(
+        name: .customLong("cache-size"),
+        help: ArgumentHelp(
+            "Most bytes of the files served on request that the server keeps (versions built whole for clients that ask for one whole, catch-up patches), e.g. 4G (the default), 512M or a byte count; the least recently used go first.",
+            valueName: "size"), transform: ByteSize.argument)
+    var cacheSize: Int64 = BuildSettings().cacheLimit
+
+    @Option(
         name: .customLong("attachment-grace"),
         help: ArgumentHelp(
             "How long an attachment no retained version names is kept after its upload, e.g. 7d (the default) or 12h.",
@@ -167,6 +175,7 @@ struct ServeLimitsOptions: ParsableArguments {
         server.tokenCacheTTL = tokenCacheTTL
         server.maxAttachmentBytes = maxAttachmentBytes
         server.attachmentGrace = attachmentGrace
+        server.builds.cacheLimit = cacheSize
         server.database?.changeRetention = changeRetention
         server.database?.retentionSweepInterval = retentionSweepInterval
         server.database?.mergerConnections = mergerConnections

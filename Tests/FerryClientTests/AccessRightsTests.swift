@@ -186,7 +186,13 @@ import Testing
             #expect(tier2.version == 2 && patch.base != nil)
 
             let result = try await alice.checkForUpdates()
-            #expect(result.download?.path == .full && result.patchFailure == nil)
+            // Not from her version 1: the new scope's own checkpoint (version 1 of tier 2) and its patch, or its file.
+            let checkpointStart = try FileSnapshotStore(root: world.store).storedManifest(for: Self.dataset)?
+                .entry(for: "2")?.retained.first { $0.isCheckpoint && $0.version < tier2.version }
+            #expect(
+                [.full, checkpointStart.map { .patch(from: $0.version, to: tier2.version) }].contains(
+                    result.download?.path))
+            #expect(result.patchFailure == nil)
             #expect(result.download?.sha256 == tier2.sha256)
             #expect(try await alice.applyPendingUpdate().applied)
             #expect(try await Self.campgrounds(alice).count == 5)

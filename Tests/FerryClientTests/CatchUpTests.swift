@@ -124,7 +124,8 @@ import Testing
             }
             let manifest = try await world.manifest()
             #expect(manifest.version == 31 && manifest.catchUpFrom == 1)
-            #expect(manifest.current.patch(from: 1) == nil, "the manifest names no patch from version 1")
+            // Version 1 is the checkpoint: the publisher's patch from it is what new devices start from.
+            #expect(manifest.checkpoint?.version == 1 && manifest.current.patch(from: 1) != nil)
             let bytes = try await Self.expectCaughtUp(device, from: 1, world: world)
             // The net change is the last version's 10 rows, not 30 versions of history.
             #expect(bytes <= steps.max()! * 3 / 2, "moved \(bytes) bytes; one step is \(steps.last!)")

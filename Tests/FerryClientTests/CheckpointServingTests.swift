@@ -138,7 +138,9 @@ import Testing
         }
     }
 
-    @Test("a server with an empty cache builds and serves the current version; a client manifest lists what it serves")
+    @Test(
+        "a server builds no file to serve a step version: the manifest names the checkpoint and its patch, and a version asked for whole is built on request, once, under the cache directory"
+    )
     func coldServer() async throws {
         try await withWorld { world in
             try await world.publish()
@@ -147,19 +149,39 @@ import Testing
                 try await world.publish()
             }
             let current = try world.snapshots.requireManifest("trips").scopes[0].current
-            try await withFerryServer(store: world.store) { server, wait in
+            let cache = world.directory.appending("build-cache")
+            var builds = BuildSettings()
+            builds.directory = cache
+            try await withFerryServer(store: world.store, builds: builds) { server, wait in
                 try await wait(current.version)
-                let (_, body) = try await Self.get(server, "v1/datasets/trips/snapshot")
-                #expect(Self.sha256(body) == current.sha256)
                 let (_, manifestData) = try await Self.get(server, "v1/datasets/trips/manifest")
                 let manifest = try Manifest.decode(manifestData)
-                // The checkpoint and the current version are served in full; the steps between are not built.
-                #expect(manifest.versions == [1, current.version])
-                #expect(manifest.current.gzipSize > 0)
-                let (older, _) = try await Self.get(server, "v1/datasets/trips/versions/\(current.version - 1)")
-                #expect(older == 404)
+                // Serving the version built nothing: a new device starts from the checkpoint and its patch.
+                #expect(Self.builtFiles(cache).isEmpty)
+                let checkpoint = try #require(manifest.checkpoint)
+                let start = try #require(manifest.current.patch(from: checkpoint.version))
+                #expect(checkpoint.version == 1 && start.base == checkpoint.sha256)
+                #expect(manifest.current.gzipSize == checkpoint.gzipSize + start.size)
+                #expect(manifest.versions == Array(1...current.version))
+                // Asked for whole, the current version is built once into --cache-dir, byte for byte the published file.
+                async let first = Self.get(server, "v1/datasets/trips/snapshot")
+                async let second = Self.get(server, "v1/datasets/trips/versions/\(current.version)")
+                let (one, two) = try await (first, second)
+                #expect(Self.sha256(one.1) == current.sha256 && Self.sha256(two.1) == current.sha256)
+                #expect(Self.builtFiles(cache).filter { $0.hasSuffix(".sqlite") } == ["\(current.sha256).sqlite"])
+                let (older, olderBody) = try await Self.get(server, "v1/datasets/trips/versions/\(current.version - 1)")
+                #expect(older == 200)
+                #expect(!olderBody.isEmpty)
             }
         }
+    }
+
+    /// The files the server built under `cache` (every dataset), scratch excluded.
+    static func builtFiles(_ cache: URL) -> [String] {
+        let enumerator = FileManager.default.enumerator(atPath: cache.path)
+        return ((enumerator?.allObjects as? [String]) ?? []).filter {
+            !$0.contains("/tmp") && ($0.hasSuffix(".sqlite") || $0.hasSuffix(".gz"))
+        }.map { ($0 as NSString).lastPathComponent }.sorted()
     }
 
     @Test(

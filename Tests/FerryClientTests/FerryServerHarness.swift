@@ -20,10 +20,11 @@ import NIOFoundationEssentialsCompat
 /// `body` gets the base URL and a function that waits until the server serves a given version.
 func withFerryServer<T: Sendable>(
     store: URL, dataset: String = "trips", database: ServerConfiguration.DatabaseSettings? = nil,
-    statusToken: String? = nil,
+    statusToken: String? = nil, builds: BuildSettings = BuildSettings(),
     _ body: @Sendable @escaping (_ url: URL, _ waitForVersion: @Sendable (Int) async throws -> Void) async throws -> T
 ) async throws -> T {
     var configuration = ServerConfiguration(storePath: store, port: 0)
+    configuration.builds = builds
     configuration.pollInterval = .milliseconds(100)
     configuration.database = database
     configuration.statusToken = statusToken

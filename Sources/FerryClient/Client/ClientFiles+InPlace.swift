@@ -115,7 +115,7 @@ extension ClientFiles {
         try forgetLive(&state)
         let outcome = try PatchApplier.applyInPlace(
             on: writer, patch: patch.changeset, expected: patch.target, baseDigest: patch.base.contentDigest,
-            tables: tables)
+            tables: tables, rule: patch.rule)
         let target = patch.target
         let info = SnapshotInfo(
             sha256: target.sha256, version: target.version, schemaVersion: target.schemaVersion,

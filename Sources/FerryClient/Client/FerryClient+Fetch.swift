@@ -102,7 +102,7 @@ extension FerryClient {
         let applied = try await BlockingWork.run {
             try PatchApplier.apply(
                 to: scratch, copy: method, patch: patch.changeset, expected: patch.target,
-                baseDigest: patch.base.contentDigest)
+                baseDigest: patch.base.contentDigest, rule: patch.rule)
         }
         logger.info(
             "patch applied",

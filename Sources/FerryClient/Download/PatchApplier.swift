@@ -32,6 +32,26 @@ enum PatchApplier {
 
     enum DigestCheck: String, Sendable { case moved, full, none }
 
+    /// How the patch's changes meet the database's rows.
+    enum Rule: Sendable {
+        /// The database is exactly the patch's base: any conflict means it diverged, and the apply aborts.
+        case strict
+        /// A catch-up patch, merged from the newest point of the history at or before the device's version
+        /// (docs/delta.md, "Catching up"): a change meeting a row the device already holds as of a later version is
+        /// written over it, a delete of a row it no longer holds is skipped. A constraint failure still aborts, and
+        /// the result is verified as strictly as after any patch (row counts, content digest), so a device whose
+        /// version the patch cannot bring up to date falls back to the full download, never to a wrong file.
+        case catchUp
+
+        func resolve(_ conflict: Changeset.Conflict) -> Changeset.Resolution {
+            switch (self, conflict.kind) {
+            case (.catchUp, .data), (.catchUp, .conflict): .replace
+            case (.catchUp, .notFound): .omit
+            default: .abort
+            }
+        }
+    }
+
     /// A patched database whose free pages reach this share of its pages is rebuilt with `VACUUM` before it becomes
     /// `updated.db`: the pages a patch frees are reused by later patches, so the file stays compact, and one that
     /// fragmented past this point costs one rebuild on the device, never a full download.
@@ -40,7 +60,8 @@ enum PatchApplier {
     /// Clones `live` into `target` and applies `patch` to the clone (see
     /// ``apply(to:copy:patch:expected:baseDigest:)``).
     static func build(
-        live: URL, into target: URL, patch: Changeset, expected: PublishedVersion, baseDigest: String? = nil
+        live: URL, into target: URL, patch: Changeset, expected: PublishedVersion, baseDigest: String? = nil,
+        rule: Rule = .strict
     ) throws -> Outcome {
         let method: FileClone.Method
         do {
@@ -50,7 +71,8 @@ enum PatchApplier {
             try? FileManager.default.removeItem(at: target)  // the original error says what went wrong
             throw error
         }
-        return try apply(to: target, copy: method, patch: patch, expected: expected, baseDigest: baseDigest)
+        return try apply(
+            to: target, copy: method, patch: patch, expected: expected, baseDigest: baseDigest, rule: rule)
     }
 
     /// Applies `patch` to `target`, a fresh copy of the device's database, and checks the result against
@@ -59,10 +81,11 @@ enum PatchApplier {
     /// Anything that fails removes `target` and throws.
     static func apply(
         to target: URL, copy method: FileClone.Method, patch: Changeset, expected: PublishedVersion,
-        baseDigest: String? = nil
+        baseDigest: String? = nil, rule: Rule = .strict
     ) throws -> Outcome {
         do {
-            return try applyOrThrow(to: target, copy: method, patch: patch, expected: expected, baseDigest: baseDigest)
+            return try applyOrThrow(
+                to: target, copy: method, patch: patch, expected: expected, baseDigest: baseDigest, rule: rule)
         } catch {
             // The half-built file must not survive; the original error says what went wrong.
             try? FileManager.default.removeItem(at: target)
@@ -73,7 +96,9 @@ enum PatchApplier {
     }
 
     private static func applyOrThrow(
-        to target: URL, copy method: FileClone.Method, patch: Changeset, expected: PublishedVersion, baseDigest: String?
+        to target: URL, copy method: FileClone.Method, patch: Changeset, expected: PublishedVersion,
+        baseDigest: String?,
+        rule: Rule
     ) throws -> Outcome {
         try patch.validate()
         var settled = 0
@@ -90,9 +115,9 @@ enum PatchApplier {
             var answered: [AnsweredRow] = []
             try db.transaction {
                 // The queue stays as it is: the swap carries the live queue over and replays it on the result.
-                settled = try settleAndApply(patch, to: db, expected: expected, touched: touched, digest: &digest) {
-                    _, _, rows in answered = rows
-                }
+                settled = try settleAndApply(
+                    patch, to: db, expected: expected, touched: touched, digest: &digest, rule: rule
+                ) { _, _, rows in answered = rows }
             }
             moved = digest
             try Materializer.verifyContent(db, expected: expected, movedDigest: moved, file: target)
@@ -121,15 +146,16 @@ enum PatchApplier {
     /// the live database as it was. Readers of the app's pool see the old version until the commit (WAL).
     static func applyInPlace(
         on db: SQLiteConnection, patch: Changeset, expected: PublishedVersion, baseDigest: String?,
-        tables: [SnapshotMetadata.TableInfo]
+        tables: [SnapshotMetadata.TableInfo], rule: Rule = .strict
     ) throws -> Outcome {
         try patch.validate()
         var settled = 0
         let (touched, base) = try digestPlan(patch, expected: expected, baseDigest: baseDigest)
         var moved = base
         try db.transaction {
-            settled = try settleAndApply(patch, to: db, expected: expected, touched: touched, digest: &moved) {
-                db, digest, answered in
+            settled = try settleAndApply(
+                patch, to: db, expected: expected, touched: touched, digest: &moved, rule: rule
+            ) { db, digest, answered in
                 try Materializer.verifyContent(
                     db, expected: expected, movedDigest: digest, file: URL(fileURLWithPath: db.path))
                 try Outbox.keepAnsweredRows(answered, in: db)
@@ -152,14 +178,15 @@ enum PatchApplier {
     private static func settleAndApply(
         _ patch: Changeset, to db: SQLiteConnection, expected: PublishedVersion,
         touched: [String: Changeset.TouchedRows],
-        digest: inout ContentDigest?, after: (SQLiteConnection, ContentDigest?, [AnsweredRow]) throws -> Void
+        digest: inout ContentDigest?, rule: Rule,
+        after: (SQLiteConnection, ContentDigest?, [AnsweredRow]) throws -> Void
     ) throws -> Int {
         let capture = try tableExists("ferry_capture", db)
         if capture { try Outbox.setCapture(false, db) }
         let baseTables = capture ? try SnapshotMetadata.read(from: db).tables : []
         let answered = try Outbox.answeredRows(in: db, tables: baseTables)
         let settled = try Outbox.restoreWrittenRows(in: db, tables: baseTables)
-        try applyRows(patch, to: db, expected: expected, touched: touched, digest: &digest)
+        try applyRows(patch, to: db, expected: expected, touched: touched, digest: &digest, rule: rule)
         try Outbox.forgetWrittenRows(in: db, tables: baseTables)
         try after(db, digest, answered)
         if capture { try Outbox.setCapture(true, db) }
@@ -184,10 +211,10 @@ enum PatchApplier {
     private static func applyRows(
         _ patch: Changeset, to db: SQLiteConnection, expected: PublishedVersion,
         touched: [String: Changeset.TouchedRows],
-        digest: inout ContentDigest?
+        digest: inout ContentDigest?, rule: Rule
     ) throws {
         if digest != nil { digest!.subtract(try ContentDigest.of(touched, in: db)) }
-        try patch.apply(to: db) { _ in .abort }
+        try patch.apply(to: db) { rule.resolve($0) }
         if digest != nil { digest!.add(try ContentDigest.of(touched, in: db)) }
         try Materializer.moveSnapshot(db, to: expected)
         try db.execute("CREATE TABLE IF NOT EXISTS ferry_origin(sha256 TEXT NOT NULL); DELETE FROM ferry_origin;")

@@ -23,6 +23,8 @@ extension SnapshotDownloader {
         var base: PatchBase
         /// Bytes received over the network for it.
         var bytesReceived: Int64
+        /// How it applies: a catch-up patch (not named by the manifest) by ``PatchApplier/Rule/catchUp``.
+        var rule: PatchApplier.Rule = .strict
     }
 
     /// The most a patch may inflate to, as a multiple of its compressed size (a changeset of text compresses about

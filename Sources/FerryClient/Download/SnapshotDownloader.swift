@@ -61,6 +61,9 @@ struct SnapshotDownloader: Sendable {
     let maxBytesPerSecond: Int64?
     /// The longest a check waits in all for servers that answer `Retry-After`; a longer wait is reported instead.
     var retryAfterLimit: Duration = .seconds(10)
+    /// Whether a device with nothing to patch from starts from the manifest's checkpoint and its patch
+    /// (``downloadFromCheckpoint(_:patch:manifest:progress:)``) rather than downloading the current version whole.
+    var startsFromCheckpoints = true
     /// The access token, asked before each request; nil sends no `Authorization` header.
     var tokenProvider: FerryClient.TokenProvider? = nil
     /// The client directory's device id, sent as `Ferry-Device` with every request; nil sends none.
@@ -188,13 +191,32 @@ struct SnapshotDownloader: Sendable {
                     return .patch(
                         DownloadedPatch(
                             ref: checked, changeset: changeset, target: manifest.current, base: patchBase,
-                            bytesReceived: bytes))
+                            bytesReceived: bytes, rule: ref.sha256.isEmpty ? .catchUp : .strict))
                 } catch let error as FerryError
                     where ![.offline, .unauthorized, .schemaRetired].contains(error.code)
                 {
                     logger.warning(
                         "the patch cannot be used; taking the full download",
                         metadata: ["from": "\(ref.from)", "to": "\(ref.to)", "error": "\(error.message)"])
+                    patchFailure.withLock { $0 = error.message }
+                }
+            }
+            // After a patch failed in this check, the whole file: never the same patch bytes again.
+            if startsFromCheckpoints, patchFailure.withLock({ $0 }) == nil,
+                let (checkpoint, ref) = Self.chooseCheckpoint(manifest, accepted: acceptedSchemaVersions)
+            {
+                do {
+                    if let outcome = try await downloadFromCheckpoint(
+                        checkpoint, patch: ref, manifest: manifest, progress: progress)
+                    {
+                        return outcome
+                    }
+                } catch let error as FerryError
+                    where ![.offline, .unauthorized, .schemaRetired].contains(error.code)
+                {
+                    logger.warning(
+                        "the checkpoint and its patch cannot be used; taking the full download",
+                        metadata: ["checkpoint": "\(checkpoint.version)", "error": "\(error.message)"])
                     patchFailure.withLock { $0 = error.message }
                 }
             }

@@ -36,7 +36,7 @@ extension Publisher {
         let version = try version ?? store.nextVersion(dataset: dataset)
         let tmp = store.temporaryDirectory(dataset: dataset)
         try DurableFile.makeDirectory(tmp)
-        let createdAt = Timestamp.format(Date())
+        let createdAt = Timestamp.format(configuration.clock())
 
         let main = try ExportSession(
             template: template, databaseURL: configuration.databaseURL, joining: snapshotID)
@@ -62,7 +62,8 @@ extension Publisher {
             if configuration.incremental, let comparable {
                 bases[entry.scope] = incrementalBase(entry.current, in: comparable, store: store)
             }
-            if checkpointReason(before: entry, schemaVersion: template.schemaVersion, now: Date()) == nil {
+            if checkpointReason(before: entry, schemaVersion: template.schemaVersion, now: configuration.clock()) == nil
+            {
                 stepCandidates.insert(entry.scope)
             }
         }
@@ -108,14 +109,17 @@ extension Publisher {
         createdAt: String, gzipLevel: Int, store: FileSnapshotStore, phases: inout PublishPhases
     ) throws -> StoredScopes {
         let dataset = template.dataset
-        let now = Date()
+        let now = configuration.clock()
         var stored = StoredScopes()
         var storedByDigest: [String: FileSnapshotStore.StoredObject] = [:]
         for export in exports {
             let before = comparable?.entry(for: export.scope)
             if let before, before.current.dataDigest == export.result.dataDigest {
                 try discard(export)
-                stored.entries.append(scopeEntry(scope: export.scope, before: before, adding: nil, now: now))
+                stored.entries.append(
+                    compacted(
+                        scopeEntry(scope: export.scope, before: before, adding: nil, now: now), dataset: dataset,
+                        store: store, now: now))
                 stored.unchangedScopes.insert(export.scope)
                 continue
             }
@@ -136,7 +140,10 @@ extension Publisher {
                         from: patchBases(before: before, adding: record, now: now), in: comparable, store: store,
                         diff: stepped.changeset, step: record.step)
                 }
-                stored.entries.append(scopeEntry(scope: export.scope, before: before, adding: record, now: now))
+                stored.entries.append(
+                    compacted(
+                        scopeEntry(scope: export.scope, before: before, adding: record, now: now), dataset: dataset,
+                        store: store, now: now))
                 continue
             }
             let object: FileSnapshotStore.StoredObject
@@ -174,7 +181,10 @@ extension Publisher {
                 // The patch from the previous version is this checkpoint's step: the history goes on through it.
                 record.step = record.published.patch(from: before.current.version)
             }
-            stored.entries.append(scopeEntry(scope: export.scope, before: before, adding: record, now: now))
+            stored.entries.append(
+                compacted(
+                    scopeEntry(scope: export.scope, before: before, adding: record, now: now), dataset: dataset,
+                    store: store, now: now))
         }
         return stored
     }
@@ -270,6 +280,9 @@ extension Publisher {
                     changeset = diff
                 } else if let hop = previousCurrent.published.patch(from: from) {
                     changeset = try Changeset.combine([store.loadPatch(dataset: dataset, hop), diff])
+                } else if let steps = Self.steps(after: from, in: before) {
+                    // No stored patch leads from `from` to the previous version: its steps do.
+                    changeset = try Changeset.combine(steps.map { try store.loadPatch(dataset: dataset, $0) } + [diff])
                 } else {
                     continue
                 }
@@ -287,6 +300,15 @@ extension Publisher {
                 metadata: ["dataset": "\(dataset)", "version": "\(record.version)", "error": "\(error)"])
             return nil
         }
+    }
+
+    /// The steps that lead from version `from` to `entry`'s current version, oldest first; nil where one is missing.
+    static func steps(after from: Int, in entry: ScopeEntry) -> [PatchRef]? {
+        let chain = entry.chain
+        guard let start = chain.firstIndex(where: { $0.version == from }) else { return nil }
+        let steps = chain[(start + 1)...].map(\.step)
+        guard steps.allSatisfy({ $0 != nil }) else { return nil }
+        return steps.compactMap { $0 }
     }
 
     /// Exports every scope into `tmp`, `configuration.parallelism` at a time; the first error stops the rest.

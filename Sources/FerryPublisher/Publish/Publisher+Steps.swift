@@ -162,12 +162,32 @@ extension Publisher {
         return IncrementalBase(version: current.version, snapshot: snapshot, rowIndex: rowIndex, contentDigest: digest)
     }
 
-    /// The versions the new version `record` gets patches from: up to ``patchBases`` of those the scope retains
-    /// after this publish.
+    /// The versions the new version `record` gets patches from. Without a patch horizon: up to ``patchBases`` of
+    /// those the scope retains after this publish. With one: the previous version (the step) and, for a version
+    /// stored as a step, the newest checkpoint, whose patch lets a new device start from that checkpoint's file
+    /// instead of asking a server to build the current one (docs/delta.md, "What a server does per version").
     func patchBases(before: ScopeEntry, adding record: VersionRecord, now: Date) -> [VersionRecord] {
-        let bases = configuration.patchHorizon > .zero ? 1 : Self.patchBases
-        return Array(
-            scopeEntry(scope: before.scope, before: before, adding: record, now: now).retained.dropLast().suffix(bases))
+        let retained = scopeEntry(scope: before.scope, before: before, adding: record, now: now).retained.dropLast()
+        guard configuration.patchHorizon > .zero else { return Array(retained.suffix(Self.patchBases)) }
+        guard let previous = retained.last else { return [] }
+        guard !record.isCheckpoint, let checkpoint = retained.last(where: \.isCheckpoint),
+            checkpoint.version != previous.version
+        else { return [previous] }
+        return [checkpoint, previous]
+    }
+
+    /// `entry` with its chain thinned by ``Configuration/tiers`` (``FileSnapshotStore/compact(_:dataset:tiers:now:)``).
+    /// A failure is logged and the entry kept as it is: the next publish tries again, and nothing was lost.
+    func compacted(_ entry: ScopeEntry, dataset: String, store: FileSnapshotStore, now: Date) -> ScopeEntry {
+        guard configuration.patchHorizon > .zero else { return entry }
+        do {
+            return try store.compact(entry, dataset: dataset, tiers: configuration.tiers, now: now)
+        } catch {
+            var metadata: Logger.Metadata = ["dataset": "\(dataset)", "error": "\(error)"]
+            if let scope = entry.scope { metadata["scope"] = "\(scope)" }
+            logger.warning("cannot thin the history this time; keeping every version", metadata: metadata)
+            return entry
+        }
     }
 
     /// The scope's entry after this publish: `before`'s versions plus `record` (when the scope has a new version),

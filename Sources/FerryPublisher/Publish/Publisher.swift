@@ -74,6 +74,11 @@ public struct Publisher: Sendable {
         /// Where the publisher keeps each scope's current file and the file it builds the next version from:
         /// `DIRECTORY/DATASET/`. Default `STORE/.ferry-work`.
         public var workDirectory: URL?
+        /// How each scope's chain of versions is thinned as it ages (docs/delta.md, "A bounded history").
+        public var tiers = HistoryTiers()
+        /// The time a publish stamps its version with and ages the history by. Default: the system clock; a
+        /// benchmark or test simulates months of publishes with its own.
+        public var clock: @Sendable () -> Date = { Date() }
 
         public init(
             templatePath: String, databaseURL: String, store: URL, keep: Int = 5, waitForLock: Bool = false,

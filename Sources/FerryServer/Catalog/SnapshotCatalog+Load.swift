@@ -33,8 +33,9 @@ extension SnapshotCatalog {
         } else {
             throw FerryError(.store, "the manifest names no version", path: manifestPath, key: "scopes")
         }
-        // Built files no retained version names any more go; a download holding one open keeps reading it.
-        builder(for: name).prune(keeping: Set(manifest.scopes.flatMap(\.retained).map(\.sha256)))
+        // Files built on request that no retained version names any more go, with the catch-up patches to the
+        // previous version; a download holding one open keeps reading it.
+        builds.prune(dataset: name, keeping: Set(manifest.scopes.flatMap(\.retained).map(\.sha256)))
         var state = DatasetState(
             access: access, identity: identity, lastVersion: manifest.lastVersion, createdAt: manifest.createdAt,
             oldestRetainedCreatedAt: manifest.oldestRetainedCreatedAt, objects: files.objects)
@@ -47,10 +48,19 @@ extension SnapshotCatalog {
                     if let step = record.step { steps[step.sha256] = step.size }
                 }
             }
+            var tiers: [String: Int] = [:]
+            var names: [String] = []
+            for entry in manifest.scopes {
+                for (name, points) in HistoryTiers().points(of: entry.chain, now: Date()) {
+                    if tiers[name] == nil { names.append(name) }
+                    tiers[name, default: 0] += points
+                }
+            }
             state.history = StatusReport.History(
                 horizonSeconds: horizon,
                 oldestVersion: manifest.scopes.map(\.catchUpFrom).min() ?? manifest.lastVersion,
-                steps: steps.count, bytes: steps.values.reduce(0, +))
+                steps: steps.count, bytes: steps.values.reduce(0, +),
+                tiers: names.map { StatusReport.Tier(name: $0, points: tiers[$0]!) })
         }
         return state
     }
@@ -62,112 +72,95 @@ extension SnapshotCatalog {
         var patchFiles: [String: OpenFile] = [:]
     }
 
-    /// The builder of dataset `name`'s versions stored as steps.
-    func builder(for name: String) -> VersionBuilder {
-        VersionBuilder(store: store, cache: buildCache.appendingPathComponent(name, isDirectory: true))
-    }
-
-    /// The view of one scope `entry`: its retained versions whose files are there, and their patches. A version
-    /// stored as a step is served in full once built: the current one is built now (an error fails the load, so the
-    /// previous state stays served); an older one only if it was built while it was current.
+    /// The view of one scope `entry`: its checkpoints' files, open, its patches, and its versions stored as steps,
+    /// served as they are asked for: a device takes the newest checkpoint and the patch from it that the publisher
+    /// wrote (the manifest's `checkpoint`), and a client that asks for a step version whole gets it built on request
+    /// (``VersionBuilds``). Loading a version costs reading its manifest and opening its patches, whatever the
+    /// file's size. A current version whose checkpoint's file is missing fails the load, so the previous state stays
+    /// served.
     func openView(of entry: ScopeEntry, in manifest: StoredManifest, files: inout OpenFiles) throws -> SnapshotView {
         let name = manifest.dataset
         var versions: [Int: VersionEntry] = [:]
+        var steps: [Int: VersionBuilds.Request] = [:]
         var patches: [PatchKey: VersionEntry] = [:]
-        var served = entry
-        for (index, stored) in entry.retained.enumerated() {
-            var record = stored
+        for record in entry.retained {
             for patch in record.patches ?? [] {
                 guard let file = try openPatch(patch, dataset: name, files: &files) else { continue }
                 patches[PatchKey(from: patch.from, to: patch.to)] = .patch(
                     dataset: name, patch, to: record, file: file, scoped: manifest.scoped)
             }
-            let object: OpenObject
-            if let known = files.objects[record.sha256] ?? files.previous?.objects[record.sha256] {
-                object = known
-            } else if let paths = try builtFiles(
-                of: record, in: entry, manifest: manifest, build: record.version == entry.current.version),
-                let opened = try openObject(
-                    snapshotPath: paths.snapshot.path, gzipPath: paths.gzip.path, record: record)
-            {
-                object = opened
-            } else {
+            guard record.isCheckpoint else {
+                steps[record.version] = VersionBuilds.Request(
+                    dataset: name, record: record, entry: entry, manifest: manifest, scoped: manifest.scoped)
                 continue
             }
+            let paths = store.files(of: record, in: manifest)
+            guard
+                let object = try files.objects[record.sha256] ?? files.previous?.objects[record.sha256]
+                    ?? openObject(snapshotPath: paths.snapshot.path, gzipPath: paths.gzip.path, record: record)
+            else { continue }
             files.objects[record.sha256] = object
-            // The gzip copy of a built version is the server's own: the manifest names its size.
-            if !record.isCheckpoint, let gzip = object.gzip { record.published.gzipSize = gzip.size }
-            served.retained[index] = record
             versions[record.version] = VersionEntry(
                 dataset: name, record: record, snapshot: object.snapshot, gzipFile: object.gzip,
-                gzipSHA256: object.gzipSHA256,
-                scoped: manifest.scoped)
+                gzipSHA256: object.gzipSHA256, scoped: manifest.scoped)
         }
-        guard let latest = versions[entry.current.version] else {
+        let checkpoint = entry.retained.last(where: \.isCheckpoint)
+        guard versions[entry.current.version] != nil || checkpoint.map({ versions[$0.version] != nil }) == true else {
             throw FerryError(
-                .store, "\(entry.scope.map { "scope '\($0)': " } ?? "")the current snapshot's file is missing",
-                path: store.files(of: entry.current, in: manifest).snapshot.path)
+                .store,
+                "\(entry.scope.map { "scope '\($0)': " } ?? "")the file of the checkpoint the current version builds from is missing",
+                path: store.files(of: checkpoint ?? entry.current, in: manifest).snapshot.path)
         }
-        // The manifest lists the versions served in full, with the sizes of the built ones' gzip copies.
-        var manifestOut = served.manifest(dataset: name)
-        manifestOut.versions = manifestOut.versions.filter { versions[$0] != nil }
+        var manifestOut = entry.manifest(dataset: name)
+        manifestOut.versions = manifestOut.versions.filter { versions[$0] != nil || steps[$0] != nil }
+        // A new device takes the checkpoint's gzip copy and the publisher's patch from it to the current version:
+        // the manifest names the checkpoint, and as the current version's gzipSize what that start downloads.
+        if let checkpoint, checkpoint.version != entry.current.version {
+            guard let start = patches[PatchKey(from: checkpoint.version, to: entry.current.version)],
+                patches[PatchKey(from: entry.current.step?.from ?? 0, to: entry.current.version)] != nil
+            else {
+                throw FerryError(
+                    .store,
+                    "\(entry.scope.map { "scope '\($0)': " } ?? "")version \(entry.current.version)'s step or its patch from checkpoint \(checkpoint.version) is missing or damaged",
+                    path: store.manifestURL(dataset: name).path)
+            }
+            var published = checkpoint.published
+            published.patches = nil
+            manifestOut.checkpoint = published
+            manifestOut.current.gzipSize = checkpoint.gzipSize + start.identity.size
+        }
         // With a patch horizon, a device on any version the steps lead on from gets one patch (CatchUp).
         var catchUp: CatchUp?
-        if (manifest.patchHorizon ?? 0) > 0, entry.catchUpFrom < entry.current.version {
+        if (manifest.patchHorizon ?? 0) > 0, entry.catchUpFrom < entry.current.version, let checkpoint {
             manifestOut.catchUpFrom = entry.catchUpFrom
             catchUp = CatchUp(
-                dataset: name, from: entry.catchUpFrom, chain: entry.chain, builder: builder(for: name),
-                scoped: manifest.scoped, limit: latest.gzip?.size ?? latest.identity.size, logger: logger)
+                dataset: name, from: entry.catchUpFrom, chain: entry.chain, builds: builds, scoped: manifest.scoped,
+                limit: checkpoint.gzipSize > 0 ? checkpoint.gzipSize : checkpoint.size, logger: logger)
         }
         return try SnapshotView(
-            manifest: manifestOut, scoped: manifest.scoped, latest: latest, versions: versions, patches: patches,
-            catchUp: catchUp)
+            manifest: manifestOut, scoped: manifest.scoped, versions: versions, steps: steps, builds: builds,
+            patches: patches, catchUp: catchUp)
     }
 
-    /// The files of `record`: a checkpoint's in the store; a step's built in the cache, with a gzip copy made beside
-    /// it (now when `build`, else only when built before). Nil when not built and not to be built now.
-    func builtFiles(of record: VersionRecord, in entry: ScopeEntry, manifest: StoredManifest, build: Bool) throws
-        -> SnapshotFiles?
-    {
-        if record.isCheckpoint { return store.files(of: record, in: manifest) }
-        let builder = builder(for: manifest.dataset)
-        let built = builder.builtURL(sha256: record.sha256)
-        let gzip = built.appendingPathExtension("gz")
-        if FileManager.default.fileExists(atPath: gzip.path) { return SnapshotFiles(snapshot: built, gzip: gzip) }
-        guard build else { return nil }
-        let started = ContinuousClock.now
-        let file = try builder.file(of: record, in: entry, manifest: manifest)
-        let scratch = builder.cache.appendingPathComponent("tmp/\(record.sha256)-\(UUID().uuidString).gz")
-        do {
-            _ = try Gzip.compressAndHashParallel(from: file, to: scratch, encoding: gzipEncoding)
-            try DurableFile.rename(scratch, to: gzip)
-        } catch {
-            try? FileManager.default.removeItem(at: scratch)  // scratch of this call; the error says what failed
-            throw error
-        }
-        logger.info(
-            "built a version stored as a step",
-            metadata: [
-                "dataset": "\(manifest.dataset)", "version": "\(record.version)",
-                "seconds": "\((ContinuousClock.now - started).inSeconds)",
-            ])
-        return SnapshotFiles(snapshot: file, gzip: gzip)
-    }
-
-    /// A patch's file, checked against its size; nil (and a warning) when it is missing.
+    /// A patch's file, checked against its size and, when first opened, its SHA-256 (a patch is small beside the
+    /// files it saves); nil and a warning when it is missing or damaged: such a patch is never served.
     func openPatch(_ patch: PatchRef, dataset name: String, files: inout OpenFiles) throws -> OpenFile? {
         let path = store.patchURL(dataset: name, sha256: patch.sha256).path
-        guard
-            let file = try files.patchFiles[patch.sha256] ?? files.previous?.patchFiles[patch.sha256]
-                ?? OpenFile.open(path: path)
-        else {
+        if let known = files.patchFiles[patch.sha256] ?? files.previous?.patchFiles[patch.sha256] {
+            files.patchFiles[patch.sha256] = known
+            return known
+        }
+        guard let file = try OpenFile.open(path: path) else {
             logger.warning(
                 "a patch named by the manifest is missing; devices take the full download",
                 metadata: ["path": .string(path)])
             return nil
         }
-        guard file.size == patch.size else {
-            throw FerryError(.store, "patch is \(file.size) bytes but its record says \(patch.size)", path: path)
+        guard file.size == patch.size, try file.sha256Hex() == patch.sha256 else {
+            logger.error(
+                "a patch named by the manifest does not match its size and SHA-256; it is not served",
+                metadata: ["path": .string(path), "size": "\(file.size)", "recorded": "\(patch.size)"])
+            return nil
         }
         files.patchFiles[patch.sha256] = file
         return file
@@ -181,8 +174,7 @@ extension SnapshotCatalog {
                 .store, "snapshot is \(snapshot.size) bytes but its record says \(record.size)", path: path)
         }
         if let file = try OpenFile.open(path: gzipPath) {
-            // A built version's gzip copy is the server's own, and its record carries no size for it.
-            if file.size == record.gzipSize || !record.isCheckpoint {
+            if file.size == record.gzipSize {
                 return OpenObject(snapshot: snapshot, gzip: file, gzipSHA256: try file.sha256Hex())
             }
             logger.warning("gzip copy has the wrong size; serving identity only", metadata: ["path": .string(gzipPath)])

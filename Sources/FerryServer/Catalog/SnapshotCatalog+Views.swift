@@ -14,19 +14,22 @@ extension SnapshotCatalog {
         /// and on a 304 (ETag, Cache-Control).
         let manifestHeaders: HTTPFields
         let manifestNotModified: HTTPFields
-        let latest: VersionEntry
+        /// The versions served from files of the store (the checkpoints), by number.
         let versions: [Int: VersionEntry]
+        /// The versions stored as steps, built whole only when a client asks for one whole (``VersionBuilds``).
+        let steps: [Int: VersionBuilds.Request]
+        let builds: VersionBuilds
         /// The patches to the retained versions, by their URL's versions.
         let patches: [PatchKey: VersionEntry]
         /// Every representation this view may read, by its content-addressed name (`/objects/{object}`): each
-        /// retained version's SQLite file and gzip copy, and each patch.
+        /// checkpoint's SQLite file and gzip copy, and each patch.
         let objects: [ObjectName: VersionEntry.Representation]
         /// The catch-up patches this view makes on request (nil without a patch horizon).
         let catchUp: CatchUp?
 
         init(
-            manifest: Manifest, scoped: Bool, latest: VersionEntry, versions: [Int: VersionEntry],
-            patches: [PatchKey: VersionEntry], catchUp: CatchUp? = nil
+            manifest: Manifest, scoped: Bool, versions: [Int: VersionEntry], steps: [Int: VersionBuilds.Request] = [:],
+            builds: VersionBuilds, patches: [PatchKey: VersionEntry], catchUp: CatchUp? = nil
         ) throws {
             self.manifest = manifest
             self.catchUp = catchUp
@@ -37,8 +40,9 @@ extension SnapshotCatalog {
             headers[.cacheControl] = scoped ? CachePolicy.scopedLatest : CachePolicy.latest
             manifestHeaders = headers
             manifestNotModified = VersionEntry.Representation.notModified(headers)
-            self.latest = latest
             self.versions = versions
+            self.steps = steps
+            self.builds = builds
             self.patches = patches
             var index: [ObjectName: VersionEntry.Representation] = [:]
             for entry in versions.values {
@@ -48,19 +52,40 @@ extension SnapshotCatalog {
             objects = index
         }
 
+        /// Version `number` ready to serve whole: a checkpoint, or a step version built on request already.
+        func version(_ number: Int) -> VersionEntry? {
+            versions[number] ?? steps[number].flatMap { builds.ready($0) }
+        }
+
+        /// The current version ready to serve whole (nil while a step version is not built).
+        var latest: VersionEntry? { version(manifest.version) }
+
         /// Patch `key`: a stored one, or a catch-up patch already made.
         func patch(_ key: PatchKey) -> VersionEntry? { patches[key] ?? catchUp?.ready(key) }
 
-        /// The representation named `object`: a retained version's file, a stored patch, or a catch-up patch made.
+        /// The representation named `object`: a checkpoint's file, a stored patch, a catch-up patch made, or a step
+        /// version's file built on request.
         func object(_ object: ObjectName) -> VersionEntry.Representation? {
             objects[object] ?? catchUp?.representation(object)
+                ?? builds.representation(object, dataset: manifest.dataset)
         }
 
-        /// Makes catch-up patch `key` when this view covers it and has neither it nor a stored one (the caller then
-        /// reads it with ``patch(_:)``).
-        func prepare(_ target: ReadTarget) async {
-            guard case .patch(let key) = target, patches[key] == nil, let catchUp, catchUp.covers(key) else { return }
-            _ = await catchUp.build(key)
+        /// Makes what `target` names when this view serves it on request: a step version's whole file
+        /// (``VersionBuilds``), or a catch-up patch this view covers when it has no stored one. The caller then reads
+        /// it with ``version(_:)`` or ``patch(_:)``. Throws `503` when the lane is full.
+        func prepare(_ target: ReadTarget) async throws {
+            switch target {
+            case .snapshot, .version:
+                let number: Int
+                if case .version(let asked) = target { number = asked } else { number = manifest.version }
+                guard versions[number] == nil, let request = steps[number] else { return }
+                _ = try await builds.entry(for: request)
+            case .patch(let key):
+                guard patches[key] == nil, let catchUp, catchUp.covers(key) else { return }
+                _ = try await catchUp.build(key)
+            case .manifest, .object:
+                return
+            }
         }
 
         /// The manifest's 304 fields when `If-None-Match` is `*` or names the latest snapshot's checksum; nil

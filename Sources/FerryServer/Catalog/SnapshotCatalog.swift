@@ -34,13 +34,11 @@ public final class SnapshotCatalog: Service, Sendable {
     }
 
     let store: any SnapshotStore
-    /// Where versions stored as steps are built before they are served: `DIRECTORY/DATASET/<sha256>.sqlite[.gz]`
-    /// (``VersionBuilder``).
-    let buildCache: URL
-    /// The build cache is this catalog's own temp directory, removed with it.
-    private let ownsBuildCache: Bool
-    /// How the gzip copy of a built version is deflated: zlib's fastest level, over every core.
-    let gzipEncoding = Gzip.ChunkEncoding.zlib(level: 1)
+    /// The lane of the whole-file builds and catch-up merges made on request (``BuildLane``).
+    let lane: BuildLane
+    /// Versions stored as steps, built whole only when a client asks for one whole (``VersionBuilds``), into the
+    /// build cache (``BuildCache``: `DIRECTORY/DATASET/`), where catch-up patches are made too.
+    let builds: VersionBuilds
     let pollInterval: Duration
     let logger: Logger
     let metrics: ServerMetrics?
@@ -53,30 +51,30 @@ public final class SnapshotCatalog: Service, Sendable {
     private let refreshing = NSLock()
 
     /// Creates an empty catalog; call ``refresh()`` once before serving, then run it as a service.
-    /// `buildCache`: where versions stored as steps are built (default: a new directory in the system's temp
-    /// directory).
-    public convenience init(store: any SnapshotStore, pollInterval: Duration, logger: Logger, buildCache: URL? = nil) {
-        self.init(store: store, pollInterval: pollInterval, logger: logger, metrics: nil, buildCache: buildCache)
+    /// `buildCache`: where files made on request go (default: `STORE/.ferry-cache` for a store directory),
+    /// `cacheLimit` the bytes it keeps at most.
+    public convenience init(
+        store: any SnapshotStore, pollInterval: Duration, logger: Logger, buildCache: URL? = nil,
+        cacheLimit: Int64 = BuildSettings().cacheLimit
+    ) {
+        var settings = BuildSettings()
+        settings.directory = buildCache
+        settings.cacheLimit = cacheLimit
+        self.init(store: store, pollInterval: pollInterval, logger: logger, metrics: nil, builds: settings)
     }
 
     init(
         store: any SnapshotStore, pollInterval: Duration, logger: Logger, metrics: ServerMetrics?,
-        buildCache: URL? = nil
+        builds settings: BuildSettings
     ) {
         self.store = store
-        ownsBuildCache = buildCache == nil
-        self.buildCache =
-            buildCache
-            ?? FileManager.default.temporaryDirectory.appendingPathComponent(
-                "ferry-built-\(UUID().uuidString)", isDirectory: true)
+        lane = BuildLane(slots: settings.slots, maxWaiting: settings.maxWaiting)
+        builds = VersionBuilds(
+            store: store, lane: lane,
+            cache: BuildCache(root: settings.cacheDirectory(for: store), limit: settings.cacheLimit), logger: logger)
         self.pollInterval = pollInterval
         self.logger = logger
         self.metrics = metrics
-    }
-
-    deinit {
-        // A temp directory of this catalog's own: files still open stay readable, and the OS cleans what is left.
-        if ownsBuildCache { try? FileManager.default.removeItem(at: buildCache) }
     }
 
     /// The dataset's current state, or nil when it has no (loadable) manifest.
@@ -281,13 +279,22 @@ extension SnapshotCatalog {
             case .everyone(let view): views = [view]
             case .scoped(let byScope): views = byScope.keys.sorted().map { byScope[$0]! }
             }
+            let usage = builds.cache.usage(dataset: name)
+            let lane = lane.counts(dataset: name)
+            let built = StatusReport.Builds(
+                cacheBytes: usage.bytes, cacheLimit: usage.limit, files: usage.files, hits: usage.hits,
+                misses: usage.misses, hitRate: usage.hitRate, buildsRunning: lane[.build]?.running ?? 0,
+                buildsWaiting: lane[.build]?.waiting ?? 0, mergesRunning: lane[.merge]?.running ?? 0,
+                mergesWaiting: lane[.merge]?.waiting ?? 0)
             return CatalogStatus.Dataset(
                 name: name, scoped: dataset.isScoped, retired: dataset.retiredAt != nil, devices: devices[name] ?? 0,
                 views: views.map {
                     .init(
                         manifest: $0.manifest,
-                        retained: $0.versions.values.map(\.record).sorted { $0.version < $1.version })
-                }, history: dataset.history)
+                        retained: ($0.versions.values.map(\.record) + $0.steps.values.map(\.record)).sorted {
+                            $0.version < $1.version
+                        })
+                }, history: dataset.history, builds: built)
         }
         return CatalogStatus(
             datasets: datasets, lastPoll: current.lastPoll, unreadableManifests: current.failed.keys.sorted())

@@ -98,7 +98,8 @@ struct ReadAnswer: Sendable {
             fields[.contentLength] = String(view.manifestBody.readableBytes)
             return ReadAnswer(status: .ok, fields: fields, body: method == .head ? .none : .bytes(view.manifestBody))
         case .snapshot:
-            return try decide(view.latest, latest: true, method: method, headers: headers, checksum: checksum)
+            let entry = try Self.entry(.snapshot, in: view, dataset: dataset)
+            return try decide(entry, latest: true, method: method, headers: headers, checksum: checksum)
         case .version, .patch:
             let entry = try Self.entry(target, in: view, dataset: dataset)
             return try decide(entry, latest: false, method: method, headers: headers, checksum: checksum)
@@ -132,14 +133,13 @@ struct ReadAnswer: Sendable {
     {
         switch target {
         case .version(let number):
-            guard let entry = view.versions[number] else {
-                let retained = view.versions.keys.sorted().map(String.init).joined(separator: ", ")
-                throw ServerError(
-                    .notFound, code: .notFound,
-                    "version \(number) of dataset '\(dataset)' is not retained (retained: \(retained)); fetch the latest snapshot"
-                )
-            }
-            return entry
+            if let entry = view.version(number) { return entry }
+            if view.steps[number] != nil { throw notBuilt(number, dataset: dataset) }
+            let retained = view.manifest.versions.map(String.init).joined(separator: ", ")
+            throw ServerError(
+                .notFound, code: .notFound,
+                "version \(number) of dataset '\(dataset)' is not retained (retained: \(retained)); fetch the latest snapshot"
+            )
         case .patch(let key):
             guard let entry = view.patch(key) else {
                 let available = view.patches.keys.filter { $0.to == view.manifest.version }.map(\.from).sorted().map(
@@ -152,10 +152,19 @@ struct ReadAnswer: Sendable {
             }
             return entry
         case .snapshot:
-            return view.latest
+            guard let entry = view.latest else { throw notBuilt(view.manifest.version, dataset: dataset) }
+            return entry
         case .manifest, .object:
             preconditionFailure("\(target) names no version entry")
         }
+    }
+
+    /// A step version asked for whole that is not built: only the route builds one (``SnapshotCatalog/SnapshotView/prepare(_:)``), so
+    /// the channel's fast path leaves such a request to it.
+    private static func notBuilt(_ version: Int, dataset: String) -> ServerError {
+        ServerError(
+            .serviceUnavailable, code: "unavailable",
+            "version \(version) of dataset '\(dataset)' is being built whole; retry, or update by patch")
     }
 
     /// A snapshot, version or patch URL (`latest`: the snapshot URL's `Cache-Control`).

@@ -51,7 +51,7 @@ struct SnapshotResponder: Sendable {
         let name = try Self.datasetName(context)
         let target = try patch ? Self.patchTarget(context) : Self.versionTarget(context)
         let (view, _, dataset) = try await access.view(request, dataset: name)
-        await view.prepare(target)
+        try await view.prepare(target)
         return try ReadAnswer.entry(target, in: view, dataset: dataset)
     }
 
@@ -64,7 +64,7 @@ struct SnapshotResponder: Sendable {
         let name = try Self.datasetName(context)
         let target = try parse()
         let (view, _, dataset) = try await access.view(request, dataset: name)
-        await view.prepare(target)
+        try await view.prepare(target)
         let checksum = target.readsChecksum ? request.uri.queryParameters["checksum"].map { String($0) } : nil
         return response(
             try ReadAnswer.decide(

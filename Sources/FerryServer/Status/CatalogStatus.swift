@@ -23,6 +23,8 @@ struct CatalogStatus: Sendable {
         let views: [View]
         /// The patch history (docs/delta.md, "Catching up"); nil without a patch horizon.
         var history: StatusReport.History?
+        /// What the server made on request for the dataset (``BuildCache``, ``BuildLane``).
+        var builds: StatusReport.Builds?
     }
 
     /// Sorted by name.

@@ -176,6 +176,23 @@ enum StatusPage {
             html += item(
                 "History", field("\(path).history.bytes", history.bytes, StatusFormat.bytes(history.bytes)),
                 note: field("\(path).history.steps", history.steps, "\(StatusFormat.count(history.steps)) steps"))
+            if !history.tiers.isEmpty {
+                let tiers = history.tiers.enumerated().map { index, tier in
+                    field("\(path).history.tiers.\(index).points", tier.points, "\(tier.points) \(tier.name)")
+                }
+                html += item("Tiers", tiers.joined(separator: " · "))
+            }
+        }
+        if let builds = dataset.builds {
+            html += item(
+                "Build cache",
+                field("\(path).builds.cacheBytes", builds.cacheBytes, StatusFormat.bytes(builds.cacheBytes)),
+                note: field("\(path).builds.hits", builds.hits, "\(StatusFormat.count(builds.hits)) hits") + ", "
+                    + field("\(path).builds.misses", builds.misses, "\(StatusFormat.count(builds.misses)) misses"))
+            html += item(
+                "Merges",
+                field("\(path).builds.mergesRunning", builds.mergesRunning, "\(builds.mergesRunning) running"),
+                note: field("\(path).builds.mergesWaiting", builds.mergesWaiting, "\(builds.mergesWaiting) waiting"))
         }
         if let attachments = dataset.attachments {
             html += item(

@@ -42,6 +42,24 @@ struct StatusReport: Codable, Sendable, Equatable {
         var history: History?
         /// The attachments the dataset holds (its schema lines share them); nil when it holds none.
         var attachments: Attachments?
+        /// The files this server made on request for the dataset, and the builds and merges under way.
+        var builds: Builds?
+    }
+
+    /// What a server made on request (docs/delta.md, "What a server does per version"): the build cache's bytes
+    /// and files for the dataset, how often a request found its file made (`hitRate`, nil before any request), and
+    /// the whole-file builds and catch-up merges running and waiting on the build lane.
+    struct Builds: Codable, Sendable, Equatable {
+        var cacheBytes: Int64
+        var cacheLimit: Int64
+        var files: Int
+        var hits: Int
+        var misses: Int
+        var hitRate: Double?
+        var buildsRunning: Int
+        var buildsWaiting: Int
+        var mergesRunning: Int
+        var mergesWaiting: Int
     }
 
     /// A dataset's attachments: how many the store holds, and their bytes.
@@ -57,6 +75,15 @@ struct StatusReport: Codable, Sendable, Equatable {
         var oldestVersion: Int
         var steps: Int
         var bytes: Int64
+        /// The history's points per tier, newest tier first (`every`, `5m`, `1h`, `1d`; docs/delta.md, "A bounded
+        /// history"), over every scope.
+        var tiers: [Tier] = []
+    }
+
+    /// One tier of the history: its name and how many versions it keeps.
+    struct Tier: Codable, Sendable, Equatable {
+        var name: String
+        var points: Int
     }
 
     struct Version: Codable, Sendable, Equatable {
@@ -258,7 +285,8 @@ extension StatusReport {
             ageSeconds: ageSeconds,
             size: currents.reduce(0) { $0 + $1.size }, gzipSize: currents.reduce(0) { $0 + $1.gzipSize },
             tables: tables,
-            rows: rows(tables), retained: retained(dataset.views), scopes: scopes, history: dataset.history)
+            rows: rows(tables), retained: retained(dataset.views), scopes: scopes, history: dataset.history,
+            builds: dataset.builds)
     }
 
     /// The dataset as of each retained version number: per view, its newest record at or before that number.

@@ -320,7 +320,10 @@ struct StatusBrowserTests {
         func integer(_ word: String) -> Int64? { Int64(word.replacingOccurrences(of: "\u{202F}", with: "")) }
         if let read = integer(text) { return read == number }
         if text.hasPrefix("v"), let read = Int64(text.dropFirst()) { return read == number }
-        if words.count == 2, ["rows", "current", "steps"].contains(words[1]), let read = integer(words[0]) {
+        if words.count == 2,
+            ["rows", "current", "steps", "hits", "misses", "running", "waiting", "every", "5m", "1h", "1d"].contains(
+                words[1]), let read = integer(words[0])
+        {
             return read == number
         }
         if path.hasSuffix("ageSeconds") || path.hasSuffix("horizonSeconds") {
