@@ -77,4 +77,54 @@ import Testing
             }
         }
     }
+
+    @Test("50 devices at 50 distinct versions ask for their catch-up patch at once: every merge is made, one at a time")
+    func stormOfDistinctVersions() async throws {
+        try await CatchUpTests().withWorld { world in
+            for round in 1...50 {
+                try CatchUpTests.changeTheSameRows(world, round: round)
+                try await Self.publish(world, at: Date().addingTimeInterval(Double(round)))
+            }
+            try await Self.waitServed(world, 51)
+            let statuses = try await withThrowingTaskGroup(of: (Int, String).self) { group in
+                for from in 1...50 {
+                    group.addTask {
+                        let (status, body) = try await CheckpointServingTests.get(
+                            world.server, "v1/datasets/trips/patches/\(from)-51")
+                        return (status, status == 200 ? CheckpointServingTests.sha256(body) : "")
+                    }
+                }
+                return try await group.reduce(into: [:]) { $0[$1.0, default: 0] += 1 }
+            }
+            #expect(statuses == [200: 50], "\(statuses)")
+        }
+    }
+
+    @Test("a damaged step in the history is never served: the catch-up over it fails, and the device takes the full download")
+    func damagedHistoryStep() async throws {
+        try await CatchUpTests().withWorld { world in
+            let device = try await world.client("device")
+            for round in 1...7 {
+                if round == 2 {
+                    _ = try await device.checkForUpdates()
+                    _ = try await device.applyPendingUpdate()
+                }
+                try CatchUpTests.changeTheSameRows(world, round: round)
+                try await world.publish(everyVersionInFull: round == 5)
+            }
+            // Version 3's step, before the newest checkpoint: flip one byte of its object.
+            let chain = try world.snapshots.requireManifest("trips").scopes[0].chain
+            let step = try #require(chain.first { $0.version == 3 }?.step)
+            let object = world.snapshots.patchURL(dataset: "trips", sha256: step.sha256)
+            var bytes = try Data(contentsOf: object)
+            bytes[bytes.count / 2] ^= 0xFF
+            try bytes.write(to: object)
+            let served = try await world.manifest()
+            let result = try await device.checkForUpdates()
+            #expect(result.patchFailure != nil)
+            #expect(result.download?.path == .full && result.download?.sha256 == served.sha256)
+            #expect(try await device.applyPendingUpdate().applied)
+            await device.close()
+        }
+    }
 }
