@@ -1,5 +1,6 @@
 import FerryClientNIO
 import FerryCore
+import FerryPostgres
 import FerryPublisher
 import FerryServer
 import FerryStore
@@ -100,7 +101,9 @@ import Testing
         }
     }
 
-    @Test("a damaged step in the history is never served: the catch-up over it fails, and the device takes the full download")
+    @Test(
+        "a damaged step in the history is never served: the catch-up over it fails, and the device takes the full download"
+    )
     func damagedHistoryStep() async throws {
         try await CatchUpTests().withWorld { world in
             let device = try await world.client("device")
@@ -126,5 +129,56 @@ import Testing
             #expect(try await device.applyPendingUpdate().applied)
             await device.close()
         }
+    }
+
+    @Test(
+        "a server serves a new step version of a 400k-row dataset within 1 s of the publish ending, spending under 0.2 s of CPU on it"
+    )
+    func serveLag() async throws {
+        let database = try TestDatabase.trips("serve-lag", rows: 0)
+        try database.connect().execute(
+            """
+            INSERT INTO trips (id, name, passengers, bags, "createdAt", "updatedAt")
+            SELECT 'row-' || lpad(i::text, 7, '0'), 'Trip number ' || i, i % 7, i % 3, '2026-01-01', '2026-01-01'
+            FROM generate_series(1, 400000) AS i
+            """)
+        let directory = try TemporaryDirectory("serve-lag")
+        defer {
+            database.drop()
+            directory.remove()
+        }
+        let template = TestPaths.packageRoot.appendingPathComponent("templates/trips.yml").path
+        let store = directory.appending("store")
+        let publisher = Publisher(
+            configuration: .init(templatePath: template, databaseURL: database.url, store: store), logger: .test)
+        _ = try await publisher.publish()
+        let server = try await ServeProcess(
+            store: store, arguments: ["--cache-dir", directory.appending("cache").path])
+        defer { server.kill9() }
+        #expect(try await ServeProcess.waitForVersion(server.url.absoluteString, "trips", 1))
+        try database.connect().execute(
+            #"UPDATE trips SET passengers = passengers + 1, "updatedAt" = now() WHERE id BETWEEN 'row-0001000' AND 'row-0001039'"#
+        )
+        let version = try await publisher.publish().version
+        let ended = ContinuousClock.now
+        let cpuBefore = try Self.cpuSeconds(of: server.process.processIdentifier)
+        #expect(try await ServeProcess.waitForVersion(server.url.absoluteString, "trips", version))
+        let lag = ContinuousClock.now - ended
+        let cpu = try Self.cpuSeconds(of: server.process.processIdentifier) - cpuBefore
+        let stored = try #require(try FileSnapshotStore(root: store).storedManifest(for: "trips")?.scopes[0].current)
+        #expect(!stored.isCheckpoint, "version \(version) is stored as a step")
+        #expect(lag < .seconds(1), "served \(lag) after the publish ended")
+        #expect(cpu < 0.2, "the server spent \(cpu) CPU seconds")
+        // Nothing was built: the cache holds no file.
+        #expect(CheckpointServingTests.builtFiles(directory.appending("cache")).isEmpty)
+    }
+
+    /// User and system CPU seconds of process `pid` so far (`/proc/PID/stat`, fields 14 and 15, in clock ticks).
+    static func cpuSeconds(of pid: Int32) throws -> Double {
+        let stat = try String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)
+        // The command name (field 2) may hold spaces: count the fields after its closing parenthesis.
+        let fields = stat[stat.index(after: stat.lastIndex(of: ")")!)...].split(separator: " ")
+        let ticks = Double(fields[11])! + Double(fields[12])!
+        return ticks / Double(sysconf(Int32(_SC_CLK_TCK)))
     }
 }

@@ -11,7 +11,12 @@ import Testing
     /// Counts the jobs running at once.
     final class Gauge: Sendable {
         let state = Locked((now: 0, most: 0))
-        func enter() { state.withLock { $0.now += 1; $0.most = max($0.most, $0.now) } }
+        func enter() {
+            state.withLock {
+                $0.now += 1
+                $0.most = max($0.most, $0.now)
+            }
+        }
         func leave() { state.withLock { $0.now -= 1 } }
     }
 
