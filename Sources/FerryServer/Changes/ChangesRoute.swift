@@ -97,6 +97,7 @@ public struct ChangesRoute: ServerRouteGroup {
                 .serviceUnavailable, code: .database, "the changes could not be applied; retry later (\(error))")
         }
         status?.recordUpload(dataset: dataset, results: results)
+        access.catalog.devices.notePush(headers: request.headers, dataset: dataset, results: results.results)
         var headers = HTTPFields()
         headers[.contentType] = "application/json"
         return Response(
