@@ -117,7 +117,7 @@ struct FleetRoutes: ServerRouteGroup {
 
     static func json(_ value: some Encodable) throws -> Response {
         let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         let data = try encoder.encode(value)
         return Response(
             status: .ok, headers: StatusRoutes.headers(contentType: "application/json"),
