@@ -12,17 +12,11 @@ import Testing
 struct FleetTests {
     @Test("a synced device is listed with its versions, scope and client; a restart keeps it; the page sorts it")
     func restartKeepsTheFleet() async throws {
-        let database = try TestDatabase.create("fleet-restart")
-        let directory = try TemporaryDirectory("fleet-restart")
+        let (database, directory) = try await FleetWorld.prepared("fleet-restart")
         defer {
             database.drop()
             directory.remove()
         }
-        try database.connect().execute(
-            String(
-                contentsOf: TestPaths.packageRoot.appendingPathComponent("templates/campgrounds.pg.sql"),
-                encoding: .utf8))
-        try await FleetWorld(database: database, directory: directory, server: "").publish()
         let device = Locked("")
         try await FleetWorld.serve(database: database, directory: directory) { world in
             device.withLock { $0 = "" }

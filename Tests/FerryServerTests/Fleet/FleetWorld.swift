@@ -37,19 +37,30 @@ struct FleetWorld: Sendable {
         _ label: String, configure: @Sendable (inout ServerConfiguration) -> Void = { _ in },
         _ body: @Sendable @escaping (FleetWorld) async throws -> Void
     ) async throws {
-        let database = try TestDatabase.create(label)
-        let directory = try TemporaryDirectory("fleet-\(label)")
+        let (database, directory) = try await prepared(label)
         defer {
             database.drop()
             directory.remove()
         }
-        try database.connect().execute(
-            String(
-                contentsOf: TestPaths.packageRoot.appendingPathComponent("templates/campgrounds.pg.sql"),
-                encoding: .utf8))
-        let unstarted = FleetWorld(database: database, directory: directory, server: "")
-        try await unstarted.publish()
         try await serve(database: database, directory: directory, configure: configure, body)
+    }
+
+    /// A database with templates/campgrounds.pg.sql and a store with its first version; the caller drops both.
+    static func prepared(_ label: String) async throws -> (TestDatabase, TemporaryDirectory) {
+        let database = try TestDatabase.create(label)
+        let directory = try TemporaryDirectory("fleet-\(label)")
+        do {
+            try database.connect().execute(
+                String(
+                    contentsOf: TestPaths.packageRoot.appendingPathComponent("templates/campgrounds.pg.sql"),
+                    encoding: .utf8))
+            try await FleetWorld(database: database, directory: directory, server: "").publish()
+        } catch {
+            database.drop()
+            directory.remove()
+            throw error
+        }
+        return (database, directory)
     }
 
     /// A server over the world's store and database (a second call is a restart).
