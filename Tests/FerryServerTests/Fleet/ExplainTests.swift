@@ -30,7 +30,7 @@ struct ExplainTests {
     func willArrive() async throws {
         try await FleetWorld.with("explain-arrive") { world in
             let device = try await world.sync("alice")
-            try world.sql(
+            try await world.sql(
                 "UPDATE campgrounds SET price_per_night = 19, updated_at = now() WHERE id = '\(FleetWorld.free)'")
             try await world.publish()
             try await world.waitForVersion(2)
@@ -60,7 +60,7 @@ struct ExplainTests {
         try await FleetWorld.with("explain-deleted") { world in
             // Riverbend (tier 0) without its reviews and photos, so a device may delete it
             let riverbend = "0b5c3a2e-6f1d-4a39-9d8e-1a2b3c4d5e05"
-            try world.sql(
+            try await world.sql(
                 "DELETE FROM reviews WHERE campground_id = '\(riverbend)'; DELETE FROM photos WHERE campground_id = '\(riverbend)'"
             )
             let device = try await world.sync("alice")
@@ -101,7 +101,7 @@ struct ExplainTests {
             ])
             #expect(edit.status == 0, "\(edit.stderr)")
             // The server's row changes after the edit was made: newest-wins keeps the server's
-            try world.sql(
+            try await world.sql(
                 "UPDATE campgrounds SET name = 'Pine Hollow Park', updated_at = now() + interval '1 minute' WHERE id = '\(FleetWorld.free)'"
             )
             let push = try await world.ferry(

@@ -14,7 +14,7 @@ struct FleetPageBrowserTests {
         try await FleetWorld.with("fleet-page") { world in
             let alice = try await world.sync("alice")
             // 999 more devices in the fleet, as a server that saw them would have written them
-            try world.sql(
+            try await world.sql(
                 """
                 INSERT INTO ferry_devices(dataset, device, first_seen, last_seen, held_version, held_how, held_at, scope, client)
                 SELECT 'campgrounds-tiered', 'device-' || lpad(n::text, 4, '0'), now() - interval '3 days',

@@ -59,8 +59,12 @@ struct FleetTests {
         try await fleet.start()
         var most = 0
         for round in 0..<20 {
-            for i in 0..<5_000 { sightings.record(id: "flood-\(round)-\(i)", dataset: "trips") }
-            most = max(most, sightings.pendingCount)
+            // Off the cooperative pool: 5,000 sightings hold a thread for a while, and other tests' servers run there
+            let pending = try await offCooperativePool {
+                for i in 0..<5_000 { sightings.record(id: "flood-\(round)-\(i)", dataset: "trips") }
+                return sightings.pendingCount
+            }
+            most = max(most, pending)
             try await fleet.flush()
         }
         #expect(most <= 5_000)

@@ -102,7 +102,11 @@ struct FleetWorld: Sendable {
         throw FerryError(.network, "the server did not serve version \(version) within 10 s")
     }
 
-    func sql(_ statement: String) throws { try database.connect().execute(statement) }
+    /// Runs `statement` in the world's database (off the cooperative pool: libpq blocks).
+    func sql(_ statement: String) async throws {
+        let database = self.database
+        try await offCooperativePool { try database.connect().execute(statement) }
+    }
 
     func dir(_ name: String) -> String { directory.appending(name).path }
 
