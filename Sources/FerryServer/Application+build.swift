@@ -160,7 +160,11 @@ func buildRouter(
     let table = Locked(RouteTable())
     router.add(
         middleware: ServerMiddleware(
-            metrics: metrics, routes: table, traffic: configuration.statusBoard.traffic, devices: catalog.devices))
+            metrics: metrics, routes: table, traffic: configuration.statusBoard.traffic, devices: catalog.devices,
+            servesDataset: { name in
+                catalog.access(name) != nil || catalog.access(DatasetName.base(of: name) ?? "") != nil
+            }
+        ))
     let routes = ServerRoutes(
         router: router, table: table, configuration: configuration, catalog: catalog, access: access, logger: logger)
     let snapshots = SnapshotResponder(

@@ -44,11 +44,14 @@ extension DeviceSightings {
         self.note(id: headers[.ferryDevice], dataset: dataset, note)
     }
 
-    /// An error the server answered a request under `/v1/datasets/{dataset}/`.
-    func noteError(headers: HTTPFields, path: String, status: HTTPResponse.Status, now: Date = Date()) {
+    /// An error the server answered a request under `/v1/datasets/{dataset}/`, for a dataset it `serves`.
+    func noteError(
+        headers: HTTPFields, path: String, status: HTTPResponse.Status, serves: (String) -> Bool, now: Date = Date()
+    ) {
         guard status.code >= 400, let id = headers[.ferryDevice] else { return }
         let parts = path.split(separator: "/", omittingEmptySubsequences: true)
-        guard parts.count >= 3, parts[0] == "v1", parts[1] == "datasets", DatasetName.isValid(String(parts[2]))
+        guard parts.count >= 3, parts[0] == "v1", parts[1] == "datasets", DatasetName.isValid(String(parts[2])),
+            serves(String(parts[2]))
         else { return }
         var note = DeviceNote(lastSeen: now)
         note.errorStatus = status.code
