@@ -115,6 +115,13 @@ struct ExplainTests {
             #expect(explanation.verdict.code == "edit-rejected")
             #expect(explanation.verdict.text.hasPrefix("the device's edit of "))
             #expect(explanation.verdict.text.hasSuffix(" was rejected: newest-wins"))
+            // And the device's half shows the edit kept among its rejected edits
+            let local = try await world.ferry([
+                "explain", "--dir", world.dir("alice"), "--row", "campgrounds:\(FleetWorld.free)",
+            ])
+            #expect(local.status == 0, "\(local.stderr)")
+            #expect(local.stdout.contains("rejected edits kept: 1"), "\(local.stdout)")
+            #expect(local.stdout.contains("queued edits of it: 0"))
         }
     }
 
