@@ -72,9 +72,11 @@ func buildApplication(
         logger: logger)
     let changes: [any ServerRouteGroup] =
         wiring.mergers.isEmpty ? [] : [ChangesRoute(mergers: wiring.mergers, limits: configuration.changeLimits)]
+    let fleet = try await DeviceFleet.start(configuration, sightings: catalog.devices, logger: logger)
     let attachmentFiles = AttachmentFiles()
     let router = try buildRouter(
-        configuration, catalog: catalog, access: access, metrics: metrics, logger: logger, extraRoutes: changes,
+        configuration, catalog: catalog, access: access, metrics: metrics, logger: logger,
+        extraRoutes: changes + FleetRoutes.groups(configuration, fleet: fleet, catalog: catalog, wiring: wiring),
         attachmentFiles: attachmentFiles)
     let revalidator =
         configuration.channelRevalidation.enabled
@@ -107,6 +109,7 @@ func buildApplication(
     // Hummingbird stops its services after the HTTP server, in reverse order: retention and the catalog first,
     // then the token checks and mergers close their connections.
     app.addServices(wiring.services)
+    if let fleet { app.addServices(fleet) }
     app.addServices(catalog)
     app.addServices(
         AttachmentRetention(
@@ -156,7 +159,12 @@ func buildRouter(
     let router = Router(context: BasicRequestContext.self)
     let table = Locked(RouteTable())
     router.add(
-        middleware: ServerMiddleware(metrics: metrics, routes: table, traffic: configuration.statusBoard.traffic))
+        middleware: ServerMiddleware(
+            metrics: metrics, routes: table, traffic: configuration.statusBoard.traffic, devices: catalog.devices,
+            servesDataset: { name in
+                catalog.access(name) != nil || catalog.access(DatasetName.base(of: name) ?? "") != nil
+            }
+        ))
     let routes = ServerRoutes(
         router: router, table: table, configuration: configuration, catalog: catalog, access: access, logger: logger)
     let snapshots = SnapshotResponder(

@@ -125,6 +125,12 @@ public struct ServerConfiguration: Sendable {
         public var retentionSweepInterval: Duration = .seconds(3_600)
         /// PostgreSQL connections per dataset's merger. Default 2.
         public var mergerConnections: Int = 2
+        /// How long a device unseen is kept in the fleet (`ferry_devices`). Default 90 days (`--device-retention`).
+        public var deviceRetention: Duration = .seconds(90 * 86_400)
+        /// At most this many devices per dataset in the fleet; past it the least recently seen are forgotten.
+        public var deviceLimit: Int = 100_000
+        /// How often the devices seen are written to the fleet. Default 5 s.
+        public var fleetFlushInterval: Duration = .seconds(5)
 
         public init(templatePaths: [URL], databaseURL: String) {
             self.templatePaths = templatePaths

@@ -11,6 +11,8 @@ import ServiceLifecycle
 struct ServerWiring: Sendable {
     var mergers: [String: ChangeMerger] = [:]
     var scopeAuthorities: [String: any ScopeAuthority] = [:]
+    /// The templates, by the dataset (or schema line) they publish: for ``RowExplainer``.
+    var templates: [String: Template] = [:]
     /// What runs with the HTTP server and stops after it has drained: the mergers and token checks.
     var services: [any Service] = []
 
@@ -43,6 +45,7 @@ struct ServerWiring: Sendable {
                         path: template.path)
                 }
                 sources[key] = template.path
+                wiring.templates[key] = template
                 let merger = try await ChangeMerger.start(
                     template: template, databaseURL: settings.databaseURL, connections: settings.mergerConnections,
                     logger: logger)

@@ -30,6 +30,7 @@ extension ServerConfiguration {
         if let database {
             limits["change-retention"] = seconds(database.changeRetention)
             limits["retention-sweep-interval"] = seconds(database.retentionSweepInterval)
+            limits["device-retention"] = seconds(database.deviceRetention)
             limits["merger-connections"] = "\(database.mergerConnections)"
         }
         return limits

@@ -64,6 +64,13 @@ struct ServeLimitsOptions: ParsableArguments {
     var retentionSweepInterval: Duration = .seconds(3_600)
 
     @Option(
+        name: .customLong("device-retention"),
+        help: ArgumentHelp(
+            "How long the fleet (ferry_devices, with --database-url) keeps a device it has not seen, e.g. 90d (the default) or 30d.",
+            valueName: "duration"), transform: Duration.intervalArgument)
+    var deviceRetention: Duration = .seconds(90 * 86_400)
+
+    @Option(
         name: .customLong("merger-connections"),
         help: ArgumentHelp(
             "PostgreSQL connections each dataset's change merger keeps open (1 to 64).", valueName: "count"))
@@ -178,6 +185,7 @@ struct ServeLimitsOptions: ParsableArguments {
         server.builds.cacheLimit = cacheSize
         server.database?.changeRetention = changeRetention
         server.database?.retentionSweepInterval = retentionSweepInterval
+        server.database?.deviceRetention = deviceRetention
         server.database?.mergerConnections = mergerConnections
     }
 }

@@ -8,7 +8,8 @@ struct StatusCommand: AsyncParsableCommand {
         commandName: "status",
         abstract: "Show the client directory's state (initialSyncRequired, upToDate, updatePending) and versions.",
         discussion: """
-            --json prints {"state":…,"version":N|null,"sha256":…,"pendingVersion":N|null,"pendingSha256":…,"outbox":N}. \
+            --json prints {"state":…,"version":N|null,"sha256":…,"pendingVersion":N|null,"pendingSha256":…,"outbox":N,\
+            "device":ID|null}: device is the id it sends as Ferry-Device (for ferry explain --device). \
             Reads only; never applies anything.
             """)
 
@@ -19,6 +20,7 @@ struct StatusCommand: AsyncParsableCommand {
 
     func run() async throws {
         let status = try await FerryClient.status(directory: options.directoryURL, logger: options.logger())
-        print(json ? try JSONLine.render(StatusCommandJSON(status: status)) : status.text)
+        let device = try await FerryClient.storedDeviceID(directory: options.directoryURL)
+        print(json ? try JSONLine.render(StatusCommandJSON(status: status, device: device)) : status.text)
     }
 }

@@ -25,7 +25,7 @@ import Testing
         #expect(result.status == 0)
         #expect(
             result.stdout
-                == #"{"state":"initialSyncRequired","version":null,"sha256":null,"pendingVersion":null,"pendingSha256":null,"outbox":0,"path":null,"patchFrom":null,"patchTo":null,"ownRowsSettled":null}"#
+                == #"{"state":"initialSyncRequired","version":null,"sha256":null,"pendingVersion":null,"pendingSha256":null,"outbox":0,"path":null,"patchFrom":null,"patchTo":null,"ownRowsSettled":null,"device":null}"#
                 + "\n")
 
         try dir.create()
@@ -33,14 +33,14 @@ import Testing
         result = try await runFerry(["status", "--dir", dir.url.path, "--json"])
         #expect(
             result.stdout
-                == #"{"state":"upToDate","version":1,"sha256":"\#(v1.sha256)","pendingVersion":null,"pendingSha256":null,"outbox":0,"path":null,"patchFrom":null,"patchTo":null,"ownRowsSettled":null}"#
+                == #"{"state":"upToDate","version":1,"sha256":"\#(v1.sha256)","pendingVersion":null,"pendingSha256":null,"outbox":0,"path":null,"patchFrom":null,"patchTo":null,"ownRowsSettled":null,"device":null}"#
                 + "\n")
 
         try FileManager.default.copyItem(at: fixtures.snapshotFile(2), to: dir.updated)
         result = try await runFerry(["status", "--dir", dir.url.path, "--json"])
         #expect(
             result.stdout
-                == #"{"state":"updatePending","version":1,"sha256":"\#(v1.sha256)","pendingVersion":2,"pendingSha256":"\#(v2.sha256)","outbox":0,"path":null,"patchFrom":null,"patchTo":null,"ownRowsSettled":null}"#
+                == #"{"state":"updatePending","version":1,"sha256":"\#(v1.sha256)","pendingVersion":2,"pendingSha256":"\#(v2.sha256)","outbox":0,"path":null,"patchFrom":null,"patchTo":null,"ownRowsSettled":null,"device":null}"#
                 + "\n")
         // status never applies anything
         #expect(dir.exists(dir.updated))

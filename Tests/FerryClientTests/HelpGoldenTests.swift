@@ -8,6 +8,7 @@ import Testing
 @Suite struct HelpGoldenTests {
     static let commands = [
         "ferry", "publish", "schedule", "triggers", "serve", "fetch", "watch", "apply", "status", "rollback", "exec",
+        "explain",
         "push", "sync", "attach", "attachment",
     ]
     static let goldens = TestPaths.packageRoot.appendingPathComponent("Tests/Fixtures/help", isDirectory: true)

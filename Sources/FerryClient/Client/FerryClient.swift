@@ -25,6 +25,8 @@ public actor FerryClient {
     public nonisolated let directory: ClientDirectory
     /// The request header that carries ``deviceID()``.
     package static let deviceHeader = "Ferry-Device"
+    /// `Ferry-Client`: the client's name and version, sent beside `Ferry-Device` (the server's fleet keeps it).
+    package static let clientHeader = ("Ferry-Client", "ferry-swift/0.1.0")
     /// ``deviceID()`` once read or made, shared by concurrent first callers (so only one makes it).
     private var deviceIDRead: Task<String, any Error>?
     let logger: Logger

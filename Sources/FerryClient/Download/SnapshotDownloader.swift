@@ -132,7 +132,10 @@ struct SnapshotDownloader: Sendable {
         if let authorization = try await BearerAuthorization.header(from: tokenProvider) {
             headers["Authorization"] = authorization
         }
-        if let deviceID { headers[FerryClient.deviceHeader] = deviceID }
+        if let deviceID {
+            headers[FerryClient.deviceHeader] = deviceID
+            headers[FerryClient.clientHeader.0] = FerryClient.clientHeader.1
+        }
         return headers
     }
 

@@ -196,6 +196,7 @@ public struct DatasetAccess: Sendable {
             return (view, nil, name)
         case .scoped(let views):
             let scope = try await self.scope(of: request, dataset: name)
+            catalog.devices.noteScope(headers: request.headers, dataset: name, scope: scope)
             guard let view = views[scope] else { throw Self.noScopeSnapshot(name) }
             return (view, scope, name)
         }

@@ -49,11 +49,11 @@ public struct ChangesRoute: ServerRouteGroup {
                 .badRequest, code: .badInput,
                 "dataset name '\(dataset.prefix(64))' is invalid: use 1-64 characters from a-z, 0-9, '_' and '-'")
         }
-        access.catalog.devices.record(request.headers, dataset: dataset)
         // A retired schema line takes no edits: 410 with the reason, nothing applied (docs/schema-lines.md).
         do {
             _ = try access.catalog.resolve(dataset, accepted: nil)
         } catch let error as ServerError where error.status == .gone {
+            access.catalog.devices.record(request.headers, dataset: dataset)
             return Self.error(.gone, code: error.code, error.message)
         } catch {
             // Any other answer of the resolution (no line published) is the merger lookup's below.
@@ -63,6 +63,8 @@ public struct ChangesRoute: ServerRouteGroup {
                 .notFound, code: .notFound,
                 "dataset '\(dataset)' accepts no changes (unknown, or no table is writable: true)")
         }
+        // Counted (and noted for the fleet) only for a dataset that takes changes: a made-up name adds nothing.
+        access.catalog.devices.record(request.headers, dataset: dataset)
         // On a scoped dataset the token decides the scope every change is checked against (401 without one).
         let scope = merger.isScoped ? try await access.scope(of: request, dataset: dataset) : nil
         // A body over the limit is answered 413 as soon as that is known (from Content-Length, or after reading
@@ -97,6 +99,7 @@ public struct ChangesRoute: ServerRouteGroup {
                 .serviceUnavailable, code: .database, "the changes could not be applied; retry later (\(error))")
         }
         status?.recordUpload(dataset: dataset, results: results)
+        access.catalog.devices.notePush(headers: request.headers, dataset: dataset, results: results.results)
         var headers = HTTPFields()
         headers[.contentType] = "application/json"
         return Response(

@@ -172,6 +172,8 @@ struct ChannelRevalidator: Sendable {
                 target, in: view, dataset: dataset, method: .get, headers: headers, checksum: nil),
             decided.status == .ok, case .file(let selected, start: 0, let end) = decided.body, end == selected.size - 1
         else { return nil }
+        access.catalog.devices.noteRead(
+            target, status: .ok, latest: view.manifest.version, headers: headers, dataset: dataset)
         return Download(route: route, fields: decided.fields, file: selected.file, length: selected.size)
     }
 

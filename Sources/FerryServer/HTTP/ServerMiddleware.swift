@@ -12,6 +12,11 @@ struct ServerMiddleware<Context: RequestContext>: RouterMiddleware {
     let routes: Locked<RouteTable>
     /// The status page's last hour of traffic (requests to the status page itself are left out).
     let traffic: TrafficRecorder
+    /// Where an error answered to a device is noted for the fleet (``DeviceSightings/noteError(headers:path:status:now:)``).
+    var devices: DeviceSightings? = nil
+    /// Whether a dataset named in a path is one the server serves: only those get fleet notes, so made-up names
+    /// add no rows.
+    var servesDataset: @Sendable (String) -> Bool = { _ in false }
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
         -> Response
@@ -43,6 +48,8 @@ struct ServerMiddleware<Context: RequestContext>: RouterMiddleware {
             response = ServerError(.internalServerError, code: "internal", "the server failed to answer; see its log")
                 .makeResponse()
         }
+        devices?.noteError(
+            headers: request.headers, path: request.uri.path, status: response.status, serves: servesDataset)
         let route = context.endpointPath ?? "NotFound"
         metrics.recordRequest(route: route, status: response.status.code)
         let traffic = route.hasPrefix("/status") ? nil : self.traffic

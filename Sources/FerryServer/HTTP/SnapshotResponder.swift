@@ -66,10 +66,11 @@ struct SnapshotResponder: Sendable {
         let (view, _, dataset) = try await access.view(request, dataset: name)
         try await view.prepare(target)
         let checksum = target.readsChecksum ? request.uri.queryParameters["checksum"].map { String($0) } : nil
-        return response(
-            try ReadAnswer.decide(
-                target, in: view, dataset: dataset, method: request.method, headers: request.headers,
-                checksum: checksum))
+        let answer = try ReadAnswer.decide(
+            target, in: view, dataset: dataset, method: request.method, headers: request.headers, checksum: checksum)
+        access.catalog.devices.noteRead(
+            target, status: answer.status, latest: view.manifest.version, headers: request.headers, dataset: dataset)
+        return response(answer)
     }
 
     /// The representation of `entry` a request gets (``selectedRepresentation(of:headers:method:)``), for the

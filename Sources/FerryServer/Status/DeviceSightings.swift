@@ -12,37 +12,108 @@ extension HTTPField.Name {
 /// (docs/schema-lines.md). The id is a random value per client directory, never a personal datum; only it and the
 /// time it was last seen are kept, in memory, for at most 24 h, and at most ``limit`` ids per dataset (past it,
 /// the oldest sightings are dropped first, so the count is then a lower bound).
+///
+/// With a fleet (``DeviceFleet``, on a server with a database) it also gathers, per device, what the fleet keeps
+/// (``DeviceNote``), under the same lock as the sighting, until the fleet takes them (``takeNotes()``) to write them
+/// to PostgreSQL; at most ``noteLimit`` devices wait at once (past it, a new device's notes wait for the next flush,
+/// and are dropped if it never comes back), so a flood of made-up ids costs no more memory than that.
 final class DeviceSightings: Sendable {
     static let window: TimeInterval = 24 * 3600
     let limit: Int
-    private let seen = Locked([String: [String: Date]]())
+    /// Devices whose notes may wait for the fleet at once.
+    let noteLimit: Int
+    private struct State {
+        var seen: [String: [String: Date]] = [:]
+        /// Nil until a fleet collects notes.
+        var notes: [DeviceKey: DeviceNote]?
+        var dropped = 0
+    }
+    private let state = Locked(State())
 
-    init(limit: Int = 100_000) {
+    init(limit: Int = 100_000, noteLimit: Int = 20_000) {
         self.limit = limit
+        self.noteLimit = noteLimit
+    }
+
+    /// Starts gathering notes for a fleet (``takeNotes()`` takes them).
+    func collectNotes() {
+        state.withLock { if $0.notes == nil { $0.notes = [:] } }
+    }
+
+    /// The notes gathered since the last call, and how many new devices were left out for the bound.
+    func takeNotes() -> (notes: [DeviceKey: DeviceNote], dropped: Int) {
+        state.withLock { state in
+            guard let notes = state.notes else { return ([:], 0) }
+            defer {
+                state.notes = [:]
+                state.dropped = 0
+            }
+            return (notes, state.dropped)
+        }
+    }
+
+    /// Adds `note` to the device's pending note (nothing without a fleet, or a malformed id).
+    func note(id: String?, dataset: String, _ note: DeviceNote) {
+        guard let id, Self.isValid(id) else { return }
+        state.withLock { Self.add(note, key: DeviceKey(dataset: dataset, device: id), to: &$0, limit: noteLimit) }
+    }
+
+    private static func add(_ note: DeviceNote, key: DeviceKey, to state: inout State, limit: Int) {
+        guard state.notes != nil else { return }
+        if state.notes![key] != nil {
+            state.notes![key]!.merge(note)
+        } else if state.notes!.count < limit {
+            state.notes![key] = note
+        } else {
+            state.dropped += 1
+        }
     }
 
     /// Records the request's `Ferry-Device` id for `dataset`; a missing or malformed id (not 1-64 characters of
     /// `A-Z a-z 0-9 -`) is ignored.
+    /// With a fleet, it also notes the headers' `Ferry-Client`, `Ferry-Outbox` and `Ferry-Last-Error`.
     func record(_ headers: HTTPFields, dataset: String, now: Date = Date()) {
-        record(id: headers[.ferryDevice], dataset: dataset, now: now)
+        guard let id = headers[.ferryDevice], Self.isValid(id) else { return }
+        let key = DeviceKey(dataset: dataset, device: id)
+        let limit = self.limit
+        let noteLimit = self.noteLimit
+        state.withLock { state in
+            Self.see(id, dataset: dataset, now: now, in: &state.seen, limit: limit)
+            if state.notes != nil {
+                Self.add(DeviceNote(headers: headers, now: now), key: key, to: &state, limit: noteLimit)
+            }
+        }
     }
 
     /// Records `id` (a `Ferry-Device` value) for `dataset`; nil or malformed is ignored.
     func record(id: String?, dataset: String, now: Date = Date()) {
         guard let id, Self.isValid(id) else { return }
-        seen.withLock { all in
-            all[dataset, default: [:]][id] = now
-            if all[dataset]!.count > limit { Self.prune(&all[dataset]!, now: now, limit: limit) }
+        let limit = self.limit
+        let noteLimit = self.noteLimit
+        state.withLock { state in
+            Self.see(id, dataset: dataset, now: now, in: &state.seen, limit: limit)
+            if state.notes != nil {
+                Self.add(
+                    DeviceNote(lastSeen: now), key: DeviceKey(dataset: dataset, device: id), to: &state,
+                    limit: noteLimit)
+            }
         }
+    }
+
+    private static func see(
+        _ id: String, dataset: String, now: Date, in all: inout [String: [String: Date]], limit: Int
+    ) {
+        all[dataset, default: [:]][id] = now
+        if all[dataset]!.count > limit { prune(&all[dataset]!, now: now, limit: limit) }
     }
 
     /// Distinct ids seen for each dataset in the last 24 h.
     func counts(now: Date = Date()) -> [String: Int] {
         let since = now.addingTimeInterval(-Self.window)
-        return seen.withLock { all in
-            for key in all.keys { all[key] = all[key]!.filter { $0.value >= since } }
-            all = all.filter { !$0.value.isEmpty }
-            return all.mapValues(\.count)
+        return state.withLock { state in
+            for key in state.seen.keys { state.seen[key] = state.seen[key]!.filter { $0.value >= since } }
+            state.seen = state.seen.filter { !$0.value.isEmpty }
+            return state.seen.mapValues(\.count)
         }
     }
 
@@ -62,4 +133,9 @@ final class DeviceSightings: Sendable {
                     || (c >= UInt8(ascii: "0") && c <= UInt8(ascii: "9")) || c == UInt8(ascii: "-")
             }
     }
+}
+
+extension DeviceSightings {
+    /// How many devices' notes wait for the fleet now.
+    var pendingCount: Int { state.withLock { $0.notes?.count ?? 0 } }
 }

@@ -21,7 +21,10 @@ enum StatusPage {
             "<header><h1>Ferry status</h1><p>Generated \(field("generatedAt", report.generatedAt, StatusFormat.time(report.generatedAt)))"
         html += " · server up since \(field("startedAt", report.startedAt, StatusFormat.time(report.startedAt)))"
         html += " · store \(field("store", report.store, report.store))"
-        html += #" · <a href="status.json">status.json</a> (same token)</p></header><main>"#
+        html += #" · <a href="status.json">status.json</a>"#
+        // With a database the server keeps the fleet (docs/operations.md): its devices table.
+        if report.health.datasets.contains(where: \.merger) { html += #" · <a href="status/devices">devices</a>"# }
+        html += " (same token)</p></header><main>"
         html += health(report.health)
         html += #"<section id="datasets"><h2>Datasets</h2>"#
         if report.datasets.isEmpty { html += "<p>No dataset is published in the store yet.</p>" }

@@ -35,14 +35,17 @@ struct StatusJSON: Encodable {
 /// ```
 struct StatusCommandJSON: Encodable {
     let status: ClientStatus
+    /// The id the directory sends as `Ferry-Device` (nil before its first request).
+    var device: String? = nil
 
-    enum CodingKeys: String, CodingKey { case ownRowsSettled }
+    enum CodingKeys: String, CodingKey { case ownRowsSettled, device }
 
     func encode(to encoder: any Encoder) throws {
         try StatusJSON(status).encode(to: encoder)
         try PathJSON(path: status.path).encode(to: encoder)
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(status.ownRowsSettled, forKey: .ownRowsSettled)
+        try container.encode(device, forKey: .device)
     }
 }
 
