@@ -123,6 +123,9 @@ public struct ServerConfiguration: Sendable {
         public var retentionSweepInterval: Duration = .seconds(3_600)
         /// PostgreSQL connections per dataset's merger. Default 2.
         public var mergerConnections: Int = 2
+        /// How JWT bearer tokens are verified, for templates whose `scope:` names a `claim:` (issue 51); nil: no
+        /// template may name one.
+        public var jwt: JWTSettings? = nil
 
         public init(templatePaths: [URL], databaseURL: String) {
             self.templatePaths = templatePaths
