@@ -112,7 +112,15 @@ struct TokenReport {
 
     static func relative(_ date: Date, now: Date) -> String {
         let seconds = Int(date.timeIntervalSince(now).rounded())
-        let span = Duration.seconds(abs(seconds)).shortDescription
+        // The two largest units: "4m 12s", "2h 5m", "3d 1h".
+        var rest = abs(seconds)
+        var parts: [String] = []
+        for (unit, size) in [("d", 86_400), ("h", 3_600), ("m", 60), ("s", 1)] where rest >= size || size == 1 {
+            if parts.count == 2 || (size == 1 && !parts.isEmpty && rest == 0) { break }
+            parts.append("\(rest / size)\(unit)")
+            rest %= size
+        }
+        let span = parts.joined(separator: " ")
         return seconds >= 0 ? "in \(span)" : "\(span) ago"
     }
 }

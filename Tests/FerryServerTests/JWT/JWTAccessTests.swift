@@ -205,7 +205,10 @@ struct JWTAccessTests {
                                     baseUpdatedAt: nil)
                             ])))
                 for (name, token, reason) in cases {
-                    for (uri, method) in [("\(base)/manifest", HTTPRequest.Method.get), ("\(base)/changes", .post)] {
+                    let attachment = "\(base)/attachments/" + String(repeating: "0", count: 64)
+                    for (uri, method) in [
+                        ("\(base)/manifest", HTTPRequest.Method.get), ("\(base)/changes", .post), (attachment, .get),
+                    ] {
                         try await client.execute(
                             uri: uri, method: method, headers: Self.bearer(token), body: method == .post ? batch : nil
                         ) { response in
