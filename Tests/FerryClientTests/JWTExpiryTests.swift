@@ -1,5 +1,6 @@
 import FerryClient
 import FerryCore
+import FerryGRDB
 import FerryJWT
 import FerryPostgres
 import FerryPublisher
@@ -28,10 +29,31 @@ import Testing
         }
     }
 
-    @Test("a token expired offline: edits and photos kept, unauthorized without retries, a new token pushes once")
-    func expiresOffline() async throws {
-        let database = try TestDatabase.create("jwt-expiry")
-        let directory = try TemporaryDirectory("ferry-jwt-expiry")
+    /// The server side: PostgreSQL, the published store, the issuer and its JWKS (a file), the live server.
+    struct World: @unchecked Sendable {
+        let database: TestDatabase
+        let directory: TemporaryDirectory
+        let issuer: TestIssuer
+        let publisher: Publisher
+        let url: URL
+
+        func rows() throws -> [String] {
+            try database.connect().run("SELECT id || ':' || body FROM notes ORDER BY id").compactMap { $0.first ?? nil }
+        }
+
+        func configuration(_ name: String, _ provider: Provider) -> FerryClient.Configuration {
+            var settings = FerryClient.Configuration(
+                directory: directory.appending(name), serverURL: url, dataset: "team-notes")
+            settings.tokenProvider = { await provider.next() }
+            settings.push.backoff = .milliseconds(10)
+            settings.push.onOpen = false
+            return settings
+        }
+    }
+
+    func withWorld(_ label: String, _ body: @Sendable (World) async throws -> Void) async throws {
+        let database = try TestDatabase.create(label)
+        let directory = try TemporaryDirectory("ferry-\(label)")
         defer {
             database.drop()
             directory.remove()
@@ -73,17 +95,24 @@ import Testing
         configuration.database?.jwt = jwt
         let app = try await buildApplication(configuration, logger: .test)
         try await app.test(.live) { server in
+            try await body(
+                World(
+                    database: database, directory: directory, issuer: issuer, publisher: publisher,
+                    url: URL(string: "http://127.0.0.1:\(server.port!)")!))
+        }
+    }
+
+    @Test("a token expired offline: edits and photos kept, unauthorized without retries, a new token pushes once")
+    func expiresOffline() async throws {
+        try await withWorld("jwt-expiry") { world in
+            let issuer = world.issuer
+            let publisher = world.publisher
             let lifetime: TimeInterval = 3
             let shortLived = try await issuer.token(TestIssuer.claims(team: "red", lifetime: lifetime))
             let expiry = Date().addingTimeInterval(lifetime)
             let provider = Provider(shortLived)
-            var settings = FerryClient.Configuration(
-                directory: directory.appending("device"), serverURL: URL(string: "http://127.0.0.1:\(server.port!)")!,
-                dataset: "team-notes")
-            settings.tokenProvider = { await provider.next() }
-            settings.push.backoff = .milliseconds(10)
-            settings.push.onOpen = false
-            let client = try await FerryClient.open(configuration: settings, logger: .test)
+            let client = try await FerryClient.open(
+                configuration: world.configuration("device", provider), logger: .test)
             #expect(try await client.checkForUpdates().outcome == .initialSync)
             #expect(try await client.status().version == 1)
 
@@ -116,11 +145,7 @@ import Testing
                 try db.query("SELECT body FROM notes ORDER BY id").map { $0[0].text ?? "" }
             }
             #expect(local == ["one, edited offline", "three, edited after expiry"])
-            let rows = { () throws -> [String] in
-                try database.connect().run("SELECT id || ':' || body FROM notes ORDER BY id").compactMap {
-                    $0.first ?? nil
-                }
-            }
+            let rows = { try world.rows() }
             #expect(try rows() == ["n1:one", "n2:two", "n3:three"])
 
             // A fresh token: every queued edit goes up exactly once, and the next fetch is a patch.
@@ -128,8 +153,8 @@ import Testing
             let pushed = try await client.push()
             #expect(pushed.summary.applied == 2 && pushed.remaining == 0)
             #expect(try await client.push().sent == 0)
-            #expect(try rows() == ["n1:one, edited offline", "n2:two", "n3:three, edited after expiry"])
-            let answers = try database.connect().run("SELECT count(*), count(DISTINCT id) FROM ferry_changes")
+            #expect(try world.rows() == ["n1:one, edited offline", "n2:two", "n3:three, edited after expiry"])
+            let answers = try world.database.connect().run("SELECT count(*), count(DISTINCT id) FROM ferry_changes")
             #expect(answers.first == ["2", "2"])
             _ = try await publisher.publish()
             var outcome = try await client.checkForUpdates()
@@ -139,6 +164,27 @@ import Testing
             }
             #expect(outcome.outcome == .updateDownloaded && outcome.download?.path.name == "patch")
             await client.close()
+        }
+    }
+
+    @Test("FerryGRDB's SyncStatus says the token was refused, and clears it after a sync with a new token")
+    func statusSaysRefused() async throws {
+        try await withWorld("jwt-status") { world in
+            let provider = Provider(try await world.issuer.token(TestIssuer.claims(team: "red")))
+            let ferry = try await FerryDatabase.open(
+                configuration: world.configuration("app", provider), applyMode: .automatic, logger: .test)
+            _ = try await ferry.checkForUpdates()
+            #expect(ferry.currentStatus.tokenRefused == false && ferry.currentStatus.version == 1)
+            let now = Int64(Date().timeIntervalSince1970)
+            await provider.set(
+                try await world.issuer.token(TestIssuer.claims(team: "red", extra: ["exp": .int(now - 5)])))
+            await #expect(throws: FerryError.self) { try await ferry.checkForUpdates() }
+            #expect(ferry.currentStatus.tokenRefused && ferry.currentStatus.lastError?.code == .unauthorized)
+            #expect(ferry.currentStatus.version == 1)
+            await provider.set(try await world.issuer.token(TestIssuer.claims(team: "red")))
+            _ = try await ferry.checkForUpdates()
+            #expect(ferry.currentStatus.tokenRefused == false)
+            try await ferry.close()
         }
     }
 }
