@@ -47,6 +47,8 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        // JWT bearer tokens checked against an identity provider's JWKS (issue 51): server side only.
+        .package(url: "https://github.com/vapor/jwt-kit", from: "5.7.1"),
         // `swift package generate-documentation`: the DocC catalogs of FerryGRDB and FerryClient (scripts/test builds
         // them).
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
@@ -109,6 +111,14 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
+            swiftSettings: strict
+        ),
+        // JWT signatures checked against an identity provider's JWKS (issue 51), on vapor/jwt-kit. FerryServer takes
+        // its reader as a value (JWTSettings.readKeys) and never imports it: jwt-kit's modules change which module
+        // owns <sys/stat.h> there (MemberImportVisibility). FerryService and the CLI pass it. Server side only.
+        .target(
+            name: "FerryJWT",
+            dependencies: ["FerryCore", "FerryPostgres", .product(name: "JWTKit", package: "jwt-kit")],
             swiftSettings: strict
         ),
         // Hummingbird HTTP server over a snapshot store, the changes endpoint, token checks, metrics.
@@ -202,7 +212,7 @@ let package = Package(
         .target(
             name: "FerryService",
             dependencies: [
-                "FerryCore", "FerryBucket", "FerryMerge", "FerryPostgres", "FerryPublisher", "FerryServer",
+                "FerryCore", "FerryBucket", "FerryJWT", "FerryMerge", "FerryPostgres", "FerryPublisher", "FerryServer",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -222,7 +232,7 @@ let package = Package(
             name: "ferry",
             dependencies: [
                 "FerryCore", "FerryPostgres", "FerryPublisher", "FerryMerge", "FerryServer", "FerryClient",
-                "FerryClientNIO", "FerryBucket", "FerryService",
+                "FerryClientNIO", "FerryBucket", "FerryService", "FerryJWT",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
@@ -283,6 +293,10 @@ let package = Package(
             name: "FerryTestSupport",
             dependencies: [
                 "FerryCore", "FerryStore", "FerryPostgres", "FerryMerge", "FerryS3",
+                // TestIssuer: JWTs signed by real keys (issue 51).
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "Sources/FerryTestSupport",
@@ -337,7 +351,7 @@ let package = Package(
             name: "FerryServerTests",
             dependencies: [
                 "FerryCore", "FerryStore", "FerryServer", "FerryMerge", "FerryPostgres", "FerryPublisher",
-                "FerryTestSupport",
+                "FerryTestSupport", "FerryJWT",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -355,7 +369,7 @@ let package = Package(
             name: "FerryClientTests",
             dependencies: [
                 "FerryCore", "FerryClient", "FerryClientNIO", "FerryGRDB", "FerryStore", "FerryServer", "FerryMerge",
-                "FerryPostgres",
+                "FerryPostgres", "FerryJWT",
                 "FerryPublisher", "FerryTestSupport",
                 // FerryGRDB's tests live here, beside the real-server harness they share with the client's.
                 .product(name: "GRDB", package: "GRDB.swift"),

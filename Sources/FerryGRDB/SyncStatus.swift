@@ -48,6 +48,11 @@ public struct SyncStatus: Sendable, Equatable {
     /// Attachment downloads in progress (eager ones after an update, on-demand ones the app asked for).
     public var attachmentDownloads = 0
 
+    /// Whether the server refused the access token at the last check or push (401: expired, revoked or invalid;
+    /// 403: it grants no access): show a sign-in prompt, then sync with the new token. Local reads and writes go on,
+    /// and queued edits and attachments wait for it.
+    public var tokenRefused: Bool { lastError?.code == .unauthorized }
+
     /// The status of a directory that was never synced.
     public static let initial = SyncStatus(
         state: .initialSyncRequired, version: nil, pendingVersion: nil, download: nil, queuedEdits: 0, lastCheck: nil,

@@ -67,9 +67,7 @@ func buildApplication(
     try await catalog.refresh()
     configuration.storeChanges?.attach(catalog)
     let access = DatasetAccess(
-        catalog: catalog,
-        scopes: wiring.scopeAuthorities.mapValues { TokenScopes(authority: $0, ttl: configuration.tokenCacheTTL) },
-        logger: logger)
+        catalog: catalog, scopes: wiring.tokenChecks(ttl: configuration.tokenCacheTTL), logger: logger)
     let changes: [any ServerRouteGroup] =
         wiring.mergers.isEmpty ? [] : [ChangesRoute(mergers: wiring.mergers, limits: configuration.changeLimits)]
     let fleet = try await DeviceFleet.start(configuration, sightings: catalog.devices, logger: logger)

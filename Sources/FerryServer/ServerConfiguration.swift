@@ -131,6 +131,9 @@ public struct ServerConfiguration: Sendable {
         public var deviceLimit: Int = 100_000
         /// How often the devices seen are written to the fleet. Default 5 s.
         public var fleetFlushInterval: Duration = .seconds(5)
+        /// How JWT bearer tokens are verified, for templates whose `scope:` names a `claim:` (issue 51); nil: no
+        /// template may name one.
+        public var jwt: JWTSettings? = nil
 
         public init(templatePaths: [URL], databaseURL: String) {
             self.templatePaths = templatePaths

@@ -13,6 +13,8 @@ struct ServerWiring: Sendable {
     var scopeAuthorities: [String: any ScopeAuthority] = [:]
     /// The templates, by the dataset (or schema line) they publish: for ``RowExplainer``.
     var templates: [String: Template] = [:]
+    /// The datasets whose scope is a JWT claim (`scope: {claim: …}`), over one shared ``JWKSKeys``.
+    var jwtScopes: [String: JWTScopes] = [:]
     /// What runs with the HTTP server and stops after it has drained: the mergers and token checks.
     var services: [any Service] = []
 
@@ -23,6 +25,7 @@ struct ServerWiring: Sendable {
         guard let settings else { return wiring }
         var sources: [String: String] = [:]
         var authorities: [String: PostgresScopeAuthority] = [:]
+        var keys: JWKSKeys?
         do {
             let templates = try settings.templatePaths.map { try Template.load(path: $0.path) }
             // Several templates of one dataset are its schema lines (docs/schema-lines.md): each line's edits
@@ -52,7 +55,12 @@ struct ServerWiring: Sendable {
                 wiring.mergers[key] = merger
                 // A device from before the lines posts to the dataset itself: its edits go to the oldest line.
                 if lined, wiring.mergers[template.dataset] == nil { wiring.mergers[template.dataset] = merger }
-                if template.scope != nil, authorities[template.dataset] == nil {
+                if let claim = template.scope?.claim {
+                    if wiring.jwtScopes[template.dataset] == nil {
+                        wiring.jwtScopes[template.dataset] = try await JWTWiring.scopes(
+                            template, claim: claim, settings: settings, keys: &keys, logger: logger)
+                    }
+                } else if template.scope != nil, authorities[template.dataset] == nil {
                     authorities[template.dataset] = try await PostgresScopeAuthority.start(
                         template: template, databaseURL: settings.databaseURL, logger: logger)
                 }
@@ -71,6 +79,7 @@ struct ServerWiring: Sendable {
                 return seen.insert(ObjectIdentifier(merger)).inserted ? merger : nil
             }
             + authorities.keys.sorted().map { authorities[$0]! as any Service }
+            + (keys.map { [$0 as any Service] } ?? [])
         return wiring
     }
 

@@ -1,5 +1,6 @@
 import FerryBucket
 import FerryCore
+import FerryJWT
 import FerryPublisher
 import FerryServer
 import Foundation
@@ -37,6 +38,10 @@ public struct ServerAssembly: Sendable {
         onListening: @escaping @Sendable (_ url: String) async -> Void = { _ in }
     ) async throws -> ServerAssembly {
         var server = configuration.server
+        // JWT signatures are checked by FerryJWT (vapor/jwt-kit) unless the caller brought its own reader.
+        if server.database?.jwt != nil, server.database?.jwt?.readKeys == nil {
+            server.database?.jwt?.readKeys = JWKSDocument.keys
+        }
         var cleanup = Cleanup()
         do {
             let (schedules, publisherCache) = try makeSchedules(configuration, server: &server, logger: logger)

@@ -65,6 +65,7 @@ struct ServeCommand: AsyncParsableCommand {
     @OptionGroup var publishing: PublishOptions
     @OptionGroup var limits: ServeLimitsOptions
     @OptionGroup var tls: TLSOptions
+    @OptionGroup var jwt: JWTOptions
 
     @Option(
         name: .customLong("status-token"),
@@ -83,6 +84,9 @@ struct ServeCommand: AsyncParsableCommand {
         }
         if !config.isEmpty && databaseURL == nil {
             throw ValidationError("--config needs --database-url (the outbox endpoint writes to PostgreSQL)")
+        }
+        if !jwt.jwks.isEmpty && config.isEmpty {
+            throw ValidationError("--jwks needs --config templates whose `scope:` names a `claim:`")
         }
         if databaseURL != nil && config.isEmpty {
             throw ValidationError("--database-url needs at least one --config template for the outbox endpoint")
@@ -116,6 +120,7 @@ struct ServeCommand: AsyncParsableCommand {
         server.statusToken = effectiveStatusToken
         if let databaseURL {
             server.database = .init(templatePaths: config.map { URL(fileURLWithPath: $0) }, databaseURL: databaseURL)
+            server.database?.jwt = jwt.settings
         }
         limits.apply(to: &server)
         let location = try StoreLocation(flag: store.store)

@@ -16,7 +16,7 @@ import Testing
 @Suite struct AccessTokenTests {
     static let token = "s3cret-Token_0123456789.abc~xyz"
     static let refusedMessage =
-        "the server refused the access token (401): re-authenticate and retry; local data and queued edits are kept"
+        "the server refused the access token (401): re-authenticate (get a new token) and retry; local data and queued edits are kept"
 
     /// SHA-256 of every file that must survive a refused token, by name (nil when absent).
     static func fingerprint(_ dir: ClientDirectory) -> [String: String?] {

@@ -111,8 +111,14 @@ struct ScopedServerTests {
             let cases: [(HTTPFields, String)] = [
                 ([:], #"Bearer realm="ferry""#),
                 ([.authorization: "Basic YWxpY2U6cHc="], #"Bearer realm="ferry""#),
-                ([.authorization: "Bearer not-a-token"], #"Bearer realm="ferry", error="invalid_token""#),
-                ([.authorization: "Bearer bad token with spaces"], #"Bearer realm="ferry", error="invalid_token""#),
+                (
+                    [.authorization: "Bearer not-a-token"],
+                    #"Bearer realm="ferry", error="invalid_token", error_description="the token is unknown or revoked""#
+                ),
+                (
+                    [.authorization: "Bearer bad token with spaces"],
+                    #"Bearer realm="ferry", error="invalid_token", error_description="the token is malformed""#
+                ),
             ]
             for (uri, method) in routes {
                 for (headers, challenge) in cases {
@@ -246,7 +252,10 @@ struct ScopedServerTests {
             try await Task.sleep(for: ttl + .milliseconds(200))
             try await client.execute(uri: uri, method: .get, headers: Self.bob) { response in
                 #expect(response.status == .unauthorized)
-                #expect(response.header("WWW-Authenticate") == #"Bearer realm="ferry", error="invalid_token""#)
+                #expect(
+                    response.header("WWW-Authenticate")
+                        == #"Bearer realm="ferry", error="invalid_token", error_description="the token is unknown or revoked""#
+                )
             }
 
             // Alice upgrades to tier 2: after the window she reads the premium snapshot.

@@ -33,7 +33,7 @@ package enum BearerAuthorization {
         }
         return FerryError(
             .unauthorized,
-            "the server refused the access token (401): re-authenticate and retry; local data and queued edits are kept"
+            "the server refused the access token (401): re-authenticate (get a new token) and retry; local data and queued edits are kept"
         )
     }
 }

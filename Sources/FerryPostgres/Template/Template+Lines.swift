@@ -33,7 +33,8 @@ extension Template {
                     switch (template.scope, first.template.scope) {
                     case (nil, _), (_, nil): "one has `scope:` and the other not"
                     case (let a?, let b?) where a.values != b.values: "their `scope.values` differ"
-                    default: "their `scope.token` queries differ"
+                    case (let a?, let b?) where a.token != nil && b.token != nil: "their `scope.token` queries differ"
+                    default: "their token checks (`scope.token` or `scope.claim`) differ"
                     }
                 throw FerryError(
                     .badTemplate,

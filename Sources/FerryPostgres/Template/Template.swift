@@ -38,6 +38,7 @@ public struct Template: Sendable, Equatable {
     /// scope:
     ///   values: "SELECT DISTINCT access_tier FROM users"     # or a literal list: [0, 1, 2]
     ///   token: "SELECT access_tier FROM users WHERE api_token_sha256 = $1"
+    ///   # or, for JWTs from an identity provider: claim: team   (docs/access-rights.md)
     /// ```
     public struct Scope: Sendable, Equatable {
         /// Where the scope values come from.
@@ -54,13 +55,39 @@ public struct Template: Sendable, Equatable {
             }
         }
         public var values: Values
-        /// A one-column SELECT with one parameter, `$1`: the lowercase SHA-256 hex of a bearer token. Its first
-        /// row's value is the token's scope; no row means the token is not authorised.
-        public var token: String
+        /// How a bearer token's scope is found: a token query (opaque tokens) or a claim of a verified JWT.
+        public var check: Check
+
+        /// The two kinds of token check; a template uses one.
+        public enum Check: Sendable, Equatable {
+            /// `token:` a one-column SELECT with one parameter, `$1`: the lowercase SHA-256 hex of a bearer token.
+            /// Its first row's value is the token's scope; no row means the token is not authorised.
+            case token(String)
+            /// `claim:` the claim (a path such as `realm_access.team`) of a JWT verified against the server's JWKS
+            /// (`ferry serve --jwks`) whose string or integer value is the token's scope.
+            case claim(ClaimPath)
+        }
+
+        /// The token query, for a template with `token:`.
+        public var token: String? {
+            if case .token(let sql) = check { return sql }
+            return nil
+        }
+
+        /// The claim path, for a template with `claim:`.
+        public var claim: ClaimPath? {
+            if case .claim(let path) = check { return path }
+            return nil
+        }
 
         public init(values: Values, token: String) {
             self.values = values
-            self.token = token
+            self.check = .token(token)
+        }
+
+        public init(values: Values, claim: ClaimPath) {
+            self.values = values
+            self.check = .claim(claim)
         }
     }
 

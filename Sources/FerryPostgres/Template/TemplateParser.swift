@@ -7,7 +7,7 @@ struct TemplateParser {
     let path: String
 
     static let topKeys = ["dataset", "schemaVersion", "timestamps", "tables", "schema", "scope"]
-    static let scopeKeys = ["values", "token"]
+    static let scopeKeys = ["values", "token", "claim"]
     static let parentKeys = ["table", "column"]
     static let timestampKeys = ["created", "updated"]
     static let tableKeys = [
@@ -142,23 +142,42 @@ struct TemplateParser {
             let query = try trimmedSQL(valuesNode, key: "scope.values")
             values = .query(query)
         }
-        guard let tokenNode = map["token"] else {
-            throw fail(
-                "scope.token",
-                "missing required key `token`: a SELECT mapping $1, the SHA-256 hex of a bearer token, to its scope, e.g. `SELECT access_tier FROM users WHERE api_token_sha256 = $1`",
-                at: node)
-        }
-        let token = try trimmedSQL(tokenNode, key: "scope.token")
-        guard token.contains("$1") else {
-            throw fail(
-                "scope.token",
-                "the token query must use $1 (the SHA-256 hex of the bearer token), e.g. `… WHERE api_token_sha256 = $1`",
-                at: tokenNode)
-        }
-        guard !ScopeSQL.usesScope(token), !ScopeSQL.usesScope(values.query ?? "") else {
+        guard !ScopeSQL.usesScope(values.query ?? "") else {
             throw fail("scope", "`:scope` cannot be used inside the scope section itself", at: node)
         }
-        return Template.Scope(values: values, token: token)
+        switch (map["token"], map["claim"]) {
+        case (nil, nil):
+            throw fail(
+                "scope.token",
+                "missing required key `token` or `claim`: a SELECT mapping $1, the SHA-256 hex of a bearer token, to its scope (`SELECT access_tier FROM users WHERE api_token_sha256 = $1`), or the JWT claim holding it (`claim: team`)",
+                at: node)
+        case (.some, .some):
+            throw fail(
+                "scope.claim",
+                "give either `token` (opaque tokens looked up in PostgreSQL) or `claim` (JWTs from an identity provider), not both",
+                at: node)
+        case (nil, let claimNode?):
+            let text = try string(claimNode, key: "scope.claim")
+            guard let path = ClaimPath(text) else {
+                throw fail(
+                    "scope.claim",
+                    "'\(text)' is not a claim path: name a claim (`team`) or a member of an object claim (`realm_access.team`)",
+                    at: claimNode)
+            }
+            return Template.Scope(values: values, claim: path)
+        case (let tokenNode?, nil):
+            let token = try trimmedSQL(tokenNode, key: "scope.token")
+            guard token.contains("$1") else {
+                throw fail(
+                    "scope.token",
+                    "the token query must use $1 (the SHA-256 hex of the bearer token), e.g. `… WHERE api_token_sha256 = $1`",
+                    at: tokenNode)
+            }
+            guard !ScopeSQL.usesScope(token) else {
+                throw fail("scope", "`:scope` cannot be used inside the scope section itself", at: node)
+            }
+            return Template.Scope(values: values, token: token)
+        }
     }
 
     /// A SQL text value without surrounding blanks or trailing semicolons; an empty one fails with `ifEmpty`

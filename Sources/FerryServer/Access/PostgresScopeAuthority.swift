@@ -44,8 +44,14 @@ public final class PostgresScopeAuthority: ScopeAuthority, Service {
             pool.close()
             throw error
         }
+        guard let sql = scope.token else {
+            pool.close()
+            throw FerryError(
+                .badTemplate, "dataset '\(template.dataset)' takes its scope from a JWT claim, not a token query",
+                path: template.path, key: "scope.claim")
+        }
         logger.info("token check ready", metadata: ["dataset": "\(template.dataset)"])
-        return PostgresScopeAuthority(dataset: template.dataset, sql: scope.token, pool: pool, logger: logger)
+        return PostgresScopeAuthority(dataset: template.dataset, sql: sql, pool: pool, logger: logger)
     }
 
     public func scope(forTokenSHA256 hash: String) async throws -> String? {

@@ -74,8 +74,8 @@ public final class TokenScopes: Sendable {
 /// the scope its bearer token maps to. Every refusal is a ``ServerError`` that never contains the token or its hash.
 public struct DatasetAccess: Sendable {
     let catalog: SnapshotCatalog
-    /// One resolver per scoped dataset the server was configured for (`--config` templates with `scope:`).
-    let scopes: [String: TokenScopes]
+    /// One token check per scoped dataset the server was configured for (`--config` templates with `scope:`).
+    let scopes: [String: any TokenCheck]
     let logger: Logger
 
     /// What an `Authorization` header holds.
@@ -120,28 +120,30 @@ public struct DatasetAccess: Sendable {
         switch Credential(request.headers[.authorization]) {
         case .missing:
             throw unauthorized(
-                "dataset '\(dataset)' needs an access token: send `Authorization: Bearer <token>`", invalidToken: false)
+                "dataset '\(dataset)' needs an access token: send `Authorization: Bearer <token>`")
         case .notBearer:
             throw unauthorized(
-                "dataset '\(dataset)' needs a bearer token: send `Authorization: Bearer <token>`", invalidToken: false)
+                "dataset '\(dataset)' needs a bearer token: send `Authorization: Bearer <token>`")
         case .malformed:
-            throw unauthorized("the access token is malformed; re-authenticate", invalidToken: true)
+            throw BearerRefusal.invalidToken(.malformed)
         case .bearer(let token):
             return token
         }
     }
 
-    static func unauthorized(_ message: String, invalidToken: Bool) -> ServerError {
-        var headers = HTTPFields()
-        headers[.wwwAuthenticate] =
-            invalidToken ? #"Bearer realm="ferry", error="invalid_token""# : #"Bearer realm="ferry""#
-        return ServerError(.unauthorized, code: "unauthorized", message, headers: headers)
+    /// A 401 for a request without a bearer token (RFC 6750 §3.1: no `error` then).
+    static func unauthorized(_ message: String) -> ServerError {
+        ServerError(.unauthorized, code: "unauthorized", message, headers: [.wwwAuthenticate: #"Bearer realm="ferry""#])
     }
 
-    /// The scope value the request's token maps to on scoped dataset `dataset`; throws 401 or 503.
+    /// The token check of dataset `dataset` (the lines of a dataset share its scope definition, and so its check).
+    func check(_ dataset: String) -> (any TokenCheck)? {
+        scopes[dataset] ?? DatasetName.base(of: dataset).flatMap({ scopes[$0] })
+    }
+
+    /// The scope value the request's token maps to on scoped dataset `dataset`; throws 401, 403 or 503.
     public func scope(of request: Request, dataset: String) async throws -> String {
-        // The lines of a dataset share its scope definition, and so its token check.
-        guard let resolver = scopes[dataset] ?? DatasetName.base(of: dataset).flatMap({ scopes[$0] }) else {
+        guard let resolver = check(dataset) else {
             logger.error(
                 "scoped dataset requested but this server has no token check for it; give the server its template and database (ServerConfiguration.database)",
                 metadata: ["dataset": .string(dataset)])
@@ -150,22 +152,15 @@ public struct DatasetAccess: Sendable {
                 "dataset '\(dataset)' needs an access check this server is not configured for; tell its operator")
         }
         let token = try Self.bearerToken(request, dataset: dataset)
-        let scope: String?
-        do {
-            scope = try await resolver.scope(forToken: token)
-        } catch {
-            // The error may quote the query's parameter (the token's hash): log only its kind.
-            logger.error(
-                "the token query failed",
-                metadata: ["dataset": .string(dataset), "error": .string(String(describing: type(of: error)))])
-            throw ServerError(
-                .serviceUnavailable, code: "unavailable", "the access token cannot be checked right now; retry later")
-        }
-        guard let scope else {
-            throw Self.unauthorized(
-                "the access token is not valid (unknown or revoked); re-authenticate", invalidToken: true)
-        }
-        return scope
+        return try await resolver.checkedScope(forToken: token, dataset: dataset, logger: logger)
+    }
+
+    /// When the request's token stops being valid on `dataset` (a JWT's `exp` plus leeway), once its scope was
+    /// checked; nil for an opaque token, a public dataset or no token. A long-poll ends with 401 then.
+    func tokenExpiry(_ request: Request, dataset: String) -> Date? {
+        guard let resolver = check(dataset), case .bearer(let token) = Credential(request.headers[.authorization])
+        else { return nil }
+        return resolver.expiry(ofToken: token)
     }
 
     /// What `request` may read of dataset `name`: the public view, or its scope's. 404 for an unknown dataset or a
@@ -197,7 +192,9 @@ public struct DatasetAccess: Sendable {
         case .scoped(let views):
             let scope = try await self.scope(of: request, dataset: name)
             catalog.devices.noteScope(headers: request.headers, dataset: name, scope: scope)
-            guard let view = views[scope] else { throw Self.noScopeSnapshot(name) }
+            guard let view = views[scope] else {
+                throw check(name)?.noSnapshot(dataset: name, scope: scope) ?? Self.noScopeSnapshot(name)
+            }
             return (view, scope, name)
         }
     }
@@ -237,9 +234,8 @@ public struct DatasetAccess: Sendable {
         case .everyone(let view):
             return (view, false)
         case .scoped(let views):
-            guard let resolver = scopes[name] ?? DatasetName.base(of: name).flatMap({ scopes[$0] }),
-                case .bearer(let token) = Credential(headers[.authorization]),
-                case .some(.some(let scope)) = resolver.cachedScope(forToken: token), let view = views[scope]
+            guard let resolver = check(name), case .bearer(let token) = Credential(headers[.authorization]),
+                let scope = resolver.freshScope(forToken: token), let view = views[scope]
             else { return nil }
             return (view, true)
         }

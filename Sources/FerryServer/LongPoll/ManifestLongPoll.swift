@@ -1,3 +1,4 @@
+import Foundation
 import HTTPTypes
 import Hummingbird
 import ServiceLifecycle
@@ -10,7 +11,8 @@ import ServiceLifecycle
 ///
 /// Waiting costs a suspended task: the request waits on the catalog's ``VersionWaiters``, which a reload that
 /// changed the dataset wakes, all waiters at once. The token of a scoped dataset is checked once, before waiting,
-/// exactly as without the preference, and the scope found then is the one whose next manifest is sent. Graceful
+/// exactly as without the preference, and the scope found then is the one whose next manifest is sent; a JWT whose
+/// `exp` (plus leeway) comes before the deadline ends the wait with 401 `invalid_token` then. Graceful
 /// shutdown answers every waiting request 304 at once, so the drain does not wait out the longest poll.
 ///
 /// The channel's fast paths (``ChannelRevalidator``) leave every request with `Prefer` to the router, so a waiting
@@ -30,8 +32,15 @@ enum ManifestLongPoll {
         var generation = waiters.generation(name)
         let (first, scope, _) = try await access.viewAndScope(request, dataset: name)
         var view = first
+        // A JWT that expires during the wait ends it with 401 (the device then gets a new token).
+        let tokenEnd = access.tokenExpiry(request, dataset: name).map {
+            ContinuousClock.now + .milliseconds(Int64(max(0, $0.timeIntervalSinceNow) * 1000))
+        }
         waiting: while view.manifestNotModified(request.headers) != nil {
-            let remaining = deadline - ContinuousClock.now
+            if let tokenEnd, tokenEnd <= ContinuousClock.now, tokenEnd < deadline {
+                throw BearerRefusal.invalidToken(.expired)
+            }
+            let remaining = min(deadline, tokenEnd ?? deadline) - ContinuousClock.now
             guard remaining > .zero else { break }
             let outcome = await withGracefulShutdownHandler {
                 await waiters.wait(dataset: name, since: generation, for: remaining)
@@ -42,6 +51,8 @@ enum ManifestLongPoll {
             case .changed:
                 generation = waiters.generation(name)
                 view = try access.view(dataset: name, scope: scope)
+            case .deadline where tokenEnd.map({ $0 < deadline }) ?? false:
+                continue waiting  // the token's end: answered 401 above
             case .deadline, .shutdown:
                 break waiting
             }

@@ -37,7 +37,9 @@ struct StatusRoutes: ServerRouteGroup {
                 throw error
             }
             // Each token check's connection state as its pool recorded it (no query to PostgreSQL here).
-            let tokenChecks = scopes.mapValues { ($0.authority as? PostgresScopeAuthority)?.connectionHealth }
+            let tokenChecks = scopes.mapValues {
+                (($0 as? TokenScopes)?.authority as? PostgresScopeAuthority)?.connectionHealth
+            }
             return StatusReport.make(
                 catalog: catalog.statusSnapshot(), board: board, tokenChecks: tokenChecks, store: store,
                 attachments: catalog.metrics?.attachmentsHeld.withLock { $0 } ?? [:])
