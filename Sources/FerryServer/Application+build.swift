@@ -9,12 +9,13 @@ import Logging
 import NIOCore
 import NIOPosix
 
-/// Builds a whole Ferry server from its configuration: the catalog over `configuration.storePath` (loaded once, so
+/// Builds the HTTP layer of a Ferry server over a store: the catalog over `configuration.storePath` (loaded once, so
 /// the first request already sees every dataset, then polled), the HTTP routes, and with
 /// ``ServerConfiguration/database`` the change mergers, the token checks of scoped datasets and the
 /// ``RetentionService``. Everything runs as services of the returned application and stops gracefully with it:
-/// the HTTP server drains first, then the mergers and token checks close their connections. `ferry serve` and
-/// the tests use this one entry point.
+/// the HTTP server drains first, then the mergers and token checks close their connections. A whole server (a
+/// bucket's replica, in-process publish schedules) is FerryService's `ServerAssembly`, the one entry point `ferry
+/// serve` uses; this is the layer it builds on, and what tests of the HTTP layer alone start.
 ///
 /// ```swift
 /// var configuration = ServerConfiguration(storePath: storeURL)

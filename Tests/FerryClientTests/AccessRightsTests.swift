@@ -186,7 +186,7 @@ import Testing
             #expect(tier2.version == 2 && patch.base != nil)
 
             let result = try await alice.checkForUpdates()
-            #expect(result.download?.path == .full && result.patchFailure == nil)
+            #expect(result.download?.path == .full && result.check.patchFailure == nil)
             #expect(result.download?.sha256 == tier2.sha256)
             #expect(try await alice.applyPendingUpdate().applied)
             #expect(try await Self.campgrounds(alice).count == 5)
