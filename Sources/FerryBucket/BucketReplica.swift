@@ -22,7 +22,7 @@ import ServiceLifecycle
 /// let replica = try BucketReplica.fromEnvironment(location: location, endpoint: nil, cacheParent: nil,
 ///                                                pollInterval: .seconds(2), logger: logger)
 /// try await replica.start()          // the first sync: throws on an unknown bucket or wrong credentials
-/// configuration.store = replica.store
+/// configuration.dependencies.store = replica.store
 /// ```
 public final class BucketReplica: Service, Sendable {
     public let store: BucketSnapshotStore

@@ -42,7 +42,7 @@ public func buildApplication(
 
 /// The store must exist before anything starts: its absence is a setup error, not an empty server.
 func checkStore(_ configuration: ServerConfiguration) throws {
-    if configuration.store != nil { return }  // the caller's store, already read
+    if configuration.dependencies.store != nil { return }  // the caller's store, already read
     var isDirectory: ObjCBool = false
     guard FileManager.default.fileExists(atPath: configuration.storePath.path, isDirectory: &isDirectory),
         isDirectory.boolValue
@@ -62,11 +62,11 @@ func buildApplication(
     try checkStore(configuration)
     let metrics = ServerMetrics(registry: configuration.metricsRegistry)
     let catalog = SnapshotCatalog(
-        store: configuration.store ?? FileSnapshotStore(root: configuration.storePath),
+        store: configuration.dependencies.store ?? FileSnapshotStore(root: configuration.storePath),
         pollInterval: configuration.effectivePollInterval,
         logger: logger, metrics: metrics)
     try await catalog.refresh()
-    configuration.storeChanges?.attach(catalog)
+    configuration.dependencies.storeChanges?.attach(catalog)
     let access = DatasetAccess(
         catalog: catalog,
         scopes: wiring.scopeAuthorities.mapValues { TokenScopes(authority: $0, ttl: configuration.tokenCacheTTL) },
@@ -80,7 +80,7 @@ func buildApplication(
     let revalidator =
         configuration.channelRevalidation.enabled
         ? ChannelRevalidator(
-            access: access, metrics: metrics, traffic: configuration.statusBoard.traffic, logger: logger,
+            access: access, metrics: metrics, traffic: configuration.dependencies.statusBoard.traffic, logger: logger,
             onAnswer: configuration.channelRevalidation.onAnswer,
             onDownload: configuration.channelRevalidation.onDownload, attachments: attachmentFiles)
         : nil
@@ -99,7 +99,7 @@ func buildApplication(
             logger.info(
                 "ferry serve listening on \(configuration.scheme)://\(configuration.host):\(port)",
                 metadata: [
-                    "store": .string(configuration.storeName ?? configuration.storePath.path),
+                    "store": .string(configuration.dependencies.storeName ?? configuration.storePath.path),
                     "datasets": .string(catalog.summary.joined(separator: ", ")),
                 ])
             await onServerRunning(port)
@@ -157,12 +157,13 @@ func buildRouter(
     let router = Router(context: BasicRequestContext.self)
     let table = Locked(RouteTable())
     router.add(
-        middleware: ServerMiddleware(metrics: metrics, routes: table, traffic: configuration.statusBoard.traffic))
+        middleware: ServerMiddleware(
+            metrics: metrics, routes: table, traffic: configuration.dependencies.statusBoard.traffic))
     let routes = ServerRoutes(
         router: router, table: table, configuration: configuration, catalog: catalog, access: access, logger: logger)
     let snapshots = SnapshotResponder(
         access: access, chunkSize: max(64 * 1024, configuration.chunkSize), threadPool: .singleton,
-        objectURL: configuration.objectURL,
+        objectURL: configuration.dependencies.objectURL,
         budget: BufferBudget(slots: configuration.downloadBufferBytes / max(64 * 1024, configuration.chunkSize)))
     let groups: [any ServerRouteGroup] =
         [
@@ -176,8 +177,8 @@ func buildRouter(
         + (configuration.statusToken.map {
             [
                 StatusRoutes(
-                    access: StatusAccess(token: $0), board: configuration.statusBoard,
-                    store: configuration.storeName ?? configuration.storePath.path)
+                    access: StatusAccess(token: $0), board: configuration.dependencies.statusBoard,
+                    store: configuration.dependencies.storeName ?? configuration.storePath.path)
             ]
         } ?? [])
     for group in groups { try group.addRoutes(to: routes) }

@@ -61,7 +61,7 @@ APP_BLOCKING = BLOCKING + [
     (re.compile(r"\bFileManager\.default\.\w+\("), "FileManager"),
     (re.compile(r"\bdeviceAttachments\.(?!url\(|contains\(|root\b)\w+\("), "DeviceAttachments file work"),
 ]
-PUBLIC_FUNC = re.compile(r"\bpublic\s+(?:(?:static|nonisolated|mutating)\s+)*func\s+(\w+)\s*(<[^{]*?>)?\s*\(")
+PUBLIC_FUNC = re.compile(r"\bpublic\s+(?:(?:static|nonisolated|mutating)\s+)*(func\s+(\w+))\s*(<[^{]*?>)?\s*\(")
 
 # Async functions allowed to block, by (file under Sources, function name): each with the reason. Outside the areas
 # being fixed in issue 36 these name who should move the call onto a lane.
@@ -125,38 +125,29 @@ def matching(code: str, start: int) -> int:
     return i
 
 
-def async_bodies(code: str) -> list:
-    """(name, body start, body end) of each async function, initializer and Task body."""
+def function_bodies(code: str, pattern: re.Pattern, want_async: bool) -> list:
+    """(name, body start, body end) of each function `pattern` finds whose signature is `async` (or is not)."""
     bodies = []
-    for match in ASYNC_FUNC.finditer(code):
+    for match in pattern.finditer(code):
         after = matching(code, match.end() - 1)
         brace = code.find("{", after)
         if brace < 0:
             continue
         signature = code[after:brace]
         # A protocol requirement has no body: the next declaration starts before any brace.
-        if re.search(r"\b(func|var|let|init|case)\b", signature) or not re.search(r"\basync\b", signature):
+        is_async = re.search(r"\basync\b", signature) is not None
+        if re.search(r"\b(func|var|let|init|case)\b", signature) or is_async != want_async:
             continue
-        name = match.group(2) or match.group(1)
-        bodies.append((name, brace, matching(code, brace)))
-    for match in TASK.finditer(code):
-        brace = match.end() - 1
-        bodies.append(("Task", brace, matching(code, brace)))
+        bodies.append((match.group(2) or match.group(1), brace, matching(code, brace)))
     return bodies
 
 
-def public_sync_bodies(code: str) -> list:
-    """(name, body start, body end) of each public function that is not async."""
-    bodies = []
-    for match in PUBLIC_FUNC.finditer(code):
-        after = matching(code, match.end() - 1)
-        brace = code.find("{", after)
-        if brace < 0:
-            continue
-        signature = code[after:brace]
-        if re.search(r"\b(func|var|let|init|case)\b", signature) or re.search(r"\basync\b", signature):
-            continue
-        bodies.append((match.group(1), brace, matching(code, brace)))
+def async_bodies(code: str) -> list:
+    """(name, body start, body end) of each async function, initializer and Task body."""
+    bodies = function_bodies(code, ASYNC_FUNC, True)
+    for match in TASK.finditer(code):
+        brace = match.end() - 1
+        bodies.append(("Task", brace, matching(code, brace)))
     return bodies
 
 
@@ -188,7 +179,7 @@ def check_file(path: str, relative: str) -> list:
     bodies = [(name, start, end, BLOCKING, "async") for name, start, end in async_bodies(code)]
     if relative.startswith(APP_DIRECTORY):
         bodies += [(name, start, end, APP_BLOCKING, "FerryGRDB's public synchronous") for name, start, end in
-                   public_sync_bodies(code)]
+                   function_bodies(code, PUBLIC_FUNC, False)]
     for name, start, end, calls, kind in bodies:
         if (relative, name) in ALLOWED or (relative, "*") in ALLOWED:
             continue

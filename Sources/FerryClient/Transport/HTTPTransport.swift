@@ -45,7 +45,7 @@ public struct TransportRequest: Sendable, Equatable {
         self.timeout = timeout
     }
 
-    /// What a failure of this request leaves as it was, for ``TransportFailure``: a `GET` reads, anything else
+    /// What a failure of this request leaves as it was, for `TransportFailure`: a `GET` reads, anything else
     /// uploads.
     package var exchange: TransportFailure.Exchange { method == "GET" ? .snapshot : .upload }
 }
@@ -102,8 +102,7 @@ public struct TransportResponseBody: AsyncSequence {
 /// set in one place.
 ///
 /// Contract:
-/// - Throw a `FerryError` with code `FerryError.Code.offline` when the server cannot be reached at all (classify
-///   with ``TransportFailure``: it words the error for what the request was).
+/// - Throw a `FerryError` with code `FerryError.Code.offline` when the server cannot be reached at all.
 /// - Send the body streamed from its file (never a whole attachment in memory); at most ``maxBodyBytes`` are asked
 ///   for at once.
 /// - Call `handle` once with the response head (any status, 304 and errors included) and the body; the body is only

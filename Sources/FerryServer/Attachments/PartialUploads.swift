@@ -2,7 +2,7 @@ import FerryCore
 import FerryStore
 import Foundation
 
-/// The server-local directory of uploads not yet verified (``ServerConfiguration/attachmentUploads``):
+/// The server-local directory of uploads not yet verified (``ServerDependencies/attachmentUploads``):
 ///
 /// ```
 /// UPLOADS/DATASET/<id>           a partial upload's bytes (tus): appended by PATCH, fsynced after each

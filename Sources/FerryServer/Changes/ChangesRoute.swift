@@ -30,7 +30,7 @@ public struct ChangesRoute: ServerRouteGroup {
     /// Adds `POST /v1/datasets/{dataset}/changes` to the server's routes.
     public func addRoutes(to routes: ServerRoutes) throws {
         let access = routes.access
-        let status = routes.configuration.statusBoard
+        let status = routes.configuration.dependencies.statusBoard
         status.recordMergers(mergers)
         let attachments = StoreHeldAttachments(store: routes.configuration.effectiveAttachmentStore)
         routes.on("/v1/datasets/{dataset}/changes", method: .post) { request, context in
