@@ -17,7 +17,6 @@ struct AttachmentUploader: Sendable {
     let backoff: Duration
     let logger: Logger
 
-    static let tusVersion = "1.0.0"
     /// How many times a PATCH answered 409 without an offset (the server still receiving an earlier one) is tried
     /// again, waiting 0.25 s, 0.5 s, … up to 4 s between (about 20 s in all), before the push gives up on it.
     static let busyRetries = 8
@@ -156,15 +155,17 @@ struct AttachmentUploader: Sendable {
             let response = try await send(
                 TransportRequest(
                     method: "PATCH", url: location,
-                    headers: ["Upload-Offset": "\(offset)", "Content-Type": "application/offset+octet-stream"],
+                    headers: [
+                        Attachment.Tus.uploadOffset: "\(offset)", "Content-Type": Attachment.Tus.patchContentType,
+                    ],
                     body: .file(file, offset: offset, length: length), timeout: .seconds(300)))
             switch response.head.status {
             case 204, 200:
-                let next = response.head.header("Upload-Offset").flatMap { Int64($0) } ?? offset + length
+                let next = response.head.header(Attachment.Tus.uploadOffset).flatMap { Int64($0) } ?? offset + length
                 sent += max(0, next - offset)
                 offset = next
             case 409:
-                if response.head.header("Upload-Offset") == nil {
+                if response.head.header(Attachment.Tus.uploadOffset) == nil {
                     // The server is still receiving an earlier PATCH of this upload: a cut link it has not noticed
                     // yet (it notices within its idle timeout). Wait, longer each time, rather than ask in a loop.
                     busy += 1
@@ -210,7 +211,7 @@ struct AttachmentUploader: Sendable {
         let response = try await send(TransportRequest(method: "HEAD", url: url))
         switch response.head.status {
         case 200, 204:
-            guard let offset = response.head.header("Upload-Offset").flatMap({ Int64($0) }) else {
+            guard let offset = response.head.header(Attachment.Tus.uploadOffset).flatMap({ Int64($0) }) else {
                 throw FerryError(
                     .network, "the server's upload answer has no Upload-Offset; the attachment stays queued")
             }
@@ -231,13 +232,13 @@ struct AttachmentUploader: Sendable {
         let response = try await send(
             TransportRequest(
                 method: "POST", url: base.appendingPathComponent("uploads"),
-                headers: ["Upload-Length": "\(entry.size)", "Upload-Metadata": metadata]))
+                headers: [Attachment.Tus.uploadLength: "\(entry.size)", Attachment.Tus.uploadMetadata: metadata]))
         guard response.head.status == 201, let location = response.head.header("Location") else {
             throw failure(response, "starting an attachment upload")
         }
         entry.uploadURL = location
         try await save(entry)
-        return response.head.header("Upload-Offset").flatMap { Int64($0) } ?? 0
+        return response.head.header(Attachment.Tus.uploadOffset).flatMap { Int64($0) } ?? 0
     }
 
     private func save(_ entry: QueuedAttachment) async throws {
@@ -247,7 +248,7 @@ struct AttachmentUploader: Sendable {
     /// Sends `request` with the tus and common headers; the answer's body is kept up to 64 KiB (an error's message).
     private func send(_ request: TransportRequest) async throws -> (head: TransportResponseHead, body: Data) {
         var request = request
-        request.headers["Tus-Resumable"] = Self.tusVersion
+        request.headers[Attachment.Tus.resumable] = Attachment.Tus.version
         for (name, value) in try await commonHeaders() { request.headers[name] = value }
         return try await transport.collect(request, limit: 64 << 10)
     }

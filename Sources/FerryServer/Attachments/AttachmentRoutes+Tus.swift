@@ -20,8 +20,6 @@ import NIOPosix
 ///
 /// Why tus and not the IETF draft: docs/http-api.md, "Attachments".
 extension AttachmentRoutes {
-    static let tusVersion = "1.0.0"
-
     func addTusRoutes(to routes: ServerRoutes, access: AttachmentAccess) {
         let collection = "/v1/datasets/{dataset}/attachments/uploads"
         let one = collection + "/{upload}"
@@ -29,8 +27,8 @@ extension AttachmentRoutes {
         routes.on(collection, method: .options) { _, context in
             _ = try SnapshotResponder.datasetName(context)
             var headers = Self.tusHeaders
-            headers[.tusVersion] = Self.tusVersion
-            headers[.tusExtension] = "creation,expiration,termination"
+            headers[.tusVersion] = Attachment.Tus.version
+            headers[.tusExtension] = Attachment.Tus.extensions
             headers[.tusMaxSize] = String(maxBytes)
             return Response(status: .noContent, headers: headers)
         }
@@ -63,7 +61,7 @@ extension AttachmentRoutes {
 
     static var tusHeaders: HTTPFields {
         var headers = HTTPFields()
-        headers[.tusResumable] = tusVersion
+        headers[.tusResumable] = Attachment.Tus.version
         return headers
     }
 
@@ -72,19 +70,20 @@ extension AttachmentRoutes {
         do {
             return try await body()
         } catch var error as ServerError {
-            error.headers[.tusResumable] = tusVersion
+            error.headers[.tusResumable] = Attachment.Tus.version
             throw error
         }
     }
 
     /// 412 unless `Tus-Resumable: 1.0.0`.
     static func checkResumable(_ request: Request) throws {
-        guard request.headers[.tusResumable] == tusVersion else {
+        guard request.headers[.tusResumable] == Attachment.Tus.version else {
             var headers = HTTPFields()
-            headers[.tusVersion] = tusVersion
+            headers[.tusVersion] = Attachment.Tus.version
             throw ServerError(
                 .preconditionFailed, code: .badInput,
-                "this server speaks tus \(tusVersion) only: send `Tus-Resumable: \(tusVersion)`", headers: headers)
+                "this server speaks tus \(Attachment.Tus.version) only: send `Tus-Resumable: \(Attachment.Tus.version)`",
+                headers: headers)
         }
     }
 
@@ -202,7 +201,7 @@ extension AttachmentRoutes {
         _ request: Request, context: some RequestContext, access: AttachmentAccess, locks: Locked<Set<String>>
     ) async throws -> Response {
         let (caller, id, upload, _) = try await partial(request, context: context, access: access)
-        guard request.headers[.contentType] == "application/offset+octet-stream" else {
+        guard request.headers[.contentType] == Attachment.Tus.patchContentType else {
             throw ServerError(
                 .unsupportedMediaType, code: .badInput,
                 "a PATCH body is `Content-Type: application/offset+octet-stream`")
@@ -288,12 +287,12 @@ extension AttachmentRoutes {
 
 extension HTTPField.Name {
     /// tus 1.0.0's fields (https://tus.io/protocols/resumable-upload).
-    static let tusResumable = HTTPField.Name("Tus-Resumable")!
-    static let tusVersion = HTTPField.Name("Tus-Version")!
-    static let tusExtension = HTTPField.Name("Tus-Extension")!
-    static let tusMaxSize = HTTPField.Name("Tus-Max-Size")!
-    static let uploadLength = HTTPField.Name("Upload-Length")!
-    static let uploadOffset = HTTPField.Name("Upload-Offset")!
-    static let uploadMetadata = HTTPField.Name("Upload-Metadata")!
-    static let uploadExpires = HTTPField.Name("Upload-Expires")!
+    static let tusResumable = HTTPField.Name(Attachment.Tus.resumable)!
+    static let tusVersion = HTTPField.Name(Attachment.Tus.versionHeader)!
+    static let tusExtension = HTTPField.Name(Attachment.Tus.extensionHeader)!
+    static let tusMaxSize = HTTPField.Name(Attachment.Tus.maxSize)!
+    static let uploadLength = HTTPField.Name(Attachment.Tus.uploadLength)!
+    static let uploadOffset = HTTPField.Name(Attachment.Tus.uploadOffset)!
+    static let uploadMetadata = HTTPField.Name(Attachment.Tus.uploadMetadata)!
+    static let uploadExpires = HTTPField.Name(Attachment.Tus.uploadExpires)!
 }
