@@ -144,7 +144,6 @@ extension BucketPublisher {
         }
         let downloaded = digests
         digests = try await ThreadJob.run(name: Self.lane) {
-            try DurableFile.sync(temp)
             try DurableFile.rename(temp, to: local)
             var digests = downloaded
             if sha256 != nil { try digests.record(got.sha256, of: local, name: name) }

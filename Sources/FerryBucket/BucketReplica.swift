@@ -22,7 +22,7 @@ import ServiceLifecycle
 /// let replica = try BucketReplica.fromEnvironment(location: location, endpoint: nil, cacheParent: nil,
 ///                                                pollInterval: .seconds(2), logger: logger)
 /// try await replica.start()          // the first sync: throws on an unknown bucket or wrong credentials
-/// configuration.store = replica.store
+/// configuration.dependencies.store = replica.store
 /// ```
 public final class BucketReplica: Service, Sendable {
     public let store: BucketSnapshotStore
@@ -221,9 +221,9 @@ public final class BucketReplica: Service, Sendable {
         }
     }
 
-    /// Streams one object to a temp file, verifies it, fsyncs it and renames it into the cache. The file work (the
-    /// temp directory, the fsync, the rename, removing a failed download) runs on `NIOThreadPool.singleton`, the
-    /// server's lane for short blocking file work; the download writes there too (``S3Client/download(bucket:key:to:)``).
+    /// Streams one object to a temp file (fsynced by ``S3Client/download(bucket:key:to:)``), verifies it and renames
+    /// it into the cache. The file work (the temp directory, the rename, removing a failed download) runs on
+    /// `NIOThreadPool.singleton`, the server's lane for short blocking file work; the download writes there too.
     func download(_ object: BucketSnapshotStore.NeededObject, dataset: String) async throws {
         let key = layout.objectKey(dataset: dataset, name: object.name)
         let temporary = store.cacheDirectory.appendingPathComponent(".tmp", isDirectory: true)
@@ -234,7 +234,6 @@ public final class BucketReplica: Service, Sendable {
             let got = try await s3.download(bucket: layout.bucket, key: key, to: file)
             try verify(got, of: object, key: key)
             try await NIOThreadPool.singleton.runIfActive {
-                try DurableFile.sync(file)
                 try DurableFile.makeDirectory(target.deletingLastPathComponent())
                 try DurableFile.rename(file, to: target)
             }

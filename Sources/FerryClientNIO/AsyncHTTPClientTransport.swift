@@ -5,8 +5,8 @@ import Foundation
 import NIOCore
 import NIOHTTP1
 
-/// A ``SnapshotTransport`` on AsyncHTTPClient (SwiftNIO, BoringSSL), streaming the body chunk by chunk (memory stays
-/// flat, the gzip copy is handed over undecoded). FerryClient's default is ``URLSessionTransport``; this one is for
+/// An ``HTTPTransport`` on AsyncHTTPClient (SwiftNIO, BoringSSL), streaming bodies chunk by chunk both ways (memory
+/// stays flat, the gzip copy is handed over undecoded, an attachment goes up in one `PATCH` read from its file). FerryClient's default is ``URLSessionTransport``; this one is for
 /// Linux, where it is faster than FoundationNetworking's URLSession and honours a private CA
 /// (``TrustedCertificates``), which FoundationNetworking cannot.
 ///
@@ -18,14 +18,14 @@ import NIOHTTP1
 /// let transport = AsyncHTTPClientTransport()                       // AsyncHTTPClientTransport.sharedClient
 /// let client = try await FerryClient.open(configuration: config, logger: logger, transport: transport)
 /// ```
-public struct AsyncHTTPClientTransport: SnapshotTransport {
+public struct AsyncHTTPClientTransport: HTTPTransport {
     public let client: HTTPClient
     /// Upper bound for one whole exchange, body included. A stalled transfer ends earlier through the HTTP client's
     /// read timeout (60 s with ``makeHTTPClient(connectTimeout:trusting:)``, 90 s with ``sharedClient``).
     ///
     /// A manifest long-poll (`FerryClient.Configuration.download.waitForChanges`) sends nothing for up to its wait, and
     /// AsyncHTTPClient has no per-request read timeout: give the client a read timeout above the wait
-    /// (`makeHTTPClient(readTimeout:)`, as `ferry watch` does). A request's ``SnapshotRequest/timeout`` beyond
+    /// (`makeHTTPClient(readTimeout:)`, as `ferry watch` does). A request's ``TransportRequest/timeout`` beyond
     /// ``deadline`` extends the deadline.
     public var deadline: TimeAmount
 
@@ -75,14 +75,20 @@ public struct AsyncHTTPClientTransport: SnapshotTransport {
         return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
     }
 
-    public func get<Result: Sendable>(
-        _ request: SnapshotRequest,
-        _ handle: (SnapshotResponseHead, SnapshotResponseBody) async throws -> Result
+    public func send<Result: Sendable>(
+        _ request: TransportRequest,
+        _ handle: (TransportResponseHead, TransportResponseBody) async throws -> Result
     ) async throws -> Result {
         var httpRequest = HTTPClientRequest(url: request.url.absoluteString)
-        httpRequest.method = .GET
+        httpRequest.method = HTTPMethod(rawValue: request.method)
         for (name, value) in request.headers.sorted(by: { $0.key < $1.key }) {
             httpRequest.headers.add(name: name, value: value)
+        }
+        switch request.body {
+        case .data(let data)?: httpRequest.body = .bytes(data)
+        case .file(let file, let offset, let length)?:
+            httpRequest.body = .stream(FileChunks(file: file, offset: offset, length: length), length: .known(length))
+        case nil: break
         }
         let response: HTTPClientResponse
         do {
@@ -90,14 +96,79 @@ public struct AsyncHTTPClientTransport: SnapshotTransport {
             let longest = request.timeout.map { max(deadline, TimeAmount($0)) } ?? deadline
             response = try await client.execute(httpRequest, deadline: .now() + longest)
         } catch {
-            throw NIOTransportFailure.error(error, url: request.url.absoluteString, exchange: .snapshot)
+            throw NIOTransportFailure.error(error, url: request.url.absoluteString, exchange: request.exchange)
         }
-        let head = SnapshotResponseHead(response)
         var iterator = response.body.makeAsyncIterator()
-        let body = SnapshotResponseBody {
+        let body = TransportResponseBody {
             guard let buffer = try await iterator.next() else { return nil }
             return Data(buffer.readableBytesView)
         }
-        return try await handle(head, body)
+        return try await handle(TransportResponseHead(response), body)
+    }
+}
+
+/// A file's byte range as 1 MiB buffers, read off the cooperative threads: an attachment's upload body.
+struct FileChunks: AsyncSequence, Sendable {
+    typealias Element = ByteBuffer
+    let file: URL
+    let offset: Int64
+    let length: Int64
+
+    func makeAsyncIterator() -> Iterator { Iterator(self) }
+
+    final class Iterator: AsyncIteratorProtocol {
+        let chunks: FileChunks
+        var handle: FileHandle?
+        var remaining: Int64
+
+        init(_ chunks: FileChunks) {
+            self.chunks = chunks
+            remaining = chunks.length
+        }
+
+        deinit { try? handle?.close() }  // read-only: closing cannot lose data
+
+        func next() async throws -> ByteBuffer? {
+            guard remaining > 0 else { return nil }
+            let chunks = self.chunks
+            let count = Int(Swift.min(remaining, 1 << 20))
+            let opened = handle.map { FileHandleBox(handle: $0) }
+            let (file, data) = try await BlockingWork.run { () throws -> (FileHandleBox, Data) in
+                let file = try opened?.handle ?? chunks.open()
+                return (FileHandleBox(handle: file), try file.read(upToCount: count) ?? Data())
+            }
+            handle = file.handle
+            guard data.count == count else {
+                throw FerryError(.io, "the attachment is shorter than its queue entry says", path: chunks.file.path)
+            }
+            remaining -= Int64(count)
+            return ByteBuffer(bytes: data)
+        }
+    }
+
+    /// The file, open at ``offset``. Blocking.
+    func open() throws -> FileHandle {
+        guard let handle = FileHandle(forReadingAtPath: file.path) else {
+            throw FerryError(.io, "cannot open the attachment to upload", path: file.path)
+        }
+        try handle.seek(toOffset: UInt64(offset))
+        return handle
+    }
+}
+
+/// A file handle handed from the thread pool back to the iterator that owns it (used by one caller at a time).
+struct FileHandleBox: @unchecked Sendable {
+    let handle: FileHandle
+}
+
+extension TransportResponseHead {
+    /// The status and headers of an AsyncHTTPClient response (names lowercased, repeated ones joined with ", ").
+    init(_ response: HTTPClientResponse) {
+        var headers: [String: String] = [:]
+        for field in response.headers {
+            let name = field.name.lowercased()
+            headers[name] = headers[name].map { "\($0), \(field.value)" } ?? field.value
+        }
+        self.init(status: Int(response.status.code), headers: headers)
     }
 }

@@ -26,6 +26,27 @@ public enum Attachment {
     }
 }
 
+extension Attachment {
+    /// The resumable upload's wire, as the server and the device both speak it: tus 1.0.0 with the creation,
+    /// expiration and termination extensions (https://tus.io/protocols/resumable-upload; docs/http-api.md).
+    ///
+    /// ```swift
+    /// request.headers[Attachment.Tus.resumable] = Attachment.Tus.version
+    /// ```
+    public enum Tus {
+        /// The protocol version, sent in `Tus-Resumable` by both sides.
+        public static let version = "1.0.0"
+        /// `Tus-Extension`: what the server speaks beyond the core.
+        public static let extensions = "creation,expiration,termination"
+        /// A `PATCH` body's `Content-Type`.
+        public static let patchContentType = "application/offset+octet-stream"
+        /// The header names.
+        public static let resumable = "Tus-Resumable", versionHeader = "Tus-Version", extensionHeader = "Tus-Extension"
+        public static let maxSize = "Tus-Max-Size", uploadLength = "Upload-Length", uploadOffset = "Upload-Offset"
+        public static let uploadMetadata = "Upload-Metadata", uploadExpires = "Upload-Expires"
+    }
+}
+
 /// A column that names attachments: its table, its name, and when devices download what it names.
 ///
 /// ```swift

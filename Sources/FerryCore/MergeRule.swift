@@ -1,5 +1,5 @@
-/// How the server settles a device's edit of a row that also changed on the server (the thesis' merge rules,
-/// Table 3.5.1). Written in templates as `merge: newest-wins | server-wins | client-wins`, recorded per table in
+/// How the server settles a device's edit of a row that also changed on the server (docs/merge-rules.md, which says
+/// where the rules come from). Written in templates as `merge: newest-wins | server-wins | client-wins`, recorded per table in
 /// every snapshot's `ferry_tables`, and applied by the server's merge engine.
 ///
 /// ```swift

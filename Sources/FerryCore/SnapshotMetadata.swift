@@ -168,6 +168,28 @@ public struct SnapshotMetadata: Sendable, Equatable {
         }
     }
 
+    /// The attachments a snapshot's rows name: every SHA-256 an attachment column holds, with its download mode (eager
+    /// when any eager column names it). The one query for it: the client's sync and the server's retention use it.
+    ///
+    /// ```swift
+    /// let named = try SnapshotMetadata.attachmentNames(in: db)   // ["9f86…": .eager]
+    /// ```
+    public static func attachmentNames(in db: SQLiteConnection, columns: [AttachmentColumn]? = nil) throws
+        -> [String: Attachment.Download]
+    {
+        var named: [String: Attachment.Download] = [:]
+        for column in try columns ?? readAttachments(from: db) {
+            let name = SQLIdentifier.quoteSQLite(column.column)
+            let sql =
+                "SELECT DISTINCT \(name) FROM \(SQLIdentifier.quoteSQLite(column.table)) WHERE \(name) IS NOT NULL"
+            for row in try db.query(sql) {
+                guard let sha256 = row.first?.text, Attachment.isID(sha256) else { continue }
+                if named[sha256] != .eager { named[sha256] = column.download }
+            }
+        }
+        return named
+    }
+
     /// JSON with sorted keys: how the metadata tables store lists and row counts.
     public static func json<T: Encodable>(_ value: T) throws -> String {
         let encoder = JSONEncoder()

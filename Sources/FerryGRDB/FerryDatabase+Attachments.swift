@@ -7,7 +7,7 @@ extension FerryDatabase {
     /// The app's attachments: photos, scans, signatures that rows name by their SHA-256.
     ///
     /// ```swift
-    /// let sha = try ferry.attachments.add(data: jpeg, contentType: "image/jpeg")
+    /// let sha = try await ferry.attachments.add(data: jpeg, contentType: "image/jpeg")
     /// try await ferry.pool.write { db in try db.execute(sql: "UPDATE notes SET photo = ? WHERE id = ?", arguments: [sha, id]) }
     /// let url = try await ferry.attachments.url(for: sha)
     /// ```
@@ -15,36 +15,36 @@ extension FerryDatabase {
 
     /// Adds attachments (copied durably into the client directory and queued for upload) and finds their files
     /// (downloading an on-demand one first). The next ``FerryDatabase/push()`` uploads the queued ones, resumably,
-    /// before any edit that names them; no upload or download runs on the main actor.
+    /// before any edit that names them. Every call is `async`: the copy, its hash and fsync, and every upload or
+    /// download run on the client's blocking lane, never on the caller's thread.
     ///
     /// ```swift
-    /// let sha = try ferry.attachments.add(fileAt: photoURL, contentType: "image/heic")
+    /// let sha = try await ferry.attachments.add(fileAt: photoURL, contentType: "image/heic")
     /// ```
     public struct Attachments: Sendable {
         let database: FerryDatabase
 
         /// Stores `data` as an attachment, queues it for upload, and returns its SHA-256: the value the row's
-        /// attachment column holds. The same bytes twice are stored and uploaded once. The copy (and its fsync)
-        /// runs on the calling thread: call it off the main thread for large data.
+        /// attachment column holds. The same bytes twice are stored and uploaded once.
         ///
         /// ```swift
-        /// let sha = try ferry.attachments.add(data: jpeg, contentType: "image/jpeg")
+        /// let sha = try await ferry.attachments.add(data: jpeg, contentType: "image/jpeg")
         /// ```
-        public func add(data: Data, contentType: String = "application/octet-stream") throws -> String {
-            let added = try database.client.deviceAttachments.add(data: data, contentType: contentType)
+        public func add(data: Data, contentType: String = "application/octet-stream") async throws -> String {
+            let added = try await database.client.deviceAttachments.add(data: data, contentType: contentType)
             database.queued(added)
             return added.sha256
         }
 
         /// Copies the file at `url` (hashing it as it goes) and queues it for upload; returns its SHA-256. A missing
         /// or unreadable file throws `FerryError.Code.io` naming the path, and nothing is queued. The content type
-        /// defaults to one from the file's extension. The copy runs on the calling thread.
+        /// defaults to one from the file's extension.
         ///
         /// ```swift
-        /// let sha = try ferry.attachments.add(fileAt: photoURL, contentType: "image/heic")
+        /// let sha = try await ferry.attachments.add(fileAt: photoURL, contentType: "image/heic")
         /// ```
-        public func add(fileAt url: URL, contentType: String? = nil) throws -> String {
-            let added = try database.client.deviceAttachments.add(fileAt: url, contentType: contentType)
+        public func add(fileAt url: URL, contentType: String? = nil) async throws -> String {
+            let added = try await database.client.deviceAttachments.add(fileAt: url, contentType: contentType)
             database.queued(added)
             return added.sha256
         }

@@ -70,7 +70,7 @@ public final class FerryDatabase: Sendable {
     public static func open(
         configuration: FerryClient.Configuration, applyMode: ApplyMode = .onLaunch,
         logger: Logger = Logger(label: "ferry"),
-        transport: (any SnapshotTransport)? = nil, databaseConfiguration: GRDB.Configuration = GRDB.Configuration()
+        transport: (any HTTPTransport)? = nil, databaseConfiguration: GRDB.Configuration = GRDB.Configuration()
     ) async throws -> FerryDatabase {
         let directory = ClientDirectory(configuration.directory)
         var poolConfiguration = databaseConfiguration

@@ -5,7 +5,7 @@ import FerryPostgres
 ///
 /// - `ferry_changes`: one row per processed change id with the answer sent, written in the same transaction as
 ///   the change itself (exactly once: a resent id gets this answer back and nothing is written again).
-/// - `ferry_tombstones`: one row per deleted key (the book's `deleted_records`), so a later edit or re-insert of
+/// - `ferry_tombstones`: one row per deleted key (docs/merge-rules.md, "Tombstones"), so a later edit or re-insert of
 ///   that key from a device still holding an old snapshot is answered `gone`.
 ///
 /// Every merged change inserts a row into `ferry_changes`, so its indexes are kept cheap to write: the id compares

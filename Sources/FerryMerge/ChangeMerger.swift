@@ -185,7 +185,7 @@ public final class ChangeMerger: Service, Sendable {
     /// ```swift
     /// let results = try await merger.apply(batch, scope: nil, attachments: serverAttachments)
     /// ```
-    public func apply(_ batch: ChangeBatch, scope: String?, attachments: (any AttachmentCheck)?) async throws
+    public func apply(_ batch: ChangeBatch, scope: String?, attachments: (any HeldAttachments)?) async throws
         -> ChangeResults
     {
         if isScoped && scope == nil {

@@ -1,7 +1,7 @@
 import FerryCore
 
-/// What the server does with one change, decided without I/O from what the server holds (thesis Tables 3.5.1,
-/// 4.3.2–4.3.4; the full table is in docs/merge-rules.md). All times are milliseconds since the epoch.
+/// What the server does with one change, decided without I/O from what the server holds (the full table,
+/// and where it comes from, is in docs/merge-rules.md). All times are milliseconds since the epoch.
 enum MergeDecision: Equatable, Sendable {
     /// Create the row.
     case insert
@@ -46,7 +46,7 @@ enum MergeDecision: Equatable, Sendable {
         case .delete:
             guard let row else { return .gone("the row no longer exists on the server") }
             if let baseMillis, baseMillis == row.updatedMillis { return .delete }
-            // Thesis Table 4.3.4: a row updated on the server since the base is kept under newest-wins and
+            // A row updated on the server since the base is kept under newest-wins and
             // server-wins (the device puts it back); client-wins deletes it.
             switch rule {
             case .clientWins: return .delete

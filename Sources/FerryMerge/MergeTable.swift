@@ -42,7 +42,7 @@ public struct MergeTable: Sendable, Equatable {
     public var query: String?
 
     /// The columns that name attachments (the template's `attachments:`, SQLite names): a change may write there only
-    /// a SHA-256 the server holds, or null (``AttachmentCheck``).
+    /// a SHA-256 the server holds, or null (``HeldAttachments``).
     public var attachments: Set<String> = []
 
     public init(

@@ -9,12 +9,13 @@ import Logging
 import NIOCore
 import NIOPosix
 
-/// Builds a whole Ferry server from its configuration: the catalog over `configuration.storePath` (loaded once, so
+/// Builds the HTTP layer of a Ferry server over a store: the catalog over `configuration.storePath` (loaded once, so
 /// the first request already sees every dataset, then polled), the HTTP routes, and with
 /// ``ServerConfiguration/database`` the change mergers, the token checks of scoped datasets and the
 /// ``RetentionService``. Everything runs as services of the returned application and stops gracefully with it:
-/// the HTTP server drains first, then the mergers and token checks close their connections. `ferry serve` and
-/// the tests use this one entry point.
+/// the HTTP server drains first, then the mergers and token checks close their connections. A whole server (a
+/// bucket's replica, in-process publish schedules) is FerryService's `ServerAssembly`, the one entry point `ferry
+/// serve` uses; this is the layer it builds on, and what tests of the HTTP layer alone start.
 ///
 /// ```swift
 /// var configuration = ServerConfiguration(storePath: storeURL)
@@ -41,7 +42,7 @@ public func buildApplication(
 
 /// The store must exist before anything starts: its absence is a setup error, not an empty server.
 func checkStore(_ configuration: ServerConfiguration) throws {
-    if configuration.store != nil { return }  // the caller's store, already read
+    if configuration.dependencies.store != nil { return }  // the caller's store, already read
     var isDirectory: ObjCBool = false
     guard FileManager.default.fileExists(atPath: configuration.storePath.path, isDirectory: &isDirectory),
         isDirectory.boolValue
@@ -61,11 +62,11 @@ func buildApplication(
     try checkStore(configuration)
     let metrics = ServerMetrics(registry: configuration.metricsRegistry)
     let catalog = SnapshotCatalog(
-        store: configuration.store ?? FileSnapshotStore(root: configuration.storePath),
+        store: configuration.dependencies.store ?? FileSnapshotStore(root: configuration.storePath),
         pollInterval: configuration.effectivePollInterval,
         logger: logger, metrics: metrics, builds: configuration.builds)
     try await catalog.refresh()
-    configuration.storeChanges?.attach(catalog)
+    configuration.dependencies.storeChanges?.attach(catalog)
     let access = DatasetAccess(
         catalog: catalog, scopes: wiring.tokenChecks(ttl: configuration.tokenCacheTTL), logger: logger)
     let changes: [any ServerRouteGroup] =
@@ -79,7 +80,7 @@ func buildApplication(
     let revalidator =
         configuration.channelRevalidation.enabled
         ? ChannelRevalidator(
-            access: access, metrics: metrics, traffic: configuration.statusBoard.traffic, logger: logger,
+            access: access, metrics: metrics, traffic: configuration.dependencies.statusBoard.traffic, logger: logger,
             onAnswer: configuration.channelRevalidation.onAnswer,
             onDownload: configuration.channelRevalidation.onDownload, attachments: attachmentFiles)
         : nil
@@ -98,7 +99,7 @@ func buildApplication(
             logger.info(
                 "ferry serve listening on \(configuration.scheme)://\(configuration.host):\(port)",
                 metadata: [
-                    "store": .string(configuration.storeName ?? configuration.storePath.path),
+                    "store": .string(configuration.dependencies.storeName ?? configuration.storePath.path),
                     "datasets": .string(catalog.summary.joined(separator: ", ")),
                 ])
             await onServerRunning(port)
@@ -158,7 +159,8 @@ func buildRouter(
     let table = Locked(RouteTable())
     router.add(
         middleware: ServerMiddleware(
-            metrics: metrics, routes: table, traffic: configuration.statusBoard.traffic, devices: catalog.devices,
+            metrics: metrics, routes: table, traffic: configuration.dependencies.statusBoard.traffic,
+            devices: catalog.devices,
             servesDataset: { name in
                 catalog.access(name) != nil || catalog.access(DatasetName.base(of: name) ?? "") != nil
             }
@@ -167,7 +169,7 @@ func buildRouter(
         router: router, table: table, configuration: configuration, catalog: catalog, access: access, logger: logger)
     let snapshots = SnapshotResponder(
         access: access, chunkSize: max(64 * 1024, configuration.chunkSize), threadPool: .singleton,
-        objectURL: configuration.objectURL,
+        objectURL: configuration.dependencies.objectURL,
         budget: BufferBudget(slots: configuration.downloadBufferBytes / max(64 * 1024, configuration.chunkSize)))
     let groups: [any ServerRouteGroup] =
         [
@@ -181,8 +183,8 @@ func buildRouter(
         + (configuration.statusToken.map {
             [
                 StatusRoutes(
-                    access: StatusAccess(token: $0), board: configuration.statusBoard,
-                    store: configuration.storeName ?? configuration.storePath.path)
+                    access: StatusAccess(token: $0), board: configuration.dependencies.statusBoard,
+                    store: configuration.dependencies.storeName ?? configuration.storePath.path)
             ]
         } ?? [])
     for group in groups { try group.addRoutes(to: routes) }

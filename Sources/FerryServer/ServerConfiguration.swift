@@ -18,19 +18,6 @@ import Prometheus
 public struct ServerConfiguration: Sendable {
     /// The snapshot store directory (the publisher's `--store`).
     public var storePath: URL
-    /// A store to read instead of the directory at ``storePath`` (e.g. a bucket's replica, `FerryBucket`), which
-    /// the caller keeps up to date; ``storeName`` then names it in logs. Nil (default): the directory.
-    public var store: (any SnapshotStore)? = nil
-    /// How logs name the store (a bucket's `s3://BUCKET/PREFIX`, never a secret); nil: ``storePath``.
-    public var storeName: String? = nil
-    /// Where a cache may fetch an object's bytes itself: given the dataset and the object's name (`objects/{name}`),
-    /// a URL (a bucket's presigned URL, `ferry serve --presign-objects`) that the object lookup sends in
-    /// `Ferry-Object-URL`, so nginx fills its cache from the bucket instead of from a replica
-    /// (deploy/nginx/ferry.conf). Nil (default): the lookup names no URL, and caches fill from the replicas.
-    public var objectURL: (@Sendable (_ dataset: String, _ object: String) -> String)? = nil
-    /// Lets a publisher in the same process say that the store changed, so the catalog reads it at once rather than
-    /// at its next poll (``StoreChanges``). Nil (default): the poll alone finds changes.
-    public var storeChanges: StoreChanges? = nil
     /// Address to bind. Default `127.0.0.1`.
     public var host: String
     /// Port to bind; 0 picks a free port. Default 8080.
@@ -71,16 +58,6 @@ public struct ServerConfiguration: Sendable {
     public var tls: TLSSettings? = nil
     /// The operator's token for `GET /status` and `/status.json`; nil (default) turns both off (404). Never logged.
     public var statusToken: String? = nil
-    /// What the status page counts and shows beyond the store (traffic, in-process publishes). A fresh board by
-    /// default; a caller that publishes in-process keeps a reference and reports to it.
-    public var statusBoard = StatusBoard()
-    /// Where attachments live (`/v1/datasets/{dataset}/attachments/…`). Nil (default): the directory store's
-    /// ``FileAttachmentStore`` under ``storePath`` (`STORE/DATASET/attachments/`); a bucket store gives its own.
-    public var attachmentStore: (any AttachmentStore)? = nil
-    /// Where partial uploads (tus) and whole uploads being received are kept until they are verified: a
-    /// server-local directory on the same file system as the store, so a verified upload is renamed into place. Nil
-    /// (default): `STORE/.ferry-uploads/` (a bucket store gives its cache directory).
-    public var attachmentUploads: URL? = nil
     /// The largest attachment accepted, in bytes (`ferry serve --max-attachment-bytes`); a larger upload is
     /// answered 413. Default 64 MiB.
     public var maxAttachmentBytes: Int64 = 64 << 20
@@ -92,6 +69,8 @@ public struct ServerConfiguration: Sendable {
     public var partialUploadExpiry: Duration = .seconds(86_400)
     /// Files made on request: where (`--cache-dir`), how many bytes (`--cache-size`), how many at once.
     public var builds = BuildSettings()
+    /// What a whole server's assembly injects beside the settings (``ServerDependencies``).
+    package var dependencies = ServerDependencies()
     /// Tests only: whether conditional requests may be answered in the channel (``RawNotModifiedHandler``, the
     /// default) or all go to the router, and a callback for each answer given in the channel.
     var channelRevalidation = ChannelRevalidation()
@@ -161,18 +140,50 @@ public struct ServerConfiguration: Sendable {
         self.database = database
     }
 
-    /// ``attachmentStore``, or the directory store's.
+    /// The injected attachment store, or the directory store's.
     var effectiveAttachmentStore: any AttachmentStore {
-        attachmentStore ?? FileAttachmentStore(root: storePath)
+        dependencies.attachmentStore ?? FileAttachmentStore(root: storePath)
     }
 
-    /// ``attachmentUploads``, or `STORE/.ferry-uploads/`.
+    /// The injected uploads directory, or `STORE/.ferry-uploads/`.
     var effectiveAttachmentUploads: URL {
-        attachmentUploads ?? storePath.appendingPathComponent(".ferry-uploads", isDirectory: true)
+        dependencies.attachmentUploads ?? storePath.appendingPathComponent(".ferry-uploads", isDirectory: true)
     }
 
     /// The poll interval actually used: clamped to 10 ms ... 1 s.
     var effectivePollInterval: Duration {
         min(max(pollInterval, .milliseconds(10)), .seconds(1))
     }
+}
+
+/// What a whole server's assembly (FerryService's `ServerAssembly`: a bucket's replica, in-process publish
+/// schedules) injects into the HTTP layer beside the settings of ``ServerConfiguration``: the store it reads, how it
+/// is named and reached, who tells it about changes, and the board it reports to. Package-wide, not public: an
+/// embedder sets settings only, and a test of the HTTP layer injects as the assembly does.
+package struct ServerDependencies: Sendable {
+    /// A store to read instead of the directory at ``ServerConfiguration/storePath`` (e.g. a bucket's replica, `FerryBucket`), which
+    /// the caller keeps up to date; ``storeName`` then names it in logs. Nil (default): the directory.
+    package var store: (any SnapshotStore)? = nil
+    /// How logs name the store (a bucket's `s3://BUCKET/PREFIX`, never a secret); nil: ``ServerConfiguration/storePath``.
+    package var storeName: String? = nil
+    /// Where a cache may fetch an object's bytes itself: given the dataset and the object's name (`objects/{name}`),
+    /// a URL (a bucket's presigned URL, `ferry serve --presign-objects`) that the object lookup sends in
+    /// `Ferry-Object-URL`, so nginx fills its cache from the bucket instead of from a replica
+    /// (deploy/nginx/ferry.conf). Nil (default): the lookup names no URL, and caches fill from the replicas.
+    package var objectURL: (@Sendable (_ dataset: String, _ object: String) -> String)? = nil
+    /// Lets a publisher in the same process say that the store changed, so the catalog reads it at once rather than
+    /// at its next poll (``StoreChanges``). Nil (default): the poll alone finds changes.
+    package var storeChanges: StoreChanges? = nil
+    /// What the status page counts and shows beyond the store (traffic, in-process publishes). A fresh board by
+    /// default; a caller that publishes in-process keeps a reference and reports to it.
+    package var statusBoard = StatusBoard()
+    /// Where attachments live (`/v1/datasets/{dataset}/attachments/…`). Nil (default): the directory store's
+    /// ``FileAttachmentStore`` under ``ServerConfiguration/storePath`` (`STORE/DATASET/attachments/`); a bucket store gives its own.
+    package var attachmentStore: (any AttachmentStore)? = nil
+    /// Where partial uploads (tus) and whole uploads being received are kept until they are verified: a
+    /// server-local directory on the same file system as the store, so a verified upload is renamed into place. Nil
+    /// (default): `STORE/.ferry-uploads/` (a bucket store gives its cache directory).
+    package var attachmentUploads: URL? = nil
+
+    package init() {}
 }

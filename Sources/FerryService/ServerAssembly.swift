@@ -115,8 +115,8 @@ public struct ServerAssembly: Sendable {
         // A publish into the store directory is served at once, not at the catalog's next poll (a bucket's replica
         // finds it at its next manifest poll, as any other publisher's).
         let storeChanges: StoreChanges? = publisherCache == nil ? StoreChanges() : nil
-        server.storeChanges = storeChanges
-        let statusBoard = server.statusBoard
+        server.dependencies.storeChanges = storeChanges
+        let statusBoard = server.dependencies.statusBoard
         let schedules = publishing.trigger.schedules(for: publishers, logger: logger) { dataset, outcome in
             switch outcome {
             case .success(let result):
@@ -148,18 +148,18 @@ public struct ServerAssembly: Sendable {
             try? await NIOThreadPool.singleton.runIfActive { replica.removeCache() }
             throw error
         }
-        server.store = replica.store
-        server.storeName = "\(configuration.store)"
+        server.dependencies.store = replica.store
+        server.dependencies.storeName = "\(configuration.store)"
         server.storePath = replica.store.cacheDirectory
         // Whole files built on request and catch-up patches go beside the replica's objects, unless named.
         if server.builds.directory == nil {
             server.builds.directory = replica.store.cacheDirectory.appendingPathComponent(".ferry-cache")
         }
-        server.attachmentStore = replica.attachments
+        server.dependencies.attachmentStore = replica.attachments
         // Partial uploads on the cache's file system, so a finished one moves into the cache by a rename.
-        server.attachmentUploads = replica.store.cacheDirectory.appendingPathComponent(".ferry-uploads")
+        server.dependencies.attachmentUploads = replica.store.cacheDirectory.appendingPathComponent(".ferry-uploads")
         if configuration.bucket.presignObjects {
-            server.objectURL = { dataset, object in replica.objectURL(dataset: dataset, object: object) }
+            server.dependencies.objectURL = { dataset, object in replica.objectURL(dataset: dataset, object: object) }
         }
         return replica
     }

@@ -30,24 +30,23 @@ struct AccessOptions: ParsableArguments {
     @Option(
         name: .customLong("connect-timeout"),
         help: ArgumentHelp(
-            "Seconds to wait for a connection to an unreachable host (a refused connection is reported at once).",
-            valueName: "seconds"))
-    var connectTimeout: Double = 10
+            "How long to wait for a connection to an unreachable host, e.g. 10s (the default; a refused connection is reported at once).",
+            valueName: "duration"),
+        transform: Duration.argument(
+            in: .milliseconds(100) ... .seconds(3600), expected: "between 0.1 and 3600 seconds"))
+    var connectTimeout: Duration = .seconds(10)
 
     @Option(
         name: .customLong("read-timeout"),
         help: ArgumentHelp(
-            "Seconds to wait for a server that accepted the connection but sends nothing.", valueName: "seconds"))
-    var readTimeout: Double = 60
+            "How long to wait for a server that accepted the connection but sends nothing, e.g. 60s (the default).",
+            valueName: "duration"),
+        transform: Duration.argument(
+            in: .milliseconds(100) ... .seconds(86_400), expected: "between 0.1 and 86400 seconds"))
+    var readTimeout: Duration = .seconds(60)
 
     func validate() throws {
         if let token, token.isEmpty { throw ValidationError("--token must not be empty (omit it to send no token)") }
-        guard (0.1...3600).contains(connectTimeout) else {
-            throw ValidationError("--connect-timeout must be between 0.1 and 3600 seconds")
-        }
-        guard (0.1...86_400).contains(readTimeout) else {
-            throw ValidationError("--read-timeout must be between 0.1 and 86400 seconds")
-        }
         _ = try trustedCertificates()
     }
 
@@ -73,15 +72,16 @@ struct AccessOptions: ParsableArguments {
     /// An HTTP client with `--connect-timeout` and `--read-timeout` that trusts `--ca` when given; the caller shuts it
     /// down.
     /// `readTimeoutAtLeast` raises the read timeout (never lowers it): a long-poll's server sends nothing for its wait.
-    func makeHTTPClient(readTimeoutAtLeast: Double = 0) throws -> HTTPClient {
+    func makeHTTPClient(readTimeoutAtLeast: Duration = .zero) throws -> HTTPClient {
         try AsyncHTTPClientTransport.makeHTTPClient(
-            connectTimeout: .milliseconds(Int64(connectTimeout * 1000)),
-            readTimeout: .milliseconds(Int64(max(readTimeout, readTimeoutAtLeast) * 1000)),
+            connectTimeout: TimeAmount(connectTimeout), readTimeout: TimeAmount(max(readTimeout, readTimeoutAtLeast)),
             trusting: try trustedCertificates())
     }
 
     /// Runs `body` with the command's HTTP stack (see ``ClientHTTP``) and shuts it down afterwards, either way.
-    func withHTTPClient<T>(readTimeoutAtLeast: Double = 0, _ body: (ClientHTTP) async throws -> T) async throws -> T {
+    func withHTTPClient<T>(readTimeoutAtLeast: Duration = .zero, _ body: (ClientHTTP) async throws -> T) async throws
+        -> T
+    {
         let http = try makeHTTPClient(readTimeoutAtLeast: readTimeoutAtLeast)
         let result: T
         do {

@@ -38,8 +38,7 @@ struct AttachCommand: AsyncParsableCommand {
     func run() async throws {
         let store = DeviceAttachments(directory: ClientDirectory(URL(fileURLWithPath: dir)))
         let source = URL(fileURLWithPath: file)
-        let type = contentType
-        let added = try await BlockingWork.run { try store.add(fileAt: source, contentType: type) }
+        let added = try await store.add(fileAt: source, contentType: contentType)
         print(json ? try JSONLine.render(Output(sha256: added.sha256, size: added.size)) : added.sha256)
     }
 }
@@ -107,14 +106,13 @@ struct AttachmentPathCommand: AsyncParsableCommand {
             var configuration = FerryClient.Configuration(directory: options.directoryURL)
             if let server, let dataset {
                 let serverOptions = try ServerOptions.parse(["--server", server, "--dataset", dataset])
-                configuration = try serverOptions.clientConfiguration(
-                    directory: options.directoryURL, http: http, access: access)
+                configuration = try serverOptions.clientConfiguration(directory: options.directoryURL, access: access)
             }
             configuration.update.applyOnOpen = false
             configuration.push.onOpen = false
             configuration.attachments.cacheBytes = cache.attachmentCacheBytes
             let client = try await FerryClient.open(
-                configuration: configuration, logger: options.logger(), transport: http.snapshot)
+                configuration: configuration, logger: options.logger(), transport: http.transport)
             do {
                 let url = try await client.attachmentURL(for: sha256)
                 await client.close()

@@ -13,7 +13,7 @@ enum TransportChoice: String, ExpressibleByArgument, CaseIterable, Sendable {
     case urlSession = "urlsession"
 }
 
-/// The HTTP stack of `ferry fetch`, `push` and `sync`: the snapshot transport and the change uploader, on one
+/// The HTTP stack of `ferry fetch`, `push` and `sync`: one transport for everything they send, on one
 /// connection setup (`--connect-timeout`, `--read-timeout`, `--ca`).
 ///
 /// The CLI uses AsyncHTTPClient (FerryClientNIO), not FerryClient's default URLSession. `scripts/bench fetch` on
@@ -26,29 +26,20 @@ enum TransportChoice: String, ExpressibleByArgument, CaseIterable, Sendable {
 /// - it moves the uncompressed file: on a real link, with rows that compress, the gzip copy is the faster transfer.
 /// `--transport urlsession` selects URLSession, for the benchmark.
 struct ClientHTTP {
-    let snapshot: any SnapshotTransport
-    let uploader: @Sendable (URL) -> any ChangeUploader
-    /// How attachments are uploaded, on the same connection setup.
-    let attachments: any AttachmentTransport
+    /// Downloads, change uploads and attachments alike.
+    let transport: any HTTPTransport
 
     init(_ choice: TransportChoice, http: HTTPClient, access: AccessOptions) throws {
         switch choice {
         case .asyncHTTPClient:
-            snapshot = AsyncHTTPClientTransport(client: http)
-            uploader = { HTTPChangeUploader(server: $0, httpClient: http) }
-            attachments = HTTPAttachmentTransport(httpClient: http)
+            transport = AsyncHTTPClientTransport(client: http)
         case .urlSession:
-            let transport: URLSessionTransport
             do {
                 transport = try URLSessionTransport(
-                    requestTimeout: .milliseconds(Int64(access.readTimeout * 1000)),
-                    trusting: try access.trustedCertificates())
+                    requestTimeout: access.readTimeout, trusting: try access.trustedCertificates())
             } catch let error as FerryError {
                 throw ValidationError("--transport urlsession: \(error.message)")
             }
-            snapshot = transport
-            uploader = { URLSessionChangeUploader(server: $0, transport: transport) }
-            attachments = URLSessionAttachmentTransport(transport: transport)
         }
     }
 }

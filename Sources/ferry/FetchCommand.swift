@@ -49,14 +49,13 @@ struct FetchCommand: AsyncParsableCommand {
     func run() async throws {
         let (result, applied, attachments) = try await access.withHTTPClient { http in
             // `ferry sync` pushes; fetch only fetches (the configuration neither pushes nor applies on open).
-            var configuration = try server.clientConfiguration(
-                directory: options.directoryURL, http: http, access: access)
+            var configuration = try server.clientConfiguration(directory: options.directoryURL, access: access)
             configuration.acceptedSchemaVersions = acceptSchema.isEmpty ? nil : Set(acceptSchema)
             configuration.download.maxBytesPerSecond = limitRate?.bytesPerSecond
             configuration.download.usePatches = !noPatch
             configuration.attachments.cacheBytes = cache.attachmentCacheBytes
             let client = try await FerryClient.open(
-                configuration: configuration, logger: options.logger(), transport: http.snapshot)
+                configuration: configuration, logger: options.logger(), transport: http.transport)
             do {
                 let bar = json ? nil : ProgressBar.ifTerminal()
                 var onProgress: (@Sendable (FetchProgress) -> Void)?
@@ -96,7 +95,8 @@ struct FetchCommand: AsyncParsableCommand {
                 ? "no newer version; an update is pending" : "already up to date"
         }
         let version = "version \(download.version)"
-        let resumed = download.resumedFrom > 0 ? ", resumed at \(ProgressBar.bytes(download.resumedFrom))" : ""
+        let resumed =
+            download.check.resumedFrom > 0 ? ", resumed at \(ProgressBar.bytes(download.check.resumedFrom))" : ""
         let size = sizeText(download)
         if result.outcome == .initialSync { return "initial sync: \(version) (\(size)\(resumed)) is now database.db" }
         if let appliedText { return "downloaded \(version) (\(size)\(resumed)); \(appliedText)" }
@@ -106,7 +106,7 @@ struct FetchCommand: AsyncParsableCommand {
 
     /// How big a download was: the file and its gzip transfer, or the patch against the published file.
     private static func sizeText(_ download: FetchResult.Download) -> String {
-        let transfer = download.bytesReceived + download.resumedFrom
+        let transfer = download.check.bytesReceived + download.check.resumedFrom
         var size = ProgressBar.bytes(download.fileBytes)
         if download.encoding == .gzip { size += ", \(ProgressBar.bytes(transfer)) gzip" }
         if case .patch(let from, let to) = download.path {
@@ -124,7 +124,7 @@ struct FetchCommand: AsyncParsableCommand {
             }
             if let own = download.ownRowsSettled, own > 0 { size += "; it settled \(own) rows this device had written" }
         }
-        if let failure = download.patchFailure { size += "; the patch was not used: \(failure)" }
+        if let failure = download.check.patchFailure { size += "; the patch was not used: \(failure)" }
         return size
     }
 }

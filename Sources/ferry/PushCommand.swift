@@ -37,7 +37,8 @@ struct PushCommand: AsyncParsableCommand {
         let batchSize = self.batchSize
         let result = try await access.withHTTPClient { http in
             try await options.withClient(
-                try server.clientConfiguration(directory: options.directoryURL, http: http, access: access)
+                try server.clientConfiguration(directory: options.directoryURL, access: access),
+                transport: http.transport
             ) {
                 try await $0.push(batchSize: batchSize)
             }
@@ -70,12 +71,11 @@ struct SyncCommand: AsyncParsableCommand {
 
     func run() async throws {
         let result = try await access.withHTTPClient { http in
-            var configuration = try server.clientConfiguration(
-                directory: options.directoryURL, http: http, access: access)
+            var configuration = try server.clientConfiguration(directory: options.directoryURL, access: access)
             configuration.acceptedSchemaVersions = acceptSchema.isEmpty ? nil : Set(acceptSchema)
             configuration.attachments.cacheBytes = cache.attachmentCacheBytes
             let client = try await FerryClient.open(
-                configuration: configuration, logger: options.logger(), transport: http.snapshot)
+                configuration: configuration, logger: options.logger(), transport: http.transport)
             do {
                 let result = try await client.sync()
                 await client.close()

@@ -33,10 +33,9 @@ struct ServerOptions: ParsableArguments {
         return url
     }
 
-    /// A client configuration for `directory` that talks to `--server` about `--dataset` through `http` (its uploader,
-    /// on the connection setup of ``AccessOptions/withHTTPClient(_:)``), with the access token of
+    /// A client configuration for `directory` that talks to `--server` about `--dataset`, with the access token of
     /// `access`. It neither applies a pending update nor pushes when it opens: each command does what it says.
-    func clientConfiguration(directory: URL, http: ClientHTTP, access: AccessOptions) throws
+    func clientConfiguration(directory: URL, access: AccessOptions) throws
         -> FerryClient.Configuration
     {
         let url = try serverURL()
@@ -44,8 +43,6 @@ struct ServerOptions: ParsableArguments {
         configuration.update.applyOnOpen = false
         configuration.push.onOpen = false
         access.apply(to: &configuration)
-        configuration.push.uploader = http.uploader(url)
-        configuration.attachments.transport = http.attachments
         return configuration
     }
 }

@@ -46,8 +46,10 @@ struct WatchCommand: AsyncParsableCommand {
     @Option(
         name: .long,
         help: ArgumentHelp(
-            "How long the server may hold each check until a new version exists (1-60).", valueName: "seconds"))
-    var wait: Int = 30
+            "How long the server may hold each check until a new version exists, e.g. 30s (the default; 1s to 60s).",
+            valueName: "duration"),
+        transform: Duration.argument(in: .seconds(1) ... .seconds(60), expected: "1 to 60 seconds"))
+    var wait: Duration = .seconds(30)
 
     @Flag(name: .long, help: "Print one line of JSON per version.")
     var json = false
@@ -56,20 +58,15 @@ struct WatchCommand: AsyncParsableCommand {
         name: .customLong("accept-schema"), help: "A schema version this client accepts (repeatable; default: any).")
     var acceptSchema: [Int] = []
 
-    func validate() throws {
-        guard (1...60).contains(wait) else { throw ValidationError("--wait must be 1 to 60 seconds") }
-    }
-
     func run() async throws {
         // The server sends nothing while it waits: the read timeout must outlast the wait.
-        try await access.withHTTPClient(readTimeoutAtLeast: Double(wait + 30)) { http in
-            var configuration = try server.clientConfiguration(
-                directory: options.directoryURL, http: http, access: access)
-            configuration.download.waitForChanges = .seconds(wait)
+        try await access.withHTTPClient(readTimeoutAtLeast: wait + .seconds(30)) { http in
+            var configuration = try server.clientConfiguration(directory: options.directoryURL, access: access)
+            configuration.download.waitForChanges = wait
             configuration.attachments.cacheBytes = cache.attachmentCacheBytes
             configuration.acceptedSchemaVersions = acceptSchema.isEmpty ? nil : Set(acceptSchema)
             let client = try await FerryClient.open(
-                configuration: configuration, logger: options.logger(), transport: http.snapshot)
+                configuration: configuration, logger: options.logger(), transport: http.transport)
             let watch = Watch(client: client, apply: applyMode == .automatic, json: json, dir: options.dir)
             let group = ServiceGroup(
                 services: [watch], gracefulShutdownSignals: [.sigterm, .sigint], logger: options.logger())

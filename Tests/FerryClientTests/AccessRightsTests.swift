@@ -192,7 +192,7 @@ import Testing
             #expect(
                 [.full, checkpointStart.map { .patch(from: $0.version, to: tier2.version) }].contains(
                     result.download?.path))
-            #expect(result.patchFailure == nil)
+            #expect(result.check.patchFailure == nil)
             #expect(result.download?.sha256 == tier2.sha256)
             #expect(try await alice.applyPendingUpdate().applied)
             #expect(try await Self.campgrounds(alice).count == 5)

@@ -104,7 +104,7 @@ import Testing
             await box.set(Self.token)
             let resumed = try await client.checkForUpdates()
             #expect(resumed.outcome == .updateDownloaded && resumed.download?.version == 3)
-            #expect(resumed.resumedFrom == Int64(v3Bytes.count / 2))
+            #expect(resumed.check.resumedFrom == Int64(v3Bytes.count / 2))
             // (a partial record from before version URLs names no representation: its bytes are the SQLite file's,
             // and it resumes as such)
             #expect(await gate.log.requests.last?.path == "/v1/datasets/trips/versions/3")
@@ -236,8 +236,6 @@ import Testing
             configuration.push.attempts = 3
             configuration.push.backoff = .milliseconds(10)
             configuration.tokenProvider = { await box.token }
-            // nil: the default uploader, on the client's URLSessionTransport
-            configuration.push.uploader = kind == .asyncHTTPClient ? HTTPChangeUploader(server: url) : nil
             let device = try await FerryClient.open(configuration: configuration, logger: .test, transport: kind.shared)
             #expect(try await device.checkForUpdates().outcome == .initialSync)
 

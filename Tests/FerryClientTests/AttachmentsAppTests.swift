@@ -26,8 +26,8 @@ import Testing
             try await ferry.checkForUpdates()
 
             // Given a photo and a scan added by the app, and the row that names them
-            let photo = try ferry.attachments.add(data: AttachmentsServerTests.bytes(120_000, seed: 4))
-            let scan = try ferry.attachments.add(data: AttachmentsServerTests.bytes(80_000, seed: 6))
+            let photo = try await ferry.attachments.add(data: AttachmentsServerTests.bytes(120_000, seed: 4))
+            let scan = try await ferry.attachments.add(data: AttachmentsServerTests.bytes(80_000, seed: 6))
             #expect(ferry.currentStatus.pendingAttachments == 2)
             #expect(ferry.currentStatus.pendingAttachmentBytes == 200_000)
             try await ferry.pool.write { db in

@@ -60,13 +60,14 @@ import Testing
             try database.connect().query(sql, []).first?.first ?? nil
         }
 
-        func client(_ name: String, transport: (any AttachmentTransport)? = nil) async throws -> FerryClient {
+        func client(_ name: String, transport: any HTTPTransport = URLSessionTransport.shared) async throws
+            -> FerryClient
+        {
             var configuration = FerryClient.Configuration(
                 directory: directory.appending(name), serverURL: server, dataset: "notes")
             configuration.push.onOpen = false
             configuration.push.backoff = .milliseconds(10)
-            configuration.attachments.transport = transport
-            return try await FerryClient.open(configuration: configuration, logger: .test)
+            return try await FerryClient.open(configuration: configuration, logger: .test, transport: transport)
         }
 
         /// The attachment files the server's store holds.
@@ -215,13 +216,15 @@ import Testing
     }
 
     /// Counts the body bytes sent, and can break the link after some requests.
-    struct CountingTransport: AttachmentTransport {
-        let inner: any AttachmentTransport
+    struct CountingTransport: HTTPTransport {
+        let inner: any HTTPTransport
         let sent = Locked<Int64>(0)
         let patchesLeft: Locked<Int>?
         var maxBodyBytes: Int64? { inner.maxBodyBytes }
 
-        func send(_ request: AttachmentRequest) async throws -> AttachmentResponse {
+        func send<Result: Sendable>(
+            _ request: TransportRequest, _ handle: (TransportResponseHead, TransportResponseBody) async throws -> Result
+        ) async throws -> Result {
             if request.method == "PATCH", let patchesLeft {
                 let allowed = patchesLeft.withLock { left in
                     left -= 1
@@ -230,7 +233,7 @@ import Testing
                 guard allowed else { throw FerryError(.offline, "the link is cut (test)") }
             }
             sent.withLock { $0 += request.body?.length ?? 0 }
-            return try await inner.send(request)
+            return try await inner.send(request, handle)
         }
     }
 
@@ -238,8 +241,8 @@ import Testing
         try await withWorld { world, _ in
             let directory = world.directory.appending("device")
             let store = DeviceAttachments(directory: ClientDirectory(directory))
-            let photo = try store.add(data: Self.bytes(1 << 20, seed: 9), contentType: "image/jpeg")
-            let chunks = URLSessionAttachmentTransport(maxBodyBytes: 128 << 10)
+            let photo = try await store.add(data: Self.bytes(1 << 20, seed: 9), contentType: "image/jpeg")
+            let chunks = try URLSessionTransport(maxBodyBytes: 128 << 10)
 
             // Given a link that breaks after 3 of the 8 chunks
             let cut = CountingTransport(inner: chunks, patchesLeft: Locked(3))

@@ -12,7 +12,7 @@ import Testing
         DeviceAttachments(directory: ClientDirectory(dir.appending("client")))
     }
 
-    @Test func theSameContentTwiceIsStoredAndQueuedOnce() throws {
+    @Test func theSameContentTwiceIsStoredAndQueuedOnce() async throws {
         let dir = try TemporaryDirectory("attach-twice")
         defer { dir.remove() }
         let store = Self.store(dir)
@@ -21,8 +21,8 @@ import Testing
         try bytes.write(to: photo)
 
         // When the same photo is attached twice, once as a file and once as bytes
-        let first = try store.add(fileAt: photo)
-        let second = try store.add(data: bytes, contentType: "image/jpeg")
+        let first = try await store.add(fileAt: photo)
+        let second = try await store.add(data: bytes, contentType: "image/jpeg")
 
         // Then one file holds it, named by its SHA-256, and one queue entry, typed from the extension
         #expect(first.sha256 == FileDigest.sha256Hex(bytes: Array(bytes)))
@@ -36,45 +36,45 @@ import Testing
         #expect(names.sorted() == [first.sha256, "queue"])
     }
 
-    @Test func aMissingOrUnreadableFileIsAClearErrorAndQueuesNothing() throws {
+    @Test func aMissingOrUnreadableFileIsAClearErrorAndQueuesNothing() async throws {
         let dir = try TemporaryDirectory("attach-missing")
         defer { dir.remove() }
         let store = Self.store(dir)
         let missing = dir.appending("nope.jpg")
-        let error = #expect(throws: FerryError.self) { try store.add(fileAt: missing) }
+        let error = await #expect(throws: FerryError.self) { try await store.add(fileAt: missing) }
         #expect(error?.code == .io && error?.path == missing.path)
-        let error2 = #expect(throws: FerryError.self) { try store.add(fileAt: dir.url) }
+        let error2 = await #expect(throws: FerryError.self) { try await store.add(fileAt: dir.url) }
         #expect(error2?.path == dir.url.path)
         #expect(try store.queued().isEmpty)
         #expect(try store.held().isEmpty)
     }
 
-    @Test func anEntryWithoutItsFileIsWhatACrashInsideAnAddLeaves() throws {
+    @Test func anEntryWithoutItsFileIsWhatACrashInsideAnAddLeaves() async throws {
         let dir = try TemporaryDirectory("attach-crash")
         defer { dir.remove() }
         let store = Self.store(dir)
-        let added = try store.add(data: Data("signature".utf8))
+        let added = try await store.add(data: Data("signature".utf8))
         // A crash between the queue entry and the rename leaves the entry alone: the file was never attached.
         try FileManager.default.removeItem(at: store.url(for: added.sha256))
         #expect(try store.queued().map(\.sha256) == [added.sha256])
         // Adding it again stores the file; the entry stays one.
-        #expect(try store.add(data: Data("signature".utf8)).queued)
+        #expect(try await store.add(data: Data("signature".utf8)).queued)
         #expect(try store.queued().count == 1 && store.contains(added.sha256))
     }
 
-    @Test func theCacheCapEvictsOnlyOnDemandAttachmentsLeastRecentlyUsedFirst() throws {
+    @Test func theCacheCapEvictsOnlyOnDemandAttachmentsLeastRecentlyUsedFirst() async throws {
         let dir = try TemporaryDirectory("attach-lru")
         defer { dir.remove() }
         let store = Self.store(dir)
-        func stored(_ text: String) throws -> String {
-            let added = try store.add(data: Data(String(repeating: text, count: 1000).utf8))
+        func stored(_ text: String) async throws -> String {
+            let added = try await store.add(data: Data(String(repeating: text, count: 1000).utf8))
             try store.dequeue(added.sha256)  // as after its upload
             return added.sha256
         }
-        let eager = try stored("e")
-        let (old, middle, recent) = (try stored("a"), try stored("b"), try stored("c"))
-        let queued = try store.add(data: Data(String(repeating: "q", count: 1000).utf8)).sha256
-        let unnamed = try stored("u")
+        let eager = try await stored("e")
+        let (old, middle, recent) = (try await stored("a"), try await stored("b"), try await stored("c"))
+        let queued = try await store.add(data: Data(String(repeating: "q", count: 1000).utf8)).sha256
+        let unnamed = try await stored("u")
         let now = Date()
         store.touch(old, now: now.addingTimeInterval(-300))
         store.touch(middle, now: now.addingTimeInterval(-200))

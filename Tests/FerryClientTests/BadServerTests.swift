@@ -149,7 +149,7 @@ import Testing
             return result
         }
         #expect(result.outcome == .initialSync)
-        #expect(result.resumedFrom == 0)
+        #expect(result.check.resumedFrom == 0)
         #expect(result.bytesReceived == setup.manifest.size)
         #expect(await server.log.ranges.first! != nil, "the client asked for a range")
         #expect(try publishedVersion(of: ClientDirectory(setup.clientDir).database, among: [setup.manifest]) == 1)
@@ -174,7 +174,7 @@ import Testing
         #expect(ranges.first! == "bytes=\(setup.manifest.size / 2)-")
         #expect(ranges.last! == nil)
         #expect(result.outcome == .initialSync)
-        #expect(result.resumedFrom == 0)
+        #expect(result.check.resumedFrom == 0)
         #expect(try publishedVersion(of: ClientDirectory(setup.clientDir).database, among: [setup.manifest]) == 1)
     }
 

@@ -124,7 +124,7 @@ import Testing
             try bytes.write(to: object)
             let served = try await world.manifest()
             let result = try await device.checkForUpdates()
-            #expect(result.patchFailure != nil)
+            #expect(result.check.patchFailure != nil)
             #expect(result.download?.path == .full && result.download?.sha256 == served.sha256)
             #expect(try await device.applyPendingUpdate().applied)
             await device.close()

@@ -94,7 +94,7 @@ import Testing
     ) async throws -> Int64 {
         let manifest = try await world.manifest()
         let result = try await client.checkForUpdates()
-        #expect(result.patchFailure == nil, "\(result.patchFailure ?? "")", sourceLocation: sourceLocation)
+        #expect(result.check.patchFailure == nil, "\(result.check.patchFailure ?? "")", sourceLocation: sourceLocation)
         #expect(
             result.download?.path == .patch(from: from, to: manifest.version), sourceLocation: sourceLocation)
         #expect(result.bytesReceived < manifest.gzipSize, sourceLocation: sourceLocation)
@@ -190,7 +190,7 @@ import Testing
             let (status, _) = try await CheckpointServingTests.get(world.server, "v1/datasets/trips/patches/1-7")
             #expect(status == 404)
             let result = try await device.checkForUpdates()
-            #expect(result.download?.path == .full && result.patchFailure == nil)
+            #expect(result.download?.path == .full && result.check.patchFailure == nil)
             await device.close()
         }
     }

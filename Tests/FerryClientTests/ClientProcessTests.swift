@@ -148,7 +148,7 @@ import Testing
         let result = try await again.checkForUpdates()
         await again.close()
         #expect(result.outcome == .initialSync)
-        #expect(result.resumedFrom == kept)
+        #expect(result.check.resumedFrom == kept)
         #expect(result.bytesReceived == kind.wireSize(manifest) - kept)
         #expect(
             result.download?.fileBytes == manifest.size

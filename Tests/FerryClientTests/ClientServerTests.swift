@@ -145,7 +145,7 @@ import Testing
             let result = try await client.checkForUpdates { progress.append($0) }
             await client.close()
             #expect(result.outcome == .initialSync)
-            #expect(result.resumedFrom == Int64(kept))
+            #expect(result.check.resumedFrom == Int64(kept))
             #expect(result.bytesReceived == manifest.size - Int64(kept))
             #expect(try publishedVersion(of: setup.dir.database, among: [manifest]) == 1)
         }
@@ -173,7 +173,7 @@ import Testing
             let client = try await setup.open(url, kind)
             let result = try await client.checkForUpdates()
             await client.close()
-            #expect(result.resumedFrom == kept)
+            #expect(result.check.resumedFrom == kept)
             #expect(result.bytesReceived == manifest.size - kept)
             #expect(try publishedVersion(of: setup.dir.database, among: [manifest]) == 1)
         }
@@ -194,7 +194,7 @@ import Testing
             #expect(!setup.dir.exists(setup.dir.database) && !setup.dir.exists(setup.dir.partial))
             let result = try await client.checkForUpdates()
             #expect(
-                result.outcome == .initialSync && result.resumedFrom == 0
+                result.outcome == .initialSync && result.check.resumedFrom == 0
                     && result.bytesReceived == kind.wireSize(manifest))
         }
     }
@@ -210,7 +210,7 @@ import Testing
             let client = try await setup.open(url, kind)
             let result = try await client.checkForUpdates()
             await client.close()
-            #expect(result.outcome == .initialSync && result.resumedFrom == 0)
+            #expect(result.outcome == .initialSync && result.check.resumedFrom == 0)
             #expect(try publishedVersion(of: setup.dir.database, among: [manifest]) == 1)
         }
     }

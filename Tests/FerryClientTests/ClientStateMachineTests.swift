@@ -11,8 +11,8 @@ import Testing
     let other = String(repeating: "cd", count: 32)
     let url = "http://127.0.0.1:1/v1/datasets/x/snapshot"
 
-    func head(_ status: Int, _ headers: [String: String] = [:]) -> SnapshotResponseHead {
-        SnapshotResponseHead(status: status, headers: headers)
+    func head(_ status: Int, _ headers: [String: String] = [:]) -> TransportResponseHead {
+        TransportResponseHead(status: status, headers: headers)
     }
 
     /// The SQLite file itself as the representation on the wire, `size` bytes long.

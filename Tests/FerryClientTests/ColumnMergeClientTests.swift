@@ -170,7 +170,7 @@ import Testing
                     ChangeBatch(
                         clientId: try await device.deviceID(), sentAt: Timestamp.format(Date()), changes: changes))
             }
-            let uploader = HTTPChangeUploader(server: world.server)
+            let uploader = ChangeUploader(server: world.server, transport: AsyncHTTPClientTransport())
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for batch in resent + resent {
                     group.addTask { _ = try await uploader.upload(batch, dataset: "findings") }

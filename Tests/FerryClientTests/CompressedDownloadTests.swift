@@ -93,7 +93,7 @@ import Testing
                 result.outcome == .updateDownloaded && result.download?.version == 2
                     && result.download?.sha256 == v2.sha256)
             #expect(result.download?.encoding == .gzip)
-            #expect(result.bytesReceived == v2.gzipSize && result.resumedFrom == 0)
+            #expect(result.bytesReceived == v2.gzipSize && result.check.resumedFrom == 0)
             #expect(result.download?.fileBytes == v2.size)
             try setup.expectPublished(setup.dir.updated, v2)
             setup.expectNoPartial()
@@ -158,7 +158,7 @@ import Testing
 
             // And updated.db is the published file, byte for byte
             #expect(result.outcome == .updateDownloaded && result.download?.version == 2)
-            #expect(result.resumedFrom == kept && result.bytesReceived == v2.gzipSize - kept)
+            #expect(result.check.resumedFrom == kept && result.bytesReceived == v2.gzipSize - kept)
             #expect(result.download?.fileBytes == v2.size && result.download?.encoding == .gzip)
             try setup.expectPublished(setup.dir.updated, v2)
             setup.expectNoPartial()
@@ -199,7 +199,7 @@ import Testing
             #expect(download.range == "bytes=\(kept)-" && download.ifRange == "\"\(v2.sha256)-gzip\"")
             #expect(download.status == 200 && download.contentEncoding == nil && download.contentRange == nil)
             #expect(Int64(download.bodyBytes) == v2.size)
-            #expect(result.outcome == .updateDownloaded && result.resumedFrom == 0)
+            #expect(result.outcome == .updateDownloaded && result.check.resumedFrom == 0)
             #expect(
                 result.download?.encoding == .identity && result.bytesReceived == v2.size
                     && result.download?.fileBytes == v2.size)
@@ -230,7 +230,8 @@ import Testing
             #expect(download.path == "/v1/datasets/trips/versions/3")
             #expect(download.range == nil && download.ifRange == nil)
             #expect(download.status == 200 && download.contentEncoding == "gzip")
-            #expect(result.outcome == .updateDownloaded && result.download?.version == 3 && result.resumedFrom == 0)
+            #expect(
+                result.outcome == .updateDownloaded && result.download?.version == 3 && result.check.resumedFrom == 0)
             try setup.expectPublished(setup.dir.updated, v3)
             setup.expectNoPartial()
             await client.close()
@@ -300,7 +301,7 @@ import Testing
 
             // And updated.db is the published file, byte for byte
             #expect(result.outcome == .updateDownloaded && result.download?.version == 2)
-            #expect(result.resumedFrom == kept && result.bytesReceived == v2.size - kept)
+            #expect(result.check.resumedFrom == kept && result.bytesReceived == v2.size - kept)
             #expect(result.download?.fileBytes == v2.size && result.download?.encoding == .identity)
             try setup.expectPublished(setup.dir.updated, v2)
             setup.expectNoPartial()

@@ -54,7 +54,7 @@ import Testing
                 try await URLSession.shared.data(from: url.appendingPathComponent("v1/datasets/trips/manifest")).0)
         }
 
-        func client(_ name: String, server: URL, transport: (any SnapshotTransport)? = nil, usePatches: Bool = true)
+        func client(_ name: String, server: URL, transport: (any HTTPTransport)? = nil, usePatches: Bool = true)
             async throws -> FerryClient
         {
             var configuration = FerryClient.Configuration(
@@ -135,8 +135,8 @@ import Testing
                 #expect(result.outcome == .updateDownloaded)
                 #expect(
                     result.download?.path == .patch(from: version - 1, to: version),
-                    "\(String(describing: result.patchFailure))")
-                #expect(result.patchFailure == nil)
+                    "\(String(describing: result.check.patchFailure))")
+                #expect(result.check.patchFailure == nil)
                 #expect(result.bytesReceived == manifest.current.patch(from: version - 1)?.size)
                 #expect(try await result.bytesReceived < world.served(url).gzipSize)
                 #expect(try await client.status().path == .patch(from: version - 1, to: version))
@@ -166,7 +166,8 @@ import Testing
             for (client, from) in [(three, 1), (two, 2)] {
                 let result = try await client.checkForUpdates()
                 #expect(
-                    result.download?.path == .patch(from: from, to: 4), "\(String(describing: result.patchFailure))")
+                    result.download?.path == .patch(from: from, to: 4),
+                    "\(String(describing: result.check.patchFailure))")
                 #expect(try await client.applyPendingUpdate().applied)
                 try await Self.expectHolds(client, latest, world)
                 await client.close()
@@ -190,7 +191,7 @@ import Testing
 
             // When the device updates by patch and applies
             let result = try await client.checkForUpdates()
-            #expect(result.download?.path == .patch(from: 1, to: 2), "\(String(describing: result.patchFailure))")
+            #expect(result.download?.path == .patch(from: 1, to: 2), "\(String(describing: result.check.patchFailure))")
             #expect(try await client.applyPendingUpdate().applied)
 
             // Then it holds version 2 with its two edits on top, still queued
@@ -230,7 +231,7 @@ import Testing
             let result = try await client.checkForUpdates()
             #expect(transport.tampered.withLock { $0 } == 1)
             #expect(result.download?.path == .full)
-            let reason = try #require(result.patchFailure)
+            let reason = try #require(result.check.patchFailure)
             #expect(reason.contains(tamper == .flip ? "does not match its checksum" : "ended after"), "\(reason)")
             #expect(try await client.applyPendingUpdate().applied)
             try await Self.expectHolds(client, v2, world)
@@ -250,7 +251,7 @@ import Testing
             let v3 = try world.manifest()
             #expect(v3.current.patches?.map(\.from) == [2])
             let result = try await client.checkForUpdates()
-            #expect(result.download?.path == .full && result.patchFailure == nil)
+            #expect(result.download?.path == .full && result.check.patchFailure == nil)
             #expect(try await client.applyPendingUpdate().applied)
             try await Self.expectHolds(client, v3, world)
             await client.close()
@@ -413,23 +414,23 @@ enum Tamper: Sendable, CustomTestStringConvertible {
 
 /// The network between device and server, as a broken proxy: the first patch body that crosses it gets one byte
 /// flipped, or loses its second half. Everything else passes untouched.
-final class TamperingTransport: SnapshotTransport {
-    let inner: any SnapshotTransport
+final class TamperingTransport: HTTPTransport {
+    let inner: any HTTPTransport
     let tamper: Tamper
     let tampered = Locked(0)
 
-    init(_ tamper: Tamper, inner: any SnapshotTransport) {
+    init(_ tamper: Tamper, inner: any HTTPTransport) {
         self.tamper = tamper
         self.inner = inner
     }
 
-    func get<Result: Sendable>(
-        _ request: SnapshotRequest, _ handle: (SnapshotResponseHead, SnapshotResponseBody) async throws -> Result
+    func send<Result: Sendable>(
+        _ request: TransportRequest, _ handle: (TransportResponseHead, TransportResponseBody) async throws -> Result
     ) async throws -> Result {
         guard request.url.path.contains("/patches/"), tampered.withLock({ $0 }) == 0 else {
-            return try await inner.get(request, handle)
+            return try await inner.send(request, handle)
         }
-        return try await inner.get(request) { head, body in
+        return try await inner.send(request) { head, body in
             var data = Data()
             for try await chunk in body { data.append(chunk) }
             tampered.withLock { $0 += 1 }
@@ -440,7 +441,7 @@ final class TamperingTransport: SnapshotTransport {
             var sent = false
             return try await handle(
                 head,
-                SnapshotResponseBody { () -> Data? in
+                TransportResponseBody { () -> Data? in
                     defer { sent = true }
                     return sent ? nil : data
                 })

@@ -95,7 +95,7 @@ import Testing
     ) async throws {
         let patch = try #require(manifest.current.patch(from: manifest.version - 1), sourceLocation: sourceLocation)
         let result = try await client.checkForUpdates()
-        #expect(result.patchFailure == nil, "\(result.patchFailure ?? "")", sourceLocation: sourceLocation)
+        #expect(result.check.patchFailure == nil, "\(result.check.patchFailure ?? "")", sourceLocation: sourceLocation)
         #expect(
             result.download?.path == .patch(from: manifest.version - 1, to: manifest.version),
             sourceLocation: sourceLocation)
@@ -156,7 +156,7 @@ import Testing
             // The patch to version 2 applies and is verified, and the device still shows its answered edit: an app
             // that edits by what it reads must not build on the older value
             let result = try await device.checkForUpdates()
-            #expect(result.download?.path == .patch(from: 1, to: 2), "\(result.patchFailure ?? "")")
+            #expect(result.download?.path == .patch(from: 1, to: 2), "\(result.check.patchFailure ?? "")")
             #expect(try await device.applyPendingUpdate().applied)
             #expect(try await device.status().version == v2.version)
             #expect(
@@ -286,7 +286,7 @@ import Testing
             let reopened = try await world.client("device")
             let result = try await reopened.checkForUpdates()
             #expect(result.download?.path == .full)
-            #expect(result.patchFailure != nil)
+            #expect(result.check.patchFailure != nil)
             #expect(result.download?.ownRowsSettled == nil)
             #expect(try await reopened.applyPendingUpdate().applied)
             #expect(

@@ -25,7 +25,7 @@ import Testing
         // And a 404 names the settings too
         let notFound = #expect(throws: FerryError.self) {
             try ResponsePlan.decide(
-                head: SnapshotResponseHead(status: 404, headers: [:]), resumeFrom: nil, partial: nil, url: "http://x/")
+                head: TransportResponseHead(status: 404, headers: [:]), resumeFrom: nil, partial: nil, url: "http://x/")
         }
         #expect(notFound?.key == "dataset" && notFound?.message.contains("Configuration.dataset") == true)
         #expect(notFound?.message.contains("--") == false)

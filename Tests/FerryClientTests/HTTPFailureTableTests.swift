@@ -94,23 +94,21 @@ import Testing
         let ca = kind.trustsPrivateCA ? try TrustedCertificates(pemFile: trusted) : nil
         let timeout = Duration.seconds(2)
         let limit = 1024
-        let transport: any SnapshotTransport
-        let uploader: any ChangeUploader
+        let transport: any HTTPTransport
+        let uploader: ChangeUploader
         let http: HTTPClient?
         switch kind {
         case .urlSession:
             let session = try URLSessionTransport(requestTimeout: timeout, trusting: ca)
             transport = session
             http = nil
-            uploader = URLSessionChangeUploader(
-                server: server, transport: session, timeout: timeout, maxResponseBytes: limit)
+            uploader = ChangeUploader(server: server, transport: session, maxResponseBytes: limit)
         case .asyncHTTPClient:
             let client = try AsyncHTTPClientTransport.makeHTTPClient(
                 connectTimeout: .seconds(2), readTimeout: .seconds(2), trusting: ca)
             http = client
             transport = AsyncHTTPClientTransport(client: client, deadline: .seconds(10))
-            uploader = HTTPChangeUploader(
-                server: server, httpClient: client, timeout: .seconds(10), maxResponseBytes: limit)
+            uploader = ChangeUploader(server: server, transport: transport, maxResponseBytes: limit)
         }
         let temp = try TemporaryDirectory("ferry-failure-table")
         defer { temp.remove() }

@@ -144,16 +144,41 @@ import Testing
     }
 
     /// Records what a push sends, per line, and answers every change: `gone` for line 1 (retired), `applied` else.
-    struct RecordingUploader: ChangeUploader {
+    struct RecordingUploader: HTTPTransport {
         let sent = Locked<[(String, [String], String)]>([])
 
-        func upload(_ batch: ChangeBatch, dataset: String, accessToken: String?) async throws -> ChangeResults {
-            sent.withLock { $0.append((dataset, batch.changes.map(\.id), batch.clientId)) }
-            return ChangeResults(
-                results: batch.changes.map {
-                    ChangeResult(
-                        id: $0.id, status: dataset == "trips.v1" ? .gone : .applied, row: nil,
-                        message: dataset == "trips.v1" ? "schema line 1 of dataset 'trips' is retired" : nil)
+        func send<Result: Sendable>(
+            _ request: TransportRequest, _ handle: (TransportResponseHead, TransportResponseBody) async throws -> Result
+        ) async throws -> Result {
+            try await Self.answer(request, handle) { batch, dataset in
+                sent.withLock { $0.append((dataset, batch.changes.map(\.id), batch.clientId)) }
+                let results = ChangeResults(
+                    results: batch.changes.map {
+                        ChangeResult(
+                            id: $0.id, status: dataset == "trips.v1" ? .gone : .applied, row: nil,
+                            message: dataset == "trips.v1" ? "schema line 1 of dataset 'trips' is retired" : nil)
+                    })
+                return (200, try JSONEncoder().encode(results))
+            }
+        }
+
+        /// Answers a change upload's `POST …/datasets/{dataset}/changes` with what `answer` makes of its batch.
+        static func answer<Result: Sendable>(
+            _ request: TransportRequest,
+            _ handle: (TransportResponseHead, TransportResponseBody) async throws -> Result,
+            _ answer: (ChangeBatch, String) throws -> (Int, Data)
+        ) async throws -> Result {
+            guard request.method == "POST", case .data(let body)? = request.body else {
+                throw FerryError(.offline, "only change uploads are answered here (test)")
+            }
+            let dataset = request.url.deletingLastPathComponent().lastPathComponent
+            let (status, data) = try answer(try JSONDecoder().decode(ChangeBatch.self, from: body), dataset)
+            var sent = false
+            return try await handle(
+                TransportResponseHead(status: status, headers: ["content-type": "application/json"]),
+                TransportResponseBody {
+                    defer { sent = true }
+                    return sent ? nil : data
                 })
         }
     }
@@ -174,8 +199,7 @@ import Testing
         var config = FerryClient.Configuration(
             directory: clientDir.url, serverURL: URL(string: "http://127.0.0.1:9")!, dataset: "trips")
         config.push.onOpen = false
-        config.push.uploader = uploader
-        let client = try await FerryClient.open(configuration: config, logger: .test)
+        let client = try await FerryClient.open(configuration: config, logger: .test, transport: uploader)
         defer { Task { await client.close() } }
         _ = try await client.execute("UPDATE trips SET bags = 4 WHERE id = '\(Self.rowID)'")
         #expect(try await client.pendingEdits() == 2)
@@ -195,19 +219,23 @@ import Testing
     }
 
     /// Answers 410, as the server does, for the lines in `retired`; `applied` for the others.
-    struct RetiringUploader: ChangeUploader {
+    struct RetiringUploader: HTTPTransport {
         let retired = Locked<Set<String>>([])
         let sent = Locked<[String]>([])
 
-        func upload(_ batch: ChangeBatch, dataset: String, accessToken: String?) async throws -> ChangeResults {
-            sent.withLock { $0.append(dataset) }
-            if retired.current.contains(dataset) {
-                let body = #"{"error":{"code":"gone","message":"schema line 1 of dataset 'trips' is retired"}}"#
-                return try ChangeUploadResponse.results(
-                    status: 410, data: Data(body.utf8), url: "http://127.0.0.1:9/v1/datasets/\(dataset)/changes")
+        func send<Result: Sendable>(
+            _ request: TransportRequest, _ handle: (TransportResponseHead, TransportResponseBody) async throws -> Result
+        ) async throws -> Result {
+            try await RecordingUploader.answer(request, handle) { batch, dataset in
+                sent.withLock { $0.append(dataset) }
+                if retired.current.contains(dataset) {
+                    let body = #"{"error":{"code":"gone","message":"schema line 1 of dataset 'trips' is retired"}}"#
+                    return (410, Data(body.utf8))
+                }
+                let results = ChangeResults(
+                    results: batch.changes.map { ChangeResult(id: $0.id, status: .applied, row: nil, message: nil) })
+                return (200, try JSONEncoder().encode(results))
             }
-            return ChangeResults(
-                results: batch.changes.map { ChangeResult(id: $0.id, status: .applied, row: nil, message: nil) })
         }
     }
 
@@ -228,8 +256,7 @@ import Testing
         var config = FerryClient.Configuration(
             directory: clientDir.url, serverURL: URL(string: "http://127.0.0.1:9")!, dataset: "trips")
         config.push.onOpen = false
-        config.push.uploader = uploader
-        let client = try await FerryClient.open(configuration: config, logger: .test)
+        let client = try await FerryClient.open(configuration: config, logger: .test, transport: uploader)
         defer { Task { await client.close() } }
         _ = try await client.execute("UPDATE trips SET bags = 4 WHERE id = '\(Self.rowID)'")
 

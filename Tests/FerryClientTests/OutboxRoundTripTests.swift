@@ -250,7 +250,6 @@ import Testing
             configuration.push.attempts = 2
             configuration.push.backoff = .milliseconds(10)
             let transport = try kind.make(connectTimeout: .seconds(1))
-            configuration.push.uploader = transport.uploader(server: configuration.serverURL!)
             let offline = try await FerryClient.open(
                 configuration: configuration, logger: .test, transport: transport.snapshot)
             let error = await #expect(throws: FerryError.self) { try await offline.push() }

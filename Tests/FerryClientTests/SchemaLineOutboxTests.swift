@@ -56,7 +56,6 @@ import Testing
                 acceptedSchemaVersions: [1])
             config.push.onOpen = false
             config.update.applyOnOpen = false
-            config.push.uploader = transport.uploader(server: server)
             func scalar(_ sql: String) throws -> String? { try database.connect().query(sql, []).first?.first ?? nil }
             func line(_ device: FerryClient) async throws -> String? {
                 try await device.withDatabase { try $0.scalar("SELECT dataset FROM ferry_snapshot")?.text }

@@ -14,14 +14,14 @@ import Testing
 /// request, a version download with a partial kept). Everything else is the real server's answer.
 @Suite struct SchemaLineServerTests {
     /// The real transport behind a recorder and the paths answered 410.
-    struct LineTransport: SnapshotTransport {
-        let inner: any SnapshotTransport
-        let requests = Locked<[SnapshotRequest]>([])
+    struct LineTransport: HTTPTransport {
+        let inner: any HTTPTransport
+        let requests = Locked<[TransportRequest]>([])
         /// Paths (prefixes) answered 410 with the server's error body.
         let retired = Locked<[String]>([])
 
-        func get<Result: Sendable>(
-            _ request: SnapshotRequest, _ handle: (SnapshotResponseHead, SnapshotResponseBody) async throws -> Result
+        func send<Result: Sendable>(
+            _ request: TransportRequest, _ handle: (TransportResponseHead, TransportResponseBody) async throws -> Result
         ) async throws -> Result {
             requests.withLock { $0.append(request) }
             let path = request.url.path
@@ -30,15 +30,15 @@ import Testing
                     #"{"error":{"code":"gone","message":"no accepted line is live; lines served: 3"}}"#.utf8)
                 let sent = Locked(false)
                 return try await handle(
-                    SnapshotResponseHead(status: 410, headers: ["content-type": "application/json"]),
-                    SnapshotResponseBody {
+                    TransportResponseHead(status: 410, headers: ["content-type": "application/json"]),
+                    TransportResponseBody {
                         sent.withLock { done in
                             defer { done = true }
                             return done ? nil : body
                         }
                     })
             }
-            return try await inner.get(request, handle)
+            return try await inner.send(request, handle)
         }
     }
 

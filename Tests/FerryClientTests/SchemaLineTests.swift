@@ -92,7 +92,7 @@ import Testing
         let body = Data(
             #"{"error":{"code":"gone","message":"schema line 1 of dataset 'trips' is retired; lines served: 2"}}"#.utf8)
         let sent = Locked(false)
-        let stream = SnapshotResponseBody {
+        let stream = TransportResponseBody {
             sent.withLock { done in
                 defer { done = true }
                 return done ? nil : body

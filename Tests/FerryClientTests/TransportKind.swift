@@ -48,7 +48,7 @@ enum TransportKind: String, CaseIterable, Sendable, CustomTestStringConvertible 
     var cliArguments: [String] { ["--transport", self == .urlSession ? "urlsession" : "async-http-client"] }
 
     /// The process-wide transport of this kind (nothing to shut down).
-    var shared: any SnapshotTransport {
+    var shared: any HTTPTransport {
         switch self {
         case .urlSession: return URLSessionTransport.shared
         case .asyncHTTPClient: return AsyncHTTPClientTransport()
@@ -62,33 +62,22 @@ enum TransportKind: String, CaseIterable, Sendable, CustomTestStringConvertible 
         switch self {
         case .urlSession:
             let transport = try URLSessionTransport(requestTimeout: connectTimeout, trusting: ca)
-            return TestTransport(snapshot: transport, http: nil) {
-                URLSessionChangeUploader(server: $0, transport: transport)
-            }
+            return TestTransport(snapshot: transport, http: nil)
         case .asyncHTTPClient:
             let http = try AsyncHTTPClientTransport.makeHTTPClient(
                 connectTimeout: .milliseconds(Int64(connectTimeout.components.seconds * 1000)), trusting: ca)
-            return TestTransport(snapshot: AsyncHTTPClientTransport(client: http), http: http) {
-                HTTPChangeUploader(server: $0, httpClient: http)
-            }
+            return TestTransport(snapshot: AsyncHTTPClientTransport(client: http), http: http)
         }
     }
 }
 
 /// A transport made by ``TransportKind/make(connectTimeout:trusting:)`` and its uploader.
 struct TestTransport: Sendable {
-    let snapshot: any SnapshotTransport
+    let snapshot: any HTTPTransport
     let http: HTTPClient?
-    let makeUploader: @Sendable (URL) -> any ChangeUploader
 
-    init(snapshot: any SnapshotTransport, http: HTTPClient?, uploader: @escaping @Sendable (URL) -> any ChangeUploader)
-    {
-        self.snapshot = snapshot
-        self.http = http
-        self.makeUploader = uploader
-    }
-
-    func uploader(server: URL) -> any ChangeUploader { makeUploader(server) }
+    /// A change uploader on this transport.
+    func uploader(server: URL) -> ChangeUploader { ChangeUploader(server: server, transport: snapshot) }
 
     func shutdown() async throws { try await http?.shutdown() }
 }

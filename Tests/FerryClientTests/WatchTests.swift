@@ -27,7 +27,7 @@ import Testing
     )
     func pacing() {
         let status = ClientStatus(state: .upToDate)
-        var check = FetchResult.NotModified(status: status)
+        var check = FetchResult.Check(status: status)
         // A long-poll the server held: the next one at once
         check.waitApplied = 30
         var notModified = FetchResult.notModified(check)
@@ -49,8 +49,8 @@ import Testing
         // A new version: the next check at once (the download took longer than a second)
         let downloaded = FetchResult.updateDownloaded(
             .init(
-                version: 2, sha256: "", bytesReceived: 10, resumedFrom: 0, fileBytes: 10, publishedBytes: 10,
-                encoding: .gzip, path: .full, status: status))
+                version: 2, sha256: "", fileBytes: 10, publishedBytes: 10, encoding: .gzip, path: .full,
+                check: .init(status: status, bytesReceived: 10)))
         #expect(WatchPacing.pause(after: downloaded, elapsed: .seconds(2), pollInterval: .seconds(30)) == .zero)
 
         // Backoff: doubling to the cap, each between half and all of its ceiling
@@ -102,7 +102,7 @@ extension WatchTests {
             // Then a check with nothing new ends at the deadline, and says the server applied the wait
             let started = ContinuousClock.now
             let idle = try await client.checkForUpdates()
-            #expect(idle.outcome == .notModified && idle.waitApplied == 1)
+            #expect(idle.outcome == .notModified && idle.check.waitApplied == 1)
             #expect(ContinuousClock.now - started >= .milliseconds(950))
             await client.close()
 
@@ -118,7 +118,8 @@ extension WatchTests {
             try fixtures.publish(rows: 6)
             // Then the check brings version 2 within moments, not 50 s
             let result = try await check.value
-            #expect(result.outcome == .updateDownloaded && result.download?.version == 2 && result.waitApplied == 50)
+            #expect(
+                result.outcome == .updateDownloaded && result.download?.version == 2 && result.check.waitApplied == 50)
             #expect(ContinuousClock.now - published < .seconds(10))
             await client.close()
         }

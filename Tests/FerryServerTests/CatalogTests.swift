@@ -100,7 +100,7 @@ import Testing
         let expected = v1.sha256
         let changes = StoreChanges()
         var configuration = store.configuration()
-        configuration.storeChanges = changes
+        configuration.dependencies.storeChanges = changes
 
         try await store.withLiveServer(configuration) { client in
             let port = try #require(client.port)
@@ -155,7 +155,7 @@ import Testing
         let legacyBody = try legacy.jsonData()
         let changes = StoreChanges()
         var configuration = store.configuration()
-        configuration.storeChanges = changes
+        configuration.dependencies.storeChanges = changes
         try await store.withLiveServer(configuration) { client in
             // Then the manifest is the legacy one, byte for byte, and the snapshot and version URL serve its file
             let manifest = try await client.execute(uri: "/v1/datasets/old/manifest", method: .get)

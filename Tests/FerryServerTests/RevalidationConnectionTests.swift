@@ -42,7 +42,9 @@ import Testing
             }
             // Each answered in the channel, all but the first from what it remembered, and each counted once
             #expect(answers.value == 7 && answers.remembered == 6)
-            let traffic = configuration.statusBoard.traffic.window(endingAt: Date()).reduce(0) { $0 + $1.notModified }
+            let traffic = configuration.dependencies.statusBoard.traffic.window(endingAt: Date()).reduce(0) {
+                $0 + $1.notModified
+            }
             #expect(traffic == 7)
             let metrics = try await RevalidationTests.body(channel, "/metrics")
             let pattern = "/v1/datasets/{dataset}/snapshot"

@@ -157,7 +157,9 @@ import Testing
                             ? ["etag", "cache-control"] : ["etag", "cache-control", "vary"]))
             }
             // And each answer was counted like the route's: the status page's traffic and the Prometheus counters
-            let traffic = configuration.statusBoard.traffic.window(endingAt: Date()).reduce(0) { $0 + $1.notModified }
+            let traffic = configuration.dependencies.statusBoard.traffic.window(endingAt: Date()).reduce(0) {
+                $0 + $1.notModified
+            }
             #expect(traffic == 2 * cases.count)
             let metrics = try await Self.body(channel, "/metrics")
             for (route, count) in [

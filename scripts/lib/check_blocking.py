@@ -12,6 +12,8 @@ What it does, a simple heuristic on text:
   stands inside the closure passed to a lane's run function (LANES below: `NIOThreadPool.singleton.runIfActive`,
   `ThreadJob.run`, `BlockingWork.run`, a dedicated `Thread`, a Dispatch queue's `async`, …), or the function is in
   ALLOWED with a reason.
+- in Sources/FerryGRDB it also reads each public function that is not `async`: the app's API never does file work on
+  the caller's thread, so there the calls above, FileManager's and the client's attachment store's are reported too.
 What it does not see: a blocking call inside a synchronous helper that an async function calls (name the helper in
 BLOCKING when it is Ferry's, as `DurableFile.` and `FileDigest.` are), metadata calls (`fileExists`, `stat`,
 `removeItem`, `createDirectory`: short, and left to review), and libpq or SQLite calls (they have their own lanes,
@@ -50,7 +52,16 @@ BLOCKING = [(re.compile(pattern), name) for pattern, name in BLOCKING]
 LANES = re.compile(
     r"\brunIfActive\b|\bThreadJob\s*(?:<[^>]*>)?\s*(?:\.run\b|\()|\bBlockingWork\.run\b|\boffCooperativePool\b"
     r"|\bThread\.detachNewThread\b|\bThread\s*(?:\(\s*block:|\{)|\.async\s*(?:\(\s*execute:|\{)"
-    r"|\bconcurrentPerform\b|\bPostgresPool\b[^\n]*\.run\b")
+    r"|\bconcurrentPerform\b|\bPostgresPool\b[^\n]*\.run\b|\blane\s*\{")
+
+# FerryGRDB's public API never blocks the app's thread (issue 49): a public function there that is not `async` does no
+# file work at all, neither the calls above nor the client's attachment store or FileManager.
+APP_DIRECTORY = "FerryGRDB" + os.sep
+APP_BLOCKING = BLOCKING + [
+    (re.compile(r"\bFileManager\.default\.\w+\("), "FileManager"),
+    (re.compile(r"\bdeviceAttachments\.(?!url\(|contains\(|root\b)\w+\("), "DeviceAttachments file work"),
+]
+PUBLIC_FUNC = re.compile(r"\bpublic\s+(?:(?:static|nonisolated|mutating)\s+)*(func\s+(\w+))\s*(<[^{]*?>)?\s*\(")
 
 # Async functions allowed to block, by (file under Sources, function name): each with the reason. Outside the areas
 # being fixed in issue 36 these name who should move the call onto a lane.
@@ -114,20 +125,26 @@ def matching(code: str, start: int) -> int:
     return i
 
 
-def async_bodies(code: str) -> list:
-    """(name, body start, body end) of each async function, initializer and Task body."""
+def function_bodies(code: str, pattern: re.Pattern, want_async: bool) -> list:
+    """(name, body start, body end) of each function `pattern` finds whose signature is `async` (or is not)."""
     bodies = []
-    for match in ASYNC_FUNC.finditer(code):
+    for match in pattern.finditer(code):
         after = matching(code, match.end() - 1)
         brace = code.find("{", after)
         if brace < 0:
             continue
         signature = code[after:brace]
         # A protocol requirement has no body: the next declaration starts before any brace.
-        if re.search(r"\b(func|var|let|init|case)\b", signature) or not re.search(r"\basync\b", signature):
+        is_async = re.search(r"\basync\b", signature) is not None
+        if re.search(r"\b(func|var|let|init|case)\b", signature) or is_async != want_async:
             continue
-        name = match.group(2) or match.group(1)
-        bodies.append((name, brace, matching(code, brace)))
+        bodies.append((match.group(2) or match.group(1), brace, matching(code, brace)))
+    return bodies
+
+
+def async_bodies(code: str) -> list:
+    """(name, body start, body end) of each async function, initializer and Task body."""
+    bodies = function_bodies(code, ASYNC_FUNC, True)
     for match in TASK.finditer(code):
         brace = match.end() - 1
         bodies.append(("Task", brace, matching(code, brace)))
@@ -159,11 +176,15 @@ def check_file(path: str, relative: str) -> list:
     lane_spans = lanes(code)
     problems = []
     seen = set()
-    for name, start, end in async_bodies(code):
+    bodies = [(name, start, end, BLOCKING, "async") for name, start, end in async_bodies(code)]
+    if relative.startswith(APP_DIRECTORY):
+        bodies += [(name, start, end, APP_BLOCKING, "FerryGRDB's public synchronous") for name, start, end in
+                   function_bodies(code, PUBLIC_FUNC, False)]
+    for name, start, end, calls, kind in bodies:
         if (relative, name) in ALLOWED or (relative, "*") in ALLOWED:
             continue
         body = code[start:end]
-        for pattern, what in BLOCKING:
+        for pattern, what in calls:
             for found in pattern.finditer(body):
                 offset = start + found.start()
                 line = code.count("\n", 0, offset) + 1
@@ -171,7 +192,7 @@ def check_file(path: str, relative: str) -> list:
                     continue
                 seen.add(line)  # one report a line
                 text = source.splitlines()[line - 1].strip()
-                problems.append(f"{relative}:{line}: {what} in async `{name}` outside a lane: {text}")
+                problems.append(f"{relative}:{line}: {what} in {kind} `{name}` outside a lane: {text}")
     return problems
 
 
@@ -216,6 +237,7 @@ def self_test() -> int:
         ("func f(u: URL) async throws -> String {\n"
          "    try await ThreadJob.run(name: \"x\") {\n        try FileDigest.sha256Hex(of: u)\n    }\n}\n", []),
         ("func f(u: URL) async throws {\n    try await BlockingWork.run({ try DurableFile.sync(u) })\n}\n", []),
+        ("func f(fd: Int32) async throws {\n    try await lane { fsync(fd) }\n}\n", []),
         # Not async, not code.
         ("func f(fd: Int32) {\n    fsync(fd)\n}\n", []),
         ("func f(_ body: () async -> Void) {\n    fsync(1)\n}\n", []),
@@ -224,9 +246,28 @@ def self_test() -> int:
         ("func f(u: URL) async throws {\n    try await BlockingWork.run { try DurableFile.sync(u) }\n}\n"
          "func g(u: URL) async throws {\n    try DurableFile.sync(u)\n}\n", ["A.swift:5: DurableFile (fsync, rename) in async `g`"]),
     ]
+    # (source in Sources/FerryGRDB, expected substrings): FerryGRDB's public synchronous API does no file work.
+    app_cases = [
+        ("public struct S {\n    public func add(data: Data) throws -> String {\n"
+         "        try store.add(data: data)\n        try deviceAttachments.queued()\n    }\n}\n",
+         ["FerryGRDB/A.swift:4: DeviceAttachments file work in FerryGRDB's public synchronous `add`"]),
+        ("public func f(u: URL) -> Bool {\n    FileManager.default.isReadableFile(atPath: u.path)\n}\n",
+         ["FerryGRDB/A.swift:2: FileManager in FerryGRDB's public synchronous `f`"]),
+        ("public func f(u: URL) async throws {\n    try await client.deviceAttachments.add(fileAt: u)\n}\n", []),
+        ("func f(u: URL) throws {\n    try DurableFile.sync(u)\n}\n", []),
+    ]
     failures = []
     with tempfile.TemporaryDirectory() as temp:
         os.makedirs(os.path.join(temp, "Sources", "M"))
+        os.makedirs(os.path.join(temp, "Sources", "FerryGRDB"))
+        app_file = os.path.join(temp, "Sources", "FerryGRDB", "A.swift")
+        for source, expected in app_cases:
+            with open(app_file, "w", encoding="utf-8") as handle:
+                handle.write(source)
+            problems, _ = check(temp)
+            if len(problems) != len(expected) or not all(any(t in p for p in problems) for t in expected):
+                failures.append(f"{source!r} in FerryGRDB should report {expected}, got {problems}")
+        os.remove(app_file)
         file = os.path.join(temp, "Sources", "M", "A.swift")
         for source, expected in cases:
             with open(file, "w", encoding="utf-8") as handle:
@@ -251,7 +292,7 @@ def self_test() -> int:
         print(f"check_blocking --self-test: {failure}", file=sys.stderr)
     if failures:
         return 1
-    print(f"check_blocking --self-test: {len(cases) + 1} cases pass")
+    print(f"check_blocking --self-test: {len(cases) + len(app_cases) + 1} cases pass")
     return 0
 
 

@@ -8,7 +8,7 @@ import Logging
 /// rest is sent (a `404` there starts again with `POST`). An entry leaves the queue only once the server holds it.
 struct AttachmentUploader: Sendable {
     let store: DeviceAttachments
-    let transport: any AttachmentTransport
+    let transport: any HTTPTransport
     /// `SERVER/v1/datasets/DATASET/attachments`.
     let base: URL
     /// The headers every request carries: `Authorization` (asked afresh each time) and `Ferry-Device`.
@@ -17,7 +17,6 @@ struct AttachmentUploader: Sendable {
     let backoff: Duration
     let logger: Logger
 
-    static let tusVersion = "1.0.0"
     /// How many times a PATCH answered 409 without an offset (the server still receiving an earlier one) is tried
     /// again, waiting 0.25 s, 0.5 s, … up to 4 s between (about 20 s in all), before the push gives up on it.
     static let busyRetries = 8
@@ -138,7 +137,7 @@ struct AttachmentUploader: Sendable {
             try await BlockingWork.run { [store] in try store.dequeue(sha256) }
             return
         }
-        let held = try await send(AttachmentRequest(method: "HEAD", url: base.appendingPathComponent(sha256)))
+        let held = try await send(TransportRequest(method: "HEAD", url: base.appendingPathComponent(sha256)))
         if held.head.status == 200 {
             try await BlockingWork.run { [store] in try store.dequeue(sha256) }
             return
@@ -154,17 +153,19 @@ struct AttachmentUploader: Sendable {
         while offset < entry.size {
             let length = min(entry.size - offset, transport.maxBodyBytes ?? entry.size)
             let response = try await send(
-                AttachmentRequest(
+                TransportRequest(
                     method: "PATCH", url: location,
-                    headers: ["Upload-Offset": "\(offset)", "Content-Type": "application/offset+octet-stream"],
-                    body: .init(file: file, offset: offset, length: length)))
+                    headers: [
+                        Attachment.Tus.uploadOffset: "\(offset)", "Content-Type": Attachment.Tus.patchContentType,
+                    ],
+                    body: .file(file, offset: offset, length: length), timeout: .seconds(300)))
             switch response.head.status {
             case 204, 200:
-                let next = response.head.header("Upload-Offset").flatMap { Int64($0) } ?? offset + length
+                let next = response.head.header(Attachment.Tus.uploadOffset).flatMap { Int64($0) } ?? offset + length
                 sent += max(0, next - offset)
                 offset = next
             case 409:
-                if response.head.header("Upload-Offset") == nil {
+                if response.head.header(Attachment.Tus.uploadOffset) == nil {
                     // The server is still receiving an earlier PATCH of this upload: a cut link it has not noticed
                     // yet (it notices within its idle timeout). Wait, longer each time, rather than ask in a loop.
                     busy += 1
@@ -207,10 +208,10 @@ struct AttachmentUploader: Sendable {
     /// The offset the server holds of the entry's upload; nil (and the URL forgotten) when it has none.
     private func resumeOffset(_ entry: inout QueuedAttachment) async throws -> Int64? {
         guard let text = entry.uploadURL, let url = URL(string: text, relativeTo: base)?.absoluteURL else { return nil }
-        let response = try await send(AttachmentRequest(method: "HEAD", url: url))
+        let response = try await send(TransportRequest(method: "HEAD", url: url))
         switch response.head.status {
         case 200, 204:
-            guard let offset = response.head.header("Upload-Offset").flatMap({ Int64($0) }) else {
+            guard let offset = response.head.header(Attachment.Tus.uploadOffset).flatMap({ Int64($0) }) else {
                 throw FerryError(
                     .network, "the server's upload answer has no Upload-Offset; the attachment stays queued")
             }
@@ -229,30 +230,31 @@ struct AttachmentUploader: Sendable {
         let metadata =
             "sha256 \(Data(entry.sha256.utf8).base64EncodedString()),contentType \(Data(entry.contentType.utf8).base64EncodedString())"
         let response = try await send(
-            AttachmentRequest(
+            TransportRequest(
                 method: "POST", url: base.appendingPathComponent("uploads"),
-                headers: ["Upload-Length": "\(entry.size)", "Upload-Metadata": metadata]))
+                headers: [Attachment.Tus.uploadLength: "\(entry.size)", Attachment.Tus.uploadMetadata: metadata]))
         guard response.head.status == 201, let location = response.head.header("Location") else {
             throw failure(response, "starting an attachment upload")
         }
         entry.uploadURL = location
         try await save(entry)
-        return response.head.header("Upload-Offset").flatMap { Int64($0) } ?? 0
+        return response.head.header(Attachment.Tus.uploadOffset).flatMap { Int64($0) } ?? 0
     }
 
     private func save(_ entry: QueuedAttachment) async throws {
         try await BlockingWork.run { [store] in try store.save(entry) }
     }
 
-    private func send(_ request: AttachmentRequest) async throws -> AttachmentResponse {
+    /// Sends `request` with the tus and common headers; the answer's body is kept up to 64 KiB (an error's message).
+    private func send(_ request: TransportRequest) async throws -> (head: TransportResponseHead, body: Data) {
         var request = request
-        request.headers["Tus-Resumable"] = Self.tusVersion
+        request.headers[Attachment.Tus.resumable] = Attachment.Tus.version
         for (name, value) in try await commonHeaders() { request.headers[name] = value }
-        return try await transport.send(request)
+        return try await transport.collect(request, limit: 64 << 10)
     }
 
     /// The error for an answer the upload cannot go on with.
-    private func failure(_ response: AttachmentResponse, _ doing: String) -> FerryError {
+    private func failure(_ response: (head: TransportResponseHead, body: Data), _ doing: String) -> FerryError {
         let status = response.head.status
         let message = ChangeUploadResponse.errorMessage(response.body)
         switch status {

@@ -1,14 +1,6 @@
 import FerryCore
 import Foundation
 
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#elseif canImport(Darwin)
-    import Darwin
-#endif
-
 /// The device's attachments in a client directory, and the queue of those waiting for upload.
 ///
 /// ```
@@ -24,7 +16,7 @@ import Foundation
 ///
 /// ```swift
 /// let store = DeviceAttachments(directory: ClientDirectory(URL(fileURLWithPath: "/data/ferry")))
-/// let added = try store.add(fileAt: URL(fileURLWithPath: "/tmp/photo.jpg"))
+/// let added = try await store.add(fileAt: URL(fileURLWithPath: "/tmp/photo.jpg"))
 /// print(added.sha256, store.url(for: added.sha256).path)
 /// ```
 public struct DeviceAttachments: Sendable {
@@ -54,105 +46,80 @@ public struct DeviceAttachments: Sendable {
         public var queued: Bool
     }
 
-    /// Copies the file at `source` into the store while hashing it (temp file, fsync, rename) and queues it for
-    /// upload. The same content twice is stored and queued once. A missing or unreadable file throws
-    /// `FerryError.Code.io` naming the path, and nothing is queued.
+    /// Copies the file at `source` into the store while hashing it (`VerifiedFileWriter`: temp file, fsync, rename,
+    /// all on the client's blocking lane) and queues it for upload. The same content twice is stored and queued once.
+    /// A missing or unreadable file throws `FerryError.Code.io` naming the path, and nothing is queued.
     ///
     /// ```swift
-    /// let sha = try store.add(fileAt: photoURL, contentType: "image/jpeg").sha256
+    /// let sha = try await store.add(fileAt: photoURL, contentType: "image/jpeg").sha256
     /// ```
-    public func add(fileAt source: URL, contentType: String? = nil, now: Date = Date()) throws -> Added {
-        let input = open(source.path, O_RDONLY)
-        guard input >= 0 else { throw DurableFile.posixError("cannot read the file to attach", source.path) }
-        defer { close(input) }
-        var isDirectory: ObjCBool = false
-        if FileManager.default.fileExists(atPath: source.path, isDirectory: &isDirectory), isDirectory.boolValue {
-            throw FerryError(.io, "cannot attach a directory; name a file", path: source.path)
+    public func add(fileAt source: URL, contentType: String? = nil, now: Date = Date()) async throws -> Added {
+        let input = try await BlockingWork.run { () throws -> FileHandle in
+            var isDirectory: ObjCBool = false
+            if FileManager.default.fileExists(atPath: source.path, isDirectory: &isDirectory), isDirectory.boolValue {
+                throw FerryError(.io, "cannot attach a directory; name a file", path: source.path)
+            }
+            guard let handle = FileHandle(forReadingAtPath: source.path) else {
+                throw FerryError(.io, "cannot read the file to attach: it is missing or unreadable", path: source.path)
+            }
+            return handle
         }
+        defer { try? input.close() }  // read-only: closing cannot lose data
         let type = contentType ?? Self.contentType(forExtension: source.pathExtension)
-        return try store(contentType: type, now: now) { buffer in
-            let n = read(input, buffer.baseAddress, buffer.count)
-            if n < 0 { throw DurableFile.posixError("cannot read the file to attach", source.path) }
-            return n
+        return try await store(contentType: type, now: now) { writer in
+            while true {
+                let chunk = try await BlockingWork.run { () throws -> Data? in
+                    do { return try input.read(upToCount: VerifiedFileWriter.hopSize) } catch {
+                        throw FerryError.writing(error, "cannot read the file to attach", source, fix: "check the file")
+                    }
+                }
+                guard let chunk, !chunk.isEmpty else { return }
+                try await writer.append(chunk)
+            }
         }
     }
 
     /// Stores `data` as an attachment and queues it (see ``add(fileAt:contentType:now:)``).
     ///
     /// ```swift
-    /// let sha = try store.add(data: jpeg, contentType: "image/jpeg").sha256
+    /// let sha = try await store.add(data: jpeg, contentType: "image/jpeg").sha256
     /// ```
-    public func add(data: Data, contentType: String = "application/octet-stream", now: Date = Date()) throws -> Added {
-        var offset = 0
-        return try store(contentType: contentType, now: now) { buffer in
-            let n = min(buffer.count, data.count - offset)
-            data.copyBytes(to: buffer.bindMemory(to: UInt8.self), from: offset..<(offset + n))
-            offset += n
-            return n
-        }
-    }
-
-    /// Writes what `read` yields to a temp file while hashing it, then queues and renames it (see the type's doc).
-    private func store(contentType: String, now: Date, read: (UnsafeMutableRawBufferPointer) throws -> Int) throws
+    public func add(data: Data, contentType: String = "application/octet-stream", now: Date = Date()) async throws
         -> Added
     {
-        try makeDirectories()
-        let temp = temporaryURL()
-        let (sha256, size): (String, Int64)
-        do {
-            (sha256, size) = try Self.copyHashing(to: temp, read: read)
-        } catch {
-            unlink(temp.path)
-            throw error
-        }
-        if contains(sha256) {
-            unlink(temp.path)
-            return Added(sha256: sha256, size: size, queued: false)
-        }
-        do {
-            let entry = QueuedAttachment(
-                sha256: sha256, size: size, contentType: contentType, queuedAt: Timestamp.format(now))
-            try save(entry)
-            try DurableFile.rename(temp, to: url(for: sha256))
-        } catch {
-            unlink(temp.path)
-            throw error
-        }
-        return Added(sha256: sha256, size: size, queued: true)
+        try await store(contentType: contentType, now: now) { try await $0.append(data) }
     }
 
-    /// Writes the bytes `read` yields (0 = the end) into a new file at `temp`, fsyncs it, returns their SHA-256.
-    static func copyHashing(to temp: URL, read: (UnsafeMutableRawBufferPointer) throws -> Int) throws -> (
-        String, Int64
-    ) {
-        let output = open(temp.path, O_WRONLY | O_CREAT | O_EXCL, 0o644)
-        guard output >= 0 else { throw DurableFile.posixError("cannot create", temp.path) }
-        defer { close(output) }
-        var digest = StreamingSHA256()
-        var size: Int64 = 0
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
-        defer { buffer.deallocate() }
-        while true {
-            let n = try read(buffer)
-            if n == 0 { break }
-            let chunk = UnsafeRawBufferPointer(rebasing: buffer[0..<n])
-            digest.update(chunk)
-            try writeAll(output, chunk, path: temp.path)
-            size += Int64(n)
-        }
-        guard fsync(output) == 0 else { throw DurableFile.posixError("cannot fsync", temp.path) }
-        return (digest.finalizeHex(), size)
-    }
-
-    static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, path: String) throws {
-        var offset = 0
-        while offset < bytes.count {
-            let n = write(fd, bytes.baseAddress! + offset, bytes.count - offset)
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw DurableFile.posixError("cannot write", path)
+    /// Writes what `fill` appends to a temp file while hashing it, then queues and renames it (see the type's doc).
+    private func store(contentType: String, now: Date, fill: (VerifiedFileWriter) async throws -> Void) async throws
+        -> Added
+    {
+        try await BlockingWork.run { try makeDirectories() }
+        let writer = try await VerifiedFileWriter.open(temporaryURL(), .new, lane: BlockingWork.lane)
+        do {
+            try await fill(writer)
+            let got = try await writer.finish()
+            return try await BlockingWork.run { [self] in
+                if contains(got.sha256) {
+                    try DurableFile.remove(writer.url)
+                    return Added(sha256: got.sha256, size: got.size, queued: false)
+                }
+                let entry = QueuedAttachment(
+                    sha256: got.sha256, size: got.size, contentType: contentType, queuedAt: Timestamp.format(now))
+                try save(entry)
+                try DurableFile.rename(writer.url, to: url(for: got.sha256))
+                return Added(sha256: got.sha256, size: got.size, queued: true)
             }
-            offset += n
+        } catch {
+            await writer.discard()
+            throw error
+        }
+    }
+
+    /// Throws `FerryError.Code.badInput` unless `sha256` is an attachment's name.
+    static func requireID(_ sha256: String) throws {
+        guard Attachment.isID(sha256) else {
+            throw FerryError(.badInput, "'\(sha256)' is not an attachment's SHA-256 (64 lowercase hex characters)")
         }
     }
 

@@ -3,7 +3,7 @@ import Foundation
 import Logging
 
 extension FerryClient.Configuration {
-    /// How attachments are uploaded and kept on the device.
+    /// How attachments are kept on the device (they travel over the client's transport).
     ///
     /// ```swift
     /// config.attachments.cacheBytes = 256 << 20   // on-demand attachments kept: 256 MiB at most
@@ -12,13 +12,9 @@ extension FerryClient.Configuration {
         /// The byte cap of the on-demand attachments kept on the device (an LRU cache); eager attachments and those
         /// queued for upload are never evicted and not counted. Default 1 GiB.
         public var cacheBytes: Int64 = 1 << 30
-        /// How uploads are sent; nil (default) uses ``URLSessionAttachmentTransport`` on the client's transport when
-        /// that is a ``URLSessionTransport``, else on ``URLSessionTransport/shared``.
-        public var transport: (any AttachmentTransport)?
 
-        public init(cacheBytes: Int64 = 1 << 30, transport: (any AttachmentTransport)? = nil) {
+        public init(cacheBytes: Int64 = 1 << 30) {
             self.cacheBytes = cacheBytes
-            self.transport = transport
         }
     }
 }
@@ -59,8 +55,7 @@ extension FerryClient {
     /// _ = try await client.execute("UPDATE notes SET photo = '\(sha)' WHERE id = 7")
     /// ```
     public func addAttachment(fileAt url: URL, contentType: String? = nil) async throws -> DeviceAttachments.Added {
-        let store = deviceAttachments
-        return try await BlockingWork.run { try store.add(fileAt: url, contentType: contentType) }
+        try await deviceAttachments.add(fileAt: url, contentType: contentType)
     }
 
     /// Stores `data` as an attachment and queues it for upload; returns its SHA-256 (see
@@ -72,8 +67,7 @@ extension FerryClient {
     public func addAttachment(data: Data, contentType: String = "application/octet-stream") async throws
         -> DeviceAttachments.Added
     {
-        let store = deviceAttachments
-        return try await BlockingWork.run { try store.add(data: data, contentType: contentType) }
+        try await deviceAttachments.add(data: data, contentType: contentType)
     }
 
     /// The local file of attachment `sha256`, downloaded and verified first when the device lacks it (an on-demand
@@ -198,7 +192,7 @@ extension FerryClient {
     func namedAttachments() async throws -> [String: Attachment.Download] {
         try await exclusively {
             do {
-                return try await useDatabase(notify: false) { try AttachmentNames.read(from: $0) }
+                return try await useDatabase(notify: false) { try SnapshotMetadata.attachmentNames(in: $0) }
             } catch let error as FerryError where error.code == .noDatabase {
                 return [:]
             }
@@ -230,13 +224,7 @@ extension FerryClient {
     func attachmentHeaders() async throws -> @Sendable () async throws -> [String: String] {
         let device = try await deviceID()
         let provider = configuration.tokenProvider
-        return {
-            var headers = [FerryClient.deviceHeader: device]
-            if let authorization = try await BearerAuthorization.header(from: provider) {
-                headers["Authorization"] = authorization
-            }
-            return headers
-        }
+        return { try await BearerAuthorization.commonHeaders(device: device, provider: provider) }
     }
 
     func attachmentDownloader() async throws -> AttachmentDownloader {
@@ -246,11 +234,8 @@ extension FerryClient {
     }
 
     func attachmentUploader() async throws -> AttachmentUploader {
-        let uploads =
-            configuration.attachments.transport
-            ?? URLSessionAttachmentTransport(transport: transport as? URLSessionTransport ?? .shared)
-        return AttachmentUploader(
-            store: deviceAttachments, transport: uploads, base: try attachmentsURL(),
+        AttachmentUploader(
+            store: deviceAttachments, transport: transport, base: try attachmentsURL(),
             commonHeaders: try await attachmentHeaders(), attempts: configuration.push.attempts,
             backoff: configuration.push.backoff, logger: logger)
     }

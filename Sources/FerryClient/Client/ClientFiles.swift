@@ -24,6 +24,9 @@ package enum BlockingWork {
             queue.async { continuation.resume(with: Result { try body() }) }
         }
     }
+
+    /// ``run(_:)`` as a `BlockingLane`, for `VerifiedFileWriter`.
+    package static let lane: BlockingLane = { work in try await run(work) }
 }
 
 /// The live database's connection and its tables, handed from the thread pool to the client actor.

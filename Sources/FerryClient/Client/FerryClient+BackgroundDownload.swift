@@ -48,10 +48,9 @@ extension FerryClient {
     public func backgroundRequest(for download: BackgroundDownload) async throws -> URLRequest {
         var request = URLRequest(url: download.url)
         request.setValue("identity", forHTTPHeaderField: "Accept-Encoding")
-        request.setValue(try await deviceID(), forHTTPHeaderField: Self.deviceHeader)
-        if let authorization = try await BearerAuthorization.header(from: configuration.tokenProvider) {
-            request.setValue(authorization, forHTTPHeaderField: "Authorization")
-        }
+        let common = try await BearerAuthorization.commonHeaders(
+            device: try await deviceID(), provider: configuration.tokenProvider)
+        for (name, value) in common { request.setValue(value, forHTTPHeaderField: name) }
         return request
     }
 

@@ -117,7 +117,6 @@ extension FerryClient {
         ///
         /// ```swift
         /// config.push.onOpen = false
-        /// config.push.uploader = HTTPChangeUploader(server: url)   // FerryClientNIO
         /// ```
         public struct Push: Sendable {
             /// Push the queued edits after the client opens (when the app becomes active), if a server is set. The
@@ -128,21 +127,16 @@ extension FerryClient {
             public var attempts = 3
             /// Wait before the first retry of an upload; doubled each time. Default 0.5 s.
             public var backoff: Duration = .milliseconds(500)
-            /// How edits are uploaded; nil (default) uses ``URLSessionChangeUploader`` against `serverURL`, on the
-            /// client's transport when that is a ``URLSessionTransport`` (another transport needs its own uploader
-            /// for a private CA).
-            public var uploader: (any ChangeUploader)?
             /// The device clock, for `sentAt` (the server derives the clock offset from it). Default `Date()`.
             public var clock: @Sendable () -> Date = { Date() }
 
             public init(
                 onOpen: Bool = true, attempts: Int = 3, backoff: Duration = .milliseconds(500),
-                uploader: (any ChangeUploader)? = nil, clock: @escaping @Sendable () -> Date = { Date() }
+                clock: @escaping @Sendable () -> Date = { Date() }
             ) {
                 self.onOpen = onOpen
                 self.attempts = attempts
                 self.backoff = backoff
-                self.uploader = uploader
                 self.clock = clock
             }
         }

@@ -76,7 +76,7 @@ extension FerryClient {
             }
         }
         let patchFailure = downloader.patchFailure.withLock { $0 }
-        let result = try await exclusively {
+        var result = try await exclusively {
             if case .notModified = outcome {
                 logger.debug("not modified", metadata: ["dataset": "\(dataset)"])
                 try await onFiles { files, state in files.notModified(&state) }
@@ -86,7 +86,9 @@ extension FerryClient {
             return try await install(outcome)
         }
         let pacing = downloader.manifestPacing.withLock { $0 }
-        return result.with(patchFailure: patchFailure, waitApplied: pacing.waitApplied, retryAfter: pacing.retryAfter)
+        (result.check.patchFailure, result.check.waitApplied) = (patchFailure, pacing.waitApplied)
+        result.check.retryAfter = pacing.retryAfter
+        return result
     }
 
     /// Builds the next version from a downloaded patch: a copy of the base taken while no other operation runs
@@ -143,10 +145,10 @@ extension FerryClient {
             let status = try await currentStatus()
             let fileBytes = stats.fileBytes ?? FileIdentity.size(of: directory.database) ?? 0
             let download = FetchResult.Download(
-                version: info.version ?? 0, sha256: info.sha256, bytesReceived: stats.bytesReceived,
-                resumedFrom: stats.resumedFrom, fileBytes: fileBytes, publishedBytes: stats.publishedBytes ?? fileBytes,
-                encoding: stats.encoding ?? .identity, path: path,
-                ownRowsSettled: path == .full ? nil : status.ownRowsSettled, status: status)
+                version: info.version ?? 0, sha256: info.sha256, fileBytes: fileBytes,
+                publishedBytes: stats.publishedBytes ?? fileBytes, encoding: stats.encoding ?? .identity, path: path,
+                ownRowsSettled: path == .full ? nil : status.ownRowsSettled,
+                check: .init(status: status, bytesReceived: stats.bytesReceived, resumedFrom: stats.resumedFrom))
             return outcome == .initialSync ? .initialSync(download) : .updateDownloaded(download)
         }
     }

@@ -41,11 +41,11 @@ extension FerryClient {
                 ])
             return .updateDownloaded(
                 .init(
-                    version: info.version ?? patch.ref.to, sha256: info.sha256, bytesReceived: patch.bytesReceived,
-                    resumedFrom: 0, fileBytes: FileIdentity.size(of: directory.database) ?? patch.target.size,
+                    version: info.version ?? patch.ref.to, sha256: info.sha256,
+                    fileBytes: FileIdentity.size(of: directory.database) ?? patch.target.size,
                     publishedBytes: patch.target.size, encoding: .gzip,
                     path: .patch(from: patch.ref.from, to: patch.ref.to), ownRowsSettled: applied.ownRowsSettled,
-                    status: try await currentStatus()))
+                    check: .init(status: try await currentStatus(), bytesReceived: patch.bytesReceived)))
         }
     }
 

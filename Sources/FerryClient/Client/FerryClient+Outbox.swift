@@ -132,9 +132,7 @@ extension FerryClient {
             throw FerryError(.badInput, "pushing needs a dataset: set Configuration.dataset", key: "dataset")
         }
         try DatasetName.validateBase(dataset)
-        let uploader =
-            configuration.push.uploader
-            ?? URLSessionChangeUploader(server: server, transport: transport as? URLSessionTransport ?? .shared)
+        let uploader = ChangeUploader(server: server, transport: transport)
         let clientID = try await deviceID()
         var summary = Outbox.Summary()
         var sent = 0
@@ -201,7 +199,7 @@ extension FerryClient {
             summary: summary, sent: sent, remaining: try await pendingEdits(), attachments: attachments)
     }
 
-    private func uploadWithRetry(_ batch: ChangeBatch, dataset: String, uploader: any ChangeUploader) async throws
+    private func uploadWithRetry(_ batch: ChangeBatch, dataset: String, uploader: ChangeUploader) async throws
         -> ChangeResults
     {
         var delay = configuration.push.backoff

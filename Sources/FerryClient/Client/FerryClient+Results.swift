@@ -1,7 +1,7 @@
 import FerryCore
 
 /// What one ``FerryClient/checkForUpdates(progress:)`` did: nothing new, the initial sync, or an update that now
-/// waits. Each case carries exactly what that outcome has.
+/// waits. Every case carries the ``Check`` (what any check has); a download adds what it brought.
 ///
 /// ```swift
 /// switch try await client.checkForUpdates() {
@@ -12,7 +12,7 @@ import FerryCore
 /// ```
 public enum FetchResult: Sendable, Equatable {
     /// 304: nothing new (or only something refused, or a download that was already present).
-    case notModified(NotModified)
+    case notModified(Check)
     /// There was no database.db: the snapshot went straight to `database.db`.
     case initialSync(Download)
     /// A verified version now waits as `updated.db` (or, for a FerryGRDB database applying patches as they arrive,
@@ -26,12 +26,12 @@ public enum FetchResult: Sendable, Equatable {
         case updateDownloaded
     }
 
-    /// What a check that found nothing new to download has.
+    /// What every check has, whatever it found.
     ///
     /// ```swift
     /// if case .notModified(let check) = result, let wait = check.retryAfter { print("asked to wait \(wait) s") }
     /// ```
-    public struct NotModified: Sendable, Equatable {
+    public struct Check: Sendable, Equatable {
         /// The directory's status afterwards.
         public var status: ClientStatus
         /// The wait the server applied to this check's manifest request, in seconds (`Preference-Applied: wait=N`,
@@ -40,12 +40,14 @@ public enum FetchResult: Sendable, Equatable {
         /// `Retry-After` of the manifest response, in seconds, when it carried one: how long the server asks the
         /// client to wait before asking again.
         public var retryAfter: Int?
-        /// Bytes received over the network by this call: 0, unless a download finished that turned out to be a
-        /// version the device already had.
+        /// Bytes received over the network by this call: the compressed bytes when the server sent its gzip copy (a
+        /// resumed prefix is not counted); for ``FetchResult/notModified(_:)`` 0, unless a download finished that
+        /// turned out to be a version the device already had.
         public var bytesReceived: Int64
-        /// The byte of that transfer this call resumed after (0 when it started fresh or moved nothing).
+        /// The byte of the transfer (of the gzip copy, when compressed) this call resumed after (0 when it started
+        /// fresh or moved nothing).
         public var resumedFrom: Int64
-        /// Why a patch the server offered was not used; nil otherwise.
+        /// Why a patch the server offered was not used (the full download was taken instead); nil otherwise.
         public var patchFailure: String?
 
         public init(
@@ -61,21 +63,15 @@ public enum FetchResult: Sendable, Equatable {
         }
     }
 
-    /// What a check that brought a version has.
+    /// What a check that brought a version has, beside its ``Check``.
     ///
     /// ```swift
-    /// if let download = result.download { print("version \(download.version): \(download.bytesReceived) bytes") }
+    /// if let download = result.download { print("version \(download.version): \(download.check.bytesReceived) bytes") }
     /// ```
     public struct Download: Sendable, Equatable {
         /// The version downloaded and its checksum (of the file as published).
         public var version: Int
         public var sha256: String
-        /// Bytes received over the network by this call: the compressed bytes when the server sent its gzip copy
-        /// (a resumed prefix is not counted).
-        public var bytesReceived: Int64
-        /// The byte of the transfer (of the gzip copy, when compressed) this call resumed after (0 when it started
-        /// fresh).
-        public var resumedFrom: Int64
         /// Size of the SQLite file the device now holds for this version. After a full download it is the
         /// published file (what its checksum covers); after a patch it is the device's own file, which also holds
         /// its outbox and may keep free pages, so it can differ from ``publishedBytes``.
@@ -91,34 +87,21 @@ public enum FetchResult: Sendable, Equatable {
         /// For a patch: how many rows the device had written itself (pushed or queued) that the patch settled, put
         /// back as published before it applied; nil for a full download.
         public var ownRowsSettled: Int?
-        /// Why a patch the server offered was not used (the full download was taken instead); nil otherwise.
-        public var patchFailure: String?
-        /// The wait the server applied to the manifest request before it named this version, in seconds; nil when
-        /// it applied none.
-        public var waitApplied: Int?
-        /// `Retry-After` of the manifest response, in seconds, when it carried one.
-        public var retryAfter: Int?
-        /// The directory's status afterwards.
-        public var status: ClientStatus
+        /// What every check has: the status afterwards, the bytes received, the manifest request's pacing.
+        public var check: Check
 
         public init(
-            version: Int, sha256: String, bytesReceived: Int64, resumedFrom: Int64, fileBytes: Int64,
-            publishedBytes: Int64, encoding: TransferEncoding, path: UpdatePath, ownRowsSettled: Int? = nil,
-            patchFailure: String? = nil, waitApplied: Int? = nil, retryAfter: Int? = nil, status: ClientStatus
+            version: Int, sha256: String, fileBytes: Int64, publishedBytes: Int64, encoding: TransferEncoding,
+            path: UpdatePath, ownRowsSettled: Int? = nil, check: Check
         ) {
             self.version = version
             self.sha256 = sha256
-            self.bytesReceived = bytesReceived
-            self.resumedFrom = resumedFrom
             self.fileBytes = fileBytes
             self.publishedBytes = publishedBytes
             self.encoding = encoding
             self.path = path
             self.ownRowsSettled = ownRowsSettled
-            self.patchFailure = patchFailure
-            self.waitApplied = waitApplied
-            self.retryAfter = retryAfter
-            self.status = status
+            self.check = check
         }
     }
 
@@ -143,52 +126,36 @@ public enum FetchResult: Sendable, Equatable {
         }
     }
 
-    /// The directory's status afterwards.
+    /// What every case has; settable, whichever case this is.
     ///
     /// ```swift
-    /// if try await client.checkForUpdates().status.state == .updatePending { … }
+    /// if try await client.checkForUpdates().check.status.state == .updatePending { … }
     /// ```
-    public var status: ClientStatus { either(\.status, \.status) }
-
-    /// Why a patch the server offered was not used (the full download was taken instead); nil otherwise.
-    public var patchFailure: String? { either(\.patchFailure, \.patchFailure) }
-
-    /// The wait the server applied to this check's manifest request, in seconds; nil when it applied none.
-    public var waitApplied: Int? { either(\.waitApplied, \.waitApplied) }
-
-    /// `Retry-After` of the manifest response, in seconds, when it carried one.
-    public var retryAfter: Int? { either(\.retryAfter, \.retryAfter) }
-
-    /// Bytes received over the network by this call (compressed when gzip; a resumed prefix is not counted).
-    public var bytesReceived: Int64 { either(\.bytesReceived, \.bytesReceived) }
-
-    /// The byte of the transfer this call resumed after (0 when it started fresh).
-    public var resumedFrom: Int64 { either(\.resumedFrom, \.resumedFrom) }
-
-    /// What every case has, read from whichever it is.
-    private func either<T>(_ check: KeyPath<NotModified, T>, _ download: KeyPath<Download, T>) -> T {
-        switch self {
-        case .notModified(let value): return value[keyPath: check]
-        case .initialSync(let value), .updateDownloaded(let value): return value[keyPath: download]
+    public var check: Check {
+        get {
+            switch self {
+            case .notModified(let check): return check
+            case .initialSync(let download), .updateDownloaded(let download): return download.check
+            }
+        }
+        set {
+            switch self {
+            case .notModified: self = .notModified(newValue)
+            case .initialSync(var download):
+                download.check = newValue
+                self = .initialSync(download)
+            case .updateDownloaded(var download):
+                download.check = newValue
+                self = .updateDownloaded(download)
+            }
         }
     }
 
-    /// The result with what the manifest request said (pacing) and why a patch was not used, set on whichever case.
-    func with(patchFailure: String?, waitApplied: Int?, retryAfter: Int?) -> FetchResult {
-        switch self {
-        case .notModified(var check):
-            check.patchFailure = patchFailure
-            check.waitApplied = waitApplied
-            check.retryAfter = retryAfter
-            return .notModified(check)
-        case .initialSync(var download):
-            (download.patchFailure, download.waitApplied, download.retryAfter) = (patchFailure, waitApplied, retryAfter)
-            return .initialSync(download)
-        case .updateDownloaded(var download):
-            (download.patchFailure, download.waitApplied, download.retryAfter) = (patchFailure, waitApplied, retryAfter)
-            return .updateDownloaded(download)
-        }
-    }
+    /// The directory's status afterwards (``check``'s).
+    public var status: ClientStatus { check.status }
+
+    /// Bytes received over the network by this call (``check``'s).
+    public var bytesReceived: Int64 { check.bytesReceived }
 }
 
 /// How a version reached the device: the compressed full download, or a row-level patch from the version it held.

@@ -65,8 +65,8 @@ enum WatchPacing {
     /// - Nothing new, no wait applied: `pollInterval` (or `Retry-After`, if longer) after the check started.
     static func pause(after result: FetchResult, elapsed: Duration, pollInterval: Duration) -> Duration {
         var interval = minimumInterval
-        if result.outcome == .notModified && result.waitApplied == nil { interval = max(interval, pollInterval) }
-        if let retryAfter = result.retryAfter { interval = max(interval, .seconds(retryAfter)) }
+        if result.outcome == .notModified && result.check.waitApplied == nil { interval = max(interval, pollInterval) }
+        if let retryAfter = result.check.retryAfter { interval = max(interval, .seconds(retryAfter)) }
         return max(.zero, interval - elapsed)
     }
 

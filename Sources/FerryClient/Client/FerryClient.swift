@@ -30,7 +30,7 @@ public actor FerryClient {
     /// ``deviceID()`` once read or made, shared by concurrent first callers (so only one makes it).
     private var deviceIDRead: Task<String, any Error>?
     let logger: Logger
-    let transport: any SnapshotTransport
+    let transport: any HTTPTransport
     /// The app's own connections to the live database (FerryGRDB), when it holds them; then the client opens none,
     /// runs its work on the app's writer and applies updates in place.
     let host: (any LiveDatabaseHost)?
@@ -51,7 +51,7 @@ public actor FerryClient {
     private var waitingOperations: [CheckedContinuation<Void, Never>] = []
 
     private init(
-        configuration: Configuration, logger: Logger, transport: any SnapshotTransport, host: (any LiveDatabaseHost)?,
+        configuration: Configuration, logger: Logger, transport: any HTTPTransport, host: (any LiveDatabaseHost)?,
         patchesOnArrival: Bool,
         lock: FileLock, state: ClientStateFile
     ) {
@@ -74,7 +74,7 @@ public actor FerryClient {
     /// let client = try await FerryClient.open(configuration: config, logger: Logger(label: "ferry"))
     /// ```
     public static func open(
-        configuration: Configuration, logger: Logger, transport: any SnapshotTransport = URLSessionTransport.shared
+        configuration: Configuration, logger: Logger, transport: any HTTPTransport = URLSessionTransport.shared
     ) async throws -> FerryClient {
         let client = try await open(configuration: configuration, logger: logger, transport: transport, host: nil)
         await client.startLaunchPush()
@@ -85,7 +85,7 @@ public actor FerryClient {
     /// pending update in place when `Configuration.update.applyOnOpen` says so, and installs the outbox on the
     /// app's writer. Never pushes: the caller does that in the background.
     package static func open(
-        configuration: Configuration, logger: Logger, transport: any SnapshotTransport, host: (any LiveDatabaseHost)?,
+        configuration: Configuration, logger: Logger, transport: any HTTPTransport, host: (any LiveDatabaseHost)?,
         patchesOnArrival: Bool = false
     ) async throws -> FerryClient {
         let directory = ClientDirectory(configuration.directory)

@@ -4,7 +4,7 @@ import Foundation
 /// (`Preference-Applied: wait=N`, RFC 7240 §3) and `Retry-After` in seconds.
 ///
 /// ```swift
-/// let pacing = ManifestPacing(SnapshotResponseHead(status: 304, headers: ["Preference-Applied": "wait=30"]))
+/// let pacing = ManifestPacing(TransportResponseHead(status: 304, headers: ["Preference-Applied": "wait=30"]))
 /// pacing.waitApplied  // 30
 /// ```
 struct ManifestPacing: Sendable, Equatable {
@@ -16,7 +16,7 @@ struct ManifestPacing: Sendable, Equatable {
         self.retryAfter = retryAfter
     }
 
-    init(_ head: SnapshotResponseHead) {
+    init(_ head: TransportResponseHead) {
         waitApplied = head.header("Preference-Applied").flatMap(Self.appliedWait)
         retryAfter = head.header("Retry-After").flatMap { Int($0.trimmingCharacters(in: .whitespaces)) }.flatMap {
             $0 >= 0 ? $0 : nil

@@ -58,7 +58,7 @@ enum ResponsePlan: Equatable {
     /// become and where its bytes came from. `promised`, the manifest's word on this version, must agree with the
     /// response's checksum and version.
     static func decide(
-        head: SnapshotResponseHead, resumeFrom: Int64?, partial: ExpectedSnapshot?, source: TransferSource? = nil,
+        head: TransportResponseHead, resumeFrom: Int64?, partial: ExpectedSnapshot?, source: TransferSource? = nil,
         promised: ExpectedSnapshot? = nil, url: String
     ) throws -> ResponsePlan {
         switch head.status {
@@ -137,7 +137,7 @@ enum ResponsePlan: Equatable {
 
     /// The error for `head`: a ``ServerAsksToWait`` when a busy or failing server (429, 500, 502, 503, 504) says
     /// when to come back (`Retry-After` in seconds), else ``failure(status:url:)``.
-    static func failure(_ head: SnapshotResponseHead, url: String) -> any Error {
+    static func failure(_ head: TransportResponseHead, url: String) -> any Error {
         let failure = failure(status: head.status, url: url)
         guard [429, 500, 502, 503, 504].contains(head.status),
             let text = head.headers.first(where: { $0.key.lowercased() == "retry-after" })?.value.trimmingCharacters(
@@ -170,7 +170,7 @@ enum ResponsePlan: Equatable {
     /// The file a 200 response promises (checksum, size, version) and its representation on the wire. Requires a
     /// checksum: without one nothing can be verified, and without an ETag nothing can be resumed. A gzip answer with
     /// no ETag at all (a proxy stripped it) takes the checksum the manifest promised for it.
-    static func full(from head: SnapshotResponseHead, promised: ExpectedSnapshot?, url: String) throws -> (
+    static func full(from head: TransportResponseHead, promised: ExpectedSnapshot?, url: String) throws -> (
         ExpectedSnapshot, TransferSource
     ) {
         guard let encoding = SnapshotHeaders.contentEncoding(head.header("Content-Encoding")) else {
@@ -212,7 +212,7 @@ enum ResponsePlan: Equatable {
     }
 
     /// A non-negative whole number header, nil when absent; a malformed one is a corrupt transfer.
-    private static func number(_ head: SnapshotResponseHead, _ name: String) throws -> Int64? {
+    private static func number(_ head: TransportResponseHead, _ name: String) throws -> Int64? {
         guard let text = head.header(name) else { return nil }
         guard let value = SnapshotHeaders.nonNegative(text) else {
             throw FerryError(.corruptTransfer, "the server sent a malformed \(name) '\(text)'", key: name)
@@ -223,7 +223,7 @@ enum ResponsePlan: Equatable {
     /// The SHA-256 of the SQLite file a 200 response carries: from its ETag (and `Repr-Digest`, which must agree)
     /// for the file itself; from its `"<sha256>-gzip"` ETag, else the manifest's promise, for the gzip copy.
     private static func checksum(
-        of head: SnapshotResponseHead, encoding: TransferEncoding, promised: ExpectedSnapshot?, url: String
+        of head: TransportResponseHead, encoding: TransferEncoding, promised: ExpectedSnapshot?, url: String
     ) throws -> String {
         let tag = SnapshotHeaders.entityTag(head.header("ETag"))
         switch encoding {

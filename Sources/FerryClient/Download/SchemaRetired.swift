@@ -14,7 +14,7 @@ enum SchemaRetired {
     /// ```swift
     /// if head.status == 410 { throw await SchemaRetired.error(dataset: "trips", url: url, body: body) }
     /// ```
-    static func error(dataset: String, url: URL, body: SnapshotResponseBody) async -> FerryError {
+    static func error(dataset: String, url: URL, body: TransportResponseBody) async -> FerryError {
         var data = Data()
         do {
             for try await chunk in body {

@@ -23,7 +23,7 @@ extension SnapshotDownloader {
         }
         let url = manifestURL
         let pacing = manifestPacing
-        return try await transport.get(SnapshotRequest(url: url, headers: headers, timeout: timeout)) {
+        return try await transport.send(TransportRequest(url: url, headers: headers, timeout: timeout)) {
             head, body -> Manifest? in
             pacing.withLock { $0 = ManifestPacing(head) }
             switch head.status {

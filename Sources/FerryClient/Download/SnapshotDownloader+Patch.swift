@@ -83,7 +83,8 @@ extension SnapshotDownloader {
     ) {
         let url = patchURL(ref, line: line)
         let headers = try await requestHeaders(["Accept-Encoding": "identity"])
-        let (compressed, ref): (Data, PatchRef) = try await transport.get(SnapshotRequest(url: url, headers: headers)) {
+        let (compressed, ref): (Data, PatchRef) = try await transport.send(TransportRequest(url: url, headers: headers))
+        {
             head, body in
             if head.status == 410 { throw await SchemaRetired.error(dataset: dataset, url: url, body: body) }
             guard head.status == 200 else { throw ResponsePlan.failure(head, url: url.absoluteString) }
@@ -135,7 +136,7 @@ extension SnapshotDownloader {
 
     /// The size and checksum of a catch-up patch, from its answer's `Content-Length` and strong ETag `"<sha256>"`;
     /// an answer without them, or not smaller than the full download, is refused.
-    static func learnCatchUp(_ ref: PatchRef, from head: SnapshotResponseHead, url: URL) throws -> PatchRef {
+    static func learnCatchUp(_ ref: PatchRef, from head: TransportResponseHead, url: URL) throws -> PatchRef {
         let tag = head.header("ETag").map { $0.trimmingCharacters(in: CharacterSet(charactersIn: "\"")) } ?? ""
         guard let length = head.header("Content-Length").flatMap({ Int64($0) }), length >= 0, length < ref.size,
             tag.count == 64, tag.allSatisfy({ $0.isHexDigit && !$0.isUppercase })

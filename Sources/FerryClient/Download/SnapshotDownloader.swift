@@ -50,7 +50,7 @@ struct TransferStats: Sendable, Equatable {
 /// hashing run off the client actor.
 struct SnapshotDownloader: Sendable {
     let directory: ClientDirectory
-    let transport: any SnapshotTransport
+    let transport: any HTTPTransport
     /// `SERVER/v1/datasets`: the configured dataset's manifest and each line's versions and patches are under it.
     let datasetsURL: URL
     /// The configured dataset, a base name; the manifest names it or one of its schema lines (`trips.v2`), whose
@@ -128,15 +128,7 @@ struct SnapshotDownloader: Sendable {
 
     /// `headers` with the ones every request carries: `Authorization` (when there is a token) and `Ferry-Device`.
     func requestHeaders(_ headers: [String: String]) async throws -> [String: String] {
-        var headers = headers
-        if let authorization = try await BearerAuthorization.header(from: tokenProvider) {
-            headers["Authorization"] = authorization
-        }
-        if let deviceID {
-            headers[FerryClient.deviceHeader] = deviceID
-            headers[FerryClient.clientHeader.0] = FerryClient.clientHeader.1
-        }
-        return headers
+        try await headers.merging(BearerAuthorization.commonHeaders(device: deviceID, provider: tokenProvider)) { $1 }
     }
 
     // MARK: Check and download
@@ -264,7 +256,7 @@ struct SnapshotDownloader: Sendable {
                         "encoding": "\(resume.source.encoding.rawValue)",
                     ])
             }
-            let step: Step = try await transport.get(SnapshotRequest(url: url, headers: headers)) { head, body in
+            let step: Step = try await transport.send(TransportRequest(url: url, headers: headers)) { head, body in
                 if head.status == 404 { return .versionGone }
                 if head.status == 410 { throw await SchemaRetired.error(dataset: dataset, url: url, body: body) }
                 let plan = try ResponsePlan.decide(
@@ -316,7 +308,7 @@ struct SnapshotDownloader: Sendable {
     /// Streams a 200 (`from` nil: the partial starts over) or a 206 (resuming at `from`) into the partial file;
     /// `.restart` when the kept prefix turns out unusable.
     private func receive(
-        _ body: SnapshotResponseBody, _ expected: ExpectedSnapshot, _ source: TransferSource, resumingAt from: Int64?,
+        _ body: TransportResponseBody, _ expected: ExpectedSnapshot, _ source: TransferSource, resumingAt from: Int64?,
         line: String, url: URL, progress: (@Sendable (FetchProgress) -> Void)?
     ) async throws -> Step {
         let sink: DownloadSink
@@ -350,7 +342,7 @@ struct SnapshotDownloader: Sendable {
     /// Streams the body into `sink` (see ``DownloadSink``: written as it comes, or kept compressed and inflated, on
     /// the sink's own threads), checks the byte counts; the caller makes the file durable.
     private func stream(
-        _ body: SnapshotResponseBody, into sink: DownloadSink, expected: ExpectedSnapshot, source: TransferSource,
+        _ body: TransportResponseBody, into sink: DownloadSink, expected: ExpectedSnapshot, source: TransferSource,
         url: URL,
         progress: (@Sendable (FetchProgress) -> Void)?
     ) async throws -> Step {

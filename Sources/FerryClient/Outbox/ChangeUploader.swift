@@ -1,76 +1,64 @@
 import FerryCore
 import Foundation
 
-/// Uploads a batch of local edits and returns the server's answers. An app can plug in its own transport
-/// (``URLSessionChangeUploader`` is the default; FerryClientNIO has an AsyncHTTPClient one).
+/// Uploads a batch of local edits over an ``HTTPTransport`` and returns the server's answers: what
+/// ``FerryClient/push(batchSize:)`` does with the client's transport, for a tool that sends batches itself.
 ///
-/// Contract: POST to `{server}/v1/datasets/{dataset}/changes`, `dataset` being the dataset or the schema line
-/// (`trips.v1`) the edits were made under. Send the batch's `clientId` as `Ferry-Device` (the directory's device id),
-/// and `accessToken`, when there is one, as `Authorization: Bearer <token>`. Return only when the server
-/// answered 200 with a well-formed body; throw a `FerryError` with code `.offline` when the server could not be
-/// reached, `.network` when it failed (the edits stay queued and are retried), `.unauthorized` on a 401 or 403 (the
-/// edits stay queued and are sent again, same change ids, once the app has a valid token; not retried meanwhile),
-/// `.schemaRetired` on a 410 (the schema line is retired and takes no edits: nothing was applied), and `.badInput` when
-/// it refused the request itself (another 4xx: retrying the same batch will not help).
-/// Never put the token into an error or a log line.
+/// `POST {server}/v1/datasets/{dataset}/changes`, `dataset` being the dataset or the schema line (`trips.v1`) the edits
+/// were made under, JSON both ways; the batch's `clientId` goes as `Ferry-Device`, the caller's extra headers next,
+/// then `accessToken`, when there is one, as `Authorization: Bearer <token>` (replacing an extra `Authorization`).
+/// Returns only when the server answered 200 with a well-formed body; throws a `FerryError` with code `.offline` when
+/// the server could not be reached, `.network` when it failed (the edits stay queued and are retried),
+/// `.unauthorized` on a 401 or 403 (sent again, same change ids, once the app has a valid token), `.schemaRetired` on
+/// a 410 (the line takes no edits: nothing was applied), and `.badInput` when it refused the request itself (another
+/// 4xx: retrying the same batch will not help). The token is never in an error or a log line.
 ///
 /// ```swift
-/// let results = try await uploader.upload(batch, dataset: "trips", accessToken: token)
+/// let uploader = ChangeUploader(server: URL(string: "http://127.0.0.1:8080")!, transport: URLSessionTransport.shared)
+/// let results = try await uploader.upload(batch, dataset: "trips.v2", accessToken: token)
 /// ```
-public protocol ChangeUploader: Sendable {
-    func upload(_ batch: ChangeBatch, dataset: String, accessToken: String?) async throws -> ChangeResults
-}
+public struct ChangeUploader: Sendable {
+    public var server: URL
+    public var transport: any HTTPTransport
+    /// Extra request headers. The access token goes through ``upload(_:dataset:accessToken:)``, not here.
+    public var headers: [(String, String)]
+    /// The largest response body accepted.
+    public var maxResponseBytes: Int
 
-extension ChangeUploader {
-    /// Uploads without an access token (a public dataset).
-    ///
-    /// ```swift
-    /// let results = try await URLSessionChangeUploader(server: url).upload(batch, dataset: "trips")
-    /// ```
-    public func upload(_ batch: ChangeBatch, dataset: String) async throws -> ChangeResults {
-        try await upload(batch, dataset: dataset, accessToken: nil)
+    public init(
+        server: URL, transport: any HTTPTransport = URLSessionTransport.shared, headers: [(String, String)] = [],
+        maxResponseBytes: Int = 64 << 20
+    ) {
+        self.server = server
+        self.transport = transport
+        self.headers = headers
+        self.maxResponseBytes = maxResponseBytes
     }
-}
 
-/// The request every change uploader sends (see ``ChangeUploader``'s contract): `POST` to the dataset's or line's
-/// `…/changes`, JSON both ways, the batch's `clientId` as `Ferry-Device`, the caller's extra headers, then the access
-/// token as `Authorization: Bearer <token>` (replacing an extra `Authorization`).
-package struct ChangeUploadRequest: Sendable {
-    package var url: URL
-    /// In the order they are sent.
-    package var headers: [(name: String, value: String)]
-    package var body: Data
-
-    package init(
-        server: URL, batch: ChangeBatch, dataset: String, accessToken: String?, extraHeaders: [(String, String)]
-    ) throws {
+    public func upload(_ batch: ChangeBatch, dataset: String, accessToken: String? = nil) async throws
+        -> ChangeResults
+    {
         try DatasetName.validate(dataset)
-        url = server.appendingPathComponent("v1/datasets/\(dataset)/changes")
+        let url = server.appendingPathComponent("v1/datasets/\(dataset)/changes")
         let authorization = try BearerAuthorization.header(for: accessToken)
-        headers = [
-            ("Content-Type", "application/json"), ("Accept", "application/json"),
-            (FerryClient.deviceHeader, batch.clientId),
-        ]
-        headers += extraHeaders.filter { authorization == nil || $0.0.lowercased() != "authorization" }.map {
-            (name: $0.0, value: $0.1)
+        var fields = ["Content-Type": "application/json", "Accept": "application/json"]
+        fields[FerryClient.deviceHeader] = batch.clientId
+        for (name, value) in headers where authorization == nil || name.lowercased() != "authorization" {
+            fields[name] = value
         }
-        if let authorization { headers.append(("Authorization", authorization)) }
-        body = try JSONEncoder().encode(batch)
+        if let authorization { fields["Authorization"] = authorization }
+        let request = TransportRequest(
+            method: "POST", url: url, headers: fields, body: .data(try JSONEncoder().encode(batch)))
+        let over = FerryError(
+            .network, "the server's answer to the upload is larger than \(maxResponseBytes) bytes; edits stay queued")
+        let (head, data) = try await transport.collect(request, limit: maxResponseBytes, over: over)
+        return try ChangeUploadResponse.results(status: head.status, data: data, url: url.absoluteString)
     }
 }
 
 /// What every change uploader makes of the server's answer: the results on 200, else the error its contract names.
 package enum ChangeUploadResponse {
-    /// Appends one chunk of the answer's body to `data`, refusing an answer larger than `limit` bytes.
-    package static func append(_ chunk: Data, to data: inout Data, limit: Int) throws {
-        data.append(chunk)
-        guard data.count <= limit else {
-            throw FerryError(
-                .network, "the server's answer to the upload is larger than \(limit) bytes; edits stay queued")
-        }
-    }
-
-    /// The results in a 200's `data`, or the error for `status` (see ``ChangeUploader``'s contract).
+    /// The results in a 200's `data`, or the error for `status` (see ``ChangeUploader``).
     package static func results(status: Int, data: Data, url: String) throws -> ChangeResults {
         switch status {
         case 200:

@@ -16,10 +16,18 @@ package enum BearerAuthorization {
         return "Bearer \(token)"
     }
 
-    /// Asks `provider` for the current token (each request asks again, so a refreshed token is used at once).
-    static func header(from provider: FerryClient.TokenProvider?) async throws -> String? {
-        guard let provider else { return nil }
-        return try header(for: try await provider())
+    /// The headers every request of a client carries, set here only: `Ferry-Device` (the directory's id) and, when
+    /// `provider` gives a token, `Authorization` (asked on every request, so a refreshed token is used at once).
+    static func commonHeaders(device: String?, provider: FerryClient.TokenProvider?) async throws -> [String: String] {
+        var headers: [String: String] = [:]
+        if let device {
+            headers[FerryClient.deviceHeader] = device
+            headers[FerryClient.clientHeader.0] = FerryClient.clientHeader.1
+        }
+        if let provider, let authorization = try header(for: try await provider()) {
+            headers["Authorization"] = authorization
+        }
+        return headers
     }
 
     /// The error for a 401 or 403: typed, so an app can catch it and sign in again. Nothing local is touched and

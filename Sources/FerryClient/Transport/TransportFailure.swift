@@ -194,3 +194,11 @@ package enum URLHost {
         return parsed.port.map { "\(host):\($0)" } ?? host
     }
 }
+
+extension TransportFailure {
+    /// Whether an upload that failed with `error` may succeed if sent again: the server could not be reached, or
+    /// failed, and not for a certificate (the same request would be refused again).
+    static func isWorthRetrying(_ error: FerryError) -> Bool {
+        error.code == .offline || (error.code == .network && !isTLS(error))
+    }
+}

@@ -5,16 +5,15 @@ import Foundation
     import FoundationNetworking
 #endif
 
-/// The default ``SnapshotTransport``: Foundation's `URLSession` (FoundationNetworking, on curl, on Linux), the body
-/// streamed chunk by chunk from a data task's delegate. Also the session of the default change uploader
-/// (``URLSessionChangeUploader``).
+/// The default ``HTTPTransport``: Foundation's `URLSession` (FoundationNetworking, on curl, on Linux), the body
+/// streamed chunk by chunk from a data task's delegate; downloads, change uploads and attachments alike.
 ///
 /// What it does like every transport: `Range` and `If-Range`, `If-None-Match`, `Authorization: Bearer`, redirects,
 /// and failures classified from `URLError` codes (offline, TLS, timeout, cancelled).
 /// What differs:
 /// - **No gzip on the wire.** URLSession inflates a `Content-Encoding: gzip` body itself, on Apple platforms and in
 ///   FoundationNetworking alike, and neither lets a caller turn that off; the client must see the gzip copy's own
-///   bytes to resume it and to check its size. So, as ``SnapshotTransport``'s contract allows, a request for the gzip
+///   bytes to resume it and to check its size. So, as ``HTTPTransport``'s contract allows, a request for the gzip
 ///   copy goes out as `Accept-Encoding: identity`, and the server sends the SQLite file itself. Patches are gzip
 ///   files of their own (not an encoding), so row-level updates stay small.
 /// - **A private CA** (``TrustedCertificates``) is checked by the session delegate's trust evaluation on Apple
@@ -29,13 +28,16 @@ import Foundation
 /// let client = try await FerryClient.open(configuration: config, logger: logger)   // URLSessionTransport()
 /// let pinned = try URLSessionTransport(trusting: try TrustedCertificates(pemFile: caURL))   // Apple platforms
 /// ```
-public final class URLSessionTransport: SnapshotTransport {
+public final class URLSessionTransport: HTTPTransport {
     /// The session; its delegate routes each task's events to the call that started it.
     let session: URLSession
     private let delegate: URLSessionTransportDelegate
     /// Bytes received but not yet consumed above which the task is suspended (it resumes below a quarter of it); nil
     /// where the platform cannot pause a transfer (FoundationNetworking).
     public let highWaterMark: Int?
+    /// The largest body one request carries: URLSession takes a body whole, so an attachment goes in `PATCH`es of
+    /// this many bytes (memory stays flat however big it is). Default 8 MiB.
+    public let maxBodyBytes: Int64?
 
     /// A transport with its own session.
     /// - Parameters:
@@ -48,11 +50,13 @@ public final class URLSessionTransport: SnapshotTransport {
     ///   - ca: CA certificates to trust *instead of* the system's. Apple platforms only: on Linux this throws
     ///     `FerryError.Code.badInput` (FoundationNetworking cannot honour it; FerryClientNIO can).
     ///   - highWaterMark: see ``highWaterMark``. Default 4 MiB; ignored with FoundationNetworking.
+    ///   - maxBodyBytes: see ``maxBodyBytes``; at least 64 KiB.
     public init(
         configuration: URLSessionConfiguration = .ephemeral, requestTimeout: Duration = .seconds(60),
         resourceTimeout: Duration = .seconds(6 * 3600),
-        trusting ca: TrustedCertificates? = nil, highWaterMark: Int = 4 << 20
+        trusting ca: TrustedCertificates? = nil, highWaterMark: Int = 4 << 20, maxBodyBytes: Int64 = 8 << 20
     ) throws {
+        self.maxBodyBytes = max(maxBodyBytes, 64 << 10)
         #if !canImport(Security)
             if let ca {
                 throw FerryError(
@@ -64,8 +68,8 @@ public final class URLSessionTransport: SnapshotTransport {
         let configuration = configuration.copy() as? URLSessionConfiguration ?? configuration
         configuration.urlCache = nil
         configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
-        configuration.timeoutIntervalForRequest = Self.seconds(requestTimeout)
-        configuration.timeoutIntervalForResource = Self.seconds(resourceTimeout)
+        configuration.timeoutIntervalForRequest = requestTimeout.inSeconds
+        configuration.timeoutIntervalForResource = resourceTimeout.inSeconds
         #if canImport(FoundationNetworking)
             // See the type's doc: a suspended FoundationNetworking task restarts from byte 0 when resumed.
             self.highWaterMark = nil
@@ -96,20 +100,15 @@ public final class URLSessionTransport: SnapshotTransport {
         }
     }()
 
-    static func seconds(_ duration: Duration) -> TimeInterval {
-        let (seconds, attoseconds) = duration.components
-        return TimeInterval(seconds) + TimeInterval(attoseconds) / 1e18
-    }
-
-    public func get<Result: Sendable>(
-        _ request: SnapshotRequest,
-        _ handle: (SnapshotResponseHead, SnapshotResponseBody) async throws -> Result
+    public func send<Result: Sendable>(
+        _ request: TransportRequest,
+        _ handle: (TransportResponseHead, TransportResponseBody) async throws -> Result
     ) async throws -> Result {
         var urlRequest = URLRequest(url: request.url)
-        urlRequest.httpMethod = "GET"
+        urlRequest.httpMethod = request.method
         // A long-poll's server waits before its first byte: the request's timeout must outlast that wait.
         if let timeout = request.timeout {
-            urlRequest.timeoutInterval = max(session.configuration.timeoutIntervalForRequest, Self.seconds(timeout))
+            urlRequest.timeoutInterval = max(session.configuration.timeoutIntervalForRequest, timeout.inSeconds)
         }
         for (name, value) in request.headers.sorted(by: { $0.key < $1.key }) {
             urlRequest.setValue(value, forHTTPHeaderField: name)
@@ -119,15 +118,43 @@ public final class URLSessionTransport: SnapshotTransport {
         if let accept = urlRequest.value(forHTTPHeaderField: "Accept-Encoding"), accept.lowercased() != "identity" {
             urlRequest.setValue("identity", forHTTPHeaderField: "Accept-Encoding")
         }
-        return try await exchange(urlRequest, handle: handle)
+        switch request.body {
+        case .data(let data)?: urlRequest.httpBody = data
+        case .file(let file, let offset, let length)?:
+            // At most ``maxBodyBytes``, read once per request off the cooperative threads.
+            urlRequest.httpBody = try await BlockingWork.run { try Self.read(file, offset: offset, length: length) }
+        case nil: break
+        }
+        return try await exchange(urlRequest, for: request.exchange, handle: handle)
+    }
+
+    /// Bytes `offset..<offset+length` of an attachment to upload.
+    static func read(_ file: URL, offset: Int64, length: Int64) throws -> Data {
+        guard let handle = FileHandle(forReadingAtPath: file.path) else {
+            throw FerryError(.io, "cannot open the attachment to upload", path: file.path)
+        }
+        defer { try? handle.close() }  // read-only: closing cannot lose data
+        do {
+            try handle.seek(toOffset: UInt64(offset))
+            let data = try handle.read(upToCount: Int(length)) ?? Data()
+            guard data.count == length else {
+                throw FerryError(.io, "the attachment is shorter than its queue entry says", path: file.path)
+            }
+            return data
+        } catch let error as FerryError {
+            throw error
+        } catch {
+            throw FerryError(
+                .io, "cannot read the attachment to upload: \(error.localizedDescription)", path: file.path)
+        }
     }
 
     /// Sends `request` and calls `handle` once with the response head and the streamed body; the task is cancelled
     /// when `handle` returns before the body ended or throws, and when the calling task is cancelled.
     /// A failure before the answer is a `FerryError` worded for `exchange` (see ``TransportFailure``).
-    func exchange<Result: Sendable>(
-        _ request: URLRequest, for exchange: TransportFailure.Exchange = .snapshot,
-        handle: (SnapshotResponseHead, SnapshotResponseBody) async throws -> Result
+    private func exchange<Result: Sendable>(
+        _ request: URLRequest, for exchange: TransportFailure.Exchange,
+        handle: (TransportResponseHead, TransportResponseBody) async throws -> Result
     ) async throws -> Result {
         let task = session.dataTask(with: request)
         let stream = URLSessionTaskStream(task: task, highWaterMark: highWaterMark)
@@ -152,8 +179,8 @@ public final class URLSessionTransport: SnapshotTransport {
                 let text = value as? String ?? "\(value)"
                 headers[name.lowercased()] = headers[name.lowercased()].map { "\($0), \(text)" } ?? text
             }
-            let head = SnapshotResponseHead(status: response.statusCode, headers: headers)
-            let body = SnapshotResponseBody { try await stream.next() }
+            let head = TransportResponseHead(status: response.statusCode, headers: headers)
+            let body = TransportResponseBody { try await stream.next() }
             return try await handle(head, body)
         } onCancel: {
             task.cancel()

@@ -78,7 +78,7 @@ final class AttachmentRetention: Service {
         for (base, lines) in byBase.sorted(by: { $0.key < $1.key }) {
             swept.attachments += await sweep(base, lines: lines, now: now)
         }
-        let cutoff = now.addingTimeInterval(-partialExpiry.seconds)
+        let cutoff = now.addingTimeInterval(-partialExpiry.inSeconds)
         let uploads = self.uploads
         do {
             swept.partials = try await NIOThreadPool.singleton.runIfActive { try uploads.sweep(olderThan: cutoff) }
@@ -123,7 +123,7 @@ final class AttachmentRetention: Service {
                     $0.formUnion(try AttachmentNamesCache.allNames(dataset: $1, store: snapshots))
                 }
             }
-            let cutoff = now.addingTimeInterval(-grace.seconds)
+            let cutoff = now.addingTimeInterval(-grace.inSeconds)
             var deleted: [String] = []
             var kept = (count: 0, bytes: Int64(0))
             for info in held {

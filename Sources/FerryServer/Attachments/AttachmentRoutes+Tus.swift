@@ -20,8 +20,6 @@ import NIOPosix
 ///
 /// Why tus and not the IETF draft: docs/http-api.md, "Attachments".
 extension AttachmentRoutes {
-    static let tusVersion = "1.0.0"
-
     func addTusRoutes(to routes: ServerRoutes, access: AttachmentAccess) {
         let collection = "/v1/datasets/{dataset}/attachments/uploads"
         let one = collection + "/{upload}"
@@ -29,8 +27,8 @@ extension AttachmentRoutes {
         routes.on(collection, method: .options) { _, context in
             _ = try SnapshotResponder.datasetName(context)
             var headers = Self.tusHeaders
-            headers[.tusVersion] = Self.tusVersion
-            headers[.tusExtension] = "creation,expiration,termination"
+            headers[.tusVersion] = Attachment.Tus.version
+            headers[.tusExtension] = Attachment.Tus.extensions
             headers[.tusMaxSize] = String(maxBytes)
             return Response(status: .noContent, headers: headers)
         }
@@ -63,7 +61,7 @@ extension AttachmentRoutes {
 
     static var tusHeaders: HTTPFields {
         var headers = HTTPFields()
-        headers[.tusResumable] = tusVersion
+        headers[.tusResumable] = Attachment.Tus.version
         return headers
     }
 
@@ -72,25 +70,26 @@ extension AttachmentRoutes {
         do {
             return try await body()
         } catch var error as ServerError {
-            error.headers[.tusResumable] = tusVersion
+            error.headers[.tusResumable] = Attachment.Tus.version
             throw error
         }
     }
 
     /// 412 unless `Tus-Resumable: 1.0.0`.
     static func checkResumable(_ request: Request) throws {
-        guard request.headers[.tusResumable] == tusVersion else {
+        guard request.headers[.tusResumable] == Attachment.Tus.version else {
             var headers = HTTPFields()
-            headers[.tusVersion] = tusVersion
+            headers[.tusVersion] = Attachment.Tus.version
             throw ServerError(
                 .preconditionFailed, code: .badInput,
-                "this server speaks tus \(tusVersion) only: send `Tus-Resumable: \(tusVersion)`", headers: headers)
+                "this server speaks tus \(Attachment.Tus.version) only: send `Tus-Resumable: \(Attachment.Tus.version)`",
+                headers: headers)
         }
     }
 
     /// `Upload-Expires` of `upload`: its creation plus the expiry, as an HTTP date.
     func expires(_ upload: PartialUploads.PartialUpload) -> String {
-        HTTPDate.format(Int(upload.created.addingTimeInterval(partialExpiry.seconds).timeIntervalSince1970))
+        HTTPDate.format(Int(upload.created.addingTimeInterval(partialExpiry.inSeconds).timeIntervalSince1970))
     }
 
     // MARK: POST
@@ -122,7 +121,9 @@ extension AttachmentRoutes {
         headers[.uploadExpires] = expires(upload)
         headers[.cacheControl] = "no-store"
         if length == 0 {  // nothing to send: the empty attachment is complete now
-            _ = try await finish(id: id, upload: upload, caller: caller)
+            let file = try await VerifiedFileWriter.upload(
+                uploads.dataURL(dataset: caller.dataset, id: id), .keptPrefix)
+            _ = try await finish(id: id, upload: upload, caller: caller, file: file)
         }
         return Response(status: .created, headers: headers)
     }
@@ -177,7 +178,7 @@ extension AttachmentRoutes {
         try Self.checkResumable(request)
         let caller = try await uploader(request, dataset: name, access: access)
         let uploads = self.uploads
-        let expiry = partialExpiry.seconds
+        let expiry = partialExpiry.inSeconds
         let found = try await NIOThreadPool.singleton.runIfActive { () -> (PartialUploads.PartialUpload, Int64)? in
             guard let (upload, offset) = try uploads.state(dataset: caller.dataset, id: id) else { return nil }
             if upload.created.addingTimeInterval(expiry) < Date() {
@@ -200,7 +201,7 @@ extension AttachmentRoutes {
         _ request: Request, context: some RequestContext, access: AttachmentAccess, locks: Locked<Set<String>>
     ) async throws -> Response {
         let (caller, id, upload, _) = try await partial(request, context: context, access: access)
-        guard request.headers[.contentType] == "application/offset+octet-stream" else {
+        guard request.headers[.contentType] == Attachment.Tus.patchContentType else {
             throw ServerError(
                 .unsupportedMediaType, code: .badInput,
                 "a PATCH body is `Content-Type: application/offset+octet-stream`")
@@ -216,15 +217,12 @@ extension AttachmentRoutes {
         defer { locks.withLock { _ = $0.remove(id) } }
         // The offset is read under the upload's locks (this server's, and the file's for servers sharing the
         // directory), so no other PATCH moves it between the check and the append.
-        let url = uploads.dataURL(dataset: caller.dataset, id: id)
-        let (file, held) = try await NIOThreadPool.singleton.runIfActive { () -> (UploadFile?, Int64) in
-            let file = try UploadFile(url, create: false)
-            return file.tryLock() ? (file, try file.size()) : (nil, 0)
-        }
-        guard let file else {
+        let file = try await VerifiedFileWriter.upload(uploads.dataURL(dataset: caller.dataset, id: id), .keptPrefix)
+        guard file.tryLock() else {
             throw ServerError(
                 .conflict, code: "offset-mismatch", "upload \(id) is receiving another PATCH; HEAD it later")
         }
+        let held = file.size
         guard offset == held else {
             throw ServerError(
                 .conflict, code: "offset-mismatch",
@@ -242,8 +240,8 @@ extension AttachmentRoutes {
         let written: Int64
         do {
             written = try await file.append(request.body, limit: room)
-        } catch UploadFile.StreamEnd.overLimit {
-            try await NIOThreadPool.singleton.runIfActive { try file.truncate(to: held) }
+        } catch UploadStreamEnd.overLimit {
+            try await file.truncate(to: held)
             throw ServerError(
                 .badRequest, code: .badInput,
                 "the body runs past Upload-Length (\(upload.length) bytes); nothing of it was kept",
@@ -251,58 +249,50 @@ extension AttachmentRoutes {
         } catch {
             // The connection broke mid-body: what arrived is kept, durably, for the next HEAD. The answer goes
             // nowhere; it is a 400 so that the log does not call a client's cut link a server failure.
-            try await NIOThreadPool.singleton.runIfActive { try file.sync() }
+            try await file.sync()
             throw ServerError(
                 .badRequest, code: .badInput,
                 "the body of the PATCH of upload \(id) ended early (\(error)); HEAD it and resume from its offset",
                 headers: [.connection: "close"])
         }
-        try await NIOThreadPool.singleton.runIfActive { try file.sync() }
+        try await file.sync()
         let offsetNow = held + written
         var headers = Self.tusHeaders
         headers[.uploadOffset] = String(offsetNow)
         headers[.uploadExpires] = expires(upload)
         if offsetNow == upload.length {
-            _ = try await finish(id: id, upload: upload, caller: caller)
+            _ = try await finish(id: id, upload: upload, caller: caller, file: file)
         }
         return Response(status: .noContent, headers: headers)
     }
 
-    /// A complete partial upload: hashed whole; stored under its name when the hash matches (then its description
-    /// goes), deleted with a 422 when not.
-    func finish(id: String, upload: PartialUploads.PartialUpload, caller: AttachmentAccess.Caller) async throws
-        -> Response
-    {
-        let url = uploads.dataURL(dataset: caller.dataset, id: id)
-        let sha256 = try await ThreadJob.run(name: "ferry-attachment-hash") { try FileDigest.sha256Hex(of: url) }
-        guard sha256 == upload.sha256 else {
+    /// A complete partial upload: verified (hashed as it was written when one PATCH carried it all, else whole, from
+    /// disk); stored under its name when the hash matches (then its description goes), deleted with a 422 when not.
+    func finish(
+        id: String, upload: PartialUploads.PartialUpload, caller: AttachmentAccess.Caller, file: VerifiedFileWriter
+    ) async throws -> Response {
+        do {
+            try await file.finish(expecting: .init(sha256: upload.sha256, size: upload.length))
+        } catch let error as FerryError where error.code == .verification {
             metrics.recordAttachmentRefusal(dataset: caller.dataset, reason: "mismatch")
             try await NIOThreadPool.singleton.runIfActive { try uploads.remove(dataset: caller.dataset, id: id) }
             throw Self.mismatch(upload.sha256)
         }
         let response = try await store(
-            url, dataset: caller.dataset, sha256: sha256, contentType: upload.contentType, caller: caller)
+            file.url, dataset: caller.dataset, sha256: upload.sha256, contentType: upload.contentType, caller: caller)
         try await NIOThreadPool.singleton.runIfActive { try uploads.remove(dataset: caller.dataset, id: id) }
         return response
     }
 }
 
-extension Duration {
-    /// The duration in seconds, as a `TimeInterval`.
-    var seconds: TimeInterval {
-        let (seconds, attoseconds) = components
-        return TimeInterval(seconds) + TimeInterval(attoseconds) / 1e18
-    }
-}
-
 extension HTTPField.Name {
     /// tus 1.0.0's fields (https://tus.io/protocols/resumable-upload).
-    static let tusResumable = HTTPField.Name("Tus-Resumable")!
-    static let tusVersion = HTTPField.Name("Tus-Version")!
-    static let tusExtension = HTTPField.Name("Tus-Extension")!
-    static let tusMaxSize = HTTPField.Name("Tus-Max-Size")!
-    static let uploadLength = HTTPField.Name("Upload-Length")!
-    static let uploadOffset = HTTPField.Name("Upload-Offset")!
-    static let uploadMetadata = HTTPField.Name("Upload-Metadata")!
-    static let uploadExpires = HTTPField.Name("Upload-Expires")!
+    static let tusResumable = HTTPField.Name(Attachment.Tus.resumable)!
+    static let tusVersion = HTTPField.Name(Attachment.Tus.versionHeader)!
+    static let tusExtension = HTTPField.Name(Attachment.Tus.extensionHeader)!
+    static let tusMaxSize = HTTPField.Name(Attachment.Tus.maxSize)!
+    static let uploadLength = HTTPField.Name(Attachment.Tus.uploadLength)!
+    static let uploadOffset = HTTPField.Name(Attachment.Tus.uploadOffset)!
+    static let uploadMetadata = HTTPField.Name(Attachment.Tus.uploadMetadata)!
+    static let uploadExpires = HTTPField.Name(Attachment.Tus.uploadExpires)!
 }

@@ -116,12 +116,11 @@ struct AttachmentRoutes: ServerRouteGroup {
             if size > maxBytes { throw tooLarge(dataset: caller.dataset) }
         }
         let temp = try await NIOThreadPool.singleton.runIfActive { try uploads.wholeUploadURL(dataset: caller.dataset) }
-        let hasher = Locked(StreamingSHA256())
+        let file = try await VerifiedFileWriter.upload(temp, .new)
         do {
-            let file = try await NIOThreadPool.singleton.runIfActive { try UploadFile(temp, create: true) }
             do {
-                _ = try await file.append(request.body, limit: maxBytes, hasher: hasher)
-            } catch UploadFile.StreamEnd.overLimit {
+                _ = try await file.append(request.body, limit: maxBytes)
+            } catch UploadStreamEnd.overLimit {
                 throw tooLarge(dataset: caller.dataset)
             } catch {
                 // A cut link: nothing is kept of a whole upload (tus resumes; PUT starts again).
@@ -129,14 +128,15 @@ struct AttachmentRoutes: ServerRouteGroup {
                     .badRequest, code: .badInput, "the body ended early (\(error)); nothing was stored",
                     headers: [.connection: "close"])
             }
-            guard hasher.withLock({ $0.finalizeHex() }) == sha256 else {
+            do {
+                try await file.finish(expecting: .init(sha256: sha256))
+            } catch let error as FerryError where error.code == .verification {
                 metrics.recordAttachmentRefusal(dataset: caller.dataset, reason: "mismatch")
                 throw Self.mismatch(sha256)
             }
-            try await NIOThreadPool.singleton.runIfActive { try file.sync() }
         } catch {
-            // Our own temp file; the error below says what failed, and the sweep removes a leftover.
-            try? await NIOThreadPool.singleton.runIfActive { try DurableFile.remove(temp) }
+            // Our own temp file; the error above says what failed, and the sweep removes a leftover.
+            await file.discard()
             throw error
         }
         return try await store(temp, dataset: caller.dataset, sha256: sha256, contentType: contentType, caller: caller)

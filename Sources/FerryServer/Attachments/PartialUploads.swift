@@ -2,7 +2,7 @@ import FerryCore
 import FerryStore
 import Foundation
 
-/// The server-local directory of uploads not yet verified (``ServerConfiguration/attachmentUploads``):
+/// The server-local directory of uploads not yet verified (``ServerDependencies/attachmentUploads``):
 ///
 /// ```
 /// UPLOADS/DATASET/<id>           a partial upload's bytes (tus): appended by PATCH, fsynced after each
@@ -53,7 +53,10 @@ struct PartialUploads: Sendable {
         let id = Self.newID()
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
-        _ = try UploadFile(dataURL(dataset: dataset, id: id), create: true)
+        let data = dataURL(dataset: dataset, id: id)
+        guard FileManager.default.createFile(atPath: data.path, contents: nil) else {
+            throw FerryError(.io, "cannot create the partial upload", path: data.path)
+        }
         try DurableFile.write(try encoder.encode(upload), to: infoURL(dataset: dataset, id: id))
         return id
     }

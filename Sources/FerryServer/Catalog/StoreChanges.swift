@@ -7,7 +7,7 @@ import FerryCore
 ///
 /// ```swift
 /// let changes = StoreChanges()
-/// configuration.storeChanges = changes
+/// configuration.dependencies.storeChanges = changes
 /// // after each publish into configuration.storePath:
 /// await changes.changed()
 /// ```

@@ -174,7 +174,7 @@ extension HTTPField.Name {
     static let ferryObjectETag = HTTPField.Name("Ferry-Object-ETag")!
     static let ferryObjectCacheControl = HTTPField.Name("Ferry-Object-Cache-Control")!
     static let ferryObjectReprDigest = HTTPField.Name("Ferry-Object-Repr-Digest")!
-    /// `Ferry-Object-URL: <url>`: where a cache may fetch the object itself (``ServerConfiguration/objectURL``).
+    /// `Ferry-Object-URL: <url>`: where a cache may fetch the object itself (``ServerDependencies/objectURL``).
     static let ferryObjectURL = HTTPField.Name("Ferry-Object-URL")!
     /// RFC 9530 `Repr-Digest`.
     static let reprDigest = HTTPField.Name("Repr-Digest")!

@@ -30,9 +30,9 @@ public struct ChangesRoute: ServerRouteGroup {
     /// Adds `POST /v1/datasets/{dataset}/changes` to the server's routes.
     public func addRoutes(to routes: ServerRoutes) throws {
         let access = routes.access
-        let status = routes.configuration.statusBoard
+        let status = routes.configuration.dependencies.statusBoard
         status.recordMergers(mergers)
-        let attachments = StoreAttachmentCheck(store: routes.configuration.effectiveAttachmentStore)
+        let attachments = StoreHeldAttachments(store: routes.configuration.effectiveAttachmentStore)
         routes.on("/v1/datasets/{dataset}/changes", method: .post) { request, context in
             try await self.respond(
                 to: request, dataset: context.parameters.get("dataset") ?? "", access: access, status: status,
@@ -42,7 +42,7 @@ public struct ChangesRoute: ServerRouteGroup {
 
     func respond(
         to request: Request, dataset: String, access: DatasetAccess, status: StatusBoard? = nil,
-        attachments: (any AttachmentCheck)? = nil
+        attachments: (any HeldAttachments)? = nil
     ) async throws -> Response {
         guard DatasetName.isValid(dataset) else {
             return Self.error(
@@ -133,9 +133,9 @@ public struct ChangesRoute: ServerRouteGroup {
     }
 }
 
-/// The changes route's ``AttachmentCheck``: an attachment is held when the server's attachment store has it, under
+/// The changes route's ``HeldAttachments``: an attachment is held when the server's attachment store has it, under
 /// the dataset's base name (its schema lines share attachments).
-struct StoreAttachmentCheck: AttachmentCheck {
+struct StoreHeldAttachments: HeldAttachments {
     let store: any AttachmentStore
 
     func missing(_ names: Set<String>, dataset: String) async throws -> Set<String> {

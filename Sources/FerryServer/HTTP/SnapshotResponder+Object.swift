@@ -16,7 +16,7 @@ import NIOCore
 ///   check and the same choice of representation (``select(_:entry:)``); nginx's `auth_request` asks it before
 ///   serving a cached object, so a request without a valid token for the scope gets no byte from the cache. It
 ///   also sends the object's `ETag`, `Cache-Control` and `Repr-Digest` (`Ferry-Object-ETag`, …), which nginx
-///   sends with the object, and with ``ServerConfiguration/objectURL`` (a bucket store, `--presign-objects`) a
+///   sends with the object, and with ``ServerDependencies/objectURL`` (a bucket store, `--presign-objects`) a
 ///   presigned URL of the object in the bucket (`Ferry-Object-URL`), which nginx fills its cache from.
 ///
 /// Both answer with the dataset's own `Cache-Control`: `private` on a scoped dataset, so a cache that only honours

@@ -24,7 +24,7 @@ struct SnapshotResponder: Sendable {
     let access: DatasetAccess
     let chunkSize: Int
     let threadPool: NIOThreadPool
-    /// ``ServerConfiguration/objectURL``: the object lookup's `Ferry-Object-URL`.
+    /// ``ServerDependencies/objectURL``: the object lookup's `Ferry-Object-URL`.
     let objectURL: (@Sendable (_ dataset: String, _ object: String) -> String)?
     /// The chunks all downloads together may hold in memory (``ServerConfiguration/downloadBufferBytes``).
     let budget: BufferBudget

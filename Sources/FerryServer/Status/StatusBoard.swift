@@ -5,13 +5,13 @@ import Foundation
 
 /// What the status page knows beyond the store: the last hour of traffic, the outcome of each dataset's last
 /// in-process publish, and which datasets accept uploads and how their last upload went. One per server, held by
-/// ``ServerConfiguration/statusBoard``; the server counts requests and uploads into it, and a caller that
+/// ``ServerDependencies/statusBoard``; the server counts requests and uploads into it, and a caller that
 /// publishes in the same process reports each publish with ``recordPublish(dataset:outcome:at:)``.
 ///
 /// ```swift
 /// var configuration = ServerConfiguration(storePath: storeURL)
 /// configuration.statusToken = "s3cret-operator-token"
-/// let board = configuration.statusBoard
+/// let board = configuration.dependencies.statusBoard
 /// board.recordPublish(dataset: "trips", outcome: .published(version: 7))
 /// ```
 public final class StatusBoard: Sendable {

@@ -17,7 +17,7 @@ import NIOCore
 struct StatusRoutes: ServerRouteGroup {
     let access: StatusAccess
     let board: StatusBoard
-    /// How the report names the store (``ServerConfiguration/storeName``, else the directory).
+    /// How the report names the store (``ServerDependencies/storeName``, else the directory).
     let store: String
 
     static let contentSecurityPolicy =

@@ -51,7 +51,6 @@ public enum AttachmentNames {
         guard !columns.isEmpty else { return ([], [:]) }
         let tables = Dictionary(
             uniqueKeysWithValues: try SnapshotMetadata.read(from: db).tables.map { ($0.name, $0.columns) })
-        var names: Set<String> = []
         var positions: [String: [Int32]] = [:]
         for column in columns {
             guard let index = tables[column.table]?.firstIndex(of: column.column) else {
@@ -61,11 +60,8 @@ public enum AttachmentNames {
                     path: file.path)
             }
             positions[column.table, default: []].append(Int32(index))
-            let rows = try db.query(
-                "SELECT DISTINCT \(SQLIdentifier.quoteSQLite(column.column)) FROM \(SQLIdentifier.quoteSQLite(column.table)) WHERE \(SQLIdentifier.quoteSQLite(column.column)) IS NOT NULL"
-            )
-            for row in rows { if let text = row.first?.text { names.insert(text) } }
         }
+        let names = Set(try SnapshotMetadata.attachmentNames(in: db, columns: columns).keys)
         return (names, positions)
     }
 }

@@ -113,12 +113,12 @@ struct FetchJSON: Encodable {
         try container.encode(result.outcome.rawValue, forKey: .result)
         try container.encode(applied, forKey: .applied)
         try container.encode(result.bytesReceived, forKey: .bytesReceived)
-        try container.encode(result.resumedFrom, forKey: .resumedFrom)
+        try container.encode(result.check.resumedFrom, forKey: .resumedFrom)
         try container.encode(download?.fileBytes, forKey: .fileBytes)
         try container.encode(download?.encoding.rawValue, forKey: .encoding)
         try PathJSON(path: download?.path).encode(to: encoder)
         var errors = encoder.container(keyedBy: ErrorKeys.self)
-        try errors.encode(result.patchFailure, forKey: .patchError)
+        try errors.encode(result.check.patchFailure, forKey: .patchError)
         // Added last: `--json` only ever adds fields. The published file's size, which a patch is measured against.
         try errors.encode(download?.publishedBytes, forKey: .publishedBytes)
         // The rows the device had written itself that the patch settled (`null` when no patch was applied).

@@ -216,7 +216,8 @@ import Testing
             #expect(try await ferry.push().summary.applied == 1)
             version = try await world.publishChange("passengers = 23", where: "Växjö-Kalmar")
             result = try await ferry.checkForUpdates()
-            #expect(result.download?.path == .patch(from: version - 1, to: version), "\(result.patchFailure ?? "")")
+            #expect(
+                result.download?.path == .patch(from: version - 1, to: version), "\(result.check.patchFailure ?? "")")
             #expect(result.download?.ownRowsSettled == 1)
             #expect(try await Self.first(values) { $0 == 23 } == 23)
             #expect(

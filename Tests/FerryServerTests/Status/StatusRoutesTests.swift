@@ -26,7 +26,7 @@ struct StatusRoutesTests {
     ) async throws {
         var configuration = store.configuration()
         configuration.statusToken = token
-        let board = configuration.statusBoard
+        let board = configuration.dependencies.statusBoard
         var logger = Logger(label: "test")
         logger.logLevel = .warning
         let app = try await buildApplication(

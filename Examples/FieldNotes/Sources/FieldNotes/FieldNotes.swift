@@ -190,7 +190,7 @@ struct FieldNotes {
     /// then the edit.
     static func attachPhoto(_ ferry: FerryDatabase, file: String, sql: String) async throws {
         while ferry.currentStatus.version == nil { try await Task.sleep(for: .milliseconds(100)) }
-        let sha = try ferry.attachments.add(fileAt: URL(fileURLWithPath: file))
+        let sha = try await ferry.attachments.add(fileAt: URL(fileURLWithPath: file))
         try await ferry.pool.write { db in try db.execute(sql: sql, arguments: [sha]) }
         say("attached \((file as NSString).lastPathComponent) as \(sha)")
         try await ferry.refreshStatus()

@@ -6,13 +6,13 @@ import FerryCore
 /// attachment store; FerryMerge itself knows no store.
 ///
 /// ```swift
-/// struct Held: AttachmentCheck {
+/// struct Uploaded: HeldAttachments {
 ///     let names: Set<String>
 ///     func missing(_ wanted: Set<String>, dataset: String) async throws -> Set<String> { wanted.subtracting(names) }
 /// }
-/// let results = try await merger.apply(batch, scope: nil, attachments: Held(names: uploaded))
+/// let results = try await merger.apply(batch, scope: nil, attachments: Uploaded(names: uploaded))
 /// ```
-public protocol AttachmentCheck: Sendable {
+public protocol HeldAttachments: Sendable {
     /// The names among `names` (SHA-256s) that dataset `dataset` does not hold. Throw when that cannot be known now
     /// (the batch is then refused as a whole and retried).
     func missing(_ names: Set<String>, dataset: String) async throws -> Set<String>
@@ -21,7 +21,7 @@ public protocol AttachmentCheck: Sendable {
 extension ChangeMerger {
     /// Per change, the refusal of an attachment value it writes (not a SHA-256, or one `attachments` lacks); nil
     /// where it has none. Deletes name nothing.
-    func attachmentRefusals(_ changes: [Change], attachments: (any AttachmentCheck)?) async throws -> [String?] {
+    func attachmentRefusals(_ changes: [Change], attachments: (any HeldAttachments)?) async throws -> [String?] {
         guard let attachments, !attachmentColumns.isEmpty else { return changes.map { _ in nil } }
         var named: Set<String> = []
         for change in changes where change.op != .delete {

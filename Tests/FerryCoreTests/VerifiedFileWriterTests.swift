@@ -1,0 +1,72 @@
+import FerryCore
+import FerryTestSupport
+import Foundation
+import Testing
+
+/// The one writer of verified files: hashed as written in hops off the caller's task, renamed only on a match, a kept
+/// prefix continued and hashed whole.
+@Suite struct VerifiedFileWriterTests {
+    /// A lane that counts its hops and runs them on a thread of their own.
+    final class CountingLane: Sendable {
+        let hops = Locked(0)
+        var lane: BlockingLane {
+            { [hops] work in
+                hops.withLock { $0 += 1 }
+                try await offCooperativePool(work)
+            }
+        }
+    }
+
+    static let bytes = Data((0..<(3 << 20) + 12_345).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 11) })
+
+    @Test func aMatchIsRenamedIntoPlaceAfterHopsOfAMebibyte() async throws {
+        let dir = try TemporaryDirectory("ferry-verified")
+        defer { dir.remove() }
+        let counting = CountingLane()
+        // Given a stream of 64 KiB chunks
+        let writer = try await VerifiedFileWriter.open(dir.appending("tmp"), .new, lane: counting.lane)
+        for start in stride(from: 0, to: Self.bytes.count, by: 64 << 10) {
+            try await writer.append(Self.bytes[start..<min(start + (64 << 10), Self.bytes.count)])
+        }
+        // When it finishes with the SHA-256 and size promised
+        let sha256 = FileDigest.sha256Hex(bytes: Array(Self.bytes))
+        let written = try await writer.finish(expecting: .init(sha256: sha256, size: Int64(Self.bytes.count)))
+        try await writer.commit(to: dir.appending("final"))
+
+        // Then the file holds the bytes under its final name, and the writes took one hop per MiB, not per chunk
+        #expect(written.sha256 == sha256 && written.size == Int64(Self.bytes.count))
+        #expect(try Data(contentsOf: dir.appending("final")) == Self.bytes)
+        #expect(!FileManager.default.fileExists(atPath: dir.appending("tmp").path))
+        #expect(counting.hops.current <= 4 + 4)  // open, 4 hops of writes, fsync, close and hash, rename
+    }
+
+    @Test func aMismatchThrowsVerificationAndIsNeverRenamed() async throws {
+        let dir = try TemporaryDirectory("ferry-verified")
+        defer { dir.remove() }
+        let writer = try await VerifiedFileWriter.open(dir.appending("tmp"), .new, lane: CountingLane().lane)
+        try await writer.append(Data("not the promised bytes".utf8))
+        let error = await #expect(throws: FerryError.self) {
+            try await writer.finish(expecting: .init(sha256: String(repeating: "0", count: 64)))
+        }
+        #expect(error?.code == .verification && error?.path == dir.appending("tmp").path)
+        await writer.discard()
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.url.path).isEmpty)
+    }
+
+    @Test func aKeptPrefixIsContinuedAndTheWholeFileHashed() async throws {
+        let dir = try TemporaryDirectory("ferry-verified")
+        defer { dir.remove() }
+        let file = dir.appending("partial")
+        // Given the first million bytes kept from a broken transfer
+        try Self.bytes.prefix(1_000_000).write(to: file)
+        // When the rest arrives on a writer opened on the kept prefix
+        let writer = try await VerifiedFileWriter.open(file, .keptPrefix, lane: CountingLane().lane)
+        #expect(writer.size == 1_000_000)
+        try await writer.append(Self.bytes.dropFirst(1_000_000))
+        // Then the whole file's SHA-256 is checked, the prefix's bytes included
+        let written = try await writer.finish(
+            expecting: .init(sha256: FileDigest.sha256Hex(bytes: Array(Self.bytes)), size: Int64(Self.bytes.count)))
+        #expect(written.size == Int64(Self.bytes.count))
+        #expect(try Data(contentsOf: file) == Self.bytes)
+    }
+}
