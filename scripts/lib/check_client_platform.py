@@ -41,7 +41,7 @@ ALLOWED = {
 # the parallel gzip or the publish threads (issue 27).
 SERVER_SIDE = {
     "FerryStore", "FerryPostgres", "FerryPublisher", "FerryMerge", "FerryServer", "FerryS3", "FerryBucket",
-    "FerryService", "FerryTestSupport",
+    "FerryService", "FerryTestSupport", "FerryJWT",
 }
 # Library targets an app does not link that are not server-side either: the CLI's NIO transport. The self-test
 # requires every library target to be reached by the client, or named in SERVER_SIDE or here, so that a new

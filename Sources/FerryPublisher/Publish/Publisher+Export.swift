@@ -117,9 +117,7 @@ extension Publisher {
             if let before, before.current.dataDigest == export.result.dataDigest {
                 try discard(export)
                 stored.entries.append(
-                    compacted(
-                        scopeEntry(scope: export.scope, before: before, adding: nil, now: now), dataset: dataset,
-                        store: store, now: now))
+                    nextEntry(export.scope, before: before, adding: nil, dataset: dataset, store: store, now: now))
                 stored.unchangedScopes.insert(export.scope)
                 continue
             }
@@ -141,9 +139,7 @@ extension Publisher {
                         diff: stepped.changeset, step: record.step)
                 }
                 stored.entries.append(
-                    compacted(
-                        scopeEntry(scope: export.scope, before: before, adding: record, now: now), dataset: dataset,
-                        store: store, now: now))
+                    nextEntry(export.scope, before: before, adding: record, dataset: dataset, store: store, now: now))
                 continue
             }
             let object: FileSnapshotStore.StoredObject
@@ -182,9 +178,7 @@ extension Publisher {
                 record.step = record.published.patch(from: before.current.version)
             }
             stored.entries.append(
-                compacted(
-                    scopeEntry(scope: export.scope, before: before, adding: record, now: now), dataset: dataset,
-                    store: store, now: now))
+                nextEntry(export.scope, before: before, adding: record, dataset: dataset, store: store, now: now))
         }
         return stored
     }
@@ -271,26 +265,38 @@ extension Publisher {
             var refs: [PatchRef] = []
             for base in bases {
                 let from = base.version
-                let changeset: Changeset
                 if from == previousCurrent.version, let step {
                     // The step is the patch from the previous version: the same object serves devices.
                     refs.append(step)
                     continue
-                } else if from == previousCurrent.version {
-                    changeset = diff
-                } else if let hop = previousCurrent.published.patch(from: from) {
-                    changeset = try Changeset.combine([store.loadPatch(dataset: dataset, hop), diff])
-                } else if let steps = Self.steps(after: from, in: before) {
-                    // No stored patch leads from `from` to the previous version: its steps do.
-                    changeset = try Changeset.combine(steps.map { try store.loadPatch(dataset: dataset, $0) } + [diff])
-                } else {
-                    continue
                 }
-                if let ref = try store.storePatch(
-                    dataset: dataset, changeset: changeset, from: from, base: base.sha256, to: record.version,
-                    limit: record.gzipSize > 0 ? record.gzipSize : record.size)
-                {
-                    refs.append(ref)
+                do {
+                    let changeset: Changeset
+                    if from == previousCurrent.version {
+                        changeset = diff
+                    } else if let hop = previousCurrent.published.patch(from: from) {
+                        changeset = try Changeset.combine([store.loadPatch(dataset: dataset, hop), diff])
+                    } else if let steps = Self.steps(after: from, in: before) {
+                        // No stored patch leads from `from` to the previous version: its steps do.
+                        changeset = try Changeset.combine(
+                            steps.map { try store.loadPatch(dataset: dataset, $0) } + [diff])
+                    } else {
+                        continue
+                    }
+                    if let ref = try store.storePatch(
+                        dataset: dataset, changeset: changeset, from: from, base: base.sha256, to: record.version,
+                        limit: record.gzipSize > 0 ? record.gzipSize : record.size)
+                    {
+                        refs.append(ref)
+                    }
+                } catch {
+                    // One base's patch only saves bytes: the others, the step above all, are still stored.
+                    logger.warning(
+                        "no patch from this version; its devices take another way",
+                        metadata: [
+                            "dataset": "\(dataset)", "from": "\(from)", "version": "\(record.version)",
+                            "error": "\(error)",
+                        ])
                 }
             }
             return refs.isEmpty ? nil : refs

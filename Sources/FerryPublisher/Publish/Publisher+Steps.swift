@@ -176,6 +176,16 @@ extension Publisher {
         return [checkpoint, previous]
     }
 
+    /// The scope's entry after this publish (``scopeEntry(scope:before:adding:now:)``), its chain thinned.
+    func nextEntry(
+        _ scope: String?, before: ScopeEntry?, adding record: VersionRecord?, dataset: String,
+        store: FileSnapshotStore, now: Date
+    ) -> ScopeEntry {
+        compacted(
+            scopeEntry(scope: scope, before: before, adding: record, now: now), dataset: dataset, store: store,
+            now: now)
+    }
+
     /// `entry` with its chain thinned by ``Configuration/tiers`` (``FileSnapshotStore/compact(_:dataset:tiers:now:)``).
     /// A failure is logged and the entry kept as it is: the next publish tries again, and nothing was lost.
     func compacted(_ entry: ScopeEntry, dataset: String, store: FileSnapshotStore, now: Date) -> ScopeEntry {

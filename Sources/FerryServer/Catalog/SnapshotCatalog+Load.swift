@@ -85,7 +85,17 @@ extension SnapshotCatalog {
         var patches: [PatchKey: VersionEntry] = [:]
         for record in entry.retained {
             for patch in record.patches ?? [] {
-                guard let file = try openPatch(patch, dataset: name, files: &files) else { continue }
+                guard let file = try openPatch(patch, dataset: name, files: &files) else {
+                    // A current version stored as a step is served from its patches: one missing or damaged fails
+                    // the load, and the previous state stays served.
+                    guard record.isCheckpoint || record.version != entry.current.version else {
+                        throw FerryError(
+                            .store,
+                            "\(entry.scope.map { "scope '\($0)': " } ?? "")version \(record.version)'s patch from version \(patch.from) is missing or damaged",
+                            path: store.patchURL(dataset: name, sha256: patch.sha256).path)
+                    }
+                    continue
+                }
                 patches[PatchKey(from: patch.from, to: patch.to)] = .patch(
                     dataset: name, patch, to: record, file: file, scoped: manifest.scoped)
             }
@@ -115,15 +125,9 @@ extension SnapshotCatalog {
         manifestOut.versions = manifestOut.versions.filter { versions[$0] != nil || steps[$0] != nil }
         // A new device takes the checkpoint's gzip copy and the publisher's patch from it to the current version:
         // the manifest names the checkpoint, and as the current version's gzipSize what that start downloads.
-        if let checkpoint, checkpoint.version != entry.current.version {
-            guard let start = patches[PatchKey(from: checkpoint.version, to: entry.current.version)],
-                patches[PatchKey(from: entry.current.step?.from ?? 0, to: entry.current.version)] != nil
-            else {
-                throw FerryError(
-                    .store,
-                    "\(entry.scope.map { "scope '\($0)': " } ?? "")version \(entry.current.version)'s step or its patch from checkpoint \(checkpoint.version) is missing or damaged",
-                    path: store.manifestURL(dataset: name).path)
-            }
+        if let checkpoint, checkpoint.version != entry.current.version,
+            let start = patches[PatchKey(from: checkpoint.version, to: entry.current.version)]
+        {
             var published = checkpoint.published
             published.patches = nil
             manifestOut.checkpoint = published
