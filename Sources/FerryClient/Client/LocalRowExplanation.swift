@@ -58,7 +58,7 @@ public struct LocalRowExplanation: Codable, Sendable, Equatable {
         guard columns.count == row.key.count else {
             throw FerryError(
                 .badInput,
-                "table '\(row.table)' has a \(columns.count)-column key (\(columns.joined(separator: ", "))); write --row \(row.table):\(columns.map { $0.uppercased() }.joined(separator: ","))",
+                "table '\(row.table)' has a \(columns.count)-column key (\(columns.joined(separator: ", "))); name the row as \(row.table):\(columns.map { $0.uppercased() }.joined(separator: ","))",
                 key: "row")
         }
         let match = columns.map { "\(SQLIdentifier.quoteSQLite($0)) = ?" }.joined(separator: " AND ")
