@@ -66,8 +66,16 @@ extension SnapshotCatalog {
         /// The representation named `object`: a checkpoint's file, a stored patch, a catch-up patch made, or a step
         /// version's file built on request.
         func object(_ object: ObjectName) -> VersionEntry.Representation? {
-            objects[object] ?? catchUp?.representation(object)
-                ?? builds.representation(object, dataset: manifest.dataset)
+            objects[object] ?? catchUp?.representation(object) ?? builtObject(object)
+        }
+
+        /// The representation named `object` of one of this view's own step versions, once built: never another
+        /// scope's, though a dataset's scopes share one build cache.
+        private func builtObject(_ object: ObjectName) -> VersionEntry.Representation? {
+            guard object.kind != .patch, let request = steps.values.first(where: { $0.record.sha256 == object.sha256 }),
+                let entry = builds.ready(request)
+            else { return nil }
+            return entry.representations.first { $0.object == object }
         }
 
         /// Makes what `target` names when this view serves it on request: a step version's whole file

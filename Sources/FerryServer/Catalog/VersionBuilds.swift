@@ -54,15 +54,6 @@ final class VersionBuilds: Sendable {
     /// The entry of `request` if built, without waiting.
     func ready(_ request: Request) -> VersionEntry? { ready.withLock { $0[request.key] } }
 
-    /// A built entry's representation by its content-addressed name (`/objects/{object}`), within `dataset`.
-    func representation(_ object: ObjectName, dataset: String) -> VersionEntry.Representation? {
-        ready.withLock { entries in
-            entries.values.lazy.filter { $0.dataset == dataset }.flatMap(\.representations).first {
-                $0.object == object
-            }
-        }
-    }
-
     /// The built entry of `request`: at once when built, else after the build (shared with every concurrent caller).
     /// Throws `503` when the lane is full, and `500` naming the object that failed when the version cannot be built.
     func entry(for request: Request) async throws -> VersionEntry {
