@@ -200,6 +200,7 @@ public final class VerifiedFileWriter: @unchecked Sendable {
     public func discard() async {
         let (fd, url, open) = (descriptor, url, !closed)
         closed = true
+        // Removing scratch after a failure: the original error is the one reported.
         try? await lane {
             if open { close(fd) }
             unlink(url.path)

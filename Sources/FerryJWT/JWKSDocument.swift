@@ -27,9 +27,11 @@ public enum JWKSDocument {
                     let use: String?
                     let kid: String?
                 }
+                // A key the JWKS may hold but Ferry cannot use (another kty) is skipped, not fatal.
                 let fields = try? Fields(from: decoder)
                 use = fields?.use
                 kid = fields?.kid
+                // As above: an unusable key is skipped.
                 jwk = try? JWK(from: decoder)
             }
         }

@@ -100,6 +100,7 @@ struct ExplainCommand: AsyncParsableCommand {
         let data = Data(body.readableBytesView)
         guard response.status == .ok else {
             let message =
+                // A body that is not Ferry's error JSON: the HTTP status alone is reported.
                 (try? JSONDecoder().decode(ErrorBody.self, from: data))?.error.message
                 ?? "HTTP \(response.status.code)"
             switch response.status {

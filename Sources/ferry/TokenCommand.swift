@@ -54,6 +54,7 @@ struct TokenReport {
 
     init(token: String, templates: [Template], now: Date) throws {
         var lines: [String] = []
+        // Not a JWT: handled below as an opaque token.
         let jwt = try? UnverifiedJWT(token)
         if let jwt {
             lines.append("header (not verified):")
@@ -103,6 +104,7 @@ struct TokenReport {
     }
 
     static func pretty(_ json: Data) -> String {
+        // Not JSON: printed as it came.
         guard let object = try? JSONSerialization.jsonObject(with: json),
             let data = try? JSONSerialization.data(
                 withJSONObject: object, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])

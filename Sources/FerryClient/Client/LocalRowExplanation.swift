@@ -47,6 +47,7 @@ public struct LocalRowExplanation: Codable, Sendable, Equatable {
             device: device, table: row.table, key: row.key, version: nil, inDatabase: false, outbox: [], rejected: [])
         guard FileManager.default.fileExists(atPath: directory.database.path) else { return answer }
         let db = try SQLiteConnection(path: directory.database.path, mode: .readOnly)
+        // A file without ferry_snapshot holds no version: the answer says none.
         answer.version = try? SnapshotMetadata.read(from: db).version
         let columns = try db.query(
             "SELECT name, pk FROM pragma_table_info(?) WHERE pk > 0 ORDER BY pk", [.text(row.table)]

@@ -154,9 +154,11 @@ public struct UnverifiedJWT: Sendable {
             throw FerryError(.badInput, "the token's header or claims are not base64url")
         }
         let decoder = JSONDecoder()
+        // Not JSON: the malformed-token error below says so.
         guard let headerValue = try? decoder.decode(ClaimValue.self, from: header), case .object = headerValue else {
             throw FerryError(.badInput, "the token's header is not a JSON object")
         }
+        // As above.
         guard let claimsValue = try? decoder.decode(ClaimValue.self, from: claims), case .object = claimsValue else {
             throw FerryError(.badInput, "the token's claims are not a JSON object")
         }
@@ -169,6 +171,7 @@ public struct UnverifiedJWT: Sendable {
     /// Whether `token` looks like a JWT (three dot-separated parts whose first is a JSON object): how a server with
     /// both kinds of datasets, or the CLI, tells a JWT from an opaque token.
     public static func looksLikeJWT(_ token: String) -> Bool {
+        // Any parse failure means: not a JWT.
         (try? UnverifiedJWT(token)) != nil
     }
 

@@ -41,6 +41,7 @@ struct RowFacts: Sendable {
                 key: "row")
         }
         try pg.execute("BEGIN READ ONLY")
+        // A read-only transaction: a failed ROLLBACK loses nothing (the connection is reset on error).
         defer { _ = try? pg.execute("ROLLBACK") }
         try pg.execute("SET LOCAL statement_timeout = '10s'")
         let scoped = template.scope != nil
