@@ -54,10 +54,11 @@ struct IncrementalPublishTests {
                 store.rowIndexURL(dataset: dataset, sha256: current.sha256)
             )
         }
+        // A step version's working copy: the version's own file, built in place, and its row index.
         let work = store.root.appendingPathComponent(".ferry-work/\(dataset)")
         return (
-            work.appendingPathComponent("\(current.sha256).base.sqlite"),
-            work.appendingPathComponent("\(current.sha256).rows")
+            work.appendingPathComponent("\(current.sha256).sqlite"),
+            work.appendingPathComponent("\(current.sha256).sqlite.rows")
         )
     }
 
@@ -143,8 +144,36 @@ struct IncrementalPublishTests {
         // And only v2 keeps a row index (in the work directory: v2 is stored as a step)
         let files = try store.objectFileNames(dataset: "inc").filter { $0.hasSuffix(".rows") }
         #expect(files.isEmpty)
-        #expect(try Self.base(store, "inc").index.lastPathComponent == "\(v2.sha256!).rows")
+        #expect(try Self.base(store, "inc").index.lastPathComponent == "\(v2.sha256!).sqlite.rows")
         #expect(FileManager.default.fileExists(atPath: try Self.base(store, "inc").index.path))
+        // The work directory holds one whole file, the version's own (built in place from v1's, whose copy it was),
+        // beside its row index
+        let work = store.root.appendingPathComponent(".ferry-work/inc")
+        let names = try FileManager.default.contentsOfDirectory(atPath: work.path).filter { $0 != "tmp" }.sorted()
+        #expect(names == ["\(v2.sha256!).sqlite", "\(v2.sha256!).sqlite.rows"])
+        #expect(try FileDigest.sha256Hex(of: work.appendingPathComponent("\(v2.sha256!).sqlite")) == v2.sha256)
+        #expect(v2.phases[.clone] != nil)  // v1 is a checkpoint: its store object was copied
+
+        // When more rows change (a text key inserted and deleted, an integer key inserted), v3 is built in place of
+        // v2's working copy: nothing is copied, and the work directory again holds one whole file, v3's
+        try fixture.execute(
+            """
+            INSERT INTO items (id, n, note) VALUES ('item-00000a', 7, 'new in v3'), ('zzzz', 8, NULL);
+            DELETE FROM items WHERE id = 'item-00002';
+            UPDATE pairs SET v = v + 1 WHERE a = 3;
+            INSERT INTO counters VALUES (100001, 3);
+            """)
+        let v3 = try Self.publish(fixture, template)
+        #expect(v3.version == 3 && v3.incremental?.inserted == 3 && v3.phases[.clone] == nil)
+        try Self.expectEqualToScratch(fixture, template, label: "v3")
+        let after = try FileManager.default.contentsOfDirectory(atPath: work.path).filter { $0 != "tmp" }.sorted()
+        #expect(after == ["\(v3.sha256!).sqlite", "\(v3.sha256!).sqlite.rows"])
+        #expect(try FileDigest.sha256Hex(of: work.appendingPathComponent("\(v3.sha256!).sqlite")) == v3.sha256)
+        // And v4 builds on v3's row index, whose rowids for the inserted text keys were corrected
+        try fixture.execute("UPDATE items SET note = 'changed in v4' WHERE id IN ('item-00000a', 'zzz')")
+        let v4 = try Self.publish(fixture, template)
+        #expect(v4.version == 4 && v4.incremental?.updated == 2 && v4.phases[.clone] == nil)
+        try Self.expectEqualToScratch(fixture, template, label: "v4")
     }
 
     @Test("an unchanged publish writes no SQLite file: it only reads PostgreSQL's rows past the row index")

@@ -59,15 +59,16 @@ VACUUM ANALYZE;
 SQL
 }
 
-# bench_change_one_percent URL: changes 1 % of the campgrounds and reviews (key hash or key = 50 mod 100), with
-# same-length text and a bumped updated_at.
+# bench_change_one_percent URL [TAG] [REMAINDER]: changes 1 % of the campgrounds and reviews (key hash or key =
+# REMAINDER mod 100, default 50), with same-length text (new for each TAG, default v2) and a bumped updated_at.
 bench_change_one_percent() {
-  psql "$1" -q -v ON_ERROR_STOP=1 <<'SQL'
-UPDATE campgrounds SET description = 'Sites by the lake, ' || md5(id || 'v2') || ' ' || md5(id || 'v2b'),
+  local tag=${2:-v2} remainder=${3:-50}
+  psql "$1" -q -v ON_ERROR_STOP=1 -v tag="$tag" -v rem="$remainder" <<'SQL'
+UPDATE campgrounds SET description = 'Sites by the lake, ' || md5(id || :'tag') || ' ' || md5(id || :'tag' || 'b'),
                        updated_at = updated_at + interval '1 day'
- WHERE abs(hashtext(id)) % 100 = 50;
-UPDATE reviews SET body = 'Review ' || id || ': ' || md5(id::text || 'v2') || ' ' || md5((id * 3)::text) || ' ' || md5((id * 5)::text),
+ WHERE abs(hashtext(id)) % 100 = :rem;
+UPDATE reviews SET body = 'Review ' || id || ': ' || md5(id::text || :'tag') || ' ' || md5((id * 3)::text) || ' ' || md5((id * 5)::text),
                    updated_at = updated_at + interval '1 day'
- WHERE id % 100 = 50;
+ WHERE id % 100 = :rem;
 SQL
 }

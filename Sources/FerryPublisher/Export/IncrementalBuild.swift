@@ -9,12 +9,15 @@ import Foundation
 /// What an incremental build starts from: a scope's current version, its file and its row index.
 struct IncrementalBase {
     let version: Int
-    /// `objects/<sha256>.sqlite`, never written.
+    /// A checkpoint's `objects/<sha256>.sqlite` (never written: the build copies it), or the publisher's working
+    /// copy of a step version (`.ferry-work/<dataset>/<sha256>.sqlite`), which the build takes and updates in place.
     let snapshot: URL
-    /// `objects/<sha256>.rows` (``RowIndex``).
+    /// The ``RowIndex`` of `snapshot`'s rows and rowids.
     let rowIndex: URL
     /// The version's ``ContentDigest``, which the build moves by the rows it replaces.
     let contentDigest: ContentDigest
+    /// True when `snapshot` is the working copy, updated in place; false for a store object, copied first.
+    var inPlace = false
 }
 
 /// Why a version cannot be built from the previous one; the export then builds it from scratch.
@@ -43,14 +46,20 @@ public struct IncrementalCounts: Sendable, Equatable, Encodable {
 }
 
 /// Builds a version's file from the scope's current one plus the row diff, while PostgreSQL's rows stream past
-/// the current version's ``RowIndex``. An unchanged row costs two hashes and a lookup. At the first difference,
-/// the current file starts being copied (cloned where the file system can) into `tmp/` on a thread of its own,
-/// while the rows keep streaming and the changes wait in memory; from then on a changed row is
-/// rewritten in place by rowid, a new one inserted, and at the end of each table the rows PostgreSQL no longer
-/// sent are deleted. Each row written or deleted moves the ``ContentDigest`` (old row subtracted, new row read back
-/// and added), and a SQLite session on the copy records the patch from the current version, so neither needs a
-/// pass over the whole file. Deleted content is overwritten (`secure_delete`), so no old row survives in free
-/// pages. When nothing differs, no file is written at all.
+/// the current version's ``RowIndex``. An unchanged row costs two hashes and a lookup.
+///
+/// The file worked on is the publisher's working copy of the current version, taken into `tmp/` and updated in
+/// place (``IncrementalBase/inPlace``): an ordinary version writes the pages its changes touch and copies nothing.
+/// After a checkpoint, whose file is a store object, the first difference starts a copy of it (cloned where the
+/// file system can) on a thread of its own, while the rows keep streaming and the changes wait in memory.
+///
+/// A changed row is rewritten by rowid, a new one inserted, and at the end of each table the rows PostgreSQL no
+/// longer sent are deleted, all in one transaction with a SQLite session recording the patch from the current
+/// version. Each row written or deleted moves the ``ContentDigest`` (old row subtracted, new row read back and
+/// added). Then the transaction is rolled back (its journal restores every page it touched) and the patch is
+/// applied by ``Materializer``, exactly as a server builds the version from the previous one, so the file ends
+/// byte for byte the one servers build, and the publisher records its SHA-256. Deleted content is overwritten
+/// (`secure_delete`), so no old row survives in free pages. When nothing differs, no file is written at all.
 ///
 /// Unchecked Sendable: one build belongs to one export thread (the inserting thread while a table loads, the
 /// exporting thread between tables; the two never run at once).
@@ -83,8 +92,17 @@ final class IncrementalBuild: @unchecked Sendable {
             throw IncrementalUnavailable(description: "version \(base.version)'s file is missing")
         }
         digest = base.contentDigest
-        Self.prefetch(base.snapshot)
+        if base.inPlace {
+            // The working copy becomes this build's file; a failed move (another file system) means a copy instead.
+            taken = (try? DurableFile.rename(base.snapshot, to: file)) != nil
+        }
+        Self.prefetch(taken ? file : base.snapshot)
     }
+
+    /// True when the working copy was taken into `file` (``IncrementalBase/inPlace``): ``giveBack()`` returns it.
+    private(set) var taken = false
+    /// True once ``materialize(_:expected:)`` started writing the file: it can no longer be given back.
+    private var materializing = false
 
     /// Asks the kernel to read the current version's file into the page cache, on a thread of its own, so the copy
     /// started at the first difference finds more of it in memory. That costs the disk's time, hardly the CPU's,
@@ -138,16 +156,19 @@ final class IncrementalBuild: @unchecked Sendable {
     /// `wait`.
     func database(wait: Bool = true) throws -> SQLiteConnection? {
         if let db { return db }
-        startCopy()
-        guard let copy else { return nil }
-        let copied = wait ? try copy.join() : try copy.poll()
-        guard let (_, seconds) = copied else { return nil }
-        self.copy = nil
-        cloneSeconds = seconds
+        if !taken {
+            startCopy()
+            guard let copy else { return nil }
+            let copied = wait ? try copy.join() : try copy.poll()
+            guard let (_, seconds) = copied else { return nil }
+            self.copy = nil
+            cloneSeconds = seconds
+        }
         let db = try SQLiteConnection(path: file.path)
-        // A temp file nobody else sees, fsynced before it is stored (as a fresh export's).
+        // A file nobody else sees, fsynced before it is stored. The journal (no syncs) is what rolls the
+        // transaction back, so the patch can be applied to the untouched file (``finish(metadata:)``).
         try db.execute(
-            "PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA locking_mode = EXCLUSIVE; PRAGMA cache_size = -16384; PRAGMA secure_delete = ON"
+            "PRAGMA journal_mode = TRUNCATE; PRAGMA synchronous = OFF; PRAGMA locking_mode = EXCLUSIVE; PRAGMA cache_size = -16384; PRAGMA secure_delete = ON"
         )
         try db.execute("BEGIN")
         recorder = try ChangeRecorder(db, tables: recordedTables)
@@ -169,7 +190,8 @@ final class IncrementalBuild: @unchecked Sendable {
         digest.subtract(removed)
     }
 
-    /// Rewrites the metadata tables, takes the session's changeset and commits. Call once, after every table.
+    /// Rewrites the metadata tables, takes the session's changeset, then rolls the transaction back: the file is the
+    /// current version's again, for ``materialize(_:expected:)``. Call once, after every table.
     func finish(metadata: SnapshotMetadata) throws -> Changeset {
         let db = try openDatabase()
         try db.execute("DELETE FROM ferry_snapshot; DELETE FROM ferry_tables")
@@ -177,21 +199,59 @@ final class IncrementalBuild: @unchecked Sendable {
         guard let recorder else { throw IncrementalUnavailable(description: "no session") }
         let changeset = try recorder.changeset()
         self.recorder = nil
-        try db.execute("COMMIT")
+        try db.execute("ROLLBACK")
         return changeset
     }
 
-    /// The share of the copy's pages that are free after the build: rows deleted or moved leave them, and a file
+    /// Applies `changeset` to the file as a server applies the step (``Materializer``): the file becomes version
+    /// `expected`, byte for byte what a server builds from the current version, with the row counts and the content
+    /// digest checked. The digest this build moved row by row must agree. Returns the rowid of every row it inserted
+    /// into a table whose key is not the rowid (`diffs`' ``TableDiff/insertedKeys``), by table and row index entry.
+    func materialize(_ changeset: Changeset, expected: PublishedVersion, diffs: [TableDiff]) throws -> [String: [(
+        entry: Int, rowid: Int64
+    )]] {
+        let baseDigest = base.contentDigest.description
+        // Every statement on the file first, then the connection: its exclusive lock goes with it.
+        for diff in diffs { diff.releaseStatements() }
+        db = nil
+        materializing = true
+        do {
+            try Materializer.apply(changeset, to: file, expected: expected, baseDigest: baseDigest)
+        } catch let error as FerryError {
+            throw IncrementalUnavailable(
+                description: "the step does not apply to the current version: \(error.message)")
+        }
+        let db = try SQLiteConnection(path: file.path, mode: .readOnly)
+        var rowids: [String: [(entry: Int, rowid: Int64)]] = [:]
+        for diff in diffs where !diff.insertedKeys.isEmpty {
+            rowids[diff.plan.name] = try diff.rowidsOfInserted(in: db)
+        }
+        return rowids
+    }
+
+    /// Puts the working copy back where it was taken from, unchanged (the transaction rolled back on close): the
+    /// data equalled the current version's, or the build failed before the patch was applied. A copy is removed.
+    /// Returns false when the file cannot be given back (the caller removes it; the next publish rebuilds the
+    /// working copy from the store).
+    @discardableResult
+    func giveBack() -> Bool {
+        close()
+        guard taken, !materializing else { return false }
+        taken = false
+        return (try? DurableFile.rename(file, to: base.snapshot)) != nil  // false: the caller removes the file
+    }
+
+    /// The share of the file's pages that are free after the build: rows deleted or moved leave them, and a file
     /// built again from scratch has none.
     func freeShare() throws -> Double {
-        let db = try openDatabase()
+        let db = try SQLiteConnection(path: file.path, mode: .readOnly)
         let pages = try db.scalar("PRAGMA page_count")?.integer ?? 0
         let free = try db.scalar("PRAGMA freelist_count")?.integer ?? 0
         return pages > 0 ? Double(free) / Double(pages) : 0
     }
 
-    /// Closes the copy (the file stays for the caller to check and store); a copy still being made is stopped
-    /// (within 64 MiB) and waited for, so the caller can delete what it left.
+    /// Closes the file (it stays for the caller to check and store); a copy still being made is stopped (within
+    /// 64 MiB) and waited for, so the caller can delete what it left. An open transaction rolls back.
     func close() {
         stopCopy.withLock { $0 = true }
         _ = try? copy?.join()  // stopped or failed: the caller removes what it left, and reports its own outcome
@@ -216,6 +276,10 @@ final class TableDiff {
     private var statements: Statements?
     private var pending: [Pending] = []
     private var pendingBytes: [UInt8] = []
+    /// The rows this table's build inserted: their row index entry and primary key. The rowid SQLite gave each one
+    /// here is not the one applying the patch gives it (``IncrementalBuild/materialize(_:expected:diffs:)``), so
+    /// the entry is corrected once the patch is applied.
+    private(set) var insertedKeys: [(entry: Int, key: [SQLiteValue])] = []
 
     static let pendingLimit = 16 << 20
 
@@ -224,6 +288,7 @@ final class TableDiff {
         let insert: SQLiteStatement
         let delete: SQLiteStatement
         let select: SQLiteStatement
+        let selectKey: SQLiteStatement
     }
 
     /// A change waiting for the copy: its tuple is `pendingBytes[start..<end]`; `rowid` nil for an insert.
@@ -243,6 +308,11 @@ final class TableDiff {
         old = try build.oldTable(plan.name)
     }
 
+    /// Finalizes the statements on the build's connection, so it can close.
+    func releaseStatements() { statements = nil }
+
+    private var keyColumns: String { plan.primaryKey.map(SQLIdentifier.quote).joined(separator: ", ") }
+
     private func prepared(_ db: SQLiteConnection) throws -> Statements {
         if let statements { return statements }
         let table = SQLIdentifier.quote(plan.name)
@@ -252,7 +322,8 @@ final class TableDiff {
             update: try db.prepare("UPDATE \(table) SET \(assignments) WHERE rowid = ?\(plan.columns.count + 1)"),
             insert: try db.prepare(plan.insertSQL),
             delete: try db.prepare("DELETE FROM \(table) WHERE rowid = ?"),
-            select: try db.prepare("SELECT * FROM \(table) WHERE rowid = ?"))
+            select: try db.prepare("SELECT * FROM \(table) WHERE rowid = ?"),
+            selectKey: try db.prepare("SELECT \(keyColumns) FROM \(table) WHERE rowid = ?"))
         statements = made
         return made
     }
@@ -306,8 +377,31 @@ final class TableDiff {
         try write(s.insert, "insert")
         let inserted = db.lastInsertRowID
         try added.add(rowsOf: plan.name, s.select, [.integer(inserted)])
+        s.selectKey.reset()
+        try s.selectKey.bind([.integer(inserted)])
+        guard try s.selectKey.step() else {
+            throw IncrementalUnavailable(description: "table '\(plan.name)': the row just inserted is not there")
+        }
+        insertedKeys.append((index.tableCount, (0..<plan.primaryKey.count).map { s.selectKey.value(at: $0) }))
+        s.selectKey.reset()
         counts.inserted += 1
         return inserted
+    }
+
+    /// The rowid each inserted row has in `db` (the file with the patch applied), by row index entry.
+    func rowidsOfInserted(in db: SQLiteConnection) throws -> [(entry: Int, rowid: Int64)] {
+        let condition = plan.primaryKey.enumerated().map { "\(SQLIdentifier.quote($1)) = ?\($0 + 1)" }.joined(
+            separator: " AND ")
+        let lookup = try db.prepare("SELECT rowid FROM \(SQLIdentifier.quote(plan.name)) WHERE \(condition)")
+        return try insertedKeys.map { inserted in
+            lookup.reset()
+            try lookup.bind(inserted.key)
+            guard try lookup.step(), let rowid = lookup.value(at: 0).integer else {
+                throw IncrementalUnavailable(
+                    description: "table '\(plan.name)': a row the step inserts is not in the file it built")
+            }
+            return (inserted.entry, rowid)
+        }
     }
 
     /// Writes the changes that waited for the copy, in the order they came.

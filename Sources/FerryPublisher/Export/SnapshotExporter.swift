@@ -23,6 +23,11 @@ struct ExportResult {
     /// (``SnapshotExporter/write(plans:from:to:version:createdAt:scope:unchangedDigest:gzipLevel:base:keep:)``).
     var keptTables: [String] = []
     var changeset: Changeset?
+    /// True when the file is `changeset` applied to the scope's current version's file (``IncrementalBuild``): the
+    /// new version's file exactly as servers build it from the current one, fit to be stored as a step.
+    var materialized = false
+    /// The file's SHA-256 when it was read for no gzip copy (a step's file).
+    var sha256: String?
 }
 
 /// Streams every table of a template from PostgreSQL into a SQLite file, in one REPEATABLE READ snapshot.
@@ -167,11 +172,26 @@ final class SnapshotExporter {
             merge: plan.table.merge, createdColumn: plan.createdColumn, updatedColumn: plan.updatedColumn, rows: rows)
     }
 
-    /// Builds the file from the scope's current version (``IncrementalBuild``).
+    /// Builds the file from the scope's current version (``IncrementalBuild``). Whatever fails before the patch is
+    /// applied gives the working copy back unchanged.
     private func writeIncremental(_ job: Job, base: IncrementalBase) throws -> ExportResult {
         let build = try IncrementalBuild(
             base: base, file: job.file, plans: job.plansDigest, recordedTables: job.plans.map(\.name) + ["ferry_tables"]
         )
+        var diffs: [TableDiff] = []
+        do {
+            return try writeIncremental(job, build: build, diffs: &diffs)
+        } catch {
+            for diff in diffs { diff.releaseStatements() }
+            build.giveBack()  // false: the caller removes the file, and the store rebuilds the working copy
+            throw error
+        }
+    }
+
+    private func writeIncremental(_ job: Job, build: IncrementalBuild, diffs: inout [TableDiff]) throws
+        -> ExportResult
+    {
+        let base = build.base
         defer { build.close() }
         let index = try RowIndexWriter(url: job.indexFile, plans: job.plansDigest, hasher: build.hasher)
         var digest = startDigest(job)
@@ -181,6 +201,7 @@ final class SnapshotExporter {
         var kept: [String] = []
         for plan in job.plans {
             let diff = try TableDiff(plan: plan, build: build, index: index)
+            diffs.append(diff)
             index.beginTable(plan.name)
             let rows: Int
             if job.keep.contains(plan.name) {
@@ -211,8 +232,8 @@ final class SnapshotExporter {
             dataDigest = unchanged
         }
         if dataDigest == job.unchangedDigest {
-            build.close()
-            try DurableFile.remove(job.file)
+            for diff in diffs { diff.releaseStatements() }
+            if !build.giveBack() { try DurableFile.remove(job.file) }
             try DurableFile.remove(job.indexFile)
             var result = ExportResult(
                 tables: counts, dataDigest: dataDigest, contentDigest: nil, prepared: nil, phases: phases,
@@ -224,7 +245,11 @@ final class SnapshotExporter {
             dataset: template.dataset, version: job.version, schemaVersion: template.schemaVersion,
             createdAt: job.createdAt, tables: infos, attachments: job.plans.flatMap(\.table.attachmentColumns))
         let changeset = try phases.time(.commit) { try build.finish(metadata: metadata) }
-        phases.add(.clone, build.cloneSeconds)
+        if !build.taken { phases.add(.clone, build.cloneSeconds) }  // a copy of a checkpoint's file was made
+        let expected = PublishedVersion(
+            version: job.version, sha256: "", size: 0, gzipSize: 0, createdAt: job.createdAt,
+            schemaVersion: template.schemaVersion, tables: counts, contentDigest: build.digest.description)
+        let rowids = try phases.time(.commit) { try build.materialize(changeset, expected: expected, diffs: diffs) }
         let free = try build.freeShare()
         build.close()
         var rowIndex: URL? = job.indexFile
@@ -237,7 +262,7 @@ final class SnapshotExporter {
             try DurableFile.remove(job.indexFile)
             rowIndex = nil
         } else {
-            try index.finish()
+            try index.finish(rowids: rowids)
         }
         var result = try check(job, counts: counts, dataDigest: dataDigest, digestFromFile: false, phases: &phases)
         result.contentDigest = build.digest.description
@@ -245,6 +270,7 @@ final class SnapshotExporter {
         result.incremental = build.counts
         result.changeset = changeset
         result.keptTables = kept
+        result.materialized = true
         return result
     }
 
@@ -365,11 +391,15 @@ final class SnapshotExporter {
                 templatePath: templatePath)
         }
         var prepared: FileSnapshotStore.PreparedObject?
+        var sha256: String?
         do {
             if let level = job.gzipLevel {
                 prepared = try phases.time(.store) {
                     try FileSnapshotStore.PreparedObject(file: file, encoding: .igzip(level: level))
                 }
+            } else if !digestFromFile {
+                // A step's file (built from the current version): its SHA-256 for the record, read beside the checks.
+                sha256 = try phases.time(.store) { try FileDigest.sha256Hex(of: file) }
             }
         } catch {
             // The verification thread still reads the file: let it finish before the caller clears tmp/. This
@@ -385,9 +415,11 @@ final class SnapshotExporter {
             throw IncrementalUnavailable(description: error.message)
         }
         phases.add(checkPhases)
-        return ExportResult(
+        var result = ExportResult(
             tables: counts, dataDigest: dataDigest, contentDigest: contentDigest?.description, prepared: prepared,
             phases: phases)
+        result.sha256 = sha256
+        return result
     }
 
     /// Checks a finished file on a read-only connection of its own: `PRAGMA quick_check`, each table's row

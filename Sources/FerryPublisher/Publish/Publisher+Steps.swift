@@ -5,8 +5,8 @@ import Foundation
 import Logging
 
 /// Checkpoints and steps (docs/delta.md): a scope's new version is stored as the patch from its previous version
-/// (its **step**) plus its record, and its file is built in the publisher's work directory by ``Materializer``,
-/// exactly as a server will build it. Full files go into the store only at a checkpoint: the first version, a schema
+/// (its **step**) plus its record, and its file is built in place of the previous one's in the publisher's work
+/// directory by ``Materializer``, exactly as a server will build it (``IncrementalBuild``). Full files go into the store only at a checkpoint: the first version, a schema
 /// version bump, when the steps since the last checkpoint pass ``Configuration/checkpointAt`` of its gzip copy, or
 /// when it is ``Configuration/checkpointEvery`` old.
 extension Publisher {
@@ -57,66 +57,47 @@ extension Publisher {
     }
 
     /// Stores `export` as a step from `before`'s current version, and returns its record; nil when the steps since
-    /// the last checkpoint would pass ``Configuration/checkpointAt`` of its gzip copy (the caller then cuts a
-    /// checkpoint). The version's file is built from the previous one's in the work directory and becomes the base
-    /// of the next step; the export's own file, with its row index, is kept there as the next incremental build's
-    /// base.
+    /// the last checkpoint would pass ``Configuration/checkpointAt`` of its gzip copy, when the file has too many free
+    /// pages, or when it was built from scratch (the caller then cuts a checkpoint). The export's file is the new
+    /// version's, built in place from the current one's by its own step (``IncrementalBuild``): it becomes the
+    /// working copy in the work directory, with its row index, and the next step builds on it.
     func storeStep(
         _ export: ScopeExport, after before: ScopeEntry, in comparable: StoredManifest, template: Template,
         version: Int, createdAt: String, store: FileSnapshotStore
     ) throws -> (record: VersionRecord, changeset: Changeset)? {
+        // A file built from scratch has its own page layout, and a row index of its own rowids: stored whole, it is
+        // the next incremental build's base.
+        guard export.result.materialized, let changeset = export.result.changeset else { return nil }
         let dataset = template.dataset
-        let builder = workBuilder(store: store, dataset: dataset)
         let previous = before.current
-        let previousFile = try builder.file(of: previous, in: before, manifest: comparable)
-        // A step carries rows only: a changed schema (a template that adds an index, say) needs full files.
-        guard try Self.schema(of: previousFile) == Self.schema(of: export.file) else { return nil }
-        let tables = export.result.tables.keys.sorted() + ["ferry_tables"]
-        let changeset =
-            try export.result.changeset ?? Changeset.diff(from: previousFile, to: export.file, tables: tables)
         guard let last = before.retained.last(where: \.isCheckpoint) else { return nil }
         let since = before.retained.compactMap(\.step).filter { $0.to > last.version }.reduce(Int64(0)) { $0 + $1.size }
-        guard
+        // Steps free pages and reuse them; once a quarter of the file is free, a checkpoint stores the file, and the
+        // next publish builds a compact one from scratch (its row index is gone).
+        guard try Self.freeShare(of: export.file) < 0.25,
             let step = try store.storePatch(
                 dataset: dataset, changeset: changeset, from: previous.version, base: previous.sha256, to: version,
                 limit: .max),
             Double(since + step.size) <= configuration.checkpointAt * Double(last.gzipSize)
         else { return nil }
-
-        var published = PublishedVersion(
-            version: version, sha256: previous.sha256, size: 0, gzipSize: 0, createdAt: createdAt,
-            schemaVersion: template.schemaVersion, tables: export.result.tables,
+        let sha256 = try export.result.sha256 ?? FileDigest.sha256Hex(of: export.file)
+        let published = PublishedVersion(
+            version: version, sha256: sha256, size: try FileSnapshotStore.fileSize(export.file), gzipSize: 0,
+            createdAt: createdAt, schemaVersion: template.schemaVersion, tables: export.result.tables,
             contentDigest: export.result.contentDigest)
-        let tmp = builder.cache.appendingPathComponent("tmp", isDirectory: true)
-        try DurableFile.makeDirectory(tmp)
-        let scratch = tmp.appendingPathComponent("\(version)-\(UUID().uuidString).sqlite")
-        do {
-            try FileClone.clone(
-                previousFile, to: scratch, "cannot copy version \(previous.version) to build version \(version)",
-                fix: "free space in \(builder.cache.path)", durable: false)
-            try Materializer.apply(
-                changeset, to: scratch, expected: published, baseDigest: previous.published.contentDigest)
-            // Steps free pages and reuse them; once a quarter of the file is free, a checkpoint stores the export
-            // instead, which a build from scratch left compact.
-            guard try Self.freeShare(of: scratch) < 0.25 else {
-                try DurableFile.remove(scratch)
-                return nil
-            }
-            published.sha256 = try FileDigest.sha256Hex(of: scratch)
-            published.size = try FileSnapshotStore.fileSize(scratch)
-            try DurableFile.rename(scratch, to: builder.builtURL(sha256: published.sha256))
-        } catch {
-            try? FileManager.default.removeItem(at: scratch)  // scratch of this call; the error says what failed
-            throw error
+        let builder = workBuilder(store: store, dataset: dataset)
+        try DurableFile.makeDirectory(builder.cache)
+        if let rowIndex = export.result.rowIndex {
+            try DurableFile.rename(rowIndex, to: Self.workingRowIndex(of: sha256, in: builder))
         }
-        try keepIncrementalBase(export, as: published.sha256, in: builder)
+        try DurableFile.rename(export.file, to: builder.builtURL(sha256: sha256))
         return (VersionRecord(published: published, dataDigest: export.result.dataDigest, step: step), changeset)
     }
 
-    /// Every table, index, view and trigger `file` defines, as SQLite stores their SQL.
-    static func schema(of file: URL) throws -> [[SQLiteValue]] {
-        try SQLiteConnection(path: file.path, mode: .readOnly).query(
-            "SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY type, name")
+    /// The row index of the working copy `<sha256>.sqlite` in the work directory: `<sha256>.sqlite.rows`, named
+    /// apart from the `<sha256>.rows` earlier releases kept there for another file.
+    static func workingRowIndex(of sha256: String, in builder: VersionBuilder) -> URL {
+        builder.cache.appendingPathComponent("\(sha256).sqlite.rows")
     }
 
     /// The share of `file`'s pages on SQLite's free list.
@@ -125,19 +106,6 @@ extension Publisher {
         let pages = try db.scalar("PRAGMA page_count")?.integer ?? 0
         let free = try db.scalar("PRAGMA freelist_count")?.integer ?? 0
         return pages > 0 ? Double(free) / Double(pages) : 0
-    }
-
-    /// Moves the export's file and row index into the work directory as `<sha256>.base.sqlite` and `<sha256>.rows`:
-    /// what the next publish of the scope builds from. Without a row index the file is of no further use.
-    private func keepIncrementalBase(_ export: ScopeExport, as sha256: String, in builder: VersionBuilder) throws {
-        try export.result.prepared?.discard()
-        guard let rowIndex = export.result.rowIndex else {
-            try DurableFile.remove(export.file)
-            return
-        }
-        try DurableFile.sync(export.file)
-        try DurableFile.rename(export.file, to: builder.cache.appendingPathComponent("\(sha256).base.sqlite"))
-        try DurableFile.rename(rowIndex, to: builder.cache.appendingPathComponent("\(sha256).rows"))
     }
 
     /// What a scope's next version can be built from: its current version's file and row index, in the store for a
@@ -151,15 +119,17 @@ extension Publisher {
             snapshot = store.files(of: current, in: manifest).snapshot
             rowIndex = store.rowIndexURL(dataset: manifest.dataset, sha256: current.sha256)
         } else {
-            let work = workBuilder(store: store, dataset: manifest.dataset).cache
-            snapshot = work.appendingPathComponent("\(current.sha256).base.sqlite")
-            rowIndex = work.appendingPathComponent("\(current.sha256).rows")
+            let builder = workBuilder(store: store, dataset: manifest.dataset)
+            snapshot = builder.builtURL(sha256: current.sha256)
+            rowIndex = Self.workingRowIndex(of: current.sha256, in: builder)
         }
         guard FileManager.default.fileExists(atPath: rowIndex.path),
             FileManager.default.fileExists(atPath: snapshot.path), let hex = current.published.contentDigest,
             let digest = ContentDigest(hex: hex)
         else { return nil }
-        return IncrementalBase(version: current.version, snapshot: snapshot, rowIndex: rowIndex, contentDigest: digest)
+        return IncrementalBase(
+            version: current.version, snapshot: snapshot, rowIndex: rowIndex, contentDigest: digest,
+            inPlace: !current.isCheckpoint)
     }
 
     /// The versions the new version `record` gets patches from. Without a patch horizon: up to ``patchBases`` of

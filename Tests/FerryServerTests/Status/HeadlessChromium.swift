@@ -34,7 +34,7 @@ struct HeadlessChromium {
     }
 
     /// Loads `url` and returns the DOM after load (`--dump-dom`) with the console lines logged meanwhile.
-    func dumpDOM(_ url: String, timeout: TimeInterval = 60) async throws -> Run {
+    func dumpDOM(_ url: String, timeout: TimeInterval = 90) async throws -> Run {
         try await run(["--dump-dom", url], timeout: timeout)
     }
 
@@ -67,6 +67,8 @@ struct HeadlessChromium {
     /// protocol over `--remote-debugging-pipe` (scripts/lib/page_layout.py): nothing is added to the page.
     func layout(_ url: String, sizes: [(Int, Int)], timeout: TimeInterval = 90) async throws -> [Layout] {
         let script = TestPaths.packageRoot.appendingPathComponent("scripts/lib/page_layout.py").path
+        await Self.gate.acquire()  // one browser at a time (run(_:timeout:))
+        defer { Task { await Self.gate.release() } }
         // On a timeout the script is killed; its browser then sees the DevTools pipe close and exits.
         let result = try await runProcess(
             URL(fileURLWithPath: "/usr/bin/env"),
@@ -81,6 +83,10 @@ struct HeadlessChromium {
     }
 
     private func run(_ arguments: [String], timeout: TimeInterval) async throws -> Run {
+        // One browser at a time in the test process: two Chromiums beside the other suites' servers starved each
+        // other past their timeouts on a 2-core CI machine. The timeout counts from this run's start.
+        await Self.gate.acquire()
+        defer { Task { await Self.gate.release() } }
         let profile = try TemporaryDirectory("ferry-chromium-profile")
         defer { profile.remove() }
         let result = try await runProcess(
@@ -98,5 +104,27 @@ struct HeadlessChromium {
             stdout: result.stdout,
             consoleLines: result.stderr.split(separator: "\n").filter { $0.contains(":CONSOLE") }.map(String.init),
             log: result.stderr)
+    }
+}
+
+extension HeadlessChromium {
+    /// The gate every run passes, one at a time, in the order they asked.
+    static let gate = Gate()
+
+    actor Gate {
+        private var busy = false
+        private var waiting: [CheckedContinuation<Void, Never>] = []
+
+        func acquire() async {
+            guard busy else {
+                busy = true
+                return
+            }
+            await withCheckedContinuation { waiting.append($0) }
+        }
+
+        func release() {
+            if waiting.isEmpty { busy = false } else { waiting.removeFirst().resume() }
+        }
     }
 }
