@@ -278,6 +278,17 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        // `scripts/bench history`: what a long history costs a publish, on a simulated clock.
+        .executableTarget(
+            name: "ferry-history-bench",
+            dependencies: [
+                "FerryCore", "FerryPostgres", "FerryPublisher", "FerryStore",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Benchmarks/HistoryBench",
+            swiftSettings: strict
+        ),
+
         // `scripts/bench outbox`: times the merge engine; a benchmark program, in no product.
         .executableTarget(
             name: "ferry-outbox-bench",

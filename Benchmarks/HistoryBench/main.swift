@@ -1,0 +1,75 @@
+import FerryCore
+import FerryPostgres
+import FerryPublisher
+import FerryStore
+import Foundation
+import Logging
+
+// `ferry-history-bench DATABASE_URL STORE VERSIONS MARK...`: what a long history costs a publish (issue 47). Creates
+// `history_items` (10,000 rows) in DATABASE_URL, then publishes VERSIONS versions into STORE on a simulated clock
+// (a version every 10 s, a 30-day patch horizon, the default tiers), each after 2 rows changed (one of a hot set of
+// 10, one spread). At each MARK (a version number) it prints one JSON line: the mean publish seconds of the 10
+// versions ending there, the store's manifest.json bytes, the manifest a device reads (bytes), and the versions the
+// manifest retains and keeps as history. Publishes run in this process (no process start per version).
+
+let arguments = Array(CommandLine.arguments.dropFirst())
+guard arguments.count >= 3, let versions = Int(arguments[2]), versions > 0 else {
+    FileHandle.standardError.write(Data("usage: ferry-history-bench DATABASE_URL STORE VERSIONS MARK...\n".utf8))
+    exit(2)
+}
+let (databaseURL, store) = (arguments[0], URL(fileURLWithPath: arguments[1]))
+let marks = Set(arguments.dropFirst(3).compactMap(Int.init))
+
+do {
+    let pg = try PostgresConnection(url: databaseURL)
+    try pg.execute(
+        """
+        DROP TABLE IF EXISTS history_items;
+        CREATE TABLE history_items (id integer PRIMARY KEY, v integer NOT NULL, note text NOT NULL);
+        INSERT INTO history_items SELECT g, 0, md5(g::text) FROM generate_series(1, 10000) g;
+        """)
+    try FileManager.default.createDirectory(at: store, withIntermediateDirectories: true)
+    let template = store.deletingLastPathComponent().appendingPathComponent("history.yml")
+    try Data("dataset: history\ntables:\n  - name: history_items\n".utf8).write(to: template)
+    var logger = Logger(label: "ferry-history-bench")
+    logger.logLevel = .error
+    let start = Date(timeIntervalSince1970: 1_800_000_000)
+    var seconds: [Double] = []
+    for version in 1...versions {
+        if version > 1 {
+            try pg.execute(
+                "UPDATE history_items SET v = v + 1, note = md5(id::text || '\(version)') WHERE id IN (\(version % 10 + 1), \((version * 7919) % 10000 + 1))"
+            )
+        }
+        var configuration = Publisher.Configuration(
+            templatePath: template.path, databaseURL: databaseURL, store: store)
+        configuration.patchHorizon = .seconds(30 * 86_400)
+        let now = start.addingTimeInterval(Double(version) * 10)
+        configuration.clock = { now }
+        let began = ContinuousClock.now
+        let result = try Publisher(configuration: configuration, logger: logger).publishBlocking()
+        seconds.append((ContinuousClock.now - began).inSeconds)
+        guard result.version == version else {
+            throw FerryError(.store, "published version \(result.version ?? 0), expected \(version)")
+        }
+        guard marks.contains(version) else { continue }
+        let manifestURL = store.appendingPathComponent("history/manifest.json")
+        guard let stored = try FileSnapshotStore(root: store).storedManifest(for: "history") else {
+            throw FerryError(.store, "no manifest after version \(version)", path: manifestURL.path)
+        }
+        let entry = stored.scopes[0]
+        let device = try JSONEncoder().encode(entry.manifest(dataset: "history"))
+        let recent = seconds.suffix(10)
+        let line: [String: Double] = [
+            "version": Double(version), "publishSeconds": recent.reduce(0, +) / Double(recent.count),
+            "storeManifestBytes": Double(try FileSnapshotStore.fileSize(manifestURL)),
+            "deviceManifestBytes": Double(device.count), "retained": Double(entry.retained.count),
+            "history": Double(entry.history?.count ?? 0),
+        ]
+        let json = try JSONSerialization.data(withJSONObject: line, options: [.sortedKeys])
+        FileHandle.standardOutput.write(json + Data("\n".utf8))
+    }
+} catch {
+    FileHandle.standardError.write(Data("ferry-history-bench: \(error)\n".utf8))
+    exit(1)
+}
