@@ -4,8 +4,8 @@ import Foundation
 /// The bounded history (docs/delta.md, "A bounded history"): which versions of a scope's chain (its history and
 /// retained versions) stay as points a device can stand on, by count and by time. Every one of the newest
 /// ``recent`` versions stays; older ones stay only as the newest version of their window in UTC: 5 minutes while
-/// younger than 2 hours, an hour while younger than 2 days, a day after that; checkpoints, the current version and
-/// the oldest version of the chain always stay. So a 30-day horizon keeps at most about 64 + 24 + 48 + 30 points
+/// younger than 2 hours, an hour while younger than 2 days, a day after that; checkpoints, the versions after the
+/// newest checkpoint (the steps a whole file is built by) and the oldest version of the chain always stay. So a 30-day horizon keeps at most about 64 + 24 + 48 + 30 points
 /// whatever the number of versions published, and a device standing between two points is never more than one
 /// window of changes from the point before it. The windows nest, so a version a tier drops never comes back.
 ///
@@ -44,8 +44,12 @@ public struct HistoryTiers: Sendable, Equatable {
 
     /// Whether each record of `chain` (oldest first) stays a point.
     public func keep(_ chain: [VersionRecord], now: Date) -> [Bool] {
-        chain.indices.map { index in
-            if index == 0 || index == chain.count - 1 || chain[index].isCheckpoint { return true }
+        // The newest checkpoint and every version after it: a whole file of any of them is built from that
+        // checkpoint by the steps exactly as published, and a merged step would build other bytes than the ones
+        // recorded (the publisher cuts a checkpoint every ``Publisher/stepsPerCheckpoint`` versions instead).
+        let newestCheckpoint = chain.lastIndex(where: \.isCheckpoint) ?? 0
+        return chain.indices.map { index in
+            if index == 0 || index >= newestCheckpoint || chain[index].isCheckpoint { return true }
             guard let tier = tier(of: index, in: chain, now: now), let mine = seconds(chain[index]),
                 let next = seconds(chain[index + 1])
             else { return true }

@@ -176,6 +176,49 @@ struct IncrementalPublishTests {
         try Self.expectEqualToScratch(fixture, template, label: "v4")
     }
 
+    @Test(
+        "100 versions 10 s apart under history tiers: a cold build of the current version from the newest checkpoint is the recorded file, and a checkpoint is cut every 128 versions"
+    )
+    func tieredStepsStayBuildable() throws {
+        let fixture = try PublisherFixture("inc-tiers", sql: Self.schema)
+        defer { fixture.cleanUp() }
+        let template = try fixture.writeTemplate(Self.template)
+        let start = Date(timeIntervalSince1970: 1_800_000_000)
+        var configuration = Publisher.Configuration(
+            templatePath: template, databaseURL: fixture.database.url, store: fixture.store)
+        configuration.patchHorizon = .seconds(30 * 86_400)
+        for version in 1...140 {
+            if version > 1 {
+                try fixture.execute("UPDATE items SET n = n + 1 WHERE id = 'item-\(String(format: "%05d", version))'")
+            }
+            let now = start.addingTimeInterval(Double(version) * 10)
+            configuration.clock = { now }
+            _ = try Publisher(configuration: configuration, logger: Logger(label: "test")).publishBlocking()
+            guard version == 100 || version == 140 else { continue }
+            // Then a server with an empty cache builds it from the newest checkpoint by the steps as published: the
+            // tiers thinned versions before that checkpoint only (a merged step would build other bytes)
+            let store = fixture.storeAccess
+            let manifest = try store.requireManifest("inc")
+            let entry = manifest.scopes[0]
+            #expect(entry.current.version == version && !entry.current.isCheckpoint)
+            let cache = fixture.directory.appending("cold-cache-\(version)")
+            let built = try VersionBuilder(store: store, cache: cache).file(
+                of: entry.current, in: entry, manifest: manifest)
+            #expect(try FileDigest.sha256Hex(of: built) == entry.current.sha256)
+            let checkpoints = entry.chain.filter(\.isCheckpoint).map(\.version)
+            if version == 100 {
+                // Nothing after the only checkpoint is thinned yet
+                #expect(checkpoints == [1] && entry.chain.count == 100, "\(checkpoints), \(entry.chain.count) points")
+            } else {
+                // A checkpoint was cut at most 128 versions after the first, and the versions before it are thinned
+                let newest = try #require(checkpoints.last)
+                #expect(newest > 1 && newest <= 130, "checkpoints \(checkpoints)")
+                #expect(entry.chain.count < version - 20, "\(entry.chain.count) points")
+                #expect(entry.chain.filter { $0.version >= newest }.count == version - newest + 1)
+            }
+        }
+    }
+
     @Test("an unchanged publish writes no SQLite file: it only reads PostgreSQL's rows past the row index")
     func unchangedWritesNothing() throws {
         let fixture = try PublisherFixture("inc-same", sql: Self.schema)

@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Measures a page's layout in headless Chromium: prints one JSON object per viewport, e.g.
-{"width": 390, "height": 844, "innerWidth": 390, "scrollWidth": 390, "overflowing": []}
+{"width": 390, "height": 844, "innerWidth": 390, "scrollWidth": 390, "overflowing": [], "domContentLoadedMs": 35}
+(domContentLoadedMs: from the navigation's start to the end of DOMContentLoaded, as the page's Navigation Timing
+entry has it: the request, the response and the parse of the whole document)
 
 usage: page_layout.py CHROMIUM URL WIDTHxHEIGHT [WIDTHxHEIGHT ...]
 
@@ -28,8 +30,10 @@ MEASURE = r"""JSON.stringify((() => {
       if (overflowing.length >= 5) break;
     }
   }
+  const navigation = performance.getEntriesByType('navigation')[0];
   return {innerWidth: window.innerWidth, clientWidth: width, scrollWidth: document.documentElement.scrollWidth,
-          bodyScrollWidth: document.body.scrollWidth, overflowing};
+          bodyScrollWidth: document.body.scrollWidth, overflowing,
+          domContentLoadedMs: navigation ? Math.round(navigation.domContentLoadedEventEnd) : null};
 })())"""
 
 

@@ -16,6 +16,11 @@ extension Publisher {
     /// costs the store its step and nothing more.
     static let patchBases = 4
 
+    /// The most versions stored as steps after a checkpoint. The history tiers never thin them (a server builds a
+    /// whole file of any of them from the checkpoint by the steps exactly as published: a merged step would build
+    /// other bytes), so this bounds the manifest: about 128 records of ~600 bytes beside the thinned history.
+    public static let stepsPerCheckpoint = 128
+
     /// The builder of dataset `dataset`'s files in the publisher's work directory.
     func workBuilder(store: FileSnapshotStore, dataset: String) -> VersionBuilder {
         let root = configuration.workDirectory ?? store.root.appendingPathComponent(".ferry-work", isDirectory: true)
@@ -30,6 +35,8 @@ extension Publisher {
         guard let before else { return "the first version" }
         guard before.current.schemaVersion == schemaVersion else { return "a schema version bump" }
         guard let last = before.retained.last(where: \.isCheckpoint) else { return "no checkpoint is retained" }
+        let since = before.retained.count - 1 - (before.retained.lastIndex(where: \.isCheckpoint) ?? 0)
+        if since >= Self.stepsPerCheckpoint { return "\(since) versions since the last checkpoint" }
         if let millis = Timestamp.parseMillis(last.createdAt),
             now.timeIntervalSince1970 - Double(millis) / 1000 >= configuration.checkpointEvery.inSeconds
         {

@@ -57,6 +57,8 @@ struct HeadlessChromium {
         let clientWidth: Int
         let scrollWidth: Int
         let overflowing: [String]
+        /// Milliseconds from the navigation's start to the end of `DOMContentLoaded` (Navigation Timing).
+        let domContentLoadedMs: Int?
 
         var description: String {
             "\(width)×\(height): clientWidth \(clientWidth), scrollWidth \(scrollWidth), overflowing \(overflowing)"
