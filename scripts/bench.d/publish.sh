@@ -177,19 +177,22 @@ m = json.load(open(sys.argv[1])); entry = m["scopes"][0]
 steps = [r["step"]["size"] for r in entry["retained"] if r.get("step") and not r.get("checkpoint")]
 print(len(steps), sum(steps), sum(1 for r in entry["retained"] if r.get("checkpoint", "step" not in r)), entry["retained"][-1]["version"])' "$work/store/campgrounds/manifest.json")
 
-say "A server with an empty cache builds version $growth_version from the checkpoint and its $growth_steps steps (ferry serve, until the manifest answers it)"
+say "A server with an empty cache serves version $growth_version at once, and builds it whole from the checkpoint and its $growth_steps steps when asked (GET /versions/$growth_version)"
 build_port=$(ferry_free_port)
 build_start=$(date +%s.%N)
 "$FERRY" serve --store "$work/store" --host 127.0.0.1 --port "$build_port" >"$work/serve-build.log" 2>&1 &
 build_pid=$!
+trap 'ferry_stop_pid "$build_pid"; ferry_stop_postgres; rm -rf "$work"' EXIT
 ferry_wait_version "http://127.0.0.1:$build_port/v1/datasets/campgrounds/manifest" "$growth_version" "" 600 \
   || { tail -20 "$work/serve-build.log" >&2; exit 1; }
-build_secs=$(echo "$(date +%s.%N) - $build_start" | bc -l)
+serve_secs=$(echo "$(date +%s.%N) - $build_start" | bc -l)
+build_start=$(date +%s.%N)
 served_sha=$(curl -fsS "http://127.0.0.1:$build_port/v1/datasets/campgrounds/versions/$growth_version" | sha256sum | cut -d' ' -f1)
+build_secs=$(echo "$(date +%s.%N) - $build_start" | bc -l)
 ferry_stop_pid "$build_pid"
 recorded_sha=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["scopes"][0]["retained"][-1]["sha256"])' "$work/store/campgrounds/manifest.json")
 [ "$served_sha" = "$recorded_sha" ] || { echo "the built version $growth_version is not the recorded file" >&2; exit 1; }
-grep -o 'built a version stored as a step.*' "$work/serve-build.log" | tail -1
+grep -o 'built a version for a whole-file request.*' "$work/serve-build.log" | tail -1 || true
 rm -rf "$work/store"
 
 say "Results: $rows rows (N = $N per table)"
@@ -239,6 +242,6 @@ echo "a version costs what changed (100 versions of $per_version changed rows ea
 printf '  store growth per version: %.0f bytes; its step: %.0f bytes on average (%.2fx; target <= 2x); %s checkpoint(s) retained\n' \
   "$(echo "($growth_after - $growth_before) / 100" | bc -l)" "$(echo "$growth_step_bytes / $growth_steps" | bc -l)" \
   "$(echo "($growth_after - $growth_before) / $growth_step_bytes" | bc -l)" "$growth_checkpoints"
-printf '  a server builds version %s from the checkpoint and %s steps, with its gzip copy: %.2f s = %.2fx the first publish (target <= 0.5x)\n' \
-  "$growth_version" "$growth_steps" "$build_secs" "$(echo "$build_secs / $ferry_secs" | bc -l)"
+printf '  a server with an empty cache serves version %s (its manifest) %.2f s after it starts; asked for the whole file,\n  it builds it from the checkpoint and %s steps, with its gzip copy, and sends it: %.2f s = %.2fx the first publish\n' \
+  "$growth_version" "$serve_secs" "$growth_steps" "$build_secs" "$(echo "$build_secs / $ferry_secs" | bc -l)"
 ls -l "$work/store-v1/campgrounds/objects" | tail -n +2
