@@ -125,6 +125,23 @@ import Testing
         #expect(try setup.liveVersion() == 1)
     }
 
+    /// An apply always names the version it made live: a pending file that names none is refused before anything
+    /// moves.
+    @Test func aPendingFileWithoutASnapshotVersionIsRefusedBeforeTheSwap() async throws {
+        let setup = try Setup(versions: 1)
+        defer { setup.temp.remove() }
+        try setup.plant(1, at: setup.dir.database)
+        // A SQLite file with a table but no ferry_snapshot row
+        try SQLiteConnection(path: setup.dir.updated.path, mode: .readWriteCreate).execute("CREATE TABLE t (x INTEGER)")
+        let client = try await setup.open(applyOnLaunch: false)
+        defer { Task { await client.close() } }
+
+        let error = await #expect(throws: FerryError.self) { try await client.applyPendingUpdate() }
+        #expect(error?.code == .verification && error?.path == setup.dir.updated.path)
+        #expect(try setup.liveVersion() == 1)
+        #expect(!setup.dir.exists(setup.dir.previous))
+    }
+
     @Test func applyWithNothingPendingIsANoOpThatSaysSo() async throws {
         let setup = try Setup(versions: 1)
         defer { setup.temp.remove() }

@@ -270,6 +270,18 @@ struct ClientFiles: Sendable {
 
     // MARK: Apply and rollback
 
+    /// The version `updated.db` holds; a file that names none (no readable `ferry_snapshot` row) is refused before
+    /// anything moves.
+    func pendingVersion(_ state: inout ClientStateFile) throws -> Int {
+        guard let version = try directory.info(of: directory.updated, state: &state)?.version else {
+            throw FerryError(
+                .verification,
+                "the pending update is not a Ferry snapshot (no readable ferry_snapshot row); delete updated.db and fetch again",
+                path: directory.updated.path)
+        }
+        return version
+    }
+
     /// The swap itself, with the live connection closed by the caller. Every prefix of it leaves a complete
     /// published database.db.
     func swapInPendingUpdate(_ state: inout ClientStateFile) throws -> (live: SnapshotInfo?, pending: SnapshotInfo) {

@@ -179,13 +179,13 @@ public enum UpdatePath: Sendable, Equatable, Codable {
 /// What one ``FerryClient/applyPendingUpdate()`` did: nothing (no update was pending) or the swap.
 ///
 /// ```swift
-/// if case .applied(let version, _, _) = try await client.applyPendingUpdate() { print("now version \(version ?? 0)") }
+/// if case .applied(let version, _, _) = try await client.applyPendingUpdate() { print("now version \(version)") }
 /// ```
 public enum ApplyResult: Sendable, Equatable {
     /// Nothing was pending: the call changed nothing. `status` is the directory's status.
     case nothingPending(status: ClientStatus)
     /// The pending version is live; the former live version (nil on a first apply) is kept as `previous.db`.
-    case applied(version: Int?, previousVersion: Int?, status: ClientStatus)
+    case applied(version: Int, previousVersion: Int?, status: ClientStatus)
 
     /// True when an update was applied.
     public var applied: Bool {

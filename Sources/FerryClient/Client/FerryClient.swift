@@ -329,17 +329,16 @@ public actor FerryClient {
             guard directory.exists(directory.updated) else {
                 return .nothingPending(status: try await currentStatus())
             }
-            let (live, pending): (SnapshotInfo?, SnapshotInfo)
+            let version = try await onFiles { files, state in try files.pendingVersion(&state) }
+            let live: SnapshotInfo?
             if host != nil {
-                let outcome = try await applyInPlace()
-                (live, pending) = (outcome.live, outcome.installed)
+                live = try await applyInPlace().live
             } else {
                 connection = nil
-                (live, pending) = try await onFiles { files, state in try files.swapInPendingUpdate(&state) }
+                live = try await onFiles { files, state in try files.swapInPendingUpdate(&state).live }
                 try await openConnection()
             }
-            return .applied(
-                version: pending.version, previousVersion: live?.version, status: try await currentStatus())
+            return .applied(version: version, previousVersion: live?.version, status: try await currentStatus())
         }
     }
 

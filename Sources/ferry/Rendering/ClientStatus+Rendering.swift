@@ -169,7 +169,7 @@ extension ApplyResult {
         case .nothingPending:
             return "nothing to apply: no update is pending"
         case .applied(let version, let previousVersion, _):
-            return "applied version \(version.map(String.init) ?? "?")"
+            return "applied version \(version)"
                 + (previousVersion.map { "; version \($0) kept as previous.db" } ?? "")
         }
     }
