@@ -15,8 +15,8 @@ import NIOHTTP1
 /// does): the client asks for the gzip copy, inflates it itself and resumes it by its compressed bytes.
 ///
 /// ```swift
-/// let transport = AsyncHTTPClientTransport()                       // AsyncHTTPClientTransport.sharedClient
-/// let client = try await FerryClient.open(configuration: config, logger: logger, transport: transport)
+/// config.transport = AsyncHTTPClientTransport()                    // AsyncHTTPClientTransport.sharedClient
+/// let client = try await FerryClient.open(configuration: config, logger: logger)
 /// ```
 public struct AsyncHTTPClientTransport: HTTPTransport {
     public let client: HTTPClient

@@ -26,7 +26,7 @@ import Logging
 public final class FerryDatabase: Sendable {
     /// When a downloaded, verified update is applied to the app's database.
     public enum ApplyMode: String, Sendable, CaseIterable {
-        /// At the next ``FerryDatabase/open(configuration:applyMode:logger:transport:databaseConfiguration:)`` (a
+        /// At the next ``FerryDatabase/open(configuration:applyMode:logger:databaseConfiguration:)`` (a
         /// new version takes effect when the app starts).
         case onLaunch
         /// When the app calls ``FerryDatabase/applyPendingUpdate()``, for instance from a button; the status says
@@ -69,8 +69,7 @@ public final class FerryDatabase: Sendable {
     /// directory in an App Group container; its busy mode becomes a 5 s timeout when it has none.
     public static func open(
         configuration: FerryClient.Configuration, applyMode: ApplyMode = .onLaunch,
-        logger: Logger = Logger(label: "ferry"),
-        transport: (any HTTPTransport)? = nil, databaseConfiguration: GRDB.Configuration = GRDB.Configuration()
+        logger: Logger = Logger(label: "ferry"), databaseConfiguration: GRDB.Configuration = GRDB.Configuration()
     ) async throws -> FerryDatabase {
         let directory = ClientDirectory(configuration.directory)
         var poolConfiguration = databaseConfiguration
@@ -87,8 +86,7 @@ public final class FerryDatabase: Sendable {
         let client: FerryClient
         do {
             client = try await FerryClient.open(
-                configuration: clientConfiguration, logger: logger, transport: transport ?? URLSessionTransport.shared,
-                host: PoolHost(pool: pool),
+                configuration: clientConfiguration, logger: logger, host: PoolHost(pool: pool),
                 patchesOnArrival: applyMode == .automatic)
         } catch {
             // The open failed; the pool's close failing too changes nothing for the caller, who gets the first error.

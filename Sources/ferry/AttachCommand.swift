@@ -106,13 +106,14 @@ struct AttachmentPathCommand: AsyncParsableCommand {
             var configuration = FerryClient.Configuration(directory: options.directoryURL)
             if let server, let dataset {
                 let serverOptions = try ServerOptions.parse(["--server", server, "--dataset", dataset])
-                configuration = try serverOptions.clientConfiguration(directory: options.directoryURL, access: access)
+                configuration = try serverOptions.clientConfiguration(
+                    directory: options.directoryURL, access: access, http: http)
             }
             configuration.update.applyOnOpen = false
             configuration.push.onOpen = false
             configuration.attachments.cacheBytes = cache.attachmentCacheBytes
             let client = try await FerryClient.open(
-                configuration: configuration, logger: options.logger(), transport: http.transport)
+                configuration: configuration, logger: options.logger())
             do {
                 let url = try await client.attachmentURL(for: sha256)
                 await client.close()

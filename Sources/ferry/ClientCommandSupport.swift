@@ -30,13 +30,12 @@ struct ClientDirectoryOptions: ParsableArguments {
 
     /// Opens the existing directory without applying anything, runs `body`, and closes the client either way.
     func withClient<T: Sendable>(
-        _ configuration: FerryClient.Configuration? = nil, transport: any HTTPTransport = URLSessionTransport.shared,
-        _ body: (FerryClient) async throws -> T
+        _ configuration: FerryClient.Configuration? = nil, _ body: (FerryClient) async throws -> T
     ) async throws -> T {
         try requireExisting()
         var configuration = configuration ?? FerryClient.Configuration(directory: directoryURL)
         configuration.update.applyOnOpen = false
-        let client = try await FerryClient.open(configuration: configuration, logger: logger(), transport: transport)
+        let client = try await FerryClient.open(configuration: configuration, logger: logger())
         do {
             let result = try await body(client)
             await client.close()

@@ -49,13 +49,14 @@ struct FetchCommand: AsyncParsableCommand {
     func run() async throws {
         let (result, applied, attachments) = try await access.withHTTPClient { http in
             // `ferry sync` pushes; fetch only fetches (the configuration neither pushes nor applies on open).
-            var configuration = try server.clientConfiguration(directory: options.directoryURL, access: access)
+            var configuration = try server.clientConfiguration(
+                directory: options.directoryURL, access: access, http: http)
             configuration.acceptedSchemaVersions = acceptSchema.isEmpty ? nil : Set(acceptSchema)
             configuration.download.maxBytesPerSecond = limitRate?.bytesPerSecond
             configuration.download.usePatches = !noPatch
             configuration.attachments.cacheBytes = cache.attachmentCacheBytes
             let client = try await FerryClient.open(
-                configuration: configuration, logger: options.logger(), transport: http.transport)
+                configuration: configuration, logger: options.logger())
             do {
                 let bar = json ? nil : ProgressBar.ifTerminal()
                 var onProgress: (@Sendable (FetchProgress) -> Void)?

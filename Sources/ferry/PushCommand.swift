@@ -37,8 +37,7 @@ struct PushCommand: AsyncParsableCommand {
         let batchSize = self.batchSize
         let result = try await access.withHTTPClient { http in
             try await options.withClient(
-                try server.clientConfiguration(directory: options.directoryURL, access: access),
-                transport: http.transport
+                try server.clientConfiguration(directory: options.directoryURL, access: access, http: http)
             ) {
                 try await $0.push(batchSize: batchSize)
             }
@@ -71,11 +70,12 @@ struct SyncCommand: AsyncParsableCommand {
 
     func run() async throws {
         let result = try await access.withHTTPClient { http in
-            var configuration = try server.clientConfiguration(directory: options.directoryURL, access: access)
+            var configuration = try server.clientConfiguration(
+                directory: options.directoryURL, access: access, http: http)
             configuration.acceptedSchemaVersions = acceptSchema.isEmpty ? nil : Set(acceptSchema)
             configuration.attachments.cacheBytes = cache.attachmentCacheBytes
             let client = try await FerryClient.open(
-                configuration: configuration, logger: options.logger(), transport: http.transport)
+                configuration: configuration, logger: options.logger())
             do {
                 let result = try await client.sync()
                 await client.close()

@@ -33,15 +33,16 @@ struct ServerOptions: ParsableArguments {
         return url
     }
 
-    /// A client configuration for `directory` that talks to `--server` about `--dataset`, with the access token of
-    /// `access`. It neither applies a pending update nor pushes when it opens: each command does what it says.
-    func clientConfiguration(directory: URL, access: AccessOptions) throws
+    /// A client configuration for `directory` that talks to `--server` about `--dataset` over the command's one HTTP
+    /// stack (`http`), with the access token of `access`. It neither applies a pending update nor pushes when it opens: each command does what it says.
+    func clientConfiguration(directory: URL, access: AccessOptions, http: ClientHTTP) throws
         -> FerryClient.Configuration
     {
         let url = try serverURL()
         var configuration = FerryClient.Configuration(directory: directory, serverURL: url, dataset: dataset)
         configuration.update.applyOnOpen = false
         configuration.push.onOpen = false
+        configuration.transport = http.transport
         access.apply(to: &configuration)
         return configuration
     }

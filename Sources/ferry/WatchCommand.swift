@@ -61,12 +61,13 @@ struct WatchCommand: AsyncParsableCommand {
     func run() async throws {
         // The server sends nothing while it waits: the read timeout must outlast the wait.
         try await access.withHTTPClient(readTimeoutAtLeast: wait + .seconds(30)) { http in
-            var configuration = try server.clientConfiguration(directory: options.directoryURL, access: access)
+            var configuration = try server.clientConfiguration(
+                directory: options.directoryURL, access: access, http: http)
             configuration.download.waitForChanges = wait
             configuration.attachments.cacheBytes = cache.attachmentCacheBytes
             configuration.acceptedSchemaVersions = acceptSchema.isEmpty ? nil : Set(acceptSchema)
             let client = try await FerryClient.open(
-                configuration: configuration, logger: options.logger(), transport: http.transport)
+                configuration: configuration, logger: options.logger())
             let watch = Watch(client: client, apply: applyMode == .automatic, json: json, dir: options.dir)
             let group = ServiceGroup(
                 services: [watch], gracefulShutdownSignals: [.sigterm, .sigint], logger: options.logger())

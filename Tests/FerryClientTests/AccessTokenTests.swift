@@ -54,7 +54,7 @@ import Testing
             var configuration = FerryClient.Configuration(
                 directory: temp.appending("client"), serverURL: url, dataset: fixtures.dataset)
             configuration.tokenProvider = { await box.token }
-            let client = try await FerryClient.open(configuration: configuration, logger: .test, transport: kind.shared)
+            let client = try await FerryClient.open(configuration: configuration.using(kind.shared), logger: .test)
             let dir = client.directory
 
             // Given version 1 live and version 2 pending, both fetched with the token
@@ -125,7 +125,7 @@ import Testing
             var configuration = FerryClient.Configuration(
                 directory: temp.appending("client"), serverURL: url, dataset: fixtures.dataset)
             configuration.setAccessToken("line\r\nX-Injected: yes")
-            let client = try await FerryClient.open(configuration: configuration, logger: .test, transport: kind.shared)
+            let client = try await FerryClient.open(configuration: configuration.using(kind.shared), logger: .test)
             let error = await Self.refusal { _ = try await client.checkForUpdates() }
             #expect(error?.code == .badInput)
             #expect(!(error?.description.contains("Injected") ?? true))
@@ -236,7 +236,7 @@ import Testing
             configuration.push.attempts = 3
             configuration.push.backoff = .milliseconds(10)
             configuration.tokenProvider = { await box.token }
-            let device = try await FerryClient.open(configuration: configuration, logger: .test, transport: kind.shared)
+            let device = try await FerryClient.open(configuration: configuration.using(kind.shared), logger: .test)
             #expect(try await device.checkForUpdates().outcome == .initialSync)
 
             // Given an offline edit

@@ -67,7 +67,7 @@ import Testing
                 directory: directory.appending(name), serverURL: server, dataset: "notes")
             configuration.push.onOpen = false
             configuration.push.backoff = .milliseconds(10)
-            return try await FerryClient.open(configuration: configuration, logger: .test, transport: transport)
+            return try await FerryClient.open(configuration: configuration.using(transport), logger: .test)
         }
 
         /// The attachment files the server's store holds.

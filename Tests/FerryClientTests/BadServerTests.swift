@@ -25,8 +25,8 @@ import Testing
 
         func open(_ server: URL, _ kind: TransportKind) async throws -> FerryClient {
             try await FerryClient.open(
-                configuration: .init(directory: clientDir, serverURL: server, dataset: fixtures.dataset), logger: .test,
-                transport: kind.shared)
+                configuration: .init(directory: clientDir, serverURL: server, dataset: fixtures.dataset).using(
+                    kind.shared), logger: .test)
         }
 
         func expectNothingInstalled() {
@@ -111,8 +111,8 @@ import Testing
         let client = try await FerryClient.open(
             configuration: .init(
                 directory: setup.clientDir, serverURL: URL(string: "http://127.0.0.1:9")!,
-                dataset: setup.fixtures.dataset),
-            logger: .test, transport: transport.snapshot)
+                dataset: setup.fixtures.dataset
+            ).using(transport.snapshot), logger: .test)
         let error = await #expect(throws: FerryError.self) { try await client.checkForUpdates() }
         await client.close()
         try await transport.shutdown()

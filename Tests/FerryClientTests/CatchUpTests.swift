@@ -46,7 +46,7 @@ import Testing
             configuration.push.onOpen = false
             configuration.push.backoff = .milliseconds(10)
             return try await FerryClient.open(
-                configuration: configuration, logger: .test, transport: AsyncHTTPClientTransport())
+                configuration: configuration.using(AsyncHTTPClientTransport()), logger: .test)
         }
 
         /// The served manifest.

@@ -123,7 +123,7 @@ import Testing
         // Given a download under way
         let server = try await ServeProcess(store: fixtures.store.root)
         let client = try await FerryClient.open(
-            configuration: configuration(server.url), logger: .test, transport: kind.shared)
+            configuration: configuration(server.url).using(kind.shared), logger: .test)
         let progress = ProgressLog()
         let download = Task { try await client.checkForUpdates { progress.append($0) } }
         for _ in 0..<600 where (progress.values.last?.bytesReceived ?? 0) < 2 << 20 {
@@ -144,7 +144,7 @@ import Testing
         defer { restarted.kill9() }
         var fast = configuration(restarted.url)
         fast.download.maxBytesPerSecond = nil
-        let again = try await FerryClient.open(configuration: fast, logger: .test, transport: kind.shared)
+        let again = try await FerryClient.open(configuration: fast.using(kind.shared), logger: .test)
         let result = try await again.checkForUpdates()
         await again.close()
         #expect(result.outcome == .initialSync)

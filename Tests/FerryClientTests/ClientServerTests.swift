@@ -23,7 +23,7 @@ import Testing
             var configuration = FerryClient.Configuration(
                 directory: dir.url, serverURL: url, dataset: fixtures.dataset, acceptedSchemaVersions: accept)
             configuration.update.applyOnOpen = applyOnLaunch
-            return try await FerryClient.open(configuration: configuration, logger: .test, transport: kind.shared)
+            return try await FerryClient.open(configuration: configuration.using(kind.shared), logger: .test)
         }
 
         /// The first `bytes` of published `version`, planted as an interrupted download leaves them.

@@ -66,7 +66,7 @@ import Testing
             configuration.push.onOpen = false
             configuration.push.backoff = .milliseconds(10)
             let client = try await FerryClient.open(
-                configuration: configuration, logger: .test, transport: AsyncHTTPClientTransport())
+                configuration: configuration.using(AsyncHTTPClientTransport()), logger: .test)
             if try await client.status().version == nil { _ = try await client.checkForUpdates() }
             return client
         }

@@ -25,8 +25,8 @@ import Testing
 
         func open(_ url: URL, _ kind: TransportKind = .asyncHTTPClient) async throws -> FerryClient {
             try await FerryClient.open(
-                configuration: .init(directory: dir.url, serverURL: url, dataset: fixtures.dataset), logger: .test,
-                transport: kind.shared)
+                configuration: .init(directory: dir.url, serverURL: url, dataset: fixtures.dataset).using(kind.shared),
+                logger: .test)
         }
 
         /// Checks `file` is byte for byte the published object of `manifest`.

@@ -62,7 +62,7 @@ import Testing
             configuration.download.usePatches = usePatches
             configuration.push.onOpen = false
             return try await FerryClient.open(
-                configuration: configuration, logger: .test, transport: transport ?? AsyncHTTPClientTransport())
+                configuration: configuration.using(transport ?? AsyncHTTPClientTransport()), logger: .test)
         }
 
         /// The published file of `manifest`'s version.

@@ -48,7 +48,7 @@ import Testing
             configuration.push.onOpen = false
             configuration.push.backoff = .milliseconds(10)
             return try await FerryClient.open(
-                configuration: configuration, logger: .test, transport: AsyncHTTPClientTransport())
+                configuration: configuration.using(AsyncHTTPClientTransport()), logger: .test)
         }
 
         /// The office changes 10 rows the device did not touch.

@@ -122,8 +122,7 @@ import Testing
                     directory: temp.appending("client"), serverURL: server, dataset: "trips")
                 configuration.push.onOpen = false
                 configuration.download.retryAfterLimit = .seconds(1)
-                let client = try await FerryClient.open(
-                    configuration: configuration, logger: .test, transport: transport)
+                let client = try await FerryClient.open(configuration: configuration.using(transport), logger: .test)
                 do {
                     _ = try await client.checkForUpdates()
                 } catch {

@@ -199,7 +199,7 @@ import Testing
         var config = FerryClient.Configuration(
             directory: clientDir.url, serverURL: URL(string: "http://127.0.0.1:9")!, dataset: "trips")
         config.push.onOpen = false
-        let client = try await FerryClient.open(configuration: config, logger: .test, transport: uploader)
+        let client = try await FerryClient.open(configuration: config.using(uploader), logger: .test)
         defer { Task { await client.close() } }
         _ = try await client.execute("UPDATE trips SET bags = 4 WHERE id = '\(Self.rowID)'")
         #expect(try await client.pendingEdits() == 2)
@@ -256,7 +256,7 @@ import Testing
         var config = FerryClient.Configuration(
             directory: clientDir.url, serverURL: URL(string: "http://127.0.0.1:9")!, dataset: "trips")
         config.push.onOpen = false
-        let client = try await FerryClient.open(configuration: config, logger: .test, transport: uploader)
+        let client = try await FerryClient.open(configuration: config.using(uploader), logger: .test)
         defer { Task { await client.close() } }
         _ = try await client.execute("UPDATE trips SET bags = 4 WHERE id = '\(Self.rowID)'")
 

@@ -251,7 +251,7 @@ import Testing
             configuration.push.backoff = .milliseconds(10)
             let transport = try kind.make(connectTimeout: .seconds(1))
             let offline = try await FerryClient.open(
-                configuration: configuration, logger: .test, transport: transport.snapshot)
+                configuration: configuration.using(transport.snapshot), logger: .test)
             let error = await #expect(throws: FerryError.self) { try await offline.push() }
             #expect(error?.code == .offline)
             try await transport.shutdown()

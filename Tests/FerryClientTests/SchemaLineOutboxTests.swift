@@ -67,7 +67,7 @@ import Testing
             }
 
             // Given the old build on line 1 with an edit queued offline
-            let old = try await FerryClient.open(configuration: config, logger: .test, transport: transport.snapshot)
+            let old = try await FerryClient.open(configuration: config.using(transport.snapshot), logger: .test)
             #expect(try await old.checkForUpdates().outcome == .initialSync)
             #expect(try await line(old) == "trips.v1")
             _ = try await old.execute("UPDATE trips SET passengers = 5 WHERE name = 'Växjö-Kalmar'")
@@ -75,7 +75,7 @@ import Testing
 
             // When the app update moves the device to line 2
             config.acceptedSchemaVersions = [1, 2]
-            let device = try await FerryClient.open(configuration: config, logger: .test, transport: transport.snapshot)
+            let device = try await FerryClient.open(configuration: config.using(transport.snapshot), logger: .test)
             defer { Task { await device.close() } }
             #expect(try await device.checkForUpdates().outcome == .updateDownloaded)
             #expect(try await device.applyPendingUpdate().applied)

@@ -57,7 +57,7 @@ import Testing
                 directory: dir.url, serverURL: url, dataset: "trips", acceptedSchemaVersions: [2, 1])
             configuration.update.applyOnOpen = false
             configuration.push.onOpen = false
-            return try await FerryClient.open(configuration: configuration, logger: .test, transport: transport)
+            return try await FerryClient.open(configuration: configuration.using(transport), logger: .test)
         }
     }
 

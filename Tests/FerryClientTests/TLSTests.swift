@@ -127,9 +127,8 @@ import Testing
                 let other = try kind.make(trusting: try ca.map { try TrustedCertificates(pemFile: $0) })
                 let refusing = try await FerryClient.open(
                     configuration: .init(
-                        directory: temp.appending("refused"), serverURL: url, dataset: snapshots.dataset),
-                    logger: .test,
-                    transport: other.snapshot)
+                        directory: temp.appending("refused"), serverURL: url, dataset: snapshots.dataset
+                    ).using(other.snapshot), logger: .test)
                 let checkStarted = ContinuousClock.now
                 let error = await #expect(throws: FerryError.self) { try await refusing.checkForUpdates() }
                 let checkTime = ContinuousClock.now - checkStarted
@@ -163,9 +162,8 @@ import Testing
             }
             let http = try kind.make(connectTimeout: .seconds(1), trusting: ca)
             let trusting = try await FerryClient.open(
-                configuration: .init(directory: temp.appending("trusted"), serverURL: url, dataset: snapshots.dataset),
-                logger: .test,
-                transport: http.snapshot)
+                configuration: .init(directory: temp.appending("trusted"), serverURL: url, dataset: snapshots.dataset)
+                    .using(http.snapshot), logger: .test)
             let result = try await trusting.checkForUpdates()
             #expect(result.outcome == .initialSync)
             #expect(result.download?.sha256 == v1.sha256)

@@ -81,3 +81,12 @@ struct TestTransport: Sendable {
 
     func shutdown() async throws { try await http?.shutdown() }
 }
+
+extension FerryClient.Configuration {
+    /// This configuration on `transport` (the tests open clients on either transport, or on one that cuts or counts).
+    func using(_ transport: any HTTPTransport) -> Self {
+        var configuration = self
+        configuration.transport = transport
+        return configuration
+    }
+}

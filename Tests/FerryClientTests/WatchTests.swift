@@ -94,7 +94,7 @@ extension WatchTests {
                     directory: temp.appending("device"), serverURL: url, dataset: fixtures.dataset)
                 configuration.push.onOpen = false
                 configuration.download.waitForChanges = wait
-                return try await FerryClient.open(configuration: configuration, logger: .test, transport: kind.shared)
+                return try await FerryClient.open(configuration: configuration.using(kind.shared), logger: .test)
             }
             // Given a device with version 1 that waits 1 s per check
             var client = try await open(wait: .seconds(1))
@@ -150,7 +150,7 @@ extension WatchTests {
                 configuration.push.onOpen = false
                 configuration.download.waitForChanges = .seconds(2)
                 let client = try await FerryClient.open(
-                    configuration: configuration, logger: .test, transport: AsyncHTTPClientTransport())
+                    configuration: configuration.using(AsyncHTTPClientTransport()), logger: .test)
                 let watching = Task { try await client.watch { _ in } }
                 // Wait for the third request (the event), then stop the loop
                 let deadline = ContinuousClock.now + .seconds(30)

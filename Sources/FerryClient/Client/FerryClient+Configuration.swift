@@ -48,6 +48,14 @@ extension FerryClient {
         /// config.tokenProvider = { try await session.freshAccessToken() }
         /// ```
         public var tokenProvider: TokenProvider?
+        /// How the client talks HTTP, for everything it sends (manifests, versions, patches, edits, attachments): the
+        /// one place for a private CA, the timeouts and the connection pool (the token is ``tokenProvider``). Default
+        /// ``URLSessionTransport/shared``; FerryClientNIO has `AsyncHTTPClientTransport`.
+        ///
+        /// ```swift
+        /// config.transport = AsyncHTTPClientTransport(client: try AsyncHTTPClientTransport.makeHTTPClient(trusting: ca))
+        /// ```
+        public var transport: any HTTPTransport = URLSessionTransport.shared
         /// When a downloaded update is applied, and what runs during the swap.
         public var update = Update()
         /// How versions are downloaded.
@@ -63,7 +71,7 @@ extension FerryClient {
         /// config.update.applyOnOpen = false   // the app applies it when the user asks
         /// ```
         public struct Update: Sendable {
-            /// Apply a pending `updated.db` in ``FerryClient/open(configuration:logger:transport:)`` before any
+            /// Apply a pending `updated.db` in ``FerryClient/open(configuration:logger:)`` before any
             /// connection is handed out, so a new version takes effect when the app starts. Default true.
             public var applyOnOpen = true
             /// Runs on the pending snapshot inside the swap; see ``FerryClient/PrepareUpdate``. Default none.

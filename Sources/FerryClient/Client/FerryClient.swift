@@ -30,7 +30,8 @@ public actor FerryClient {
     /// ``deviceID()`` once read or made, shared by concurrent first callers (so only one makes it).
     private var deviceIDRead: Task<String, any Error>?
     let logger: Logger
-    let transport: any HTTPTransport
+    /// ``Configuration/transport``.
+    nonisolated var transport: any HTTPTransport { configuration.transport }
     /// The app's own connections to the live database (FerryGRDB), when it holds them; then the client opens none,
     /// runs its work on the app's writer and applies updates in place.
     let host: (any LiveDatabaseHost)?
@@ -42,7 +43,7 @@ public actor FerryClient {
     var state: ClientStateFile
     var runningCheck: Task<FetchResult, any Error>?
     var runningPush: Task<PushResult, any Error>?
-    /// The push of the edits queued at open (see ``open(configuration:logger:transport:)``); ``close()`` cancels it.
+    /// The push of the edits queued at open (see ``open(configuration:logger:)``); ``close()`` cancels it.
     var launchPush: Task<Void, Never>?
     /// The live database's tables as its snapshot describes them (for the outbox).
     var liveTables: [SnapshotMetadata.TableInfo] = []
@@ -51,14 +52,12 @@ public actor FerryClient {
     private var waitingOperations: [CheckedContinuation<Void, Never>] = []
 
     private init(
-        configuration: Configuration, logger: Logger, transport: any HTTPTransport, host: (any LiveDatabaseHost)?,
-        patchesOnArrival: Bool,
+        configuration: Configuration, logger: Logger, host: (any LiveDatabaseHost)?, patchesOnArrival: Bool,
         lock: FileLock, state: ClientStateFile
     ) {
         self.configuration = configuration
         self.directory = ClientDirectory(configuration.directory)
         self.logger = logger
-        self.transport = transport
         self.host = host
         self.patchesOnArrival = patchesOnArrival
         self.lock = lock
@@ -73,10 +72,8 @@ public actor FerryClient {
     /// ```swift
     /// let client = try await FerryClient.open(configuration: config, logger: Logger(label: "ferry"))
     /// ```
-    public static func open(
-        configuration: Configuration, logger: Logger, transport: any HTTPTransport = URLSessionTransport.shared
-    ) async throws -> FerryClient {
-        let client = try await open(configuration: configuration, logger: logger, transport: transport, host: nil)
+    public static func open(configuration: Configuration, logger: Logger) async throws -> FerryClient {
+        let client = try await open(configuration: configuration, logger: logger, host: nil)
         await client.startLaunchPush()
         return client
     }
@@ -85,14 +82,12 @@ public actor FerryClient {
     /// pending update in place when `Configuration.update.applyOnOpen` says so, and installs the outbox on the
     /// app's writer. Never pushes: the caller does that in the background.
     package static func open(
-        configuration: Configuration, logger: Logger, transport: any HTTPTransport, host: (any LiveDatabaseHost)?,
-        patchesOnArrival: Bool = false
+        configuration: Configuration, logger: Logger, host: (any LiveDatabaseHost)?, patchesOnArrival: Bool = false
     ) async throws -> FerryClient {
         let directory = ClientDirectory(configuration.directory)
         let (lock, state) = try await BlockingWork.run { try ClientFiles.open(directory, logger: logger) }
         let client = FerryClient(
-            configuration: configuration, logger: logger, transport: transport, host: host,
-            patchesOnArrival: patchesOnArrival && host != nil,
+            configuration: configuration, logger: logger, host: host, patchesOnArrival: patchesOnArrival && host != nil,
             lock: lock, state: state)
         do {
             try await client.launch()

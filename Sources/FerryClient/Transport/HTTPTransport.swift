@@ -97,9 +97,9 @@ public struct TransportResponseBody: AsyncSequence {
 
 /// How the client talks HTTP, for everything it sends: manifests, versions, patches and attachments downloaded, edits
 /// and attachments uploaded. ``URLSessionTransport`` is the default; FerryClientNIO has `AsyncHTTPClientTransport`;
-/// an app can plug in its own by implementing ``send(_:_:)``. The client gives its transport once
-/// (``FerryClient/open(configuration:logger:transport:)``), so a private CA, the timeouts and the connection pool are
-/// set in one place.
+/// an app can plug in its own by implementing ``send(_:_:)``. A client's transport is set once
+/// (``FerryClient/Configuration/transport``), so a private CA, the timeouts and the connection pool are set in one
+/// place.
 ///
 /// Contract:
 /// - Throw a `FerryError` with code `FerryError.Code.offline` when the server cannot be reached at all.

@@ -7,8 +7,8 @@ import Foundation
 ///
 /// ```swift
 /// let ca = try TrustedCertificates(pemFile: URL(fileURLWithPath: "/etc/ferry/ca.pem"))
-/// let transport = try URLSessionTransport(trusting: ca)        // Apple platforms; on Linux, FerryClientNIO
-/// let client = try await FerryClient.open(configuration: config, logger: logger, transport: transport)
+/// config.transport = try URLSessionTransport(trusting: ca)     // Apple platforms; on Linux, FerryClientNIO
+/// let client = try await FerryClient.open(configuration: config, logger: logger)
 /// ```
 public struct TrustedCertificates: Sendable {
     /// The PEM file the certificates came from.

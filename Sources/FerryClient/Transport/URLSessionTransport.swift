@@ -85,11 +85,11 @@ public final class URLSessionTransport: HTTPTransport {
         session.finishTasksAndInvalidate()
     }
 
-    /// The transport ``FerryClient/open(configuration:logger:transport:)`` uses unless given another: one session for
-    /// the process, as `URLSession.shared` is, with the settings above.
+    /// The transport a client uses unless ``FerryClient/Configuration/transport`` names another: one session for the
+    /// process, as `URLSession.shared` is, with the settings above.
     ///
     /// ```swift
-    /// let client = try await FerryClient.open(configuration: config, logger: logger, transport: URLSessionTransport.shared)
+    /// config.transport = URLSessionTransport.shared
     /// ```
     public static let shared: URLSessionTransport = {
         do {
