@@ -12,6 +12,9 @@ extension FileSnapshotStore {
     public func compact(_ entry: ScopeEntry, dataset: String, tiers: HistoryTiers, now: Date) throws -> ScopeEntry {
         let chain = entry.chain
         let keep = tiers.keep(chain, now: now)
+        // Only the current version keeps patches (devices read no other's): an older version's checkpoint patch
+        // would otherwise stay in the store, each larger than the one before.
+        let olderPatches = chain.dropLast().contains { $0.published.patches != nil }
         var kept: [VersionRecord] = []
         // The steps of the versions dropped since the last one kept; nil once one of them had none (a gap).
         var dropped: [PatchRef]? = []
@@ -37,9 +40,7 @@ extension FileSnapshotStore {
             dropped = []
             kept.append(record)
         }
-        guard kept.count < chain.count || kept.dropLast().contains(where: { $0.published.patches != nil }) else {
-            return entry
-        }
+        guard kept.count < chain.count || olderPatches else { return entry }
         let firstRetained = entry.retained[0].version
         var compacted = ScopeEntry(scope: entry.scope, retained: kept.filter { $0.version >= firstRetained })
         let history = kept.filter { $0.version < firstRetained }

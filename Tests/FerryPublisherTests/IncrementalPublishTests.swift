@@ -207,8 +207,12 @@ struct IncrementalPublishTests {
             #expect(try FileDigest.sha256Hex(of: built) == entry.current.sha256)
             let checkpoints = entry.chain.filter(\.isCheckpoint).map(\.version)
             if version == 100 {
-                // Nothing after the only checkpoint is thinned yet
+                // Nothing after the only checkpoint is thinned yet, and only the current version keeps its patches
+                // (each older one's checkpoint patch would stay in the store, each larger than the one before)
                 #expect(checkpoints == [1] && entry.chain.count == 100, "\(checkpoints), \(entry.chain.count) points")
+                #expect(entry.chain.dropLast().allSatisfy { $0.published.patches == nil })
+                let patches = try store.objectFileNames(dataset: "inc").filter { $0.hasSuffix(".patch.gz") }
+                #expect(patches.count <= 99 + 1, "\(patches.count) patch objects: 99 steps and the checkpoint patch")
             } else {
                 // A checkpoint was cut at most 128 versions after the first, and the versions before it are thinned
                 let newest = try #require(checkpoints.last)
