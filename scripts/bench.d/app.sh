@@ -27,8 +27,7 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-psql "$FERRY_PG_URL" -q -c "CREATE DATABASE bench"
-URL="postgres://postgres@127.0.0.1:$FERRY_PG_PORT/bench"
+bench_database
 
 say "Generating $N campgrounds + $N reviews; v1"
 bench_generate_campgrounds "$URL" "$N"

@@ -10,7 +10,6 @@ cleanup() { ferry_stop_postgres; }
 trap cleanup EXIT
 say "Starting a private PostgreSQL"
 ferry_start_postgres
-say "Building ferry (release)"
-swift build -c release --product ferry 2>&1 | tail -1
-ferry_bin=$(swift build -c release --show-bin-path)/ferry
+bench_build_ferry
+ferry_bin=$FERRY
 python3 scripts/lib/attachments_bench.py --ferry "$ferry_bin" --database-url "$FERRY_PG_URL" "$@"

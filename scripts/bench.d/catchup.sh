@@ -30,8 +30,7 @@ FERRY=$bin/ferry
 
 say "Starting a private PostgreSQL; $N campgrounds + $N reviews"
 ferry_start_postgres
-psql "$FERRY_PG_URL" -q -c "CREATE DATABASE bench"
-URL="postgres://postgres@127.0.0.1:$FERRY_PG_PORT/bench"
+bench_database
 bench_generate_campgrounds "$URL" "$N"
 per_round=$(( (2 * N) / 10000 ))  # 0.01 % of the rows
 per_round=$(( per_round > 2 ? per_round : 2 ))

@@ -43,9 +43,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-say "Building ferry (release)"
-swift build -c release --product ferry 2>&1 | tail -1
-ferry_bin=$(swift build -c release --show-bin-path)/ferry
+bench_build_ferry
+ferry_bin=$FERRY
 
 say "Making a store: version 1 (small) and version 2 (${size_mb} MB)"
 # Self-contained: Python's sqlite3 writes real Ferry snapshots (data tables + ferry_snapshot + ferry_tables), then

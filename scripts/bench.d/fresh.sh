@@ -13,9 +13,7 @@ ferry_install_deps nginx-light
 echo "load average before the run: $(cat /proc/loadavg)"
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 
-say "Building ferry (release)"
-swift build -c release --product ferry 2>&1 | tail -1
-FERRY=$(swift build -c release --show-bin-path)/ferry
+bench_build_ferry
 
 say "Starting a private PostgreSQL"
 ferry_start_postgres

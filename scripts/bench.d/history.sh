@@ -18,8 +18,7 @@ bin=$(swift build -c release --show-bin-path)
 
 say "Starting a private PostgreSQL"
 ferry_start_postgres
-psql "$FERRY_PG_URL" -q -c "CREATE DATABASE bench"
-URL="postgres://postgres@127.0.0.1:$FERRY_PG_PORT/bench"
+bench_database
 
 marks=(100 10000 "$VERSIONS")
 say "Publishing $VERSIONS versions on a simulated clock (a version every 10 s); figures at versions ${marks[*]}"

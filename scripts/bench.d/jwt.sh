@@ -18,14 +18,11 @@ cleanup() {
 }
 trap cleanup EXIT
 
-say "Building ferry (release)"
-swift build -c release --product ferry 2>&1 | tail -1
-FERRY=$(swift build -c release --show-bin-path)/ferry
+bench_build_ferry
 
 say "Starting a private PostgreSQL"
 ferry_start_postgres
-psql "$FERRY_PG_URL" -q -c "CREATE DATABASE bench"
-URL="postgres://postgres@127.0.0.1:$FERRY_PG_PORT/bench"
+bench_database
 psql "$URL" -q -v ON_ERROR_STOP=1 <<'SQL'
 CREATE TABLE notes (id text PRIMARY KEY, team text NOT NULL, body text NOT NULL,
   created_at timestamptz NOT NULL DEFAULT now(), updated_at timestamptz NOT NULL DEFAULT now());

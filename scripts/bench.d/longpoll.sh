@@ -21,9 +21,8 @@ echo "load average before the run: $(cat /proc/loadavg)"
 # One connection per waiter on each side, plus the server's files.
 ulimit -n "$(( waiters * 2 + 4096 ))" 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 
-say "Building ferry (release)"
-swift build -c release --product ferry 2>&1 | tail -1
-ferry_bin=$(swift build -c release --show-bin-path)/ferry
+bench_build_ferry
+ferry_bin=$FERRY
 
 say "$waiters waiting connections on one server"
 python3 scripts/lib/longpoll.py bench --ferry "$ferry_bin" --waiters "$waiters" --duration "$duration"

@@ -18,16 +18,13 @@ ferry_install_deps time python3-venv bc sqlite3
 echo "load average before the run: $(cat /proc/loadavg)"
 trap ferry_stop_postgres EXIT
 
-say "Building ferry (release)"
-swift build -c release --product ferry 2>&1 | tail -1
-FERRY=$(swift build -c release --show-bin-path)/ferry
+bench_build_ferry
 
 say "Starting a private PostgreSQL"
 ferry_start_postgres
 work=$(mktemp -d /tmp/ferry-bench.XXXXXX)
 trap 'ferry_stop_postgres; rm -rf "$work"' EXIT
-psql "$FERRY_PG_URL" -q -c "CREATE DATABASE bench"
-URL="postgres://postgres@127.0.0.1:$FERRY_PG_PORT/bench"
+bench_database
 
 say "Generating $N campgrounds + $N reviews"
 bench_generate_campgrounds "$URL" "$N"

@@ -25,9 +25,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-say "Building ferry (release)"
-swift build -c release --product ferry 2>&1 | tail -1
-FERRY=$(swift build -c release --show-bin-path)/ferry
+bench_build_ferry
 
 say "Starting a private PostgreSQL and a private SeaweedFS; awscli into .build/awscli-venv"
 ferry_start_postgres
@@ -37,8 +35,7 @@ ferry_venv .build/awscli-venv awscli==1.46.3
 export AWS_ACCESS_KEY_ID=$FERRY_TEST_S3_ACCESS_KEY AWS_SECRET_ACCESS_KEY=$FERRY_TEST_S3_SECRET_KEY AWS_REGION=us-east-1
 endpoint=$FERRY_TEST_S3_ENDPOINT
 for bucket in warm cold awscli; do python3 scripts/lib/s3_store.py create-bucket "ferry-bench-$bucket"; done
-psql "$FERRY_PG_URL" -q -c "CREATE DATABASE bench"
-URL="postgres://postgres@127.0.0.1:$FERRY_PG_PORT/bench"
+bench_database
 
 say "Generating $N campgrounds + $N reviews"
 bench_generate_campgrounds "$URL" "$N"

@@ -23,14 +23,11 @@ cleanup() {
 }
 trap cleanup EXIT
 
-say "Building ferry (release)"
-swift build -c release --product ferry 2>&1 | tail -1
-FERRY=$(swift build -c release --show-bin-path)/ferry
+bench_build_ferry
 
 say "Starting a private PostgreSQL; $N campgrounds + $N reviews"
 ferry_start_postgres
-psql "$FERRY_PG_URL" -q -c "CREATE DATABASE bench"
-URL="postgres://postgres@127.0.0.1:$FERRY_PG_PORT/bench"
+bench_database
 bench_generate_campgrounds "$URL" "$N"
 store=$work/store
 publish() { "$FERRY" publish --config templates/campgrounds.yml --database-url "$URL" --store "$store" --json >"$work/publish.json"; }

@@ -17,14 +17,11 @@ work=$(mktemp -d /tmp/ferry-bench-storm.XXXXXX)
 serve_pid=""
 trap 'ferry_stop_pid "$serve_pid"; ferry_stop_postgres; rm -rf "$work"' EXIT
 
-say "Building ferry (release)"
-swift build -c release --product ferry 2>&1 | tail -1
-FERRY=$(swift build -c release --show-bin-path)/ferry
+bench_build_ferry
 
 say "Starting a private PostgreSQL; $N campgrounds + $N reviews"
 ferry_start_postgres
-psql "$FERRY_PG_URL" -q -c "CREATE DATABASE bench"
-URL="postgres://postgres@127.0.0.1:$FERRY_PG_PORT/bench"
+bench_database
 bench_generate_campgrounds "$URL" "$N"
 store=$work/store
 publish() {

@@ -9,9 +9,7 @@ case "$TX" in ''|*[!0-9]*) echo "usage: scripts/bench triggers [TRANSACTIONS]   
 ferry_install_deps time bc
 echo "load average before the run: $(cat /proc/loadavg)"
 
-say "Building ferry (release)"
-swift build -c release --product ferry 2>&1 | tail -1
-FERRY=$(swift build -c release --show-bin-path)/ferry
+bench_build_ferry
 
 say "Starting a private PostgreSQL"
 ferry_start_postgres
@@ -23,8 +21,7 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-psql "$FERRY_PG_URL" -q -c "CREATE DATABASE bench"
-URL="postgres://postgres@127.0.0.1:$FERRY_PG_PORT/bench"
+bench_database
 psql "$URL" -q -f templates/trips.pg.sql
 psql "$URL" -q -c "INSERT INTO trips (id, name) SELECT 'row-' || i, 'Trip ' || i FROM generate_series(1, 10000) AS i"
 PGBENCH=$(ls /usr/lib/postgresql/*/bin/pgbench | tail -1)

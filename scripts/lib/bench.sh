@@ -72,3 +72,16 @@ UPDATE reviews SET body = 'Review ' || id || ': ' || md5(id::text || :'tag') || 
  WHERE id % 100 = :rem;
 SQL
 }
+
+# bench_database: creates the database `bench` in the private PostgreSQL (ferry_start_postgres) and sets URL to it.
+bench_database() {
+  psql "$FERRY_PG_URL" -q -c "CREATE DATABASE bench"
+  URL="postgres://postgres@127.0.0.1:$FERRY_PG_PORT/bench"
+}
+
+# bench_build_ferry: builds the `ferry` product in release mode and sets FERRY to its path.
+bench_build_ferry() {
+  say "Building ferry (release)"
+  swift build -c release --product ferry 2>&1 | tail -1
+  FERRY=$(swift build -c release --show-bin-path)/ferry
+}
