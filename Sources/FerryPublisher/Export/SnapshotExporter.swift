@@ -129,28 +129,6 @@ final class SnapshotExporter {
         }
     }
 
-    /// Everything besides the rows that shapes a snapshot file: the dataset, schema version, each plan (columns,
-    /// types, key, indexes), the CREATE and INSERT statements, the schema file, and the version of Ferry's row
-    /// encoding. A row index is reused only under an equal digest.
-    static func planDigest(dataset: String, schemaVersion: Int, plans: [TablePlan], schemaDDL: String?) -> String {
-        var hash = StreamingSHA256()
-        hash.update("ferry-rows-v1\ndataset=\(dataset)\nschemaVersion=\(schemaVersion)\n")
-        for plan in plans { hash.update(plan.definition + plan.createSQL + "\n" + plan.insertSQL + "\n") }
-        hash.update(attachmentDefinition(plans))
-        hash.update("schema=\(schemaDDL ?? "")\nmetadata=\(SnapshotMetadata.ddl)\n")
-        return hash.finalizeHex()
-    }
-
-    /// The attachment columns, as both digests take them: nothing when there is none, so a dataset without
-    /// attachments keeps the digests it had.
-    static func attachmentDefinition(_ plans: [TablePlan]) -> String {
-        let columns = plans.flatMap(\.table.attachmentColumns)
-        guard !columns.isEmpty else { return "" }
-        return "attachments="
-            + columns.map { "\($0.table).\($0.column):\($0.download.rawValue)" }.joined(separator: ",")
-            + "\n"
-    }
-
     /// The data digest as it starts: what besides the rows makes two exports' data equal.
     private func startDigest(_ job: Job) -> StreamingSHA256 {
         var digest = StreamingSHA256()
@@ -241,6 +219,21 @@ final class SnapshotExporter {
             result.keptTables = kept
             return result
         }
+        var result = try finishIncremental(
+            job, build: build, diffs: diffs, index: index, tables: (counts, infos), dataDigest: dataDigest,
+            phases: &phases)
+        result.keptTables = kept
+        return result
+    }
+
+    /// Takes the step the build recorded and applies it (``IncrementalBuild/finish(metadata:)``, then
+    /// ``IncrementalBuild/materialize(_:expected:diffs:)``), finishes the row index, and checks the file.
+    private func finishIncremental(
+        _ job: Job, build: IncrementalBuild, diffs: [TableDiff], index: RowIndexWriter,
+        tables: (counts: [String: Int], infos: [SnapshotMetadata.TableInfo]), dataDigest: String,
+        phases: inout PublishPhases
+    ) throws -> ExportResult {
+        let (counts, infos) = tables
         let metadata = SnapshotMetadata(
             dataset: template.dataset, version: job.version, schemaVersion: template.schemaVersion,
             createdAt: job.createdAt, tables: infos, attachments: job.plans.flatMap(\.table.attachmentColumns))
@@ -269,7 +262,6 @@ final class SnapshotExporter {
         result.rowIndex = rowIndex
         result.incremental = build.counts
         result.changeset = changeset
-        result.keptTables = kept
         result.materialized = true
         return result
     }
