@@ -101,7 +101,7 @@ final class IncrementalBuild: @unchecked Sendable {
 
     /// True when the working copy was taken into `file` (``IncrementalBase/inPlace``): ``giveBack()`` returns it.
     private(set) var taken = false
-    /// True once ``materialize(_:expected:)`` started writing the file: it can no longer be given back.
+    /// True once ``materialize(_:expected:diffs:)`` started writing the file: it can no longer be given back.
     private var materializing = false
 
     /// Asks the kernel to read the current version's file into the page cache, on a thread of its own, so the copy
@@ -191,7 +191,7 @@ final class IncrementalBuild: @unchecked Sendable {
     }
 
     /// Rewrites the metadata tables, takes the session's changeset, then rolls the transaction back: the file is the
-    /// current version's again, for ``materialize(_:expected:)``. Call once, after every table.
+    /// current version's again, for ``materialize(_:expected:diffs:)``. Call once, after every table.
     func finish(metadata: SnapshotMetadata) throws -> Changeset {
         let db = try openDatabase()
         try db.execute("DELETE FROM ferry_snapshot; DELETE FROM ferry_tables")
