@@ -240,7 +240,8 @@ final class IncrementalBuild: @unchecked Sendable {
         // The transaction rolled back: its journal is truncated, or the file cannot be trusted as it was.
         guard removeJournal(), taken, !materializing else { return false }
         taken = false
-        return (try? DurableFile.rename(file, to: base.snapshot)) != nil  // false: the caller removes the file
+        // A failed rename answers false: the caller removes the file, and the next publish rebuilds the working copy.
+        return (try? DurableFile.rename(file, to: base.snapshot)) != nil
     }
 
     /// Removes the build's rollback journal (`<file>-journal`) once its transaction ended: truncated to nothing, it
@@ -248,9 +249,11 @@ final class IncrementalBuild: @unchecked Sendable {
     @discardableResult
     func removeJournal() -> Bool {
         let journal = URL(fileURLWithPath: file.path + "-journal")
-        guard let size = try? FileSnapshotStore.fileSize(journal) else { return true }  // none was made
+        // No size means no journal: the build never opened a transaction.
+        guard let size = try? FileSnapshotStore.fileSize(journal) else { return true }
         guard size == 0 else { return false }
-        return (try? DurableFile.remove(journal)) != nil  // false: left for the next run's tmp/ cleanup
+        // An empty journal left behind is harmless: the next run clears tmp/.
+        return (try? DurableFile.remove(journal)) != nil
     }
 
     /// The share of the file's pages that are free after the build: rows deleted or moved leave them, and a file
