@@ -256,15 +256,6 @@ final class IncrementalBuild: @unchecked Sendable {
         return (try? DurableFile.remove(journal)) != nil
     }
 
-    /// The share of the file's pages that are free after the build: rows deleted or moved leave them, and a file
-    /// built again from scratch has none.
-    func freeShare() throws -> Double {
-        let db = try SQLiteConnection(path: file.path, mode: .readOnly)
-        let pages = try db.scalar("PRAGMA page_count")?.integer ?? 0
-        let free = try db.scalar("PRAGMA freelist_count")?.integer ?? 0
-        return pages > 0 ? Double(free) / Double(pages) : 0
-    }
-
     /// Closes the file (it stays for the caller to check and store); a copy still being made is stopped (within
     /// 64 MiB) and waited for, so the caller can delete what it left. An open transaction rolls back.
     func close() {

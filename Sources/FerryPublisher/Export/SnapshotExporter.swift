@@ -28,6 +28,8 @@ struct ExportResult {
     var materialized = false
     /// The file's SHA-256 when it was read for no gzip copy (a step's file).
     var sha256: String?
+    /// The share of the file's pages on SQLite's free list, for a file built from the previous version.
+    var freeShare: Double?
 }
 
 /// Streams every table of a template from PostgreSQL into a SQLite file, in one REPEATABLE READ snapshot.
@@ -243,7 +245,8 @@ final class SnapshotExporter {
             version: job.version, sha256: "", size: 0, gzipSize: 0, createdAt: job.createdAt,
             schemaVersion: template.schemaVersion, tables: counts, contentDigest: build.digest.description)
         let rowids = try phases.time(.commit) { try build.materialize(changeset, expected: expected, diffs: diffs) }
-        let free = try build.freeShare()
+        // Rows deleted or moved leave free pages; a file built again from scratch has none.
+        let free = try Publisher.freeShare(of: job.file)
         build.close()
         var rowIndex: URL? = job.indexFile
         if free > Self.rebuildFreeShare {
@@ -263,6 +266,7 @@ final class SnapshotExporter {
         result.incremental = build.counts
         result.changeset = changeset
         result.materialized = true
+        result.freeShare = free
         return result
     }
 

@@ -81,7 +81,7 @@ extension Publisher {
         let since = before.retained.compactMap(\.step).filter { $0.to > last.version }.reduce(Int64(0)) { $0 + $1.size }
         // Steps free pages and reuse them; once a quarter of the file is free, a checkpoint stores the file, and the
         // next publish builds a compact one from scratch (its row index is gone).
-        guard try Self.freeShare(of: export.file) < 0.25,
+        guard export.result.freeShare ?? 1 < 0.25,
             let step = try store.storePatch(
                 dataset: dataset, changeset: changeset, from: previous.version, base: previous.sha256, to: version,
                 limit: .max),
