@@ -1,4 +1,5 @@
 import FerryCore
+import FerryMerge
 import FerryPostgres
 import FerryPublisher
 import FerryStore
@@ -94,6 +95,39 @@ struct PartitionServerTests {
             try await client.execute(uri: "\(base)/partitions/1/manifest", method: .get) { response in
                 #expect(response.status == .unauthorized)
             }
+
+            // Edits: only rows of the token's projects, before and after; findings through their site.
+            func change(
+                _ id: String, _ table: String, _ op: Change.Operation, _ key: Int, _ values: [String: JSONValue]
+            )
+                -> Change
+            {
+                Change(
+                    id: id, table: table, op: op, key: ["id": .int(Int64(key))], values: values,
+                    editedAt: Timestamp.format(Date()), baseUpdatedAt: nil)
+            }
+            let changes = [
+                change("c1", "sites", .update, 4, ["name": .string("renamed")]),  // project 1: fine
+                change("c2", "sites", .update, 2, ["name": .string("not mine")]),  // project 3
+                change("c3", "sites", .update, 8, ["project_id": .int(3)]),  // would leave her projects
+                change("c4", "sites", .update, 12, ["project_id": .int(2)]),  // moves between her projects
+                change("c5", "findings", .insert, 100, ["site_id": .int(5), "note": .string("mine")]),
+                change("c6", "findings", .insert, 101, ["site_id": .int(2), "note": .string("not mine")]),
+            ]
+            let batch = ByteBuffer(
+                bytes: try JSONEncoder().encode(
+                    ChangeBatch(clientId: "ana-phone", sentAt: Timestamp.format(Date()), changes: changes)))
+            try await client.execute(uri: "\(base)/changes", method: .post, headers: Self.ana, body: batch) {
+                response in
+                let results = try JSONDecoder().decode(ChangeResults.self, from: response.bodyData).results
+                #expect(
+                    results.map(\.status) == [.applied, .forbidden, .forbidden, .applied, .applied, .forbidden],
+                    "\(response.bodyString)")
+            }
+            let pg = try database.connect()
+            #expect(
+                try pg.query("SELECT project_id::text FROM sites WHERE id IN (8, 12) ORDER BY id") == [["1"], ["2"]])
+            #expect(try pg.query("SELECT count(*)::text FROM findings WHERE id >= 100") == [["1"]])
 
             // Project 2 is archived: its partition is retired (410), the others are served on.
             try database.connect().execute("UPDATE projects SET archived = true WHERE id = 2")
