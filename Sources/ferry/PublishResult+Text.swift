@@ -101,7 +101,8 @@ extension PublishResult {
         if let retiredPartitions, !retiredPartitions.isEmpty {
             lines.append(
                 "  retired    \(retiredPartitions.count) partition(s) (410 on the server): "
-                    + retiredPartitions.prefix(10).joined(separator: ", ") + (retiredPartitions.count > 10 ? ", …" : ""))
+                    + retiredPartitions.prefix(10).joined(separator: ", ") + (retiredPartitions.count > 10 ? ", …" : "")
+            )
         }
         return lines
     }
