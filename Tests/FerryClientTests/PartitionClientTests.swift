@@ -212,6 +212,20 @@ import Testing
             try await Self.expectEqual(device, world, projects: [1])
             let streams = ClientDirectory(world.directory.appending("device")).directory(of: .partition("2"))
             #expect(!FileManager.default.fileExists(atPath: streams.url.path))
+
+            // A subscribed partition retired on the server (410): the error says to unsubscribe; the rest stays.
+            try await device.subscribe(["3"])
+            _ = try await device.checkForUpdates()
+            try await device.applyPendingUpdate()
+            try await world.change("UPDATE projects SET archived = true WHERE id = 3")
+            let retired = await #expect(throws: FerryError.self) { try await device.checkForUpdates() }
+            #expect(retired?.code == .partitionRetired)
+            #expect(retired?.message.contains("partition '3'") == true)
+            try await Self.expectEqual(device, world, projects: [1, 3])
+            try await device.unsubscribe(["3"])
+            _ = try await device.checkForUpdates()
+            try await device.applyPendingUpdate()
+            try await Self.expectEqual(device, world, projects: [1])
             await device.close()
         }
     }

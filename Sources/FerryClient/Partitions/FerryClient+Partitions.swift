@@ -110,10 +110,11 @@ extension FerryClient {
             do {
                 received += try await fetch(stream, device: device, progress: progress)
             } catch let error as FerryError {
+                let streamFailure = Self.streamFailure(error, stream, dataset: dataset)
                 logger.warning(
                     "a stream did not update; the others go on",
-                    metadata: ["stream": "\(stream.directoryName)", "error": "\(error.message)"])
-                failure = failure ?? Self.streamFailure(error, stream, dataset: dataset)
+                    metadata: ["stream": "\(stream.directoryName)", "error": "\(streamFailure.message)"])
+                failure = failure ?? streamFailure
             }
         }
         let result = try await composeAndInstall(received: received)

@@ -103,7 +103,8 @@ struct FieldNotes {
         if !options.subscribe.isEmpty {
             // A partitioned dataset: the device carries the shared tables and the projects it subscribes to.
             try await ferry.subscribe(options.subscribe)
-            say("subscribed to \(await ferry.subscriptions.joined(separator: ", "))")
+            let keys = await ferry.subscriptions
+            say("subscribed to \(keys.joined(separator: ", "))")
         }
 
         try await withThrowingTaskGroup(of: Void.self) { group in
