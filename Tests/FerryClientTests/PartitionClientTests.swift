@@ -177,6 +177,41 @@ import Testing
         }
     }
 
+    @Test("a damaged partition download never reaches database.db, and the other partitions still update")
+    func damagedPartition() async throws {
+        try await withWorld { world in
+            let device = try await world.client("device")
+            try await device.subscribe(["1", "2"])
+            _ = try await device.checkForUpdates()
+            let before = try await Self.deviceRows(device, "SELECT name FROM sites WHERE id IN (5, 8) ORDER BY id")
+
+            // Both projects change; every object project 2's manifest names (its versions, its patches) is damaged.
+            try await world.change(
+                "UPDATE sites SET name = 'new 5' WHERE id = 5; UPDATE sites SET name = 'new 8' WHERE id = 8")
+            let url = world.server.appendingPathComponent("v1/datasets/projects/partitions/2/manifest")
+            let manifest = String(decoding: try await URLSession.shared.data(from: url).0, as: UTF8.self)
+            let named = Set(
+                manifest.matches(of: /[0-9a-f]{64}/).map { String($0.output) })
+            let objects = world.directory.appending("store/projects/objects")
+            for name in try FileManager.default.contentsOfDirectory(atPath: objects.path)
+            where named.contains(String(name.prefix(64))) {
+                let file = objects.appendingPathComponent(name)
+                var bytes = try Data(contentsOf: file)
+                for i in stride(from: bytes.count / 3, to: bytes.count - 8, by: 97) { bytes[i] ^= 0x5A }
+                try bytes.write(to: file)
+            }
+
+            let damaged = await #expect(throws: FerryError.self) { try await device.checkForUpdates() }
+            #expect(damaged?.message.contains("partition '2'") == true, "\(String(describing: damaged))")
+            try await device.applyPendingUpdate()
+            #expect(
+                try await Self.deviceRows(device, "SELECT name FROM sites WHERE id IN (5, 8) ORDER BY id")
+                    == [before[0], "new 8"])
+            #expect(try await device.status().partitions?.map(\.version) == [2, 1])
+            await device.close()
+        }
+    }
+
     @Test("subscribe and unsubscribe change the rows at the next update; a queued edit's row stays until answered")
     func subscribeAndUnsubscribe() async throws {
         try await withWorld { world in
