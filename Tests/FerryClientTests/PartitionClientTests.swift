@@ -31,7 +31,7 @@ import Testing
         let server: URL
 
         func publish() async throws {
-            try await Publisher(
+            _ = try await Publisher(
                 configuration: .init(
                     templatePath: templatePath, databaseURL: database.url, store: directory.appending("store")),
                 logger: .test
@@ -96,7 +96,7 @@ import Testing
         let templatePath = directory.appending("projects.yml")
         try PartitionSample.template(access: access).write(to: templatePath, atomically: true, encoding: .utf8)
         let store = directory.appending("store")
-        try await Publisher(
+        _ = try await Publisher(
             configuration: .init(templatePath: templatePath.path, databaseURL: database.url, store: store),
             logger: .test
         ).publish()
@@ -140,6 +140,9 @@ import Testing
     func twoOfTwenty() async throws {
         try await withWorld { world in
             let device = try await world.client("device")
+            // A fetch before any subscription says what to do.
+            let unsubscribed = await #expect(throws: FerryError.self) { try await device.checkForUpdates() }
+            #expect(unsubscribed?.message.contains("is partitioned: subscribe") == true)
             try await device.subscribe(["1", "2"])
             #expect(try await device.checkForUpdates().outcome == .initialSync)
             try await Self.expectEqual(device, world, projects: [1, 2])

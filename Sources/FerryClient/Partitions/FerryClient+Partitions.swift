@@ -14,8 +14,8 @@ extension FerryClient {
     public var subscriptions: [String] { subscribed?.keys ?? [] }
 
     /// Adds partitions to the device's set, checked with the server at once (`GET …/partitions`): an unknown key
-    /// (``FerryError/Code/notFound``), one the token may not read (``FerryError/Code/unauthorized``, the 403) or a
-    /// retired one (``FerryError/Code/partitionRetired``) is an error naming it, and nothing changes. Downloads
+    /// (`FerryError.Code.notFound`), one the token may not read (`FerryError.Code.unauthorized`, the 403) or a
+    /// retired one (`FerryError.Code.partitionRetired`) is an error naming it, and nothing changes. Downloads
     /// nothing: the next ``checkForUpdates(progress:)`` brings the new partitions' rows into `database.db`. Needs
     /// `serverURL` and `dataset`; the first subscription makes the directory a partitioned one.
     ///

@@ -93,3 +93,33 @@ extension FerryError.Code {
     /// A subscribed partition was retired on the server (its key disappeared, HTTP 410): unsubscribe from it.
     public static let partitionRetired = Self("partition-retired")
 }
+
+extension SnapshotDownloader {
+    /// The error for a 404 on a dataset's manifest: a partitioned dataset (error code `partitioned`) says to subscribe
+    /// first; any other 404 is ``ResponsePlan/failure(_:url:)``'s.
+    static func notServed(dataset: String, head: TransportResponseHead, url: URL, body: TransportResponseBody) async
+        -> any Error
+    {
+        var data = Data()
+        do {
+            for try await chunk in body {
+                data.append(chunk.prefix(SchemaRetired.bodyLimit - data.count))
+                if data.count >= SchemaRetired.bodyLimit { break }
+            }
+        } catch {
+            // The status says enough without the body: the plain 404 below.
+            data = Data()
+        }
+        struct Envelope: Decodable {
+            struct Inner: Decodable { var code: String }
+            var error: Inner
+        }
+        guard (try? JSONDecoder().decode(Envelope.self, from: data))?.error.code == "partitioned" else {
+            return ResponsePlan.failure(head, url: url.absoluteString)
+        }
+        return FerryError(
+            .notFound,
+            "dataset '\(dataset)' is partitioned: subscribe to the partitions this device carries first (`ferry subscribe … KEY`, or subscribe(_:)), then fetch",
+            key: "partition")
+    }
+}
