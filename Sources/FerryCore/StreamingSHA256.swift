@@ -17,6 +17,11 @@ public struct StreamingSHA256: Sendable {
         hasher.update(bufferPointer: bytes)
     }
 
+    /// Feeds bytes.
+    public mutating func update(_ bytes: [UInt8]) {
+        bytes.withUnsafeBytes { hasher.update(bufferPointer: $0) }
+    }
+
     /// Feeds a string's UTF-8 bytes.
     public mutating func update(_ text: String) {
         var text = text

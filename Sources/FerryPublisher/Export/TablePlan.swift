@@ -20,13 +20,19 @@ struct TablePlan {
 
     /// `COPY (SELECT … ORDER BY pk) TO STDOUT (FORMAT binary)`: rows in key order, so equal data gives equal bytes.
     var copySQL: String {
-        let select = columns.map(\.selectExpression).joined(separator: ", ")
-        let order = primaryKey.map { key -> String in
+        "COPY (SELECT \(selectList) FROM (\(rowsQuery)) AS q ORDER BY \(keyOrder)) TO STDOUT (FORMAT binary)"
+    }
+
+    /// The exported columns, as `COPY` selects them from the rows aliased `q`.
+    var selectList: String { columns.map(\.selectExpression).joined(separator: ", ") }
+
+    /// `ORDER BY` of the rows aliased `q`: the key columns, text ones in byte order.
+    var keyOrder: String {
+        primaryKey.map { key -> String in
             let column = columns.first { $0.name == key }
             let quoted = "q." + SQLIdentifier.quote(column?.sourceName ?? key)
             return column?.sortsAsText == true ? quoted + " COLLATE \"C\"" : quoted
         }.joined(separator: ", ")
-        return "COPY (SELECT \(select) FROM (\(rowsQuery)) AS q ORDER BY \(order)) TO STDOUT (FORMAT binary)"
     }
 
     /// Derived SQLite DDL: column affinities from the type mapping, the primary key from the template or source.

@@ -5,6 +5,8 @@ public enum PublishPhase: String, CaseIterable, Sendable, CodingKey {
     /// Binary COPY from PostgreSQL decoded into SQLite INSERTs, every table; for a version built from the previous
     /// one, decoded, compared with its row index and the differences written.
     case extract
+    /// A partitioned dataset's partitions read and hashed in one pass to find the changed ones (``PartitionProbe``).
+    case probe
     /// The previous version's file copied for an incremental build (part of `extract`, which waits for it).
     case clone
     /// The template's `CREATE INDEX` statements.

@@ -18,7 +18,7 @@ extension Publisher {
     struct ScopeExport {
         let scope: String?
         let file: URL
-        let result: ExportResult
+        var result: ExportResult
     }
 
     /// The scopes' entries of the new manifest, and which scopes kept their current version.
@@ -354,6 +354,10 @@ extension Publisher {
         stepCandidates: Set<String?>, isCancelled: @escaping @Sendable () -> Bool
     ) throws -> [ScopeExport] {
         guard !scopes.isEmpty else { return [] }
+        let probeStarted = ContinuousClock.now
+        let probed = try probePartitions(
+            template: template, main: main, keys: scopes.compactMap { $0 }.filter { unchangedDigests[$0] != nil })
+        let probeSeconds = probed.isEmpty ? nil : (ContinuousClock.now - probeStarted).inSeconds
         let workers = max(1, min(configuration.parallelism, scopes.count))
         let snapshotID = workers > 1 ? try main.exportSnapshot() : ""
         let state = Locked(ExportState(results: Array(repeating: nil, count: scopes.count)))
@@ -375,17 +379,11 @@ extension Publisher {
                 }
                 while let index = state.withLock({ $0.next(limit: scopes.count) }) {
                     let file = tmp.appendingPathComponent("\(version)-\(index).sqlite")
-                    // A partition whose rows are its current version's takes no file (read once, hashed, dropped).
-                    if template.partition != nil, let current = unchangedDigests[scopes[index]] ?? nil {
-                        let (digest, tables) = try exporter.probe(plans: plans, from: session.pg, scope: scopes[index])
-                        if digest == current {
-                            let result = ExportResult(
-                                tables: tables, dataDigest: digest, contentDigest: nil, prepared: nil)
-                            state.withLock {
-                                $0.results[index] = ScopeExport(scope: scopes[index], file: file, result: result)
-                            }
-                            continue
-                        }
+                    // A partition whose rows are its current version's (PartitionProbe) takes no file.
+                    if let key = scopes[index], let digest = probed[key], digest == unchangedDigests[key] ?? nil {
+                        let result = ExportResult(tables: [:], dataDigest: digest, contentDigest: nil, prepared: nil)
+                        state.withLock { $0.results[index] = ScopeExport(scope: key, file: file, result: result) }
+                        continue
                     }
                     let result = try exporter.write(
                         plans: plans, from: session.pg, to: file, version: version, createdAt: createdAt,
@@ -402,7 +400,35 @@ extension Publisher {
         }
         let final = state.withLock { $0 }
         if let error = final.error { throw error }
-        return final.results.map { $0! }
+        var results = final.results.map { $0! }
+        // The probe's time goes with the first export's phases (phases are summed over scopes).
+        if let probeSeconds, !results.isEmpty { results[0].result.phases.add(.probe, probeSeconds) }
+        return results
+    }
+}
+
+extension Publisher {
+    /// The digests of the partitions `keys` of a partitioned template, from one read of each table
+    /// (``PartitionProbe``); empty for any other template. A failure is logged and leaves every partition to be
+    /// exported (and compared) as a scope is.
+    func probePartitions(template: Template, main: ExportSession, keys: [String]) throws -> [String: String] {
+        guard template.partition != nil, !keys.isEmpty else { return [:] }
+        let exporter = SnapshotExporter(template: template, logger: logger)
+        let start = exporter.startDigest(plans: main.plans, schemaDDL: try exporter.schemaDDL())
+        // In a savepoint: a failing query must not abort the export's transaction.
+        try main.pg.execute("SAVEPOINT ferry_probe")
+        do {
+            let digests = try PartitionProbe(template: template, plans: main.plans).digests(
+                keys: keys.filter { $0 != PartitionLayout.sharedStream }, start: start, pg: main.pg)
+            try main.pg.execute("RELEASE SAVEPOINT ferry_probe")
+            return digests
+        } catch let error as FerryError where error.code == .database {
+            try main.pg.execute("ROLLBACK TO SAVEPOINT ferry_probe")
+            logger.warning(
+                "the partitions could not be probed in one read; each is exported and compared",
+                metadata: ["dataset": "\(template.dataset)", "error": "\(error.message)"])
+            return [:]
+        }
     }
 }
 
