@@ -108,10 +108,12 @@ public final class ChangeMerger: Service, Sendable {
                 let schemas = try tables.filter(\.writable).map { try TableSchema.resolve($0, on: pg) }
                 guard let template = scopeTemplate else { return (schemas, nil, store) }
                 let resolved = try template.resolvingPrimaryKeys(using: pg)
-                let expression = try resolved.scopeTypeName(using: pg).map(ScopeSQL.expression(typeName:))
+                let expression = try resolved.scopeTypeName(using: pg).map(resolved.scopeExpression(typeName:))
                 var visibility: [String: String] = [:]
                 for schema in schemas {
                     guard let index = resolved.tables.firstIndex(where: { $0.name == schema.name }) else { continue }
+                    // Every token that may read a partitioned dataset may write its shared tables.
+                    if resolved.partition != nil, resolved.placement(ofTableAt: index) == .shared { continue }
                     visibility[schema.name] = resolved.rowsSQL(tableAt: index, scopeExpression: expression)
                 }
                 return (schemas, visibility, store)

@@ -35,6 +35,6 @@ extension ChangeMerger {
         try await start(
             dataset: template.dataset, tables: template.tables.map { MergeTable($0, timestamps: template.timestamps) },
             configuration: Configuration(databaseURL: databaseURL, connections: connections), logger: logger,
-            scopeTemplate: template.scope == nil ? nil : template)
+            scopeTemplate: template.scope != nil || template.partition?.access != nil ? template : nil)
     }
 }

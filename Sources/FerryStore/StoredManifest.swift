@@ -41,6 +41,12 @@ public struct StoredManifest: Codable, Sendable, Equatable, ManifestDocument {
     /// How long, in seconds, each scope keeps the history a device catches up from by one patch (`--patch-horizon`;
     /// ``ScopeEntry/history``). Nil or 0: none beyond the retained versions, and no catch-up patches are served.
     public var patchHorizon: Int?
+    /// For a partitioned dataset (docs/partitions.md): how its tables place their rows. Its scopes are the shared
+    /// stream (``PartitionLayout/sharedStream``) and one per partition key. Nil for every other dataset.
+    public var partitioning: PartitionLayout?
+    /// The keys of partitions that had a snapshot and disappeared, sorted (at most the last 10,000): the server
+    /// answers them `410 Gone`, so a device learns to unsubscribe. Nil when none.
+    public var retiredPartitions: [String]?
 
     public init(
         dataset: String, scoped: Bool, schemaVersion: Int, lastVersion: Int, createdAt: String, scopes: [ScopeEntry]
@@ -54,7 +60,8 @@ public struct StoredManifest: Codable, Sendable, Equatable, ManifestDocument {
     }
 
     private enum CodingKeys: String, CodingKey {
-        case dataset, scoped, schemaVersion, lastVersion, createdAt, scopes, retiredAt, patchHorizon
+        case dataset, scoped, schemaVersion, lastVersion, createdAt, scopes, retiredAt, patchHorizon, partitioning,
+            retiredPartitions
     }
 
     /// The entry of scope value `scope` (nil: the implicit scope of an unscoped dataset), if it has a snapshot.
@@ -81,6 +88,16 @@ public struct StoredManifest: Codable, Sendable, Equatable, ManifestDocument {
             guard scopes.count <= 1, scopes.first?.scope == nil else {
                 throw FerryError(
                     .store, "an unscoped dataset has one entry without a scope value", path: path, key: "scopes")
+            }
+        }
+        if partitioning != nil {
+            guard scoped else {
+                throw FerryError(.store, "a partitioned dataset is stored as scoped", path: path, key: "scoped")
+            }
+            for (i, entry) in scopes.enumerated() where entry.scope != PartitionLayout.sharedStream {
+                guard let key = entry.scope, PartitionLayout.isValidKey(key) else {
+                    throw FerryError(.store, "a partition key is invalid", path: path, key: "scopes[\(i)].scope")
+                }
             }
         }
         var seen: Set<String?> = []

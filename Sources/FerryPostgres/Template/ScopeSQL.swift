@@ -172,12 +172,16 @@ extension Template {
             return ScopeSQL.substitute(sql, with: scopeExpression)
         }
         let source = table.query.map { "(\(bind($0)))" } ?? SQLIdentifier.quoteQualified(table.source)
-        guard table.filter != nil || table.parent != nil else {
+        let alias = "ferry_t\(depth)"
+        let placed = scopeExpression.flatMap {
+            partitionCondition(tableAt: index, alias: alias, scopeExpression: $0)
+        }
+        guard table.filter != nil || table.parent != nil || placed != nil else {
             return table.query.map(bind) ?? "SELECT * FROM \(source)"
         }
-        let alias = "ferry_t\(depth)"
         var conditions: [String] = []
         if let filter = table.filter { conditions.append("(\(bind(filter)))") }
+        if let placed { conditions.append(placed) }
         if let parent = table.parent, let parentIndex = tables.firstIndex(where: { $0.name == parent.table }),
             let parentKey = tables[parentIndex].primaryKey?.first.map(tables[parentIndex].sourceColumn(of:))
         {

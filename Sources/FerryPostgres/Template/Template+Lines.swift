@@ -28,6 +28,12 @@ extension Template {
                     path: path, key: "schemaVersion")
             }
             versions[template.schemaVersion] = path
+            guard template.partition == first.template.partition else {
+                throw FerryError(
+                    .badTemplate,
+                    "the `partition:` section differs from \(first.path)'s; the lines of one dataset share one partitioning: copy the section",
+                    path: path, key: "partition")
+            }
             guard template.scope == first.template.scope else {
                 let what =
                     switch (template.scope, first.template.scope) {

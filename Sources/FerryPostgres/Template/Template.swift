@@ -31,6 +31,9 @@ public struct Template: Sendable, Equatable {
     public var schema: String?
     /// Access rights (`scope:`): one snapshot per scope value, served only to tokens of that scope. Nil: public.
     public var scope: Scope?
+    /// Partitions (`partition:`): one stream per partition key plus one for the shared tables; devices subscribe to
+    /// the partitions they work on (docs/partitions.md). Never together with ``scope``.
+    public var partition: Partition?
 
     /// The `scope:` section: which scope values exist, and which scope a bearer token belongs to.
     ///
@@ -153,6 +156,8 @@ public struct Template: Sendable, Equatable {
         public var filter: String?
         /// Export only rows whose parent row is exported (composes with ``filter``; chains follow).
         public var parent: Parent?
+        /// In a partitioned template, the PostgreSQL column holding the row's partition key (`partition: project_id`).
+        public var partition: String?
         /// `rename:`: SQLite column name → the PostgreSQL column (of ``query``'s output, or of ``source``) it shows.
         /// ``primaryKey`` and the template's ``Template/timestamps`` name SQLite columns; ``exclude``, ``filter``,
         /// ``query`` and ``Parent/column`` name PostgreSQL columns.

@@ -47,6 +47,7 @@ extension TemplateParser {
         if let node = map["merge"] { (table.merge, table.columnMerge) = try parseMerge(node, at: at) }
         if let node = map["filter"] { table.filter = try trimmedSQL(node, key: "\(at).filter") }
         if let node = map["parent"] { table.parent = try parseParent(node, at: at) }
+        if let node = map["partition"] { table.partition = try column(node, key: "\(at).partition") }
         if let node = map["rename"] { table.rename = try parseRename(node, table: table, at: at) }
         if let node = map["attachments"] { table.attachments = try parseAttachments(node, at: at) }
         try checkKeyKept(table, at: at, node: map["primaryKey"])

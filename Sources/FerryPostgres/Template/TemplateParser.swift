@@ -6,13 +6,13 @@ import Yams
 struct TemplateParser {
     let path: String
 
-    static let topKeys = ["dataset", "schemaVersion", "timestamps", "tables", "schema", "scope"]
+    static let topKeys = ["dataset", "schemaVersion", "timestamps", "tables", "schema", "scope", "partition"]
     static let scopeKeys = ["values", "token", "claim"]
     static let parentKeys = ["table", "column"]
     static let timestampKeys = ["created", "updated"]
     static let tableKeys = [
         "name", "source", "query", "primaryKey", "exclude", "indexes", "writable", "merge", "filter", "parent",
-        "rename", "attachments",
+        "rename", "attachments", "partition",
     ]
 
     func fail(_ key: String?, _ message: String, at node: Node? = nil) -> FerryError {
@@ -65,11 +65,15 @@ struct TemplateParser {
         let (tables, sequence) = try parseTables(top["tables"])
         let schema = try top["schema"].map(parseSchemaPath)
         let scope = try top["scope"].map(parseScope)
-        try checkScopeUse(tables, scope: scope, sequence: sequence)
+        let partition = try top["partition"].map(parsePartition)
+        if partition == nil { try checkScopeUse(tables, scope: scope, sequence: sequence) }
         try checkParents(tables, sequence: sequence)
-        return Template(
+        try checkPartitions(tables, partition: partition, scope: scope, node: top["partition"], sequence: sequence)
+        var template = Template(
             path: path, dataset: dataset, schemaVersion: schemaVersion, timestamps: timestamps, tables: tables,
             schema: schema, scope: scope)
+        template.partition = partition
+        return template
     }
 
     /// `tables:`, a non-empty list of tables with distinct names, and its nodes (for the checks across tables).

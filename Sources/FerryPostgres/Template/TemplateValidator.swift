@@ -12,6 +12,7 @@ package enum TemplateValidator {
     /// The SQL type of the scope values (`format_type` of the values query's column; `bigint` for a list of
     /// integers, else `text`), and checks that both scope queries are one-column SELECTs.
     package static func scopeTypeName(for template: Template, pg: PostgresConnection) throws -> String? {
+        if template.partition != nil { return try partitionKeyTypeName(for: template, pg: pg) }
         guard let scope = template.scope else { return nil }
         do {
             // A claim check asks PostgreSQL nothing about tokens.
@@ -44,19 +45,64 @@ package enum TemplateValidator {
                     template, "scope.values",
                     "the scope values query returns \(columns.count) columns; it must return one")
             }
-            let rows = try pg.query("SELECT format_type($1::oid, NULL)", [String(columns[0].oid)])
-            guard let name = rows.first?.first ?? nil else {
-                throw fail(template, "scope.values", "cannot name the type of the scope values (oid \(columns[0].oid))")
-            }
-            return name
+            return try typeName(oid: columns[0].oid, template: template, key: "scope.values", pg: pg)
         }
     }
 
-    /// The scope values, in their text form, sorted (numerically when all are integers); NULLs are skipped.
+    /// `format_type` of `oid`, the type of the values a query at `key` returns.
+    static func typeName(oid: UInt32, template: Template, key: String, pg: PostgresConnection) throws -> String {
+        let rows = try pg.query("SELECT format_type($1::oid, NULL)", [String(oid)])
+        guard let name = rows.first?.first ?? nil else {
+            throw fail(template, key, "cannot name the type of the values of `\(key)` (oid \(oid))")
+        }
+        return name
+    }
+
+    /// The SQL type of the partition keys, after checking that the values query and the access query are one-column
+    /// SELECTs PostgreSQL accepts.
+    static func partitionKeyTypeName(for template: Template, pg: PostgresConnection) throws -> String {
+        let key = template.partition?.values == nil ? "partition.key" : "partition.values"
+        let columns: [(name: String, oid: UInt32)]
+        do { columns = try pg.describe(template.partitionValuesSQL ?? "") } catch let error as FerryError {
+            throw fail(
+                template, key,
+                "the partition keys cannot be read: \(error.message); check `partition.table`, `partition.key` and `partition.values`"
+            )
+        }
+        guard columns.count == 1 else {
+            throw fail(template, key, "the partition values query returns \(columns.count) columns; it must return one")
+        }
+        if let access = template.partition?.access {
+            let answer: [(name: String, oid: UInt32)]
+            do { answer = try pg.describe(access) } catch let error as FerryError {
+                throw fail(
+                    template, "partition.access",
+                    "the access query fails in PostgreSQL: \(error.message); it must be one SELECT using $1, the token's SHA-256 hex"
+                )
+            }
+            guard answer.count == 1 else {
+                throw fail(
+                    template, "partition.access",
+                    "the access query returns \(answer.count) columns; it must return one: a partition key")
+            }
+        }
+        return try typeName(oid: columns[0].oid, template: template, key: key, pg: pg)
+    }
+
+    /// The scope values, in their text form, sorted (numerically when all are integers); NULLs are skipped. For a
+    /// partitioned template: the shared stream's (``PartitionLayout/sharedStream``), then the partition keys.
     package static func scopeValues(for template: Template, pg: PostgresConnection) throws -> [String] {
-        guard let scope = template.scope else { return [] }
+        let source: Template.Scope.Values
+        if let sql = template.partitionValuesSQL {
+            source = .query(sql)
+        } else if let scope = template.scope {
+            source = scope.values
+        } else {
+            return []
+        }
+        let key = template.partition == nil ? "scope.values" : "partition.values"
         var values: [String]
-        switch scope.values {
+        switch source {
         case .list(let list):
             values = list
         case .query(let sql):
@@ -67,7 +113,10 @@ package enum TemplateValidator {
                             $0.first ?? nil
                         }))
             } catch let error as FerryError {
-                throw fail(template, "scope.values", "the scope values query fails in PostgreSQL: \(error.message)")
+                throw fail(
+                    template, key,
+                    "the \(template.partition == nil ? "scope" : "partition") values query fails in PostgreSQL: \(error.message)"
+                )
             }
         }
         if values.allSatisfy({ Int($0) != nil }) {
@@ -75,7 +124,8 @@ package enum TemplateValidator {
         } else {
             values.sort()
         }
-        return values
+        // A partitioned dataset's first stream is the shared one.
+        return template.partition == nil ? values : [PartitionLayout.sharedStream] + values
     }
 
     package static func checkSourceExists(

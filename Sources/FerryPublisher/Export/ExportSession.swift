@@ -22,7 +22,7 @@ final class ExportSession: @unchecked Sendable {
         if let snapshotID { try Self.setSnapshot(snapshotID, on: pg) }
         scopeTypeName = try TemplateValidator.scopeTypeName(for: template, pg: pg)
         plans = try TemplateValidator.plans(
-            for: template, pg: pg, scopeExpression: scopeTypeName.map(ScopeSQL.expression(typeName:)))
+            for: template, pg: pg, scopeExpression: scopeTypeName.map(template.scopeExpression(typeName:)))
     }
 
     /// Opens another session on the snapshot `snapshotID` that a first session exported.

@@ -40,20 +40,21 @@ extension Publisher {
 
         let main = try ExportSession(
             template: template, databaseURL: configuration.databaseURL, joining: snapshotID)
-        let scopes: [String?] =
-            template.scope == nil ? [nil] : try TemplateValidator.scopeValues(for: template, pg: main.pg)
+        let scopes = try streams(of: template, pg: main.pg)
         if scopes.isEmpty {
             logger.warning("the scope values are empty: no scope gets a snapshot", metadata: ["dataset": "\(dataset)"])
         }
         let gzipLevel = min(3, max(0, configuration.gzipLevel))
         var keep: Set<String> = []
-        if let changed, template.scope == nil {
+        if let changed, !template.hasStreams {
             let read = ChangedTables.tablesToRead(
                 relations: ChangedTables.relations(of: main.plans, pg: main.pg), changed: changed)
             keep = Set(main.plans.map(\.name)).subtracting(read)
         }
         // A switch between scoped and unscoped starts every scope afresh.
-        let comparable = previous?.scoped == (template.scope != nil) ? previous : nil
+        let comparable =
+            previous?.scoped == template.hasStreams && previous?.partitioning == template.partitionLayout
+            ? previous : nil
         var unchangedDigests: [String?: String] = [:]
         var bases: [String?: IncrementalBase] = [:]
         var stepCandidates: Set<String?> = []
@@ -201,11 +202,16 @@ extension Publisher {
         var phases = phases
         let newVersion = stored.entries.count > stored.unchangedScopes.count
         var manifest = StoredManifest(
-            dataset: dataset, scoped: template.scope != nil, schemaVersion: template.schemaVersion,
+            dataset: dataset, scoped: template.hasStreams, schemaVersion: template.schemaVersion,
             lastVersion: newVersion ? version : (previous?.lastVersion ?? 0),
             createdAt: newVersion ? createdAt : (previous?.createdAt ?? createdAt), scopes: stored.entries)
         let horizon = Int(configuration.patchHorizon.inSeconds)
         manifest.patchHorizon = horizon > 0 ? horizon : nil
+        if let layout = template.partitionLayout {
+            manifest.partitioning = layout
+            manifest.retiredPartitions = Self.retiredPartitions(
+                before: comparable, now: Set(stored.entries.compactMap(\.scope)))
+        }
         let seconds = { (ContinuousClock.now - started).inSeconds }
         let sameScopes = comparable.map { Set($0.scopes.map(\.scope)) == Set(scopes) } ?? false
         if let previous, previous == manifest {
@@ -237,6 +243,15 @@ extension Publisher {
         return PublishResult(
             stored: manifest, unchangedScopes: stored.unchangedScopes, unchanged: !newVersion && sameScopes,
             seconds: seconds(), phases: phases)
+    }
+
+    /// The partitions retired after this publish: those retired before and those `before` served that are not in
+    /// `now`, minus any that came back; nil when none. At most 10,000 are remembered (the rest answer 404).
+    static func retiredPartitions(before: StoredManifest?, now: Set<String>) -> [String]? {
+        guard let before else { return nil }
+        let served = Set(before.scopes.compactMap(\.scope)).subtracting([PartitionLayout.sharedStream])
+        let retired = Set(before.retiredPartitions ?? []).union(served).subtracting(now)
+        return retired.isEmpty ? nil : Array(retired.sorted().suffix(10_000))
     }
 
     /// Patches from each older retained version of a scope to its new version `record`: the diff from the previous
@@ -315,6 +330,21 @@ extension Publisher {
         let steps = chain[(start + 1)...].map(\.step)
         guard steps.allSatisfy({ $0 != nil }) else { return nil }
         return steps.compactMap { $0 }
+    }
+
+    /// The streams of `template`: nil for an unscoped dataset's one; else its scope values or, partitioned, the shared
+    /// stream and the partition keys (a key that cannot name a partition is skipped with an error in the log).
+    func streams(of template: Template, pg: PostgresConnection) throws -> [String?] {
+        guard template.hasStreams else { return [nil] }
+        let values = try TemplateValidator.scopeValues(for: template, pg: pg)
+        guard template.partition != nil else { return values }
+        return values.enumerated().compactMap { index, key in
+            if index == 0 || PartitionLayout.isValidKey(key) { return key }
+            logger.error(
+                "a partition key is empty, longer than 200 bytes or holds a control character: its partition is skipped; fix the key or `partition.values`",
+                metadata: ["dataset": "\(template.dataset)", "key": "\(key.prefix(80).debugDescription)"])
+            return nil
+        }
     }
 
     /// Exports every scope into `tmp`, `configuration.parallelism` at a time; the first error stops the rest.

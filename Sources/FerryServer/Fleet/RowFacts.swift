@@ -47,7 +47,7 @@ struct RowFacts: Sendable {
         let scoped = template.scope != nil
         var expression: String?
         if scoped, let scope {
-            expression = try template.scopeTypeName(using: pg).map(ScopeSQL.expression(typeName:))
+            expression = try template.scopeTypeName(using: pg).map(template.scopeExpression(typeName:))
             _ = try pg.run(ScopeSQL.setScopeSQL, [scope])
         }
         func bind(_ sql: String) -> String { expression.map { ScopeSQL.substitute(sql, with: $0) } ?? sql }
