@@ -51,10 +51,14 @@ public struct PartitionLayout: Codable, Sendable, Equatable {
 
     public var partition: Source
     public var tables: [Table]
+    /// True when a bearer token is needed and decides which partitions it may read (the template's
+    /// `partition.access`); nil: the dataset is public.
+    public var access: Bool?
 
-    public init(partition: Source, tables: [Table]) {
+    public init(partition: Source, tables: [Table], access: Bool? = nil) {
         self.partition = partition
         self.tables = tables
+        self.access = access
     }
 
     /// The scope value of the shared stream in the store (a partition's is its key, which is never empty).
@@ -88,6 +92,8 @@ public struct PartitionList: Codable, Sendable, Equatable {
     public var dataset: String
     public var partition: PartitionLayout.Source
     public var tables: [PartitionLayout.Table]
+    /// True when a bearer token is needed (see ``PartitionLayout/access``).
+    public var access: Bool?
     public var shared: Stream?
     public var partitions: [Stream]
 
@@ -95,10 +101,11 @@ public struct PartitionList: Codable, Sendable, Equatable {
         self.dataset = dataset
         self.partition = layout.partition
         self.tables = layout.tables
+        self.access = layout.access
         self.shared = shared
         self.partitions = partitions
     }
 
     /// The layout the listing carries.
-    public var layout: PartitionLayout { PartitionLayout(partition: partition, tables: tables) }
+    public var layout: PartitionLayout { PartitionLayout(partition: partition, tables: tables, access: access) }
 }

@@ -253,26 +253,34 @@ struct ReadRoutes: ServerRouteGroup {
         routes.on("/v1/datasets", method: .get) { _, _ in Self.json(catalog.listBody) }
         routes.on("/v1/datasets", method: .head) { _, _ in Self.json(catalog.listBody).createHeadResponse() }
         for method in [HTTPRequest.Method.get, .head] {
-            routes.on("/v1/datasets/{dataset}/manifest", method: method) { request, context in
+            routes.on("/v1/datasets/{dataset}/partitions", method: method) { request, context in
+                try await PartitionListRoute.respond(request, context: context, access: access, head: method == .head)
+            }
+        }
+        // Every stream of a partitioned dataset has the read routes of a dataset (docs/partitions.md).
+        let streamRoutes = PartitionAccess.routePrefixes.flatMap { p in [(p, HTTPRequest.Method.get), (p, .head)] }
+        for (prefix, method) in streamRoutes {
+            let base = "/v1/datasets/{dataset}" + prefix
+            routes.on("\(base)/manifest", method: method) { request, context in
                 try await Self.manifest(request, context: context, access: access, snapshots: snapshots)
             }
-            routes.on("/v1/datasets/{dataset}/snapshot", method: method) { request, context in
+            routes.on("\(base)/snapshot", method: method) { request, context in
                 try await snapshots.latest(request, context: context)
             }
-            routes.on("/v1/datasets/{dataset}/versions/{version}", method: method) { request, context in
+            routes.on("\(base)/versions/{version}", method: method) { request, context in
                 try await snapshots.version(request, context: context)
             }
-            routes.on("/v1/datasets/{dataset}/patches/{patch}", method: method) { request, context in
+            routes.on("\(base)/patches/{patch}", method: method) { request, context in
                 try await snapshots.patch(request, context: context)
             }
             // Content-addressed objects and the object lookup, for a shared cache (SnapshotResponder+Object.swift).
-            routes.on("/v1/datasets/{dataset}/objects/{object}", method: method) { request, context in
+            routes.on("\(base)/objects/{object}", method: method) { request, context in
                 try await snapshots.object(request, context: context)
             }
-            routes.on("/v1/datasets/{dataset}/versions/{version}/object", method: method) { request, context in
+            routes.on("\(base)/versions/{version}/object", method: method) { request, context in
                 try await snapshots.objectLookup(request, context: context, patch: false)
             }
-            routes.on("/v1/datasets/{dataset}/patches/{patch}/object", method: method) { request, context in
+            routes.on("\(base)/patches/{patch}/object", method: method) { request, context in
                 try await snapshots.objectLookup(request, context: context, patch: true)
             }
         }

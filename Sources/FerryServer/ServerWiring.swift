@@ -60,7 +60,9 @@ struct ServerWiring: Sendable {
                         wiring.jwtScopes[template.dataset] = try await JWTWiring.scopes(
                             template, claim: claim, settings: settings, keys: &keys, logger: logger)
                     }
-                } else if template.scope != nil, authorities[template.dataset] == nil {
+                } else if template.scope != nil || template.partition?.access != nil,
+                    authorities[template.dataset] == nil
+                {
                     authorities[template.dataset] = try await PostgresScopeAuthority.start(
                         template: template, databaseURL: settings.databaseURL, logger: logger)
                 }

@@ -1,5 +1,6 @@
 import FerryCore
 import FerryStore
+import FerryTestSupport
 import Foundation
 import Testing
 
@@ -8,29 +9,8 @@ import Testing
 
 @Suite("Publisher: one stream per partition plus the shared tables")
 struct PartitionPublishTests {
-    static let sql = """
-        CREATE TABLE projects (id int PRIMARY KEY, name text NOT NULL, archived boolean NOT NULL DEFAULT false);
-        CREATE TABLE sites (id int PRIMARY KEY, project_id int NOT NULL REFERENCES projects, name text NOT NULL);
-        CREATE TABLE findings (id int PRIMARY KEY, site_id int NOT NULL REFERENCES sites, note text NOT NULL);
-        CREATE TABLE checklist_items (id int PRIMARY KEY, label text NOT NULL);
-        INSERT INTO projects SELECT g, 'project ' || g FROM generate_series(1, 4) g;
-        INSERT INTO sites SELECT g, 1 + g % 4, 'site ' || g FROM generate_series(1, 12) g;
-        INSERT INTO findings SELECT g, 1 + g % 12, 'finding ' || g FROM generate_series(1, 24) g;
-        INSERT INTO checklist_items SELECT g, 'item ' || g FROM generate_series(1, 5) g;
-        """
-
-    static let template = """
-        dataset: projects
-        partition: { table: projects, key: id, values: "SELECT id FROM projects WHERE NOT archived" }
-        tables:
-          - name: projects
-            partition: id
-          - name: sites
-            partition: project_id
-          - name: findings
-            parent: { table: sites, column: site_id }
-          - name: checklist_items
-        """
+    static let sql = PartitionSample.sql
+    static let template = PartitionSample.template()
 
     static func count(_ db: SQLiteConnection, _ sql: String) throws -> Int {
         Int(try db.query(sql).first?.first?.integer ?? -1)
@@ -119,7 +99,7 @@ struct PartitionPublishTests {
             "dataset: p\ntables:\n  - name: sites\n    partition: project_id\n")
         #expect(noSection?.key == "tables[0].partition")
         let unknownTable = error(
-            Self.template.replacingOccurrences(of: "table: projects, key", with: "table: project, key"))
+            Self.template.replacingOccurrences(of: "  table: projects\n", with: "  table: project\n"))
         #expect(unknownTable?.key == "partition.table")
     }
 }

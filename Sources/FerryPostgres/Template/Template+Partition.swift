@@ -92,6 +92,7 @@ extension Template {
                 parent: table.parent.map { .init(table: $0.table, column: table.sqliteColumn(of: $0.column)) })
         }
         return PartitionLayout(
-            partition: .init(table: partition.table, key: source.sqliteColumn(of: partition.key)), tables: entries)
+            partition: .init(table: partition.table, key: source.sqliteColumn(of: partition.key)), tables: entries,
+            access: partition.access == nil ? nil : true)
     }
 }

@@ -21,20 +21,25 @@ public final class PostgresScopeAuthority: ScopeAuthority, Service {
     let pool: PostgresPool
     let logger: Logger
 
-    init(dataset: String, sql: String, pool: PostgresPool, logger: Logger) {
+    /// True for a partitioned dataset's `partition.access` query: a token maps to a set of keys.
+    let partitioned: Bool
+
+    init(dataset: String, sql: String, pool: PostgresPool, logger: Logger, partitioned: Bool = false) {
         self.dataset = dataset
         self.sql = sql
         self.pool = pool
         self.logger = logger
+        self.partitioned = partitioned
     }
 
     /// Connects and checks the template's scope queries against PostgreSQL (errors name the template and key).
     public static func start(template: Template, databaseURL: String, connections: Int = 2, logger: Logger) async throws
         -> PostgresScopeAuthority
     {
-        guard let scope = template.scope else {
+        guard template.scope != nil || template.partition?.access != nil else {
             throw FerryError(
-                .badTemplate, "dataset '\(template.dataset)' has no `scope:` section, so it needs no token check",
+                .badTemplate,
+                "dataset '\(template.dataset)' has no `scope:` section or `partition.access` query, so it needs no token check",
                 path: template.path, key: "scope")
         }
         let pool = PostgresPool(url: databaseURL, size: connections)
@@ -44,7 +49,12 @@ public final class PostgresScopeAuthority: ScopeAuthority, Service {
             pool.close()
             throw error
         }
-        guard let sql = scope.token else {
+        if let access = template.partition?.access {
+            logger.info("partition access check ready", metadata: ["dataset": "\(template.dataset)"])
+            return PostgresScopeAuthority(
+                dataset: template.dataset, sql: access, pool: pool, logger: logger, partitioned: true)
+        }
+        guard let sql = template.scope?.token else {
             pool.close()
             throw FerryError(
                 .badTemplate, "dataset '\(template.dataset)' takes its scope from a JWT claim, not a token query",
@@ -58,6 +68,8 @@ public final class PostgresScopeAuthority: ScopeAuthority, Service {
         let sql = self.sql
         let rows = try await pool.withConnection { pg in try pg.run(sql, [hash]) }
         let scopes = Set(rows.compactMap { $0.first ?? nil })
+        // A partitioned dataset's token reads a set of partitions: its keys, one per line (``PartitionAccess``).
+        if partitioned { return scopes.isEmpty ? nil : PartitionAccess.encode(scopes) }
         if scopes.count > 1 {
             logger.warning(
                 "a token maps to several scopes; refusing it (fix the scope.token query)",

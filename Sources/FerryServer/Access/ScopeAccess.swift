@@ -190,6 +190,9 @@ public struct DatasetAccess: Sendable {
         case .everyone(let view):
             return (view, nil, name)
         case .scoped(let views):
+            if let partitions = catalog.partitions(name) {
+                return try await partitionView(request, dataset: name, views: views, partitions: partitions)
+            }
             let scope = try await self.scope(of: request, dataset: name)
             catalog.devices.noteScope(headers: request.headers, dataset: name, scope: scope)
             guard let view = views[scope] else {
@@ -234,7 +237,9 @@ public struct DatasetAccess: Sendable {
         case .everyone(let view):
             return (view, false)
         case .scoped(let views):
-            guard let resolver = check(name), case .bearer(let token) = Credential(headers[.authorization]),
+            // A partition's stream is named by the path, which the channel does not read.
+            guard catalog.partitions(name) == nil, let resolver = check(name),
+                case .bearer(let token) = Credential(headers[.authorization]),
                 let scope = resolver.freshScope(forToken: token), let view = views[scope]
             else { return nil }
             return (view, true)

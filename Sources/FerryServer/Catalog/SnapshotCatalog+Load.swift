@@ -41,6 +41,8 @@ extension SnapshotCatalog {
             oldestRetainedCreatedAt: manifest.oldestRetainedCreatedAt, objects: files.objects)
         state.patchFiles = files.patchFiles
         state.retiredAt = manifest.retiredAt
+        state.partitioning = manifest.partitioning
+        state.retiredPartitions = Set(manifest.retiredPartitions ?? [])
         if let horizon = manifest.patchHorizon, horizon > 0 {
             var steps: [String: Int64] = [:]
             for entry in manifest.scopes {

@@ -138,6 +138,11 @@ extension SnapshotCatalog {
         var patchFiles: [String: OpenFile] = [:]
         /// When this schema line was retired (docs/schema-lines.md): its URLs answer `410 Gone`.
         var retiredAt: String?
+        /// A partitioned dataset's layout (docs/partitions.md): its scoped views are the shared stream and the
+        /// partitions.
+        var partitioning: PartitionLayout?
+        /// Partitions that disappeared: `410 Gone`.
+        var retiredPartitions: Set<String> = []
         /// The patch history, for the status page (nil without a patch horizon).
         var history: StatusReport.History?
 

@@ -95,6 +95,13 @@ public final class SnapshotCatalog: Service, Sendable {
         }
     }
 
+    /// The layout and the retired keys of partitioned dataset `name`; nil for any other dataset (docs/partitions.md).
+    func partitions(_ name: String) -> (layout: PartitionLayout, retired: Set<String>)? {
+        state.withLock { state in
+            state.datasets[name].flatMap { dataset in dataset.partitioning.map { ($0, dataset.retiredPartitions) } }
+        }
+    }
+
     /// The dataset a request for `name` reads (docs/schema-lines.md):
     /// - a dataset published from one template, and an unknown name: `name` itself;
     /// - a dataset published in lines: its newest live line among the schema versions the client accepts
@@ -256,6 +263,9 @@ public final class SnapshotCatalog: Service, Sendable {
             case .everyone(let view):
                 var body = view.manifestBody
                 buffer.writeBuffer(&body)
+            case .scoped where datasets[name]!.partitioning != nil:
+                // Each stream's manifest is under the dataset's partitions (docs/partitions.md).
+                buffer.writeString(#"{"dataset":"\#(name)","partitioned":true}"#)
             case .scoped:
                 // Each scope's manifest is for its token holders only.
                 buffer.writeString(#"{"dataset":"\#(name)","scoped":true}"#)
