@@ -138,6 +138,11 @@ ferry_wait_http "$listing" "$parts_pid" 60 || { tail -20 "$work/store-parts.serv
 ferry_wait_http "$whole/v1/datasets/projects-whole/manifest" "$whole_pid" 60
 parts_idle=$(rss_of "$parts_pid" VmRSS); whole_idle=$(rss_of "$whole_pid" VmRSS)
 
+# The device's figures need `ferry subscribe` (the client's part of issue 50); without it they are printed as n/a.
+has_client=""
+"$FERRY" subscribe --help >/dev/null 2>&1 && has_client=1
+[ -n "$has_client" ] || echo "this ferry has no \`subscribe\` command: the device's figures are skipped" >&2
+
 say "The floor: projects ${mine[*]} and the shared table, COPY … TO STDOUT | gzip"
 floor_rows=$(psql "$URL" -At -c "SELECT (SELECT count(*) FROM sites WHERE project_id IN ($mine_sql)) * 2 + 3 + $SHARED")
 bench_measure floor bash -c "psql '$URL' -q -v ON_ERROR_STOP=1 \
@@ -147,8 +152,10 @@ bench_measure floor bash -c "psql '$URL' -q -v ON_ERROR_STOP=1 \
   -c 'COPY checklist_items TO STDOUT' | gzip -c"
 floor_bytes=$(stat -c %s "$work/floor.out")
 
-say "Ferry: ferry subscribe ${mine[*]} + ferry fetch --apply"
 device=$work/device
+first_body=n/a; first_secs=n/a; first_client=""; first_bytes='{}'; update_bytes='{}'; own_bytes='{}'; update_wire=n/a
+if [ -n "$has_client" ]; then
+say "Ferry: ferry subscribe ${mine[*]} + ferry fetch --apply"
 curl -fsS "$parts/metrics" >"$work/m0"
 bench_measure subscribe "$FERRY" subscribe --dir "$device" --server "$parts" --dataset projects "${mine[@]}"
 bench_measure first "$FERRY" fetch --dir "$device" --server "$parts" --dataset projects --apply --json
@@ -159,8 +166,9 @@ first_client=$(helper last-json "$work/first.out" bytesReceived)
 first_secs=$(echo "$subscribe_secs + $first_secs" | bc -l)
 device_rows=$(helper rows "$device/database.db")
 echo "device rows: $device_rows; PostgreSQL: $floor_rows rows in the floor"
+fi
 
-say "The same device on the unpartitioned dataset (context): ferry fetch --apply of everything"
+say "A device of the unpartitioned dataset (context): ferry fetch --apply of everything"
 bench_measure wholefirst "$FERRY" fetch --dir "$work/device-whole" --server "$whole" --dataset projects-whole --apply --json
 
 # change TAG: 0.01 % of the rows (at least 10), in the 5 other projects: same-length text, updated_at bumped.
@@ -188,7 +196,7 @@ for round in $(seq 1 "$ROUNDS"); do
   done
   echo "round $round: partitioned $(printf '%.2f' "$pubparts_secs") s, unpartitioned $(printf '%.2f' "$pubwhole_secs") s"
   helper wait "$listing" "${others[0]}" "$before" 60 >/dev/null
-  if [ "$round" = 1 ]; then
+  if [ "$round" = 1 ] && [ -n "$has_client" ]; then
     say "The device updates (3 projects held, 5 others changed): through a byte-counting relay"
     "$FERRY" status --dir "$device" --json >"$work/status-before.json"
     python3 scripts/lib/relay.py --target "${parts##*:}" --port-file "$work/relay.port" --stats "$work/relay.json" &
@@ -203,6 +211,7 @@ for round in $(seq 1 "$ROUNDS"); do
   fi
 done
 
+if [ -n "$has_client" ]; then
 say "One of the device's own projects (${mine[1]}) changes: the update takes its patch"
 before=$(helper version "$listing" "${mine[1]}")
 psql "$URL" -q -v ON_ERROR_STOP=1 -c "UPDATE sites SET name = name || '!', updated_at = updated_at + interval '1 second'
@@ -213,6 +222,7 @@ curl -fsS "$parts/metrics" >"$work/m4"
 "$FERRY" fetch --dir "$device" --server "$parts" --dataset projects --apply --json >"$work/own.out"
 curl -fsS "$parts/metrics" >"$work/m5"
 own_bytes=$(helper bytes "$work/m4" "$work/m5")
+fi
 
 say "RSS: the same requests to both servers (one manifest request per partition, as many to the unpartitioned)"
 paths=("/v1/datasets/projects/partitions" "/v1/datasets/projects/shared/manifest")
@@ -223,13 +233,14 @@ echo "unpartitioned: $(helper requests "$whole" "$count" /v1/datasets /v1/datase
 parts_rss=$(rss_of "$parts_pid" VmRSS); parts_hwm=$(rss_of "$parts_pid" VmHWM)
 whole_rss=$(rss_of "$whole_pid" VmRSS); whole_hwm=$(rss_of "$whole_pid" VmHWM)
 
-field() { echo "$1" | python3 -c "import json,sys; print(json.load(sys.stdin)[sys.argv[1]])" "$2"; }
-ratio() { echo "$1 / $2" | bc -l | xargs printf '%.2f'; }
+field() { echo "$1" | python3 -c "import json,sys; print(json.load(sys.stdin).get(sys.argv[1], 'n/a'))" "$2"; }
+ratio() { case "$1$2" in *n/a*) echo n/a ;; *) echo "$1 / $2" | bc -l | xargs printf '%.2f' ;; esac; }
+num() { case "$1" in n/a) echo n/a ;; *) printf '%.2f' "$1" ;; esac; }
 say "Results: $SITES sites + $SITES findings in $PROJECTS projects, $SHARED shared rows; device projects ${mine[*]}"
 printf '%-62s %14s %14s %8s %s\n' "" "Ferry" "anchor" "ratio" "target"
 printf '%-62s %14s %14s %8s %s\n' "first sync of 3 projects: bytes (server body bytes)" "$first_body" "$floor_bytes" \
   "$(ratio "$first_body" "$floor_bytes")" "<= 1.3 (anchor: COPY | gzip of their $floor_rows rows)"
-printf '%-62s %14.2f %14.2f %8s %s\n' "first sync of 3 projects: seconds (subscribe + fetch --apply)" "$first_secs" "$floor_secs" \
+printf '%-62s %14s %14.2f %8s %s\n' "first sync of 3 projects: seconds (subscribe + fetch --apply)" "$(num "$first_secs")" "$floor_secs" \
   "$(ratio "$first_secs" "$floor_secs")" "<= 2"
 printf '%-62s %14.2f %14.2f %8s %s\n' "publish after $changed_rows rows changed in 5 projects: s (best)" "$pubparts_best_secs" \
   "$pubwhole_best_secs" "$(ratio "$pubparts_best_secs" "$pubwhole_best_secs")" "<= 1.2 (anchor: unpartitioned)"
@@ -238,9 +249,10 @@ printf '%-62s %14s %14s %8s %s\n' "server RSS after the same requests, MB (now)"
 printf '%-62s %14s %14s %8s\n' "server RSS, MB (peak)" "$parts_hwm" "$whole_hwm" "$(ratio "$parts_hwm" "$whole_hwm")"
 printf '%-62s %14s %14s %8s\n' "server RSS, MB (idle, after start)" "$parts_idle" "$whole_idle" "$(ratio "$parts_idle" "$whole_idle")"
 echo
-echo "first sync: the client counted ${first_client:-?} bytes received; server body bytes by stream: $(echo "$first_bytes" | python3 -c 'import json,sys; d=json.load(sys.stdin); print({k: d[k] for k in ("listing", "shared", "partitions", "other")})')"
+echo "first sync: the client counted ${first_client:-?} bytes received; server body bytes by stream: $(echo "$first_bytes" | python3 -c 'import json,sys; d=json.load(sys.stdin); print({k: d.get(k) for k in ("listing", "shared", "partitions", "other")})')"
 echo "first sync of the whole unpartitioned dataset (context): $(printf '%.2f' "$wholefirst_secs") s, $(helper last-json "$work/wholefirst.out" bytesReceived) bytes received"
 echo "publish runs (s): partitioned$pubparts_runs; unpartitioned$pubwhole_runs; peak RSS $pubparts_best_rss MB against $pubwhole_best_rss MB"
 echo "update, 5 other projects changed: $update_wire bytes on the wire (headers included); server body bytes: partition streams $(field "$update_bytes" partitions) (target 0), shared $(field "$update_bytes" shared) (unchanged: target 0), listing $(field "$update_bytes" listing), other $(field "$update_bytes" other)"
 echo "update, its own project ${mine[1]} changed ($per_project sites): server body bytes: partition streams $(field "$own_bytes" partitions), shared $(field "$own_bytes" shared), listing $(field "$own_bytes" listing); routes $(field "$own_bytes" routes)"
-echo "device after the updates: $(helper rows "$device/database.db"); ferry status: $("$FERRY" status --dir "$device" --json | python3 -c 'import json,sys; print(json.load(sys.stdin).get("partitions"))')"
+[ -n "$has_client" ] && echo "device after the updates: $(helper rows "$device/database.db"); ferry status: $("$FERRY" status --dir "$device" --json | python3 -c 'import json,sys; print(json.load(sys.stdin).get("partitions"))')"
+true
