@@ -50,6 +50,9 @@ public struct RowExplanation: Codable, Sendable, Equatable {
         public var lastChangedIn: Int?
         /// Its `updated_at` (or, deleted, the tombstone's time), UTC.
         public var changedAt: String?
+        /// For a partitioned dataset (docs/partitions.md): the partition key the row belongs to; nil for a row of a
+        /// shared table, and absent from the JSON for other datasets.
+        public var partition: String?
 
         public init(present: Bool, inScope: Bool, rule: String?, lastChangedIn: Int?, changedAt: String?) {
             self.present = present
@@ -66,6 +69,7 @@ public struct RowExplanation: Codable, Sendable, Equatable {
             try c.encode(rule, forKey: .rule)
             try c.encode(lastChangedIn, forKey: .lastChangedIn)
             try c.encode(changedAt, forKey: .changedAt)
+            try c.encodeIfPresent(partition, forKey: .partition)
         }
     }
 

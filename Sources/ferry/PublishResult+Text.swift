@@ -17,7 +17,9 @@ extension PublishResult {
             return text
         }
         var lines: [String] = []
-        if let scopes {
+        if let scopes, partitioned {
+            lines += partitionLines(scopes)
+        } else if let scopes {
             let changed = scopes.filter { !$0.unchanged }.count
             lines.append(
                 unchanged
@@ -76,5 +78,32 @@ extension PublishResult {
     /// `a=1 b=2`, by table name.
     static func rows(_ tables: [String: Int]) -> String {
         tables.keys.sorted().map { "\($0)=\(tables[$0]!)" }.joined(separator: " ")
+    }
+}
+
+extension PublishResult {
+    /// The streams of a partitioned dataset: a count, then the shared stream and the partitions that took this
+    /// version (at most 20 named; a publish of 1,000 partitions is not 1,000 lines).
+    func partitionLines(_ streams: [Scope]) -> [String] {
+        let changed = streams.filter { !$0.unchanged }
+        var lines = [
+            unchanged
+                ? "\(dataset): unchanged; \(streams.count - 1) partition(s) and the shared tables, no new version was made"
+                : "\(dataset): published version \(version) for \(changed.count) of \(streams.count) stream(s) (\(streams.count - 1) partition(s) and the shared tables)"
+        ]
+        for stream in changed.prefix(20) {
+            let name = stream.scope == PartitionLayout.sharedStream ? "shared tables" : "partition \(stream.scope)"
+            lines.append(
+                "  \(name): version \(stream.version) sha256 \(stream.sha256.prefix(12))… \(stream.size) bytes, \(Self.rows(stream.tables))"
+            )
+        }
+        if changed.count > 20 { lines.append("  … and \(changed.count - 20) more") }
+        if let retiredPartitions, !retiredPartitions.isEmpty {
+            lines.append(
+                "  retired    \(retiredPartitions.count) partition(s) (410 on the server): "
+                    + retiredPartitions.prefix(10).joined(separator: ", ") + (retiredPartitions.count > 10 ? ", …" : "")
+            )
+        }
+        return lines
     }
 }

@@ -54,6 +54,10 @@ struct PartitionPublishTests {
         let second = try fixture.publish(template: path)
         let changed = second.scopes?.filter { !$0.unchanged }.map(\.scope)
         #expect(changed == ["3"])
+        // The other partitions were read and hashed, not built: only partition 3 was built (10 rows: 2 findings changed).
+        #expect(
+            second.incremental?.unchanged == 8 && second.incremental?.updated == 2,
+            "\(String(describing: second.incremental))")
 
         // A site moves from project 1 to project 2: both change. Project 4 is archived: it is retired.
         try fixture.execute(

@@ -133,12 +133,33 @@ final class SnapshotExporter {
 
     /// The data digest as it starts: what besides the rows makes two exports' data equal.
     private func startDigest(_ job: Job) -> StreamingSHA256 {
+        startDigest(plans: job.plans, schemaDDL: job.schemaDDL)
+    }
+
+    private func startDigest(plans: [TablePlan], schemaDDL: String?) -> StreamingSHA256 {
         var digest = StreamingSHA256()
         digest.update("ferry-data-v1\ndataset=\(template.dataset)\nschemaVersion=\(template.schemaVersion)\n")
-        for plan in job.plans { digest.update(plan.definition) }
-        digest.update(Self.attachmentDefinition(job.plans))
-        if let ddl = job.schemaDDL { digest.update("schema=\(ddl)\n") }
+        for plan in plans { digest.update(plan.definition) }
+        digest.update(Self.attachmentDefinition(plans))
+        if let ddl = schemaDDL { digest.update("schema=\(ddl)\n") }
         return digest
+    }
+
+    /// The data digest ``write(plans:from:to:version:createdAt:scope:unchangedDigest:gzipLevel:base:keep:)`` would
+    /// compute for `scope` in `pg`'s transaction, and the rows per table, from one read of the rows and no file. A
+    /// partitioned dataset probes each partition first: an unchanged one (most of them, in a publish on change)
+    /// costs that read and nothing else (docs/partitions.md).
+    func probe(plans: [TablePlan], from pg: PostgresConnection, scope: String?) throws -> (
+        dataDigest: String, tables: [String: Int]
+    ) {
+        if let scope { _ = try pg.query(ScopeSQL.setScopeSQL, [scope]) }
+        var digest = startDigest(plans: plans, schemaDDL: try schemaDDL())
+        var tables: [String: Int] = [:]
+        for plan in plans {
+            digest.update("rows=\(plan.name)\n")
+            tables[plan.name] = try pg.copyOut(plan.copySQL) { message in digest.update(message) }
+        }
+        return (digest.finalizeHex(), tables)
     }
 
     private static func keyColumns(_ plan: TablePlan) -> [Int] {

@@ -30,6 +30,11 @@ public struct PublishResult: Encodable, Sendable, Equatable {
     public var manifest: Manifest?
     /// For a template with `scope:`, one entry per scope value now served, sorted; nil otherwise.
     public var scopes: [Scope]?
+    /// True for a partitioned dataset (docs/partitions.md): ``scopes`` are its streams, the shared one's `scope` the
+    /// empty string and each partition's its key. `--json` prints `"partitioned": true` then.
+    public var partitioned = false
+    /// The partitions retired by this publish and before (410 on the server), sorted; nil when none.
+    public var retiredPartitions: [String]?
     /// Wall-clock seconds the publish took.
     public var seconds: Double
     /// True when no scope's data changed and no scope appeared or disappeared, so no version was made.
@@ -104,6 +109,8 @@ public struct PublishResult: Encodable, Sendable, Equatable {
         createdAt = stored.scopes.map(\.current.createdAt).max() ?? stored.createdAt
         self.seconds = seconds
         self.unchanged = unchanged
+        partitioned = stored.partitioning != nil
+        retiredPartitions = stored.retiredPartitions
         if stored.scoped {
             let sharing = Dictionary(grouping: stored.scopes, by: \.current.sha256)
             scopes = stored.scopes.map { entry in
@@ -127,7 +134,7 @@ public struct PublishResult: Encodable, Sendable, Equatable {
 
     private enum CodingKeys: String, CodingKey {
         case dataset, version, createdAt, schemaVersion, scopes, seconds, unchanged, phases, incremental, lines,
-            retiredLines
+            retiredLines, partitioned, retiredPartitions
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -140,6 +147,10 @@ public struct PublishResult: Encodable, Sendable, Equatable {
             try container.encode(createdAt, forKey: .createdAt)
             try container.encode(schemaVersion, forKey: .schemaVersion)
             try container.encode(scopes ?? [], forKey: .scopes)
+            if partitioned {
+                try container.encode(true, forKey: .partitioned)
+                try container.encodeIfPresent(retiredPartitions, forKey: .retiredPartitions)
+            }
         }
         try container.encode(seconds, forKey: .seconds)
         try container.encode(unchanged, forKey: .unchanged)

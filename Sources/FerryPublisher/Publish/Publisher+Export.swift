@@ -375,6 +375,18 @@ extension Publisher {
                 }
                 while let index = state.withLock({ $0.next(limit: scopes.count) }) {
                     let file = tmp.appendingPathComponent("\(version)-\(index).sqlite")
+                    // A partition whose rows are its current version's takes no file (read once, hashed, dropped).
+                    if template.partition != nil, let current = unchangedDigests[scopes[index]] ?? nil {
+                        let (digest, tables) = try exporter.probe(plans: plans, from: session.pg, scope: scopes[index])
+                        if digest == current {
+                            let result = ExportResult(
+                                tables: tables, dataDigest: digest, contentDigest: nil, prepared: nil)
+                            state.withLock {
+                                $0.results[index] = ScopeExport(scope: scopes[index], file: file, result: result)
+                            }
+                            continue
+                        }
+                    }
                     let result = try exporter.write(
                         plans: plans, from: session.pg, to: file, version: version, createdAt: createdAt,
                         scope: scopes[index],

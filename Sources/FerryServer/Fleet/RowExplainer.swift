@@ -37,12 +37,7 @@ struct RowExplainer: Sendable {
         }
         let store = catalog.store
         let manifest = try await NIOThreadPool.singleton.runIfActive { try store.storedManifest(for: dataset) }
-        guard let entry = manifest?.entry(for: template.scope == nil ? nil : record.scope) ?? manifest?.scopes.last
-        else {
-            throw ServerError(.notFound, code: .notFound, "dataset '\(dataset)' has no published version yet")
-        }
-        let timeline = entry.chain.map { (version: $0.version, createdAt: $0.createdAt) }
-        let facts: RowFacts
+        var facts: RowFacts
         do {
             facts = try await fleet.pool.withConnection { pg in
                 try RowFacts.read(
@@ -58,6 +53,21 @@ struct RowExplainer: Sendable {
             }
             throw error
         }
+        // A partitioned dataset's row is judged by its own stream: its partition's, or the shared one.
+        let stream = template.partition == nil ? record.scope : (facts.partition ?? PartitionLayout.sharedStream)
+        if template.partition != nil, let key = facts.partition, manifest?.entry(for: key) == nil {
+            facts.inScope = false
+            facts.rule =
+                "its partition \(key.debugDescription) is not published (not among partition.values, or retired)"
+        }
+        guard
+            let entry = manifest?.entry(for: template.hasStreams ? stream : nil)
+                ?? manifest?.entry(for: template.partition == nil ? nil : PartitionLayout.sharedStream)
+                ?? manifest?.scopes.last
+        else {
+            throw ServerError(.notFound, code: .notFound, "dataset '\(dataset)' has no published version yet")
+        }
+        let timeline = entry.chain.map { (version: $0.version, createdAt: $0.createdAt) }
         let merge = template.tables.first { $0.name == reference.table }?.merge.rawValue
         return Self.explanation(
             dataset: dataset, record: record, reference: reference, facts: facts, timeline: timeline,
@@ -76,11 +86,17 @@ struct RowExplainer: Sendable {
         timeline: [(version: Int, createdAt: String)], current: Int, merge: String?
     ) -> RowExplanation {
         let changedIn = version(after: facts.present ? facts.updatedAt : facts.deletedAt, in: timeline)
-        let row = RowExplanation.Row(
+        var row = RowExplanation.Row(
             present: facts.present, inScope: facts.present && facts.inScope, rule: facts.rule,
             lastChangedIn: changedIn, changedAt: facts.present ? facts.updatedAt : facts.deletedAt)
-        let verdict = verdict(
+        row.partition = facts.partition
+        var verdict = verdict(
             record: record, row: row, changes: facts.changes, current: current, merge: merge)
+        if let key = facts.partition, row.inScope {
+            verdict.text =
+                "the row is in partition \(key.debugDescription): a device holds it only while subscribed to it (`ferry subscribe … \(key)`); "
+                + verdict.text
+        }
         return RowExplanation(
             dataset: dataset, device: record.device, deviceVersion: record.heldVersion, currentVersion: current,
             scope: record.scope, table: reference.table, key: reference.key, row: row, changes: facts.changes,

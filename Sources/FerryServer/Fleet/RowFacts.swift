@@ -20,6 +20,8 @@ struct RowFacts: Sendable {
     /// When a device's delete of it was merged (its tombstone).
     var deletedAt: String?
     var changes: [RowExplanation.Change] = []
+    /// For a partitioned dataset: the partition key of a present row (nil for a shared table's row).
+    var partition: String?
 
     /// Reads the facts of `reference` for a device of `dataset` in `scope` (nil: an unscoped dataset, or a scope
     /// not known yet). `template` has its primary keys resolved.
@@ -70,7 +72,10 @@ struct RowFacts: Sendable {
             facts.present = !rows.isEmpty
             facts.updatedAt = rows.first?.first ?? nil
         }
-        if facts.present {
+        if facts.present, template.partition != nil {
+            facts.partition = try partitionKey(of: reference, tableAt: index, template: template, pg)
+            facts.inScope = true
+        } else if facts.present {
             if !canBind {
                 facts.rule = "the device's scope is not known yet (it has sent no valid token)"
             } else {
@@ -108,6 +113,43 @@ struct RowFacts: Sendable {
             return "parent: its \(parent.table) row (\(parent.column)) is not exported"
         }
         return "the table's query"
+    }
+
+    /// The partition key of present row `reference` of table `index` in a partitioned template: its partition column,
+    /// or its parent's key followed up the chain (one index lookup per level); nil for a shared table.
+    static func partitionKey(
+        of reference: RowReference, tableAt index: Int, template: Template, _ pg: PostgresConnection
+    ) throws -> String? {
+        var (current, columns, values) = (
+            index, (template.tables[index].primaryKey ?? []).map(template.tables[index].sourceColumn(of:)),
+            reference.key
+        )
+        for _ in template.tables.indices {
+            let table = template.tables[current]
+            let column: String
+            switch template.placement(ofTableAt: current) {
+            case .shared: return nil
+            case .column(let name): column = name
+            case .parent: column = table.parent!.column
+            }
+            let source = table.query.map { "(\($0))" } ?? SQLIdentifier.quoteQualified(table.source)
+            let match = columns.enumerated().map { "ferry_r.\(SQLIdentifier.quote($0.element)) = $\($0.offset + 1)" }
+                .joined(separator: " AND ")
+            guard
+                let value = try pg.run(
+                    "SELECT ferry_r.\(SQLIdentifier.quote(column))::text FROM \(source) AS ferry_r WHERE \(match) LIMIT 1",
+                    values
+                ).first?.first ?? nil
+            else { return nil }
+            guard case .parent = template.placement(ofTableAt: current), let parent = table.parent,
+                let next = template.tables.firstIndex(where: { $0.name == parent.table })
+            else { return value }
+            (current, columns, values) = (
+                next, (template.tables[next].primaryKey ?? []).prefix(1).map(template.tables[next].sourceColumn(of:)),
+                [value]
+            )
+        }
+        return nil
     }
 
     /// The time of the row's tombstone (a device deleted it), UTC.
