@@ -140,7 +140,7 @@ parts_idle=$(rss_of "$parts_pid" VmRSS); whole_idle=$(rss_of "$whole_pid" VmRSS)
 
 # The device's figures need `ferry subscribe` (the client's part of issue 50); without it they are printed as n/a.
 has_client=""
-"$FERRY" subscribe --help >/dev/null 2>&1 && has_client=1
+"$FERRY" --help | grep -Eq '^  subscribe ' && has_client=1
 [ -n "$has_client" ] || echo "this ferry has no \`subscribe\` command: the device's figures are skipped" >&2
 
 say "The floor: projects ${mine[*]} and the shared table, COPY … TO STDOUT | gzip"
