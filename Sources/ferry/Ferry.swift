@@ -16,7 +16,8 @@ struct Ferry: AsyncParsableCommand {
             ServeCommand.self,
             FetchCommand.self, WatchCommand.self, ApplyCommand.self, StatusCommand.self, RollbackCommand.self,
             ExecCommand.self, PushCommand.self, SyncCommand.self, RejectedCommand.self, AttachCommand.self,
-            AttachmentCommand.self, ExplainCommand.self, TokenCommand.self,
+            AttachmentCommand.self, ExplainCommand.self, TokenCommand.self, SubscribeCommand.self,
+            UnsubscribeCommand.self,
         ]
     )
 

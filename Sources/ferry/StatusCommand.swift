@@ -9,7 +9,8 @@ struct StatusCommand: AsyncParsableCommand {
         abstract: "Show the client directory's state (initialSyncRequired, upToDate, updatePending) and versions.",
         discussion: """
             --json prints {"state":…,"version":N|null,"sha256":…,"pendingVersion":N|null,"pendingSha256":…,"outbox":N,\
-            "device":ID|null}: device is the id it sends as Ferry-Device (for ferry explain --device). \
+            "device":ID|null}: device is the id it sends as Ferry-Device (for ferry explain --device); a directory \
+            subscribed to partitions adds "partitions":[{"key":…,"version":N|null,"rows":N}]. \
             Reads only; never applies anything.
             """)
 

@@ -9,7 +9,7 @@ import Testing
     static let commands = [
         "ferry", "publish", "schedule", "triggers", "serve", "fetch", "watch", "apply", "status", "rollback", "exec",
         "explain",
-        "push", "sync", "attach", "attachment",
+        "push", "sync", "attach", "attachment", "subscribe", "unsubscribe",
     ]
     static let goldens = TestPaths.packageRoot.appendingPathComponent("Tests/Fixtures/help", isDirectory: true)
 

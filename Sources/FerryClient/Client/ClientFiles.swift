@@ -242,6 +242,10 @@ struct ClientFiles: Sendable {
         if live == nil && pending == nil {
             outcome = .initialSync
             target = inPlace ? directory.updated : directory.database
+        } else if !configuration.streamPath.isEmpty {
+            // A stream's file is read only by the composition, never held open: the verified file replaces it at once.
+            outcome = .updateDownloaded
+            target = directory.database
         } else {
             outcome = .updateDownloaded
             target = directory.updated

@@ -172,6 +172,7 @@ extension FerryClient {
         downloader.retryAfterLimit = configuration.download.retryAfterLimit
         downloader.waitForChanges = configuration.download.waitForChanges
         downloader.startsFromCheckpoints = configuration.download.usePatches
+        downloader.streamPath = configuration.streamPath
         downloader.deviceID = try await deviceID()
         return downloader
     }

@@ -64,6 +64,9 @@ extension FerryClient {
         public var push = Push()
         /// How attachments are uploaded and kept on the device.
         public var attachments = Attachments()
+        /// The stream of a partitioned dataset this configuration reads (``PartitionStream/pathSegments``); empty for
+        /// a dataset. A stream's directory holds the stream's verified file as published: no outbox, no swap.
+        var streamPath: [String] = []
 
         /// When a downloaded update is applied, and what runs during the swap.
         ///

@@ -44,6 +44,7 @@ extension FerryClient {
 
     /// The download itself runs outside ``exclusively(_:)``: the app keeps reading and writing database.db meanwhile.
     func performCheck(progress: (@Sendable (FetchProgress) -> Void)?) async throws -> FetchResult {
+        if let subscribed { return try await performPartitionedCheck(subscribed, progress: progress) }
         let downloader = try await makeDownloader()
         let dataset = downloader.dataset
 

@@ -47,6 +47,8 @@ public actor FerryClient {
     var launchPush: Task<Void, Never>?
     /// The live database's tables as its snapshot describes them (for the outbox).
     var liveTables: [SnapshotMetadata.TableInfo] = []
+    /// The partitions this directory carries (`.ferry/subscriptions.json`), nil for an unpartitioned directory.
+    var subscribed: Subscriptions?
     /// True while a file operation runs (see ``exclusively(_:)``); the operations waiting for it, in order.
     private var operationRunning = false
     private var waitingOperations: [CheckedContinuation<Void, Never>] = []
@@ -102,6 +104,8 @@ public actor FerryClient {
         try await exclusively {
             let apply = configuration.update.applyOnOpen
             let inPlace = host != nil
+            let subscriptionsFile = directory.subscriptionsFile
+            subscribed = try await BlockingWork.run { try Subscriptions.load(from: subscriptionsFile) }
             try await onFiles { files, state in
                 try files.recoverHotJournals()
                 if apply, !inPlace, files.directory.exists(files.directory.updated) {
@@ -290,6 +294,8 @@ public actor FerryClient {
 
     /// Opens database.db (see ``ClientFiles/openLive(_:)``) unless it is open or missing.
     func openConnection() async throws {
+        // A stream's file stays as published: nobody writes to it, so it needs no outbox.
+        guard configuration.streamPath.isEmpty else { return }
         if let host {
             let files = ClientFiles(directory: directory, configuration: configuration, logger: logger)
             let before = state

@@ -52,6 +52,8 @@ public struct ClientStatus: Sendable, Equatable {
     /// patch settled, put back as published before it applied (docs/delta.md). Nil after a full download or when
     /// unknown.
     public var ownRowsSettled: Int?
+    /// The subscribed partitions of a partitioned directory, sorted by key; nil for an unpartitioned one.
+    public var partitions: [PartitionStatus]?
 
     public init(
         state: SyncState, version: Int? = nil, sha256: String? = nil, pendingVersion: Int? = nil,

@@ -194,12 +194,14 @@ extension ClientDirectory {
         let pending = try info(of: updated, state: &state)
         let previousInfo = try info(of: previous, state: &state)
         let arrival = state.arrival(of: pending?.sha256 ?? live?.sha256)
-        return ClientStatus(
+        var status = ClientStatus(
             state: SyncState.derive(hasDatabase: live != nil, hasUpdate: pending != nil),
             version: live?.version, sha256: live?.sha256, pendingVersion: pending?.version,
             pendingSha256: pending?.sha256,
             previousVersion: previousInfo?.version, outbox: live == nil ? 0 : try queuedEdits(),
             path: arrival?.path, ownRowsSettled: arrival?.ownRowsSettled)
+        status.partitions = try partitionStatus()
+        return status
     }
 
     /// The number of edits in database.db's outbox; throws when it cannot be read (a status never shows a count it

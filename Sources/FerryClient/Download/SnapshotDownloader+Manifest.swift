@@ -31,6 +31,8 @@ extension SnapshotDownloader {
                 return nil
             case 410:
                 throw await SchemaRetired.error(dataset: dataset, url: url, body: body)
+            case 404 where streamPath.isEmpty:
+                throw await Self.notServed(dataset: dataset, head: head, url: url, body: body)
             case 200:
                 var data = Data()
                 do {

@@ -68,8 +68,7 @@ extension SnapshotDownloader {
 
     /// `…/LINE/patches/FROM-TO`, `line` being the manifest's dataset.
     func patchURL(_ ref: PatchRef, line: String) -> URL {
-        datasetsURL.appendingPathComponent(line).appendingPathComponent("patches").appendingPathComponent(
-            "\(ref.from)-\(ref.to)")
+        lineURL(line).appendingPathComponent("patches").appendingPathComponent("\(ref.from)-\(ref.to)")
     }
 
     /// Downloads `ref` (of schema line `line`) and checks its size and SHA-256 before inflating it. Patches are small

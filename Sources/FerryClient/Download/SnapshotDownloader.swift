@@ -71,6 +71,9 @@ struct SnapshotDownloader: Sendable {
     let logger: Logger
     /// Why the last patch offered could not be used (the check then took the full download).
     let patchFailure = Locked<String?>(nil)
+    /// The stream of a partitioned dataset this downloader reads (`["shared"]`, `["partitions", KEY]`): its manifest,
+    /// versions and patches are under `…/DATASET/shared/…` or `…/DATASET/partitions/KEY/…`; empty for a dataset.
+    var streamPath: [String] = []
     /// The long-poll's wait sent with the manifest request (`Prefer: wait=N`); nil sends none.
     var waitForChanges: Duration? = nil
     /// What the last manifest response said about waiting: `Preference-Applied: wait=N` and `Retry-After`.
@@ -117,13 +120,22 @@ struct SnapshotDownloader: Sendable {
 
     /// `…/DATASET/manifest?schema=…`: every check asks for the configured dataset, never a line.
     var manifestURL: URL {
-        FerryClient.Configuration.manifestURL(datasets: datasetsURL, dataset: dataset, accepted: acceptedSchemaVersions)
+        guard !streamPath.isEmpty else {
+            return FerryClient.Configuration.manifestURL(
+                datasets: datasetsURL, dataset: dataset, accepted: acceptedSchemaVersions)
+        }
+        return lineURL(dataset).appendingPathComponent("manifest")
+    }
+
+    /// `…/LINE`, or `…/LINE/shared` and `…/LINE/partitions/KEY` for a stream (``streamPath``, each segment
+    /// percent-encoded): where a line's versions and patches are.
+    func lineURL(_ line: String) -> URL {
+        PartitionStream.url(datasetsURL.appendingPathComponent(line), appending: streamPath)
     }
 
     /// `…/LINE/versions/N`, `line` being the dataset the manifest that named the version answered with.
     func versionURL(_ version: Int, line: String) -> URL {
-        datasetsURL.appendingPathComponent(line).appendingPathComponent("versions").appendingPathComponent(
-            String(version))
+        lineURL(line).appendingPathComponent("versions").appendingPathComponent(String(version))
     }
 
     /// `headers` with the ones every request carries: `Authorization` (when there is a token) and `Ferry-Device`.

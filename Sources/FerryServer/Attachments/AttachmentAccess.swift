@@ -24,6 +24,9 @@ struct AttachmentAccess: Sendable {
         let served: String
         let scope: String?
         let tokenHash: String?
+        /// On a partitioned dataset with `partition.access`: the streams the token may read (the shared one and its
+        /// partitions), whose rows decide what it may read (docs/partitions.md).
+        var streams: [String]?
     }
 
     /// The caller of a request on dataset `name`: 404 for a dataset the server does not serve, 401 (or 503) on a
@@ -39,6 +42,18 @@ struct AttachmentAccess: Sendable {
                     nil
                 }
             return Caller(dataset: base, served: served, scope: nil, tokenHash: token.map(TokenScopes.hash))
+        case .scoped where access.catalog.partitions(served) != nil:
+            // A partitioned dataset: public without `partition.access`; else the token's partitions and the shared
+            // stream name what it may read.
+            let layout = access.catalog.partitions(served)!.layout
+            guard let keys = try await access.readablePartitions(request, dataset: served, layout: layout) else {
+                return Caller(dataset: base, served: served, scope: nil, tokenHash: nil)
+            }
+            let token = try DatasetAccess.bearerToken(request, dataset: served)
+            var caller = Caller(
+                dataset: base, served: served, scope: PartitionAccess.encode(keys), tokenHash: TokenScopes.hash(token))
+            caller.streams = [PartitionLayout.sharedStream] + keys.sorted()
+            return caller
         case .scoped:
             let scope = try await access.scope(of: request, dataset: served)
             let token = try DatasetAccess.bearerToken(request, dataset: served)
@@ -51,7 +66,10 @@ struct AttachmentAccess: Sendable {
         guard let info = try await store.info(dataset: caller.dataset, sha256: sha256) else { return nil }
         guard let scope = caller.scope else { return info }
         if let hash = caller.tokenHash, info.uploaders.contains(hash) { return info }
-        return try await names.names(dataset: caller.served, scope: scope).contains(sha256) ? info : nil
+        for stream in caller.streams ?? [scope] {
+            if try await names.names(dataset: caller.served, scope: stream).contains(sha256) { return info }
+        }
+        return nil
     }
 }
 

@@ -38,7 +38,7 @@ struct StatusCommandJSON: Encodable {
     /// The id the directory sends as `Ferry-Device` (nil before its first request).
     var device: String? = nil
 
-    enum CodingKeys: String, CodingKey { case ownRowsSettled, device }
+    enum CodingKeys: String, CodingKey { case ownRowsSettled, device, partitions }
 
     func encode(to encoder: any Encoder) throws {
         try StatusJSON(status).encode(to: encoder)
@@ -46,6 +46,8 @@ struct StatusCommandJSON: Encodable {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(status.ownRowsSettled, forKey: .ownRowsSettled)
         try container.encode(device, forKey: .device)
+        // Only a partitioned directory has the key: [{"key","version","rows"}].
+        try container.encodeIfPresent(status.partitions, forKey: .partitions)
     }
 }
 
@@ -189,6 +191,12 @@ extension ClientStatus {
         if case .patch(let from, let to) = path {
             let own = ownRowsSettled.flatMap { $0 > 0 ? ", settling \($0) rows this device had written" : nil } ?? ""
             lines.append("arrived: by patch \(from) → \(to)\(own)")
+        }
+        if let partitions {
+            let each = partitions.map { p in
+                "\(p.key) (" + (p.version.map { "version \($0), \(p.rows) rows" } ?? "not downloaded yet") + ")"
+            }
+            lines.append("partitions: " + (each.isEmpty ? "none subscribed" : each.joined(separator: ", ")))
         }
         return lines.joined(separator: "\n")
     }

@@ -13,7 +13,9 @@ import Logging
 /// `ferry.attachments.add`) and writes the row that names it (`?` in the SQL is the photo's SHA-256); with
 /// `--show-attachments SQL` (a query of a label and a SHA-256) it shows each attachment the rows name, from its local
 /// file (`ferry.attachments.url(for:)`, which downloads an on-demand one first). It stops after `--seconds` or when
-/// the file named by `--stop-file` appears.
+/// the file named by `--stop-file` appears. With `--subscribe KEY` (repeatable) it subscribes to those partitions of
+/// a partitioned dataset (FerryGRDB's `ferry.subscribe(_:)`) before its first sync: the device then carries the shared
+/// tables and only those projects.
 ///
 ///     field-notes --dir device --server http://127.0.0.1:8080 --dataset trips \
 ///         --watch "SELECT name || ': ' || passengers FROM trips ORDER BY name" \
@@ -34,6 +36,7 @@ struct FieldNotes {
         var attach: String?
         var attachEdit: String?
         var showAttachments: String?
+        var subscribe: [String] = []
 
         init(_ arguments: [String]) throws {
             var iterator = arguments.makeIterator()
@@ -54,6 +57,7 @@ struct FieldNotes {
                 case "--attach": attach = value
                 case "--attach-edit": attachEdit = value
                 case "--show-attachments": showAttachments = value
+                case "--subscribe": subscribe.append(value)
                 case "--resolve":
                     guard ["show", "resubmit", "discard"].contains(value) else {
                         throw FerryError(
@@ -63,7 +67,7 @@ struct FieldNotes {
                 default:
                     throw FerryError(
                         .badInput,
-                        "unknown option \(flag): use --dir, --server, --dataset, --watch, --edit, --edit-every, --sync-every, --seconds, --stop-file, --resolve, --attach, --attach-edit, --show-attachments",
+                        "unknown option \(flag): use --dir, --server, --dataset, --watch, --edit, --edit-every, --sync-every, --seconds, --stop-file, --resolve, --attach, --attach-edit, --show-attachments, --subscribe",
                         key: flag)
                 }
             }
@@ -96,6 +100,12 @@ struct FieldNotes {
             directory: URL(fileURLWithPath: options.directory), serverURL: server, dataset: options.dataset)
         let ferry = try await FerryDatabase.open(configuration: configuration, applyMode: .automatic, logger: logger)
         say("opened \(options.directory) (\(ferry.currentStatus.state.rawValue))")
+        if !options.subscribe.isEmpty {
+            // A partitioned dataset: the device carries the shared tables and the projects it subscribes to.
+            try await ferry.subscribe(options.subscribe)
+            let keys = await ferry.subscriptions
+            say("subscribed to \(keys.joined(separator: ", "))")
+        }
 
         try await withThrowingTaskGroup(of: Void.self) { group in
             // The screen: a query observed with plain GRDB. It fires on the app's writes and on Ferry's updates.
