@@ -108,3 +108,19 @@ struct PartitionPublishTests {
         #expect(unknownTable?.key == "partition.table")
     }
 }
+
+extension PartitionPublishTests {
+    @Test("a partition column the source lacks is named at its table's key, before any child's")
+    func missingColumn() throws {
+        let fixture = try PublisherFixture("partitions-column", sql: Self.sql)
+        defer { fixture.cleanUp() }
+        let path = try fixture.writeTemplate(
+            Self.template.replacingOccurrences(of: "partition: project_id", with: "partition: projectid"))
+        do {
+            _ = try fixture.publish(template: path)
+            Issue.record("published a template whose partition column does not exist")
+        } catch let error as FerryError {
+            #expect(error.key == "tables[1].partition" && error.message.contains("no column 'projectid'"), "\(error)")
+        }
+    }
+}

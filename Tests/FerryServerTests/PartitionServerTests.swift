@@ -36,6 +36,13 @@ struct PartitionServerTests {
             configuration: .init(templatePath: templatePath.path, databaseURL: database.url, store: store),
             logger: Logger(label: "test"))
         try await publisher.publish()
+        // An unpartitioned dataset beside it: its stream routes are 404.
+        let flatPath = directory.appending("flat.yml")
+        try "dataset: flat\ntables:\n  - name: checklist_items\n".write(to: flatPath, atomically: true, encoding: .utf8)
+        try await Publisher(
+            configuration: .init(templatePath: flatPath.path, databaseURL: database.url, store: store),
+            logger: Logger(label: "test")
+        ).publish()
 
         var log = Logger(label: "test")
         log.logLevel = .warning
@@ -49,6 +56,11 @@ struct PartitionServerTests {
             }
             try await client.execute(uri: "\(base)/partitions", method: .get) { response in
                 #expect(response.status == .unauthorized)
+            }
+            for uri in ["/v1/datasets/flat/shared/manifest", "/v1/datasets/flat/partitions/1/manifest"] {
+                try await client.execute(uri: uri, method: .get) { response in
+                    #expect(response.status == .notFound && response.bodyString.contains("not partitioned"), "\(uri)")
+                }
             }
             try await client.execute(uri: "\(base)/partitions", method: .get, headers: Self.ana) { response in
                 #expect(response.status == .ok)

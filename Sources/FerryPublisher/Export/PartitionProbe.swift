@@ -1,5 +1,6 @@
 import FerryCore
 import FerryPostgres
+import Logging
 
 /// The data digest of every partition of a partitioned dataset from one read of each table (docs/partitions.md):
 /// one `COPY` per table of all partitions' rows, each with its key, grouped by key in primary key order, split into
@@ -14,12 +15,19 @@ struct PartitionProbe {
     /// The binary `COPY` header PostgreSQL sends (signature, no flags, no extension).
     static let header: [UInt8] = Array("PGCOPY\n".utf8) + [0xFF, 0x0D, 0x0A, 0x00] + [0, 0, 0, 0] + [0, 0, 0, 0]
     static let trailer: [UInt8] = [0xFF, 0xFF]
+    /// PostgreSQL's `work_mem` while the probe sorts.
+    static let sortMemory = "256MB"
 
     /// The digests of the partitions `keys` (not the shared stream's), each starting from `start` (the exporter's
     /// digest before the rows), read in `pg`'s transaction.
     func digests(keys: [String], start: StreamingSHA256, pg: PostgresConnection) throws -> [String: String] {
         guard !keys.isEmpty else { return [:] }
         _ = try pg.query(ScopeSQL.setScopeSQL, [keys.joined(separator: "\n")])
+        // Grouping every row by its key is a sort of the whole table: in memory, not in temporary files; the setting
+        // is put back for the exports that follow in this transaction.
+        let workMem = try pg.query("SHOW work_mem").first?.first ?? nil
+        _ = try pg.query("SELECT set_config('work_mem', $1, true)", [Self.sortMemory])
+        defer { if let workMem { _ = try? pg.query("SELECT set_config('work_mem', $1, true)", [workMem]) } }
         // By index, so each row's hash is updated in place.
         let index = Dictionary(keys.enumerated().map { ($0.element, $0.offset) }, uniquingKeysWith: { a, _ in a })
         var digests = Array(repeating: start, count: keys.count)
@@ -146,5 +154,30 @@ struct CopySplitter {
             guard i <= bytes.count else { return nil }
         }
         return i
+    }
+}
+
+extension Publisher {
+    /// The digests of the partitions `keys` of a partitioned template, from one read of each table
+    /// (``PartitionProbe``); empty for any other template. A failure is logged and leaves every partition to be
+    /// exported (and compared) as a scope is.
+    func probePartitions(template: Template, main: ExportSession, keys: [String]) throws -> [String: String] {
+        guard template.partition != nil, !keys.isEmpty else { return [:] }
+        let exporter = SnapshotExporter(template: template, logger: logger)
+        let start = exporter.startDigest(plans: main.plans, schemaDDL: try exporter.schemaDDL())
+        // In a savepoint: a failing query must not abort the export's transaction.
+        try main.pg.execute("SAVEPOINT ferry_probe")
+        do {
+            let digests = try PartitionProbe(template: template, plans: main.plans).digests(
+                keys: keys.filter { $0 != PartitionLayout.sharedStream }, start: start, pg: main.pg)
+            try main.pg.execute("RELEASE SAVEPOINT ferry_probe")
+            return digests
+        } catch let error as FerryError where error.code == .database {
+            try main.pg.execute("ROLLBACK TO SAVEPOINT ferry_probe")
+            logger.warning(
+                "the partitions could not be probed in one read; each is exported and compared",
+                metadata: ["dataset": "\(template.dataset)", "error": "\(error.message)"])
+            return [:]
+        }
     }
 }

@@ -1,4 +1,5 @@
 import FerryCore
+import FerryPostgres
 import Foundation
 
 extension SnapshotExporter {
@@ -22,5 +23,15 @@ extension SnapshotExporter {
         return "attachments="
             + columns.map { "\($0.table).\($0.column):\($0.download.rawValue)" }.joined(separator: ",")
             + "\n"
+    }
+
+    /// The data digest as it starts for `plans` (also ``PartitionProbe``'s start).
+    func startDigest(plans: [TablePlan], schemaDDL: String?) -> StreamingSHA256 {
+        var digest = StreamingSHA256()
+        digest.update("ferry-data-v1\ndataset=\(template.dataset)\nschemaVersion=\(template.schemaVersion)\n")
+        for plan in plans { digest.update(plan.definition) }
+        digest.update(Self.attachmentDefinition(plans))
+        if let ddl = schemaDDL { digest.update("schema=\(ddl)\n") }
+        return digest
     }
 }

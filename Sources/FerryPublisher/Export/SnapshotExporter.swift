@@ -136,16 +136,6 @@ final class SnapshotExporter {
         startDigest(plans: job.plans, schemaDDL: job.schemaDDL)
     }
 
-    /// The data digest as it starts for `plans` (also ``PartitionProbe``'s start).
-    func startDigest(plans: [TablePlan], schemaDDL: String?) -> StreamingSHA256 {
-        var digest = StreamingSHA256()
-        digest.update("ferry-data-v1\ndataset=\(template.dataset)\nschemaVersion=\(template.schemaVersion)\n")
-        for plan in plans { digest.update(plan.definition) }
-        digest.update(Self.attachmentDefinition(plans))
-        if let ddl = schemaDDL { digest.update("schema=\(ddl)\n") }
-        return digest
-    }
-
     private static func keyColumns(_ plan: TablePlan) -> [Int] {
         plan.primaryKey.compactMap { key in plan.columns.firstIndex { $0.name == key } }
     }

@@ -40,6 +40,12 @@ extension TemplateValidator {
                 "table '\(table.name)': the query fails in PostgreSQL: \(error.message); fix the query (it must be one SELECT)"
             )
         }
+        if let column = table.partition, !columns.contains(where: { $0.name == column }) {
+            throw fail(
+                template, "tables[\(i)].partition",
+                "table '\(table.name)' has no column '\(column)' to hold its partition key; columns are: \(columns.map(\.name).joined(separator: ", "))"
+            )
+        }
         if let parent = table.parent {
             guard columns.contains(where: { $0.name == parent.column }) else {
                 throw fail(
@@ -55,15 +61,17 @@ extension TemplateValidator {
                 )
             }
         }
-        if table.filter != nil || table.parent != nil {
-            let key = table.filter != nil ? "tables[\(i)].filter" : "tables[\(i)].parent"
+        if table.filter != nil || table.parent != nil || table.partition != nil {
+            let key =
+                table.filter != nil
+                ? "tables[\(i)].filter" : table.parent != nil ? "tables[\(i)].parent" : "tables[\(i)].partition"
             do {
                 _ = try pg.describe(
                     "SELECT * FROM (\(template.rowsSQL(tableAt: i, scopeExpression: scopeExpression))) AS q")
             } catch let error as FerryError {
                 throw fail(
                     template, key,
-                    "table '\(table.name)': the \(table.filter != nil ? "filter" : "parent link") fails in PostgreSQL: \(error.message); the filter must be a boolean over the source's columns, e.g. `tier <= :scope`"
+                    "table '\(table.name)': the \(table.filter != nil ? "filter" : table.parent != nil ? "parent link" : "partition column") fails in PostgreSQL: \(error.message); \(table.filter != nil ? "the filter must be a boolean over the source's columns, e.g. `tier <= :scope`" : "check the column and the partition key's type")"
                 )
             }
         }

@@ -407,31 +407,6 @@ extension Publisher {
     }
 }
 
-extension Publisher {
-    /// The digests of the partitions `keys` of a partitioned template, from one read of each table
-    /// (``PartitionProbe``); empty for any other template. A failure is logged and leaves every partition to be
-    /// exported (and compared) as a scope is.
-    func probePartitions(template: Template, main: ExportSession, keys: [String]) throws -> [String: String] {
-        guard template.partition != nil, !keys.isEmpty else { return [:] }
-        let exporter = SnapshotExporter(template: template, logger: logger)
-        let start = exporter.startDigest(plans: main.plans, schemaDDL: try exporter.schemaDDL())
-        // In a savepoint: a failing query must not abort the export's transaction.
-        try main.pg.execute("SAVEPOINT ferry_probe")
-        do {
-            let digests = try PartitionProbe(template: template, plans: main.plans).digests(
-                keys: keys.filter { $0 != PartitionLayout.sharedStream }, start: start, pg: main.pg)
-            try main.pg.execute("RELEASE SAVEPOINT ferry_probe")
-            return digests
-        } catch let error as FerryError where error.code == .database {
-            try main.pg.execute("ROLLBACK TO SAVEPOINT ferry_probe")
-            logger.warning(
-                "the partitions could not be probed in one read; each is exported and compared",
-                metadata: ["dataset": "\(template.dataset)", "error": "\(error.message)"])
-            return [:]
-        }
-    }
-}
-
 /// The shared work list of a parallel export.
 struct ExportState {
     var results: [Publisher.ScopeExport?]

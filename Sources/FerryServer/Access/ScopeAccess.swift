@@ -186,6 +186,11 @@ public struct DatasetAccess: Sendable {
         let name = try resolve(request, dataset: requested)
         guard let access = catalog.access(name) else { throw SnapshotResponder.unknownDataset(name) }
         catalog.devices.record(request.headers, dataset: name)
+        if catalog.partitions(name) == nil, PartitionAccess.stream(inPath: request.uri.path) != nil {
+            throw ServerError(
+                .notFound, code: .notFound,
+                "dataset '\(name)' is not partitioned: read /v1/datasets/\(name)/manifest and the routes beside it")
+        }
         switch access {
         case .everyone(let view):
             return (view, nil, name)
