@@ -147,7 +147,8 @@ import Testing
     }
 
     /// What each engine refuses, the other refuses too: a flipped byte anywhere but the header's unchecked fields
-    /// (flags, time, extra flags and OS byte are not covered by any check), a stream cut at any point, a wrong
+    /// (flags, time, extra flags and OS byte are not covered by any check) unless it inflates to the same bytes, a
+    /// stream cut at any point, a wrong
     /// length in the trailer, and a second gzip member (a snapshot's gzip copy is one member).
     @Test(arguments: GzipInflater.Engine.allCases) func everyDamageIsRefused(engine: GzipInflater.Engine) throws {
         let original = Data(Self.sample().prefix(200_000))
@@ -158,13 +159,20 @@ import Testing
         let positions =
             [0, 1, 2] + (10..<compressed.count - 9).shuffled(using: &generator).prefix(300)
             + Array(compressed.count - 8..<compressed.count)
+        // Rarely a flipped byte of a dynamic block's code lengths touches only symbols the block never uses, and
+        // the stream still inflates to the same bytes (seen once in CI, at byte 84,727 of 98,812): harmless. What
+        // must never happen is other bytes accepted.
+        var accepted: [Int] = []
         for position in positions {
             var flipped = compressed
             flipped[position] ^= UInt8.random(in: 1...255, using: &generator)
-            #expect(throws: FerryError.self, "byte \(position) of \(compressed.count)") {
-                _ = try inflate(flipped, chunk: 4096, engine: engine)
-            }
+            do {
+                let inflated = try inflate(flipped, chunk: 4096, engine: engine)
+                #expect(inflated == original, "byte \(position) of \(compressed.count): other bytes accepted")
+                accepted.append(position)
+            } catch is FerryError {}
         }
+        #expect(accepted.count <= 3, "flips accepted at \(accepted) of \(positions.count)")
         for cut in [1, 9, 10, 11, 100, compressed.count / 2, compressed.count - 8, compressed.count - 1] {
             let inflater = try GzipInflater(engine: engine)
             try inflater.inflate(compressed.prefix(cut)) { _ in }
