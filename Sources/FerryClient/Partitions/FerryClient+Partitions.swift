@@ -138,6 +138,7 @@ extension FerryClient {
         try await BlockingWork.run {
             // One device id for all its streams: the server counts one device.
             try streamDirectory.create()
+            // An unreadable id is one to write again.
             if (try? streamDirectory.deviceID()) != device {
                 try DurableFile.write(Data(device.utf8), to: streamDirectory.deviceIDFile)
             }

@@ -114,6 +114,7 @@ extension SnapshotDownloader {
             struct Inner: Decodable { var code: String }
             var error: Inner
         }
+        // A body that is not Ferry's error JSON is any other 404, mapped as such.
         guard (try? JSONDecoder().decode(Envelope.self, from: data))?.error.code == "partitioned" else {
             return ResponsePlan.failure(head, url: url.absoluteString)
         }

@@ -18,14 +18,9 @@ extension TemplateParser {
             table: try string(tableNode, key: "partition.table"), key: try column(keyNode, key: "partition.key"))
         if let node = map["values"] { partition.values = try trimmedSQL(node, key: "partition.values") }
         if let node = map["access"] {
-            let access = try trimmedSQL(node, key: "partition.access")
-            guard access.contains("$1") else {
-                throw fail(
-                    "partition.access",
-                    "the access query must use $1 (the SHA-256 hex of the bearer token), e.g. `SELECT project_id FROM project_members WHERE token_sha256 = $1`",
-                    at: node)
-            }
-            partition.access = access
+            partition.access = try tokenQuery(
+                node, key: "partition.access", what: "access",
+                example: "SELECT project_id FROM project_members WHERE token_sha256 = $1")
         }
         return partition
     }

@@ -170,18 +170,23 @@ struct TemplateParser {
             }
             return Template.Scope(values: values, claim: path)
         case (let tokenNode?, nil):
-            let token = try trimmedSQL(tokenNode, key: "scope.token")
-            guard token.contains("$1") else {
-                throw fail(
-                    "scope.token",
-                    "the token query must use $1 (the SHA-256 hex of the bearer token), e.g. `… WHERE api_token_sha256 = $1`",
-                    at: tokenNode)
-            }
+            let token = try tokenQuery(
+                tokenNode, key: "scope.token", what: "token", example: "… WHERE api_token_sha256 = $1")
             guard !ScopeSQL.usesScope(token) else {
                 throw fail("scope", "`:scope` cannot be used inside the scope section itself", at: node)
             }
             return Template.Scope(values: values, token: token)
         }
+    }
+
+    /// A query over a bearer token (`scope.token`, `partition.access`): SQL that uses `$1`, the token's SHA-256 hex.
+    func tokenQuery(_ node: Node, key: String, what: String, example: String) throws -> String {
+        let sql = try trimmedSQL(node, key: key)
+        guard sql.contains("$1") else {
+            throw fail(
+                key, "the \(what) query must use $1 (the SHA-256 hex of the bearer token), e.g. `\(example)`", at: node)
+        }
+        return sql
     }
 
     /// A SQL text value without surrounding blanks or trailing semicolons; an empty one fails with `ifEmpty`

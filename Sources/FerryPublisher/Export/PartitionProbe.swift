@@ -27,7 +27,10 @@ struct PartitionProbe {
         // is put back for the exports that follow in this transaction.
         let workMem = try pg.query("SHOW work_mem").first?.first ?? nil
         _ = try pg.query("SELECT set_config('work_mem', $1, true)", [Self.sortMemory])
-        defer { if let workMem { _ = try? pg.query("SELECT set_config('work_mem', $1, true)", [workMem]) } }
+        defer {
+            // Only a setting of this read-only transaction: a failure leaves the exports more sort memory.
+            if let workMem { _ = try? pg.query("SELECT set_config('work_mem', $1, true)", [workMem]) }
+        }
         // By index, so each row's hash is updated in place.
         let index = Dictionary(keys.enumerated().map { ($0.element, $0.offset) }, uniquingKeysWith: { a, _ in a })
         var digests = Array(repeating: start, count: keys.count)
