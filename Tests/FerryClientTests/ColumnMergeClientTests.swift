@@ -134,9 +134,9 @@ import Testing
             let device = try await world.device("device")
             _ = try await device.execute(
                 "UPDATE findings SET severity = 'mid', note = 'checked' WHERE id = '\(Self.finding)'")
-            // The office's write is a minute ahead: later than the device's edit however long the push takes.
+            // The office's write is a day ahead: later than the device's edit however long the push takes.
             try world.sql(
-                #"UPDATE findings SET severity = 'critical', "updatedAt" = now() + interval '1 minute' WHERE id = '\#(Self.finding)'"#
+                #"UPDATE findings SET severity = 'critical', "updatedAt" = now() + interval '1 day' WHERE id = '\#(Self.finding)'"#
             )
             let pushed = try await device.push()
             #expect(pushed.summary.merged == 1 && pushed.summary.applied == 0)
@@ -202,7 +202,7 @@ import Testing
         let device = try await world.device(name)
         _ = try await device.execute("UPDATE findings SET severity = 'mid' WHERE id = '\(finding)'")
         try world.sql(
-            #"UPDATE findings SET severity = 'critical', on_hand = 900, "updatedAt" = now() + interval '1 minute' WHERE id = '\#(finding)'"#
+            #"UPDATE findings SET severity = 'critical', on_hand = 900, "updatedAt" = now() + interval '1 day' WHERE id = '\#(finding)'"#
         )
         #expect(try await device.push().summary.merged == 1)
         let kept = try #require(try await device.rejectedEdits().first)

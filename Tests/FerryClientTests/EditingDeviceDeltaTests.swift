@@ -181,10 +181,10 @@ import Testing
             let device = try await world.client("device")
             _ = try await device.checkForUpdates()
             _ = try await device.execute("UPDATE trips SET passengers = 50 WHERE id = 'row-0001'")
-            // The office's write is a minute ahead: the server shifts the device's edit time by the batch's
+            // The office's write is a day ahead: the server shifts the device's edit time by the batch's
             // send-to-receive delay, so a write only milliseconds later could lose under load
             try world.sql(
-                #"UPDATE trips SET passengers = 60, "updatedAt" = now() + interval '1 minute' WHERE id = 'row-0001'"#)
+                #"UPDATE trips SET passengers = 60, "updatedAt" = now() + interval '1 day' WHERE id = 'row-0001'"#)
             let pushed = try await device.push()
             #expect(pushed.summary.rejected == 1 && pushed.remaining == 0)
             try world.officeChangesOtherRows()

@@ -284,7 +284,7 @@ import Testing
             }
             try await Task.sleep(for: .milliseconds(20))  // the office write must be newer than the device's edit time
             try world.postgres(
-                #"UPDATE trips SET passengers = 3, "updatedAt" = date_trunc('milliseconds', now()) + interval '1 minute' WHERE name = 'Växjö-Kalmar'"#
+                #"UPDATE trips SET passengers = 3, "updatedAt" = date_trunc('milliseconds', now()) + interval '1 day' WHERE name = 'Växjö-Kalmar'"#
             )
             let pushed = try await ferry.push()
             #expect(pushed.summary.rejected == 1)

@@ -100,9 +100,10 @@ struct ExplainTests {
                 "UPDATE campgrounds SET name = 'Pine Hollow (closed)' WHERE id = '\(FleetWorld.free)'",
             ])
             #expect(edit.status == 0, "\(edit.stderr)")
-            // The server's row changes after the edit was made: newest-wins keeps the server's
+            // The server's row changes after the edit, a day ahead: newest-wins keeps the server's however long the push
+            // takes (the server shifts the edit's time by the push's delay)
             try await world.sql(
-                "UPDATE campgrounds SET name = 'Pine Hollow Park', updated_at = now() + interval '1 minute' WHERE id = '\(FleetWorld.free)'"
+                "UPDATE campgrounds SET name = 'Pine Hollow Park', updated_at = now() + interval '1 day' WHERE id = '\(FleetWorld.free)'"
             )
             let push = try await world.ferry(
                 ["push", "--server", world.server, "--dataset", FleetWorld.dataset, "--dir", world.dir("alice")],
