@@ -18,25 +18,34 @@ extension FileSnapshotStore {
         var kept: [VersionRecord] = []
         // The steps of the versions dropped since the last one kept; nil once one of them had none (a gap).
         var dropped: [PatchRef]? = []
+        // Whether a step merged since the last checkpoint leads to the next version kept: then its file built by the
+        // chain is not the recorded one byte for byte (``VersionRecord/catchUpOnly``).
+        var merged = false
         for (index, original) in chain.enumerated() {
             guard keep[index] else {
                 if let step = original.step { dropped?.append(step) } else { dropped = nil }
                 continue
             }
             var record = original
+            if record.isCheckpoint { merged = false }
             if let previous = kept.last, dropped?.isEmpty != true {
                 if let steps = dropped, let step = record.step {
-                    let merged = try Changeset.combine(
+                    let combined = try Changeset.combine(
                         steps.map { try loadPatch(dataset: dataset, $0) } + [loadPatch(dataset: dataset, step)])
                     record.step = try storePatch(
-                        dataset: dataset, changeset: merged, from: previous.version, base: previous.sha256,
+                        dataset: dataset, changeset: combined, from: previous.version, base: previous.sha256,
                         to: record.version, limit: .max)
+                    merged = !record.isCheckpoint
                 } else {
                     // A version without a step was dropped: nothing leads across it any more.
                     record.step = nil
                 }
             }
             if index != chain.count - 1 { record.published.patches = nil }
+            if !record.isCheckpoint, merged || record.catchUpOnly == true {
+                merged = true
+                record.catchUpOnly = true
+            }
             dropped = []
             kept.append(record)
         }

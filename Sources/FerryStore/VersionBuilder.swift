@@ -29,6 +29,7 @@ public struct VersionBuilder: Sendable {
     /// fit, or the result is not the recorded file; the cache then holds nothing new.
     public func file(of record: VersionRecord, in entry: ScopeEntry, manifest: StoredManifest) throws -> URL {
         if record.isCheckpoint { return store.files(of: record, in: manifest).snapshot }
+        if record.catchUpOnly == true { throw Self.catchUpOnly(record, dataset: manifest.dataset) }
         let built = builtURL(sha256: record.sha256)
         if FileManager.default.fileExists(atPath: built.path) { return built }
         guard var index = entry.retained.firstIndex(where: { $0.version == record.version }) else {
@@ -59,6 +60,14 @@ public struct VersionBuilder: Sendable {
             index -= 1
         }
         return try build(chain, from: base, baseRecord: entry.retained[index], dataset: manifest.dataset)
+    }
+
+    /// The error for a whole file of a version the history's tiers left as a catch-up point only.
+    public static func catchUpOnly(_ record: VersionRecord, dataset: String) -> FerryError {
+        FerryError(
+            .notFound,
+            "version \(record.version) of dataset '\(dataset)' is kept only as a point to catch up from: the history's tiers merged the steps before it, so its whole file is no longer published; fetch the latest snapshot"
+        )
     }
 
     /// Applies `chain` to a copy of `base` (the file of `baseRecord`) and renames the verified result into the cache.

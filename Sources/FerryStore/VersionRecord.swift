@@ -20,12 +20,21 @@ public struct VersionRecord: Codable, Sendable, Equatable {
     /// Whether the store holds this version's full files. Nil in records written before steps existed: those are
     /// all checkpoints.
     public var checkpoint: Bool?
+    /// True when the history's tiers merged the steps before this version (or before a version since the last
+    /// checkpoint that leads to it): the rows are the same, but a file built by the merged steps is not the
+    /// recorded one byte for byte, so this version stays only as a point to catch up from and its whole file is no
+    /// longer served (`410`; docs/delta.md, "A bounded history"). Nil: it can be built whole.
+    public var catchUpOnly: Bool?
 
-    public init(published: PublishedVersion, dataDigest: String, step: PatchRef? = nil, checkpoint: Bool? = nil) {
+    public init(
+        published: PublishedVersion, dataDigest: String, step: PatchRef? = nil, checkpoint: Bool? = nil,
+        catchUpOnly: Bool? = nil
+    ) {
         self.published = published
         self.dataDigest = dataDigest
         self.step = step
         self.checkpoint = checkpoint
+        self.catchUpOnly = catchUpOnly
     }
 
     /// Whether the store holds this version's full files (a checkpoint) rather than only its step.
@@ -43,7 +52,7 @@ public struct VersionRecord: Codable, Sendable, Equatable {
         set { published[keyPath: keyPath] = newValue }
     }
 
-    private enum CodingKeys: String, CodingKey { case dataDigest, step, checkpoint }
+    private enum CodingKeys: String, CodingKey { case dataDigest, step, checkpoint, catchUpOnly }
 
     public init(from decoder: any Decoder) throws {
         published = try PublishedVersion(from: decoder)
@@ -51,6 +60,7 @@ public struct VersionRecord: Codable, Sendable, Equatable {
         dataDigest = try container.decode(String.self, forKey: .dataDigest)
         step = try container.decodeIfPresent(PatchRef.self, forKey: .step)
         checkpoint = try container.decodeIfPresent(Bool.self, forKey: .checkpoint)
+        catchUpOnly = try container.decodeIfPresent(Bool.self, forKey: .catchUpOnly)
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -59,5 +69,6 @@ public struct VersionRecord: Codable, Sendable, Equatable {
         try container.encode(dataDigest, forKey: .dataDigest)
         try container.encodeIfPresent(step, forKey: .step)
         try container.encodeIfPresent(checkpoint, forKey: .checkpoint)
+        try container.encodeIfPresent(catchUpOnly, forKey: .catchUpOnly)
     }
 }

@@ -75,6 +75,13 @@ import Testing
             // as published, which no tier thinned (a merged step would build other bytes than the recorded ones)
             let (status, whole) = try await CheckpointServingTests.get(world.server, "v1/datasets/trips/versions/2001")
             #expect(status == 200 && CheckpointServingTests.sha256(whole) == served.sha256)
+            // A retained version after a merged step is a catch-up point only: its whole file is 404, like a version
+            // no longer retained (it would not be the recorded bytes), never a 500
+            let scope = try world.snapshots.requireManifest("trips").scopes[0]
+            let point = try #require(scope.retained.last { $0.catchUpOnly == true })
+            let (pointStatus, pointBody) = try await CheckpointServingTests.get(
+                world.server, "v1/datasets/trips/versions/\(point.version)")
+            #expect(pointStatus == 404 && String(decoding: pointBody, as: UTF8.self).contains("catch up from"))
             for (device, version) in devices {
                 let bytes = try await CatchUpTests.expectCaughtUp(device, from: version, world: world)
                 #expect(bytes < served.gzipSize)

@@ -177,7 +177,7 @@ struct IncrementalPublishTests {
     }
 
     @Test(
-        "100 versions 10 s apart under history tiers: a cold build of the current version from the newest checkpoint is the recorded file, and a checkpoint is cut every 128 versions"
+        "100 versions 10 s apart under history tiers: a cold build of the current version from the newest checkpoint is the recorded file, a checkpoint is cut every 128 versions, and a version after a merged step is a catch-up point only"
     )
     func tieredStepsStayBuildable() throws {
         let fixture = try PublisherFixture("inc-tiers", sql: Self.schema)
@@ -219,6 +219,16 @@ struct IncrementalPublishTests {
                 #expect(newest > 1 && newest <= 130, "checkpoints \(checkpoints)")
                 #expect(entry.chain.count < version - 20, "\(entry.chain.count) points")
                 #expect(entry.chain.filter { $0.version >= newest }.count == version - newest + 1)
+                // The versions after a merged step and before the newest checkpoint are catch-up points only: a
+                // whole file of one is refused by name (it would not be the recorded bytes); none from the newest
+                // checkpoint on is
+                let pointsOnly = entry.chain.filter { $0.catchUpOnly == true }
+                #expect(!pointsOnly.isEmpty && pointsOnly.allSatisfy { $0.version < newest && !$0.isCheckpoint })
+                #expect(!entry.chain.contains { $0.catchUpOnly == nil && !$0.isCheckpoint && $0.version < newest })
+                let old = try #require(entry.retained.last { $0.catchUpOnly == true })
+                #expect {
+                    try VersionBuilder(store: store, cache: cache).file(of: old, in: entry, manifest: manifest)
+                } throws: { ($0 as? FerryError)?.code == .notFound && "\($0)".contains("catch up from") }
             }
         }
     }

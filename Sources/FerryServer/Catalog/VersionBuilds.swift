@@ -55,8 +55,14 @@ final class VersionBuilds: Sendable {
     func ready(_ request: Request) -> VersionEntry? { ready.withLock { $0[request.key] } }
 
     /// The built entry of `request`: at once when built, else after the build (shared with every concurrent caller).
-    /// Throws `503` when the lane is full, and `500` naming the object that failed when the version cannot be built.
+    /// Throws `503` when the lane is full, `404` for a version kept only to catch up from
+    /// (``VersionRecord/catchUpOnly``), and `500` naming the object that failed when the version cannot be built.
     func entry(for request: Request) async throws -> VersionEntry {
+        if request.record.catchUpOnly == true {
+            // Like a version no longer retained: a device takes the current version or patches
+            let error = VersionBuilder.catchUpOnly(request.record, dataset: request.dataset)
+            throw ServerError(.notFound, code: error.code.rawValue, error.message)
+        }
         if let entry = ready(request) {
             cache.hit(dataset: request.dataset, key: request.record.sha256)
             return entry
