@@ -5,20 +5,46 @@ import FerryStore
 import Foundation
 import Logging
 
-// `ferry-history-bench DATABASE_URL STORE VERSIONS MARK...`: what a long history costs a publish (issue 47). Creates
-// `history_items` (10,000 rows) in DATABASE_URL, then publishes VERSIONS versions into STORE on a simulated clock
-// (a version every 10 s, a 30-day patch horizon, the default tiers), each after 2 rows changed (one of a hot set of
-// 10, one spread). At each MARK (a version number) it prints one JSON line: the mean publish seconds of the 10
-// versions ending there, the store's manifest.json bytes, the manifest a device reads (bytes), and the versions the
-// manifest retains and keeps as history. Publishes run in this process (no process start per version).
+// `ferry-history-bench DATABASE_URL STORE VERSIONS INTERVAL DEVICES MARK...`: what a long history costs (issue 47).
+// Creates `history_items` (10,000 rows) in DATABASE_URL, then publishes VERSIONS versions into STORE on a simulated
+// clock (a version every INTERVAL seconds, a 30-day patch horizon, the default tiers), each after 2 rows changed (one
+// of a hot set of 10, one spread). At each MARK (a version number) it prints one JSON line: the mean publish seconds
+// of the 10 versions ending there, the store's manifest.json bytes, the manifest a device reads (bytes), and the
+// versions the manifest retains and keeps as history. At each version of DEVICES (a comma-separated list; "-" for
+// none) it keeps that version's published file as `STORE/../devices/at-VERSION.sqlite`, the database.db of a device
+// that stopped there, and the last version's as `at-VERSIONS.sqlite`. Publishes run in this process (no process
+// start per version).
 
 let arguments = Array(CommandLine.arguments.dropFirst())
-guard arguments.count >= 3, let versions = Int(arguments[2]), versions > 0 else {
-    FileHandle.standardError.write(Data("usage: ferry-history-bench DATABASE_URL STORE VERSIONS MARK...\n".utf8))
+guard arguments.count >= 5, let versions = Int(arguments[2]), versions > 0, let interval = Double(arguments[3]),
+    interval > 0
+else {
+    FileHandle.standardError.write(
+        Data("usage: ferry-history-bench DATABASE_URL STORE VERSIONS INTERVAL DEVICES MARK...\n".utf8))
     exit(2)
 }
 let (databaseURL, store) = (arguments[0], URL(fileURLWithPath: arguments[1]))
-let marks = Set(arguments.dropFirst(3).compactMap(Int.init))
+let devices = Set(arguments[4].split(separator: ",").compactMap { Int($0) } + [versions])
+let marks = Set(arguments.dropFirst(5).compactMap(Int.init))
+let deviceFiles = store.deletingLastPathComponent().appendingPathComponent("devices", isDirectory: true)
+
+/// Copies the current version's published file (a checkpoint's object, or the publisher's working copy of a step
+/// version) to `deviceFiles/at-VERSION.sqlite`.
+func keepDeviceFile(version: Int) throws {
+    guard let entry = try FileSnapshotStore(root: store).storedManifest(for: "history")?.scopes[0] else {
+        throw FerryError(.store, "no manifest after version \(version)")
+    }
+    let sha = entry.current.sha256
+    let candidates = [
+        store.appendingPathComponent("history/objects/\(sha).sqlite"),
+        store.appendingPathComponent(".ferry-work/history/\(sha).sqlite"),
+    ]
+    guard let file = candidates.first(where: { FileManager.default.fileExists(atPath: $0.path) }) else {
+        throw FerryError(.store, "version \(version)'s file \(sha).sqlite is neither an object nor the working copy")
+    }
+    try FileManager.default.createDirectory(at: deviceFiles, withIntermediateDirectories: true)
+    try FileManager.default.copyItem(at: file, to: deviceFiles.appendingPathComponent("at-\(version).sqlite"))
+}
 
 do {
     let pg = try PostgresConnection(url: databaseURL)
@@ -44,7 +70,7 @@ do {
         var configuration = Publisher.Configuration(
             templatePath: template.path, databaseURL: databaseURL, store: store)
         configuration.patchHorizon = .seconds(30 * 86_400)
-        let now = start.addingTimeInterval(Double(version) * 10)
+        let now = start.addingTimeInterval(Double(version) * interval)
         configuration.clock = { now }
         let began = ContinuousClock.now
         let result = try Publisher(configuration: configuration, logger: logger).publishBlocking()
@@ -52,6 +78,7 @@ do {
         guard result.version == version else {
             throw FerryError(.store, "published version \(result.version ?? 0), expected \(version)")
         }
+        if devices.contains(version) { try keepDeviceFile(version: version) }
         guard marks.contains(version) else { continue }
         let manifestURL = store.appendingPathComponent("history/manifest.json")
         guard let stored = try FileSnapshotStore(root: store).storedManifest(for: "history") else {
