@@ -76,9 +76,16 @@ do {
         let result = try Publisher(configuration: configuration, logger: logger).publishBlocking()
         seconds.append((ContinuousClock.now - began).inSeconds)
         guard result.version == version else {
-            throw FerryError(.store, "published version \(result.version ?? 0), expected \(version)")
+            throw FerryError(.store, "published version \(result.version), expected \(version)")
         }
         if devices.contains(version) { try keepDeviceFile(version: version) }
+        if version % 5_000 == 0 {
+            let recent = seconds.suffix(100)
+            FileHandle.standardError.write(
+                Data(
+                    "  version \(version) of \(versions): \(String(format: "%.4f", recent.reduce(0, +) / Double(recent.count))) s a publish lately\n"
+                        .utf8))
+        }
         guard marks.contains(version) else { continue }
         let manifestURL = store.appendingPathComponent("history/manifest.json")
         guard let stored = try FileSnapshotStore(root: store).storedManifest(for: "history") else {

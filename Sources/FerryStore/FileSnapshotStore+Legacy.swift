@@ -73,10 +73,16 @@ extension FileSnapshotStore {
     /// Moves a legacy dataset to the current layout; does nothing to one already there but delete a `versions/`
     /// left by an interrupted migration. Call it while holding the lock.
     public func migrateLegacyLayout(dataset: String) throws {
-        guard let manifest = try storedManifest(for: dataset) else { return }
-        if manifest.isLegacyLayout {
+        try migrateLegacyLayout(dataset: dataset, manifest: storedManifest(for: dataset))
+    }
+
+    /// ``migrateLegacyLayout(dataset:)`` of `manifest`, the dataset's manifest as just read; returns it as it is now.
+    @discardableResult
+    func migrateLegacyLayout(dataset: String, manifest: StoredManifest?) throws -> StoredManifest? {
+        guard var current = manifest else { return nil }
+        if current.isLegacyLayout {
             try DurableFile.makeDirectory(objectsDirectory(dataset: dataset))
-            for record in manifest.scopes.flatMap(\.retained) {
+            for record in current.scopes.flatMap(\.retained) {
                 let old = legacyFiles(dataset: dataset, version: record.version)
                 try Self.linkOrCopy(old.snapshot, to: objectURL(dataset: dataset, sha256: record.sha256))
                 if FileManager.default.fileExists(atPath: old.gzip.path) {
@@ -90,11 +96,11 @@ extension FileSnapshotStore {
                 }
             }
             try DurableFile.syncDirectory(objectsDirectory(dataset: dataset))
-            var migrated = manifest
-            migrated.isLegacyLayout = false
-            try commit(migrated)
+            current.isLegacyLayout = false
+            try commit(current)
         }
         try DurableFile.remove(versionsDirectory(dataset: dataset))
+        return current
     }
 
     /// A hard link (the same bytes, no copy); a fsynced copy where the file system cannot link. An existing

@@ -152,8 +152,18 @@ public struct FileSnapshotStore: SnapshotStore {
         guard DatasetName.isValid(dataset) else { return nil }
         let url = manifestURL(dataset: dataset)
         guard let data = FileManager.default.contents(atPath: url.path) else { return nil }
-        if Self.isLegacyManifest(data) { return try legacyManifest(dataset: dataset, data: data) }
-        return try StoredManifest.decode(data, path: url.path)
+        // The common case first: a current manifest has a `scopes` key, a legacy one (a plain Manifest) has none.
+        // Parsing the whole document only to look for it cost a publish as much as decoding it.
+        if data.firstRange(of: Data(#""scopes""#.utf8)) != nil {
+            do {
+                return try StoredManifest.decode(data, path: url.path)
+            } catch {
+                guard Self.isLegacyManifest(data) else { throw error }
+            }
+        } else if !Self.isLegacyManifest(data) {
+            return try StoredManifest.decode(data, path: url.path)
+        }
+        return try legacyManifest(dataset: dataset, data: data)
     }
 
     public func files(of record: VersionRecord, in manifest: StoredManifest) -> SnapshotFiles {
@@ -199,11 +209,16 @@ public struct FileSnapshotStore: SnapshotStore {
     /// Returns the number of files removed.
     @discardableResult
     public func cleanLeftovers(dataset: String) throws -> Int {
-        try migrateLegacyLayout(dataset: dataset)
+        try cleanLeftoversReading(dataset: dataset).removed
+    }
+
+    /// ``cleanLeftovers(dataset:)``, returning the manifest it read too (nil: never published), so that a publish
+    /// reads it once.
+    public func cleanLeftoversReading(dataset: String) throws -> (removed: Int, manifest: StoredManifest?) {
+        let manifest = try migrateLegacyLayout(dataset: dataset, manifest: storedManifest(for: dataset))
         var removed = try clearTemporaryDirectory(dataset: dataset)
-        let keeping = try storedManifest(for: dataset)?.referencedObjects ?? []
-        removed += try removeUnreferencedObjects(dataset: dataset, keeping: keeping)
-        return removed
+        removed += try removeUnreferencedObjects(dataset: dataset, keeping: manifest?.referencedObjects ?? [])
+        return (removed, manifest)
     }
 
     /// What ``storeObject(dataset:file:gzipLevel:)`` stored.

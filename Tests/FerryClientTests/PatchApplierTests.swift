@@ -175,6 +175,13 @@ extension PatchApplierTests {
         #expect(try ContentDigest.compute(b, tables: ["t"]) == digest)
         #expect(ContentDigest(hex: digest.description) == digest)
         #expect(ContentDigest(hex: "xyz") == nil)
+        #expect(ContentDigest(hex: String(repeating: "A", count: 64)) == nil)  // lowercase hex only, as written
+        #expect(ContentDigest(hex: String(digest.description.dropLast())) == nil)
+        #expect(ContentDigest(hex: String(digest.description.dropLast()) + "g") == nil)
+        #expect(ContentDigest(hex: String(repeating: "f", count: 64))?.description == String(repeating: "f", count: 64))
+        #expect(
+            ContentDigest(hex: "0123456789abcdef" + String(repeating: "0", count: 47) + "1")?.description
+                == "0123456789abcdef" + String(repeating: "0", count: 47) + "1")
 
         // A changed value changes it; subtracting the old row and adding the new one gives the same digest
         var moved = digest

@@ -43,10 +43,14 @@ marks=(100 10000 "$VERSIONS")
 say "Publishing $VERSIONS versions on a simulated clock (a version every $INTERVAL s); figures at versions ${marks[*]}"
 "$bin/ferry-history-bench" "$URL" "$work/store" "$VERSIONS" "$INTERVAL" "${device_versions:--}" "${marks[@]}" \
   | tee "$work/marks.jsonl"
+say "The anchor again, after: 100 versions into a new store, on the machine as it is now"
+"$bin/ferry-history-bench" "$URL" "$work/after/store" 100 "$INTERVAL" - 100 | tee "$work/after.jsonl"
+
 say "Results"
-python3 - "$work/marks.jsonl" <<'PY'
+python3 - "$work/marks.jsonl" "$work/after.jsonl" <<'PY'
 import json, sys
 rows = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
+after = json.loads(open(sys.argv[2]).read().strip().splitlines()[-1])
 first = rows[0]
 print(f"{'version':>8} {'publish s':>10} {'x v100':>7} {'store manifest':>15} {'device manifest':>16} {'retained':>9} {'history':>8}")
 for r in rows:
@@ -56,6 +60,8 @@ last = rows[-1]
 print(f"publish at version {int(last['version'])}: {last['publishSeconds'] / first['publishSeconds']:.2f}x a publish at version "
       f"{int(first['version'])} (target <= 1.2x); largest manifests: store {max(r['storeManifestBytes'] for r in rows) / 1024:.1f} KB "
       f"(target < 256 KB), device {max(r['deviceManifestBytes'] for r in rows) / 1024:.1f} KB (target < 16 KB)")
+print(f"the anchor measured again after the run: {after['publishSeconds']:.4f} s a publish at version 100; the last mark is "
+      f"{last['publishSeconds'] / after['publishSeconds']:.2f}x that")
 PY
 
 say "Catching up: devices ${behinds[*]} versions behind, from ferry serve"

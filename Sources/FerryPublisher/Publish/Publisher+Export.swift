@@ -29,11 +29,13 @@ extension Publisher {
 
     func publish(
         template: Template, store: FileSnapshotStore, started: ContinuousClock.Instant, changed: Set<String>? = nil,
-        isCancelled: @escaping @Sendable () -> Bool = { false }, snapshotID: String? = nil, version: Int? = nil
+        isCancelled: @escaping @Sendable () -> Bool = { false }, snapshotID: String? = nil, version: Int? = nil,
+        previous known: StoredManifest?? = nil
     ) throws -> PublishResult {
         let dataset = template.dataset
-        let previous = try store.storedManifest(for: dataset)
-        let version = try version ?? store.nextVersion(dataset: dataset)
+        // The manifest as the caller just read it (`.some(nil)`: never published), else read here
+        let previous = try known ?? store.storedManifest(for: dataset)
+        let version = version ?? (previous?.lastVersion ?? 0) + 1  // store.nextVersion without reading it again
         let tmp = store.temporaryDirectory(dataset: dataset)
         try DurableFile.makeDirectory(tmp)
         let createdAt = Timestamp.format(configuration.clock())

@@ -154,7 +154,7 @@ public struct Publisher: Sendable {
         let lock = try lockDataset(dataset, in: store)
         defer { lock.unlock() }
 
-        let removed = try store.cleanLeftovers(dataset: dataset)
+        let (removed, previous) = try store.cleanLeftoversReading(dataset: dataset)
         if removed > 0 {
             logger.info(
                 "removed leftovers of an interrupted publish",
@@ -162,7 +162,8 @@ public struct Publisher: Sendable {
         }
         if isCancelled() { throw CancellationError() }
         return try publish(
-            template: template, store: store, started: started, changed: changedTables, isCancelled: isCancelled)
+            template: template, store: store, started: started, changed: changedTables, isCancelled: isCancelled,
+            previous: .some(previous))
     }
 
     /// Takes the dataset's publisher lock, failing at once with a message saying what to do when another publish
