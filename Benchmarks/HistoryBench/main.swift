@@ -81,9 +81,10 @@ do {
         if devices.contains(version) { try keepDeviceFile(version: version) }
         if version % 5_000 == 0 {
             let recent = seconds.suffix(100)
+            let bytes = try FileSnapshotStore.fileSize(store.appendingPathComponent("history/manifest.json"))
             FileHandle.standardError.write(
                 Data(
-                    "  version \(version) of \(versions): \(String(format: "%.4f", recent.reduce(0, +) / Double(recent.count))) s a publish lately\n"
+                    "  version \(version) of \(versions): \(String(format: "%.4f", recent.reduce(0, +) / Double(recent.count))) s a publish (mean of the last 100), store manifest \(bytes) bytes\n"
                         .utf8))
         }
         guard marks.contains(version) else { continue }

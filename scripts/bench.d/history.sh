@@ -19,7 +19,7 @@ case "$VERSIONS$INTERVAL" in '' | *[!0-9]*) echo "usage: scripts/bench history [
 
 ferry_install_deps curl
 echo "load average before the run: $(cat /proc/loadavg)"
-work=$(mktemp -d /tmp/ferry-bench-history.XXXXXX)
+work=$(mktemp -d "${TMPDIR:-/tmp}/ferry-bench-history.XXXXXX")
 serve_pid=""
 trap 'ferry_stop_pid "$serve_pid"; ferry_stop_postgres; rm -rf "$work"' EXIT
 
