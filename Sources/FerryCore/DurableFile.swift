@@ -16,7 +16,10 @@ import Foundation
 /// ```
 public enum DurableFile {
     /// Writes `data` to a temp file beside `url`, fsyncs it, renames it over `url` and fsyncs the directory.
-    public static func write(_ data: Data, to url: URL) throws {
+    ///
+    /// `syncingDirectory: false` skips the directory's fsync, for a file that replaces one whose old contents are as
+    /// good after a power loss (the rename may then be undone, never torn).
+    public static func write(_ data: Data, to url: URL, syncingDirectory: Bool = true) throws {
         let dir = url.deletingLastPathComponent()
         let temp = dir.appendingPathComponent(".\(url.lastPathComponent).\(UUID().uuidString).tmp")
         do {
@@ -28,6 +31,14 @@ public enum DurableFile {
         } catch {
             unlink(temp.path)
             throw error
+        }
+        guard syncingDirectory else {
+            guard Foundation.rename(temp.path, url.path) == 0 else {
+                let error = posixError("cannot rename \(temp.lastPathComponent) to", url.path)
+                unlink(temp.path)
+                throw error
+            }
+            return
         }
         try rename(temp, to: url)
     }

@@ -309,4 +309,31 @@ import Testing
             #expect(try store.queued().isEmpty)
         }
     }
+
+    /// A dequeue is not fsynced (one fsync less per photo): what a power loss can do is bring an entry back after its
+    /// upload, and the next push must then take it off without sending a byte.
+    @Test func anEntryBackAfterItsUploadIsTakenOffWithoutSendingAByte() async throws {
+        try await withWorld { world, _ in
+            // Given a photo pushed, whose queue entry comes back as a power loss could bring it back
+            let store = DeviceAttachments(directory: ClientDirectory(world.directory.appending("device")))
+            let photo = try await store.add(data: Self.bytes(200_000, seed: 4), contentType: "image/jpeg")
+            let entry = try #require(try store.entry(photo.sha256))
+            var device = try await world.client("device")
+            #expect(try await device.push().attachments.uploaded == 1)
+            #expect(try store.queued().isEmpty && world.serverHolds(photo.sha256))
+            await device.close()
+            try store.save(entry)
+
+            // When the device pushes again
+            let counting = CountingTransport(inner: URLSessionTransport.shared, patchesLeft: nil)
+            device = try await world.client("device", transport: counting)
+            let again = try await device.push()
+
+            // Then the entry is gone and no body was sent
+            #expect(again.attachments.pending == 0 && again.attachments.bytes == 0)
+            #expect(counting.sent.withLock { $0 } == 0)
+            #expect(try store.queued().isEmpty)
+            await device.close()
+        }
+    }
 }

@@ -182,4 +182,41 @@ import Testing
         }
         #expect(AttachmentRouteTests.files(under: store.store.root.appendingPathComponent(".ferry-uploads")).isEmpty)
     }
+
+    @Test(
+        "a PATCH short of the length keeps its bytes for HEAD; a resumed upload hashed from disk refuses a damaged part"
+    )
+    func shortPatchesAndADamagedResume() async throws {
+        let store = try TestStore()
+        defer { store.remove() }
+        try store.publish()
+        let photo = AttachmentRouteTests.bytes(300_000)
+        let sha = sha256Hex(photo)
+        let damaged = {
+            var bytes = photo
+            bytes[250_000] ^= 0x01
+            return bytes
+        }()
+        try await store.withLiveServer { client in
+            // Given an upload whose first PATCH carries the first 100,000 bytes only (its body complete)
+            let location = try await Self.create(client, length: photo.count, sha256: sha)
+            let first = try await Self.patch(client, location, offset: 0, photo.prefix(100_000))
+            #expect(first.status == .noContent && first.header("Upload-Offset") == "100000", "\(first.bodyString)")
+            #expect(try await Self.offset(client, location) == (.ok, 100_000))
+            // When the rest arrives with one byte flipped
+            let rest = try await Self.patch(client, location, offset: 100_000, damaged.suffix(from: 100_000))
+            // Then the whole file, hashed from disk, does not match: 422, the upload deleted, nothing stored
+            #expect(rest.status == .unprocessableContent && rest.bodyString.contains("attachmentMismatch"))
+            #expect(try await Self.offset(client, location).0 == .notFound)
+            #expect(try await client.execute(uri: AttachmentRouteTests.uri(sha), method: .get).status == .notFound)
+            // And the same upload again, undamaged, in two PATCHes is stored
+            let again = try await Self.create(client, length: photo.count, sha256: sha)
+            #expect(try await Self.patch(client, again, offset: 0, photo.prefix(1)).status == .noContent)
+            let done = try await Self.patch(client, again, offset: 1, photo.suffix(from: 1))
+            #expect(done.status == .noContent && done.header("Upload-Offset") == String(photo.count))
+            let get = try await client.execute(uri: AttachmentRouteTests.uri(sha), method: .get)
+            #expect(get.status == .ok && get.bodyData == photo)
+        }
+        #expect(AttachmentRouteTests.files(under: store.store.root.appendingPathComponent(".ferry-uploads")).isEmpty)
+    }
 }

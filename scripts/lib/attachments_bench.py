@@ -2,10 +2,13 @@
 process started here is stopped by its PID; all traffic stays on 127.0.0.1.
 
 1. Delivery: COUNT photos of SIZE bytes are attached and named by rows on a device while offline. `ferry push` then
-   runs through a relay (scripts/lib/relay.py) that cuts every connection every --cut-every seconds and throttles the
-   upload to --rate, and is killed with -9 --kills times at random instants. Every photo must reach the server once
-   (its SHA-256 verified, one upload each in /metrics), every row PostgreSQL, and the bytes on the wire must stay
-   within 1.05x the payload.
+   runs through a relay (scripts/lib/relay.py) that throttles the upload to --rate; --cuts times the relay cuts every
+   connection and --kills times the push is killed with -9, each when the bytes sent cross a threshold inside the
+   push (the thresholds are spread over 5-90 % of the payload, jittered by --seed, and the kills read the relay's
+   byte counter every 20 ms), so every cut and kill lands inside a push however fast the machine. The cuts and kills
+   that landed are reported beside the planned ones, with the resumes the server counted (a PATCH at an offset
+   above 0). Every photo must reach the server once (its SHA-256 verified, one upload each in /metrics), every row
+   PostgreSQL, every planned cut and kill must land, and the bytes on the wire must stay within 1.05x the payload.
 2. Upload throughput: `ferry push` of a second set of photos to a fresh server, beside `curl -T` of the same files
    (one curl, one connection, PUT /attachments/{sha256}) to another fresh server in the same run.
 3. Download throughput: `ferry fetch --apply` on a fresh device (every photo eager), straight from the server and
@@ -24,7 +27,7 @@ A.add_argument("--nginx", default="nginx")
 A.add_argument("--count", type=int, default=200)
 A.add_argument("--size", type=int, default=4 << 20)
 A.add_argument("--rate", default="10M")
-A.add_argument("--cut-every", type=float, default=30)
+A.add_argument("--cuts", type=int, default=5)
 A.add_argument("--kills", type=int, default=5)
 A.add_argument("--seed", type=int, default=None)
 ARGS = A.parse_args()
@@ -154,6 +157,26 @@ def attach_offline(device, files):
     return shas
 
 
+def plan_events(payload):
+    """Where the cuts and kills fire: --cuts + --kills thresholds of bytes sent, one in each of as many equal slices
+    of 5-90 % of the payload (at a random point of its middle half), shuffled between cuts and kills."""
+    n = ARGS.cuts + ARGS.kills
+    low, high = 0.05 * payload, 0.90 * payload
+    width = (high - low) / max(n, 1)
+    marks = [int(low + width * (i + RNG.uniform(0.25, 0.75))) for i in range(n)]
+    kinds = ["cut"] * ARGS.cuts + ["kill"] * ARGS.kills
+    RNG.shuffle(kinds)
+    return sorted(m for m, k in zip(marks, kinds) if k == "cut"), sorted(m for m, k in zip(marks, kinds) if k == "kill")
+
+
+def relay_up(stats):
+    """The upload bytes the relay forwarded so far (0 before its first stats file)."""
+    try:
+        return json.load(open(stats))["up"]
+    except (OSError, ValueError):
+        return 0
+
+
 def delivery(world):
     files = make_photos("delivery", ARGS.count)
     payload = ARGS.count * ARGS.size
@@ -161,50 +184,66 @@ def delivery(world):
     shas = attach_offline(device, files)
     stats = os.path.join(WORK, "relay.json")
     port_file = os.path.join(WORK, "relay.port")
+    cut_at, kill_at = plan_events(payload)
     relay = start(sys.executable, RELAY, "--target", str(world.port), "--port-file", port_file, "--stats", stats,
-                  "--rate", ARGS.rate, "--cut-every", str(ARGS.cut_every))
+                  "--rate", ARGS.rate, "--cut-at", ",".join(map(str, cut_at)), "--stats-every", "0.02")
     while not os.path.exists(port_file):
         time.sleep(0.05)
     via = f"http://127.0.0.1:{open(port_file).read()}"
     push = [ARGS.ferry, "push", "--server", via, "--dataset", "photos", "--dir", device, "--json"]
-    expected = payload / (parse_rate(ARGS.rate) or 1e12)
+    print(f"  planned: cuts at {', '.join(f'{b / 2**20:.0f}' for b in cut_at) or 'none'} MiB sent, kills at "
+          f"{', '.join(f'{b / 2**20:.0f}' for b in kill_at) or 'none'} MiB sent", flush=True)
     started = time.monotonic()
-    kills, attempts, last = 0, 0, None
-    while attempts < 60:
+    kills, attempts, done = 0, 0, False
+    pending_kills = list(kill_at)
+    while attempts < 60 and not done:
         attempts += 1
         p = subprocess.Popen(push, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         PROCS.append(p)
-        if kills < ARGS.kills:
-            time.sleep(RNG.uniform(0.5, max(1.0, expected / (ARGS.kills + 1))))
-            if p.poll() is None:
-                os.kill(p.pid, signal.SIGKILL)
-                p.wait()
-                kills += 1
-                print(f"  push killed with -9 ({kills}/{ARGS.kills}) after {time.monotonic() - started:.0f} s",
-                      flush=True)
-                continue
+        killed = False
+        while pending_kills and p.poll() is None:
+            sent = relay_up(stats)
+            if sent >= pending_kills[0]:
+                if p.poll() is None:  # still pushing as the threshold was crossed: the kill lands inside the push
+                    os.kill(p.pid, signal.SIGKILL)
+                    p.wait()
+                    kills += 1
+                    killed = True
+                    print(f"  push killed with -9 ({kills}/{ARGS.kills}) at {sent / 2**20:.0f} MiB sent "
+                          f"(threshold {pending_kills[0] / 2**20:.0f} MiB), {time.monotonic() - started:.0f} s",
+                          flush=True)
+                del pending_kills[0]
+                break
+            time.sleep(0.02)
+        if killed:
+            continue
         out, err = p.communicate(timeout=3600)
         if p.returncode == 0:
             last = json.loads(out.strip().splitlines()[-1])
-            if not (last.get("attachments") or {}).get("pending") and not last.get("pending"):
-                break
+            done = not (last.get("attachments") or {}).get("pending") and not last.get("pending")
         else:
             print(f"  push exited {p.returncode} (a cut link): {err.strip()[-200:]}", flush=True)
     seconds = time.monotonic() - started
     stop(relay)
     wire = json.load(open(stats))
+    cuts = len(wire["cut_log"])
     held = world.stored()
     store_dir = os.path.join(world.store, "photos", "attachments")
     bad = [s for s in shas if s not in held or sha256(os.path.join(store_dir, s)) != s]
     rows = int(psql(world.url, "SELECT count(*) FROM photos WHERE image IS NOT NULL"))
     uploads = world.metric("ferry_attachment_uploads_total")
+    resumes = world.metric("ferry_attachment_resumes_total")
     ratio = wire["up"] / payload
     print(f"delivery: {len(shas) - len(bad)}/{len(shas)} photos held and verified, {rows} rows in PostgreSQL, "
-          f"{uploads:.0f} uploads stored (0 duplicates when {len(shas)}), {kills} kills, {wire['cuts']} link cuts, "
-          f"{attempts} pushes, {seconds:.0f} s", flush=True)
+          f"{uploads:.0f} uploads stored (0 duplicates when {len(shas)}), {attempts} pushes, {seconds:.0f} s",
+          flush=True)
+    cut_mib = ", ".join(f"{c['up'] / 2**20:.0f} MiB" for c in wire["cut_log"]) or "none"
+    print(f"delivery: kills landed inside a push {kills}/{len(kill_at)} planned, link cuts landed {cuts}/{len(cut_at)} "
+          f"planned (at {cut_mib} sent), {resumes:.0f} resumes (PATCHes at an offset above 0)", flush=True)
     print(f"delivery: {wire['up']:,} bytes sent for {payload:,} bytes of photos: {ratio:.3f}x (target <= 1.05x)",
           flush=True)
-    ok = not bad and rows == len(shas) and ratio <= 1.05 and uploads == len(shas)
+    ok = (not bad and rows == len(shas) and ratio <= 1.05 and uploads == len(shas) and kills == len(kill_at)
+          and cuts == len(cut_at) and done)
     print(f"delivery: {'PASS' if ok else 'FAIL'}", flush=True)
     return ok
 

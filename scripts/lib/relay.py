@@ -1,8 +1,12 @@
 """A TCP relay on 127.0.0.1 for benchmarks and drills (stdlib only): forwards each connection to a target port,
-counts the bytes each way, and can throttle the upload direction and cut every live connection at an interval, as
-a field link does. Its counts are written as JSON to --stats after every change of a second, and at exit.
+counts the bytes each way, and can throttle the upload direction and cut every live connection, as a field link
+does: at an interval (--cut-every), or when the upload bytes it forwarded cross given counts (--cut-at), which lands
+each cut inside an upload whatever the machine's speed. Its counts are written as JSON to --stats every
+--stats-every seconds, and at exit: up, down, connections, cuts, and cut_log (per cut: the upload bytes forwarded
+then and the connections it cut).
 
   python3 scripts/lib/relay.py --listen 0 --target 8080 --port-file P --stats S [--rate 8M] [--cut-every 30]
+      [--cut-at 1000000,5000000] [--stats-every 0.5]
 """
 import argparse, json, os, signal, socket, sys, threading, time
 
@@ -13,6 +17,8 @@ A.add_argument("--port-file", required=True)
 A.add_argument("--stats", required=True)
 A.add_argument("--rate", default="0", help="upload bytes per second (K/M suffix), 0: unthrottled")
 A.add_argument("--cut-every", type=float, default=0, help="seconds between cuts of every live connection; 0: never")
+A.add_argument("--cut-at", default="", help="upload byte counts (comma-separated) at which every live connection is cut")
+A.add_argument("--stats-every", type=float, default=0.5, help="seconds between writes of --stats")
 ARGS = A.parse_args()
 
 
@@ -23,8 +29,9 @@ def parse_rate(text):
 
 RATE = parse_rate(ARGS.rate)
 LOCK = threading.Lock()
-STATS = {"up": 0, "down": 0, "connections": 0, "cuts": 0}
+STATS = {"up": 0, "down": 0, "connections": 0, "cuts": 0, "cut_log": []}
 LIVE = set()
+CUT_AT = sorted(int(n) for n in ARGS.cut_at.split(",") if n.strip())
 
 
 def write_stats():
@@ -52,6 +59,11 @@ def pump(src, dst, key):
             dst.sendall(data)
             with LOCK:
                 STATS[key] += len(data)
+                due = key == "up" and CUT_AT and STATS["up"] >= CUT_AT[0]
+                if due:
+                    del CUT_AT[0]
+            if due:
+                cut()
     except OSError:
         pass
     for s in (src, dst):
@@ -82,24 +94,31 @@ def handle(client):
     upstream.close()
 
 
+def cut():
+    """Cuts every live connection (a reset to the client, a close to the target); counted when there was one."""
+    with LOCK:
+        victims = list(LIVE)
+        if victims:
+            STATS["cuts"] += 1
+            STATS["cut_log"].append({"up": STATS["up"], "connections": len(victims)})
+    for s in victims:
+        try:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+            s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
 def cutter():
     while True:
         time.sleep(ARGS.cut_every)
-        with LOCK:
-            victims = list(LIVE)
-            STATS["cuts"] += 1 if victims else 0
-        for s in victims:
-            try:
-                s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+        cut()
 
 
 def stats_loop():
     while True:
         write_stats()
-        time.sleep(0.5)
+        time.sleep(ARGS.stats_every)
 
 
 def main():

@@ -242,7 +242,7 @@ struct AttachmentUploader: Sendable {
     }
 
     private func save(_ entry: QueuedAttachment) async throws {
-        try await BlockingWork.run { [store] in try store.save(entry) }
+        try await BlockingWork.run { [store] in try store.update(entry) }
     }
 
     /// Sends `request` with the tus and common headers; the answer's body is kept up to 64 KiB (an error's message).

@@ -13,9 +13,10 @@ import NIOPosix
 ///   empty partial upload (201, `Location`, `Upload-Expires`);
 /// - `HEAD …/uploads/{id}`: `Upload-Offset`, the bytes held durably (fsynced);
 /// - `PATCH …/uploads/{id}` appends a body at the held offset (409 at another one). When the connection breaks
-///   mid-body the bytes that arrived are kept and fsynced, so the next `HEAD` reports them. Once the offset reaches
-///   the length the whole file is hashed: a match stores the attachment as `PUT` does, a mismatch deletes the
-///   partial upload (422 `attachmentMismatch`);
+///   mid-body, or the body ends short of the length, the bytes that arrived are kept and fsynced with the upload's
+///   description, so the next `HEAD` reports them even after a crash. Once the offset reaches the length the file
+///   is checked (hashed as it arrived when one PATCH carried it all, else whole, from disk): a match stores the
+///   attachment as `PUT` does, a mismatch deletes the partial upload (422 `attachmentMismatch`);
 /// - `DELETE …/uploads/{id}` deletes it.
 ///
 /// Why tus and not the IETF draft: docs/http-api.md, "Attachments".
@@ -249,21 +250,31 @@ extension AttachmentRoutes {
         } catch {
             // The connection broke mid-body: what arrived is kept, durably, for the next HEAD. The answer goes
             // nowhere; it is a 400 so that the log does not call a client's cut link a server failure.
-            try await file.sync()
+            try await keep(file, dataset: caller.dataset, id: id)
             throw ServerError(
                 .badRequest, code: .badInput,
                 "the body of the PATCH of upload \(id) ended early (\(error)); HEAD it and resume from its offset",
                 headers: [.connection: "close"])
         }
-        try await file.sync()
         let offsetNow = held + written
         var headers = Self.tusHeaders
         headers[.uploadOffset] = String(offsetNow)
         headers[.uploadExpires] = expires(upload)
         if offsetNow == upload.length {
+            // `finish` fsyncs the bytes before it checks them; the upload's description is deleted, never needed.
             _ = try await finish(id: id, upload: upload, caller: caller, file: file)
+        } else {
+            try await keep(file, dataset: caller.dataset, id: id)
         }
         return Response(status: .noContent, headers: headers)
+    }
+
+    /// Keeps the bytes a PATCH left short of the length for a resume: they are fsynced, and so is the upload's
+    /// description (``PartialUploads/persist(dataset:id:)``), so the offset a `HEAD` reports survives a crash.
+    func keep(_ file: VerifiedFileWriter, dataset: String, id: String) async throws {
+        try await file.sync()
+        let uploads = self.uploads
+        try await NIOThreadPool.singleton.runIfActive { try uploads.persist(dataset: dataset, id: id) }
     }
 
     /// A complete partial upload: verified (hashed as it was written when one PATCH carried it all, else whole, from
