@@ -205,8 +205,11 @@ public struct ScopeEntry: Codable, Sendable, Equatable {
         retained.first { $0.version == version }
     }
 
-    /// What a client of this scope sees at `GET /v1/datasets/{dataset}/manifest`.
+    /// What a client of this scope sees at `GET /v1/datasets/{dataset}/manifest`: `versions` are those served whole,
+    /// so not the ones kept only to catch up from (``VersionRecord/catchUpOnly``).
     public func manifest(dataset: String) -> Manifest {
-        Manifest(dataset: dataset, current: current.published, versions: retained.map(\.version))
+        Manifest(
+            dataset: dataset, current: current.published,
+            versions: retained.filter { $0.catchUpOnly != true }.map(\.version))
     }
 }

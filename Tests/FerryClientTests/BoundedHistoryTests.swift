@@ -82,6 +82,7 @@ import Testing
             let (pointStatus, pointBody) = try await CheckpointServingTests.get(
                 world.server, "v1/datasets/trips/versions/\(point.version)")
             #expect(pointStatus == 404 && String(decoding: pointBody, as: UTF8.self).contains("catch up from"))
+            #expect(!served.versions.contains(point.version), "the manifest lists only versions served whole")
             for (device, version) in devices {
                 let bytes = try await CatchUpTests.expectCaughtUp(device, from: version, world: world)
                 #expect(bytes < served.gzipSize)
