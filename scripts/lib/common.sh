@@ -147,6 +147,20 @@ ferry_s3_venv() {
 # ferry_stop_seaweedfs (scripts trap it on EXIT).
 ferry_start_seaweedfs() {
   ferry_s3_venv
+  # A port picked free can be taken before weed binds it (an outgoing connection's ephemeral port): then weed exits
+  # saying so, and it is started again on other ports, up to 3 times.
+  local attempt status
+  for attempt in 1 2 3; do
+    ferry_start_seaweedfs_once && return 0
+    status=$?
+    [ "$status" = 75 ] || return 1
+    echo "SeaweedFS: a port was taken between picking and binding it; starting again on other ports" >&2
+  done
+  return 1
+}
+
+# One start of ferry_start_seaweedfs; returns 75 when weed exited because a port was already in use.
+ferry_start_seaweedfs_once() {
   FERRY_S3_DIR=$(mktemp -d /tmp/ferry-s3.XXXXXX)
   mkdir -p "$FERRY_S3_DIR/data"
   local s3_port access secret port
@@ -179,7 +193,15 @@ JSON
   # is up).
   local i
   for ((i = 0; i < 600; i++)); do
-    kill -0 "$FERRY_S3_PID" 2>/dev/null || { tail -30 "$FERRY_S3_DIR/weed.log" >&2; echo "weed server exited" >&2; return 1; }
+    if ! kill -0 "$FERRY_S3_PID" 2>/dev/null; then
+      if grep -q "address already in use" "$FERRY_S3_DIR/weed.log"; then
+        ferry_stop_seaweedfs
+        return 75
+      fi
+      tail -30 "$FERRY_S3_DIR/weed.log" >&2
+      echo "weed server exited" >&2
+      return 1
+    fi
     if "$PWD/.build/s3-venv/bin/python" - "http://127.0.0.1:$s3_port" "$access" "$secret" <<'PY' 2>/dev/null; then
 import sys, botocore.session
 from botocore.config import Config
