@@ -32,15 +32,12 @@ public enum DurableFile {
             unlink(temp.path)
             throw error
         }
-        guard syncingDirectory else {
-            guard Foundation.rename(temp.path, url.path) == 0 else {
-                let error = posixError("cannot rename \(temp.lastPathComponent) to", url.path)
-                unlink(temp.path)
-                throw error
-            }
-            return
+        guard Foundation.rename(temp.path, url.path) == 0 else {
+            let error = posixError("cannot rename \(temp.lastPathComponent) to", url.path)
+            unlink(temp.path)
+            throw error
         }
-        try rename(temp, to: url)
+        if syncingDirectory { try syncDirectory(dir) }
     }
 
     /// Writes all of `bytes` to descriptor `fd` (at its offset, or appending when opened so), retrying short writes

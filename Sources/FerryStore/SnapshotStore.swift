@@ -152,18 +152,14 @@ public struct FileSnapshotStore: SnapshotStore {
         guard DatasetName.isValid(dataset) else { return nil }
         let url = manifestURL(dataset: dataset)
         guard let data = FileManager.default.contents(atPath: url.path) else { return nil }
-        // The common case first: a current manifest has a `scopes` key, a legacy one (a plain Manifest) has none.
-        // Parsing the whole document only to look for it cost a publish as much as decoding it.
-        if data.firstRange(of: Data(#""scopes""#.utf8)) != nil {
-            do {
-                return try StoredManifest.decode(data, path: url.path)
-            } catch {
-                guard Self.isLegacyManifest(data) else { throw error }
-            }
-        } else if !Self.isLegacyManifest(data) {
+        // The common case first; only a document that is not a current manifest is looked at as a legacy one (a plain
+        // Manifest, without `scopes`): parsing every manifest twice cost a publish as much as decoding it.
+        do {
             return try StoredManifest.decode(data, path: url.path)
+        } catch {
+            guard Self.isLegacyManifest(data) else { throw error }
+            return try legacyManifest(dataset: dataset, data: data)
         }
-        return try legacyManifest(dataset: dataset, data: data)
     }
 
     public func files(of record: VersionRecord, in manifest: StoredManifest) -> SnapshotFiles {

@@ -75,20 +75,19 @@ extension DeviceAttachments {
     func queuedIDs() throws -> Set<String> { Set(try queued().map(\.sha256)) }
 
     /// Writes `entry` durably (temp, fsync, rename, the directory fsynced).
-    func save(_ entry: QueuedAttachment) throws {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = .sortedKeys
-        try DurableFile.write(try encoder.encode(entry), to: queueURL(for: entry.sha256))
-    }
+    func save(_ entry: QueuedAttachment) throws { try write(entry, syncingDirectory: true) }
 
     /// Rewrites the entry of an attachment already queued (its upload's URL learned or forgotten): temp, fsync,
     /// rename, without the directory's fsync. A power loss may undo the rename and leave the entry as it was, which
     /// is as good: without the URL the next push starts the upload again with `POST` (the server sweeps the forgotten
     /// one within a day), and with a forgotten one it asks and gets 404.
-    func update(_ entry: QueuedAttachment) throws {
+    func update(_ entry: QueuedAttachment) throws { try write(entry, syncingDirectory: false) }
+
+    private func write(_ entry: QueuedAttachment, syncingDirectory: Bool) throws {
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys
-        try DurableFile.write(try encoder.encode(entry), to: queueURL(for: entry.sha256), syncingDirectory: false)
+        try DurableFile.write(
+            try encoder.encode(entry), to: queueURL(for: entry.sha256), syncingDirectory: syncingDirectory)
     }
 
     /// Takes `sha256` off the queue: only once the server holds it. The directory is not fsynced: an entry a power
