@@ -100,6 +100,30 @@ public struct ChangeResult: Codable, Sendable, Equatable {
     }
 }
 
+/// A count per answer status: the device's push summary and the server's note of a device's last push.
+public protocol ChangeTally {
+    var applied: Int { get set }
+    var merged: Int { get set }
+    var rejected: Int { get set }
+    var gone: Int { get set }
+    var invalid: Int { get set }
+    var forbidden: Int { get set }
+}
+
+extension ChangeTally {
+    /// Counts one answer.
+    public mutating func count(_ status: ChangeResult.Status) {
+        switch status {
+        case .applied: applied += 1
+        case .merged: merged += 1
+        case .rejected: rejected += 1
+        case .gone: gone += 1
+        case .invalid: invalid += 1
+        case .forbidden: forbidden += 1
+        }
+    }
+}
+
 /// A JSON value, for row values that travel between SQLite, JSON and PostgreSQL.
 public enum JSONValue: Codable, Sendable, Hashable {
     case null

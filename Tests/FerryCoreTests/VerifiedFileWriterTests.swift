@@ -70,3 +70,65 @@ import Testing
         #expect(try Data(contentsOf: file) == Self.bytes)
     }
 }
+
+/// The blocking core, as the snapshot download drives it: continued at a kept prefix with whatever a crash left after
+/// it cut, hashed on one thread while written on another.
+@Suite struct VerifiedFileTests {
+    func write(_ bytes: [UInt8], to url: URL, keeping kept: Int64) throws -> VerifiedFile.Written {
+        let file = try VerifiedFile(url, .keeping(kept), bufferSize: 4096)
+        try file.hashKept()
+        try bytes.withUnsafeBytes { try file.append($0) }
+        return try file.finish()
+    }
+
+    @Test func continuesAtTheKeptPrefixAndCutsWhatFollowsIt() throws {
+        let temp = try TemporaryDirectory("ferry-verified-file")
+        defer { temp.remove() }
+        let url = temp.appending("partial.sqlite")
+        func expect(_ written: VerifiedFile.Written, _ bytes: [UInt8]) throws {
+            #expect(try Data(contentsOf: url) == Data(bytes))
+            #expect(written.sha256 == FileDigest.sha256Hex(bytes: bytes) && written.size == Int64(bytes.count))
+        }
+
+        // A fresh download: the file is created, and holds exactly what was written.
+        try expect(write(Array(0..<100), to: url, keeping: 0), Array(0..<100))
+        // A resume at the file's end keeps every byte before it, and hashes them.
+        try expect(write([200, 201], to: url, keeping: 100), Array(0..<100) + [200, 201])
+        // A resume before the end (a crash left bytes the record does not vouch for): they are cut.
+        try expect(write([7, 7, 7], to: url, keeping: 40), Array(0..<40) + [7, 7, 7])
+        // Starting over at 0 on a file that holds bytes: nothing of them is left.
+        try expect(write([1], to: url, keeping: 0), [1])
+        // A record that vouches for more bytes than the file holds is refused, naming the file.
+        let error = #expect(throws: FerryError.self) { try VerifiedFile(url, .keeping(2)) }
+        #expect(error?.path == url.path && error?.message.contains("fewer than the 2 kept") == true)
+        #expect(try Data(contentsOf: url) == Data([1]))
+    }
+
+    @Test func hashedOnOneThreadWhileWrittenOnAnother() async throws {
+        let temp = try TemporaryDirectory("ferry-verified-file")
+        defer { temp.remove() }
+        let file = try VerifiedFile(temp.appending("f"), .new, bufferSize: 1 << 16)
+        let bytes = VerifiedFileWriterTests.bytes
+        // Pieces of uneven sizes: some are gathered in the write buffer, some go straight to the file.
+        var pieces: [Data] = []
+        var start = 0
+        let sizes = [1_000, 20_000, 70_000, 5, 300_000]
+        while start < bytes.count {
+            let size = sizes[pieces.count % sizes.count]
+            pieces.append(bytes[start..<min(start + size, bytes.count)])
+            start += size
+        }
+        let fed = pieces
+        async let hashed: Void = try offCooperativePool {
+            for piece in fed { piece.withUnsafeBytes { file.hash($0) } }
+        }
+        async let wrote: Void = try offCooperativePool {
+            for piece in fed { try piece.withUnsafeBytes { try file.write($0) } }
+        }
+        try await hashed
+        try await wrote
+        let written = try file.finish()
+        #expect(try Data(contentsOf: temp.appending("f")) == Data(pieces.joined()))
+        #expect(written.sha256 == FileDigest.sha256Hex(bytes: Array(pieces.joined())))
+    }
+}

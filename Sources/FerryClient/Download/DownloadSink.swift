@@ -1,4 +1,3 @@
-import Crypto
 import FerryCore
 import Foundation
 
@@ -12,8 +11,8 @@ import Foundation
 ///   `partial.sqlite` from byte 0 and hashing it, then goes on with the new bytes. That costs one local pass over the
 ///   prefix, and keeps `partial.sqlite` exactly the inflation of `partial.gz`, whatever a crash left behind.
 ///
-/// The body flows through stages on threads of their own, so receiving, inflating, hashing and writing overlap (see
-/// ``start()``): the network task only queues each chunk (``take(_:)``), waiting when the stages fall behind, which
+/// Both files are ``VerifiedFile``s, driven from stages on threads of their own so that receiving, inflating, hashing
+/// and writing overlap (see ``start()``): the network task only queues each chunk (``take(_:)``), waiting when the stages fall behind, which
 /// keeps memory bounded however much a chunk inflates to. The first stage to fail stops them all; its error comes
 /// out of the next ``take(_:)`` or of ``finish()``. `@unchecked Sendable`: the network task's counters are touched by
 /// one awaited call after another, each stage's state by its own thread only, and the stages' results are read
@@ -43,10 +42,11 @@ final class DownloadSink: @unchecked Sendable {
     private(set) var wireBytes: Int64
     /// Bytes of the SQLite file so far (final once ``finish()`` returned).
     private(set) var fileBytes: Int64
-    private let file: PartialFileWriter
-    private let compressed: PartialFileWriter?
+    /// `partial.sqlite`: the hashing stage feeds its hash, the writing stage its file.
+    private let file: VerifiedFile
+    /// `partial.gz`, written and never hashed: its bytes are checked by inflating them.
+    private let compressed: VerifiedFile?
     private let inflater: GzipInflater?
-    private var hasher = SHA256()
     /// The SQLite file's promised size: inflating to more is an error (and stops a gzip bomb early).
     private let fileLimit: Int64?
 
@@ -66,20 +66,23 @@ final class DownloadSink: @unchecked Sendable {
         self.resumedFrom = from
         self.fileLimit = fileLimit
         wireBytes = from
+        let bufferSize = max(bufferSize, 4096)
         switch encoding {
         case .identity:
-            file = try PartialFileWriter(url: directory.partial, offset: from, bufferSize: bufferSize)
+            file = try VerifiedFile(directory.partial, .keeping(from), bufferSize: bufferSize)
             compressed = nil
             inflater = nil
             fileBytes = from
-            try hashPrefix(of: directory.partial, count: from)
+            // The kept prefix is hashed now, so a resumed download is verified end to end as it arrives.
+            try file.hashKept()
         case .gzip:
-            compressed = try PartialFileWriter(url: directory.partialGzip, offset: from, bufferSize: bufferSize)
-            file = try PartialFileWriter(url: directory.partial, offset: 0, bufferSize: bufferSize)
+            let compressed = try VerifiedFile(directory.partialGzip, .keeping(from), bufferSize: bufferSize)
+            self.compressed = compressed
+            file = try VerifiedFile(directory.partial, .keeping(0), bufferSize: bufferSize)
             let inflater = try GzipInflater(outputChunkSize: Self.blockSize)
             self.inflater = inflater
             fileBytes = 0
-            try reinflatePrefix(of: directory.partialGzip, count: from, with: inflater)
+            try reinflatePrefix(of: compressed, with: inflater)
         }
     }
 
@@ -96,7 +99,8 @@ final class DownloadSink: @unchecked Sendable {
                     switch name {
                     case "inflate": try inflateStage()
                     case "hash": hashStage()
-                    default: try writeStage()
+                    default:
+                        do { try writeStage() } catch { throw Self.writeFailure(error) }
                     }
                 } catch {
                     fail(error)
@@ -139,13 +143,17 @@ final class DownloadSink: @unchecked Sendable {
                     "the gzip stream is incomplete: \(error.message); the download was discarded, fetch again")
             }
         }
-        return hasher.finalize().hex
+        return try file.digest().sha256
     }
 
     /// Fsyncs and closes the SQLite file, after ``finish()``: the file may be verified (read) meanwhile, and is
     /// renamed only once this returned.
     func makeDurable() async throws {
-        try await BlockingWork.run { [file] in try file.finish() }
+        do {
+            try await BlockingWork.run { [file] in try file.close() }
+        } catch {
+            throw Self.writeFailure(error)
+        }
     }
 
     /// The body ended early: lets the stages write out what arrived, so the next fetch resumes after it. Failing
@@ -221,7 +229,7 @@ final class DownloadSink: @unchecked Sendable {
 
     private func hashStage() {
         while let bytes = hashQueue.take() {
-            bytes.withUnsafeBytes { hasher.update(bufferPointer: $0) }
+            bytes.withUnsafeBytes { file.hash($0) }
             bytes.release()
         }
     }
@@ -230,7 +238,7 @@ final class DownloadSink: @unchecked Sendable {
         while let write = writeQueue.take() {
             switch write {
             case .compressed(let chunk):
-                if compressed?.buffer(chunk) == true { try compressed?.flush() }
+                try chunk.withUnsafeBytes { try compressed?.write($0) }
             case .file(let bytes):
                 try bytes.withUnsafeBytes { try file.write($0) }
                 bytes.release()
@@ -279,7 +287,7 @@ final class DownloadSink: @unchecked Sendable {
 
     /// Inflates `chunk`, handing each piece to `deliver` after counting it against the promised size.
     private func inflate(
-        _ chunk: Data, with inflater: GzipInflater, deliver: (UnsafeRawBufferPointer) throws -> Void
+        _ chunk: UnsafeRawBufferPointer, with inflater: GzipInflater, deliver: (UnsafeRawBufferPointer) throws -> Void
     ) throws {
         do {
             try inflater.inflate(chunk) { piece in
@@ -291,20 +299,12 @@ final class DownloadSink: @unchecked Sendable {
         }
     }
 
-    /// Hashes the first `count` bytes already on disk, so a resumed download is verified end to end.
-    private func hashPrefix(of url: URL, count: Int64) throws {
-        try readPrefix(of: url, count: count) { hasher.update(data: $0) }
-    }
-
     /// Inflates the kept compressed prefix into `partial.sqlite` (from byte 0), hashing it, so the inflater stands
     /// exactly where the kept bytes end. Runs before the stages start, on the caller's thread.
-    private func reinflatePrefix(of url: URL, count: Int64, with inflater: GzipInflater) throws {
+    private func reinflatePrefix(of compressed: VerifiedFile, with inflater: GzipInflater) throws {
         do {
-            try readPrefix(of: url, count: count) { chunk in
-                try inflate(chunk, with: inflater) { piece in
-                    hasher.update(bufferPointer: piece)
-                    if file.buffer(bytes: piece) { try file.flush() }
-                }
+            try compressed.readKept { chunk in
+                try inflate(chunk, with: inflater) { piece in try file.append(piece) }
             }
         } catch let error as FerryError where error.code == .corruptTransfer {
             throw UnusablePrefix(reason: "the kept compressed prefix cannot be inflated: \(error.message)")
@@ -314,28 +314,14 @@ final class DownloadSink: @unchecked Sendable {
         }
     }
 
-    private func readPrefix(of url: URL, count: Int64, _ body: (Data) throws -> Void) throws {
-        guard count > 0 else { return }
-        guard let handle = FileHandle(forReadingAtPath: url.path) else {
-            throw FerryError(.io, "cannot open the partial download to resume it", path: url.path)
-        }
-        // A read-only handle: closing it cannot lose data.
-        defer { try? handle.close() }
-        var remaining = count
-        while remaining > 0 {
-            let chunk: Data
-            do {
-                chunk = try handle.read(upToCount: Int(min(remaining, 1 << 20))) ?? Data()
-            } catch {
-                throw FerryError(
-                    .io, "cannot read the partial download to resume it: \(error.localizedDescription)", path: url.path)
-            }
-            guard !chunk.isEmpty else {
-                throw FerryError(.io, "the partial download is shorter than expected; fetch again", path: url.path)
-            }
-            try body(chunk)
-            remaining -= Int64(chunk.count)
-        }
+    /// A write's error for the caller: out of space becomes `FerryError.Code.diskFull`, saying that the download
+    /// resumes.
+    private static func writeFailure(_ error: any Error) -> any Error {
+        guard FerryError.isOutOfSpace(error) else { return error }
+        return FerryError(
+            .diskFull,
+            "cannot write the download: the disk is full; free space and fetch again (the download resumes, database.db is unchanged)",
+            path: (error as? FerryError)?.path)
     }
 }
 

@@ -251,8 +251,13 @@ struct SnapshotDownloader: Sendable {
         let url = versionURL(version, line: line)
         var allowResume = true
         for _ in 0..<2 {
-            let resume = allowResume ? resumePoint(for: promised, line: line) : nil
-            if !allowResume { directory.discardPartial() }
+            let resume = try await BlockingWork.run { [self, allowResume] in
+                guard allowResume else {
+                    directory.discardPartial()
+                    return nil as ResumePoint?
+                }
+                return resumePoint(for: promised, line: line)
+            }
             // Resume in the representation the kept prefix is of; otherwise ask for the gzip copy (a server without
             // one sends the SQLite file, which is just as good).
             var headers = try await requestHeaders([
@@ -310,7 +315,7 @@ struct SnapshotDownloader: Sendable {
                 return outcome
             }
         }
-        directory.discardPartial()
+        await discardPartial()
         throw FerryError(
             .corruptTransfer,
             "the server answered range requests inconsistently twice (\(url.absoluteString)); fetch again, or check a proxy in between"
@@ -341,6 +346,12 @@ struct SnapshotDownloader: Sendable {
             return .restart(unusable.reason)
         }
         return try await stream(body, into: sink, expected: expected, source: source, url: url, progress: progress)
+    }
+
+    /// Removes the partial download's files, off the cooperative pool.
+    private func discardPartial() async {
+        // Removing scratch: whatever is left is discarded or checked by the next fetch's resume.
+        try? await BlockingWork.run { [directory] in directory.discardPartial() }
     }
 
     /// Writes `.ferry/partial.json` durably: what the partial download is promised to become (a version of `line`),
@@ -385,7 +396,7 @@ struct SnapshotDownloader: Sendable {
         } catch let error as FerryError where error.code == .corruptTransfer {
             // Too many bytes, or a corrupt gzip stream: nothing of this download can be trusted.
             _ = await sink.stop()
-            directory.discardPartial()
+            await discardPartial()
             throw error
         } catch let error as FerryError {
             await keepReceivedBytes(sink)
@@ -409,7 +420,7 @@ struct SnapshotDownloader: Sendable {
         do {
             sha256 = try await sink.finish()
         } catch let error as FerryError where error.code == .corruptTransfer {
-            directory.discardPartial()
+            await discardPartial()
             throw error
         }
         let stats = TransferStats(

@@ -119,23 +119,13 @@ public enum Outbox {
     }
 
     /// Per-status counts of what the server answered.
-    public struct Summary: Sendable, Equatable, Codable {
+    public struct Summary: Sendable, Equatable, Codable, ChangeTally {
         public var applied = 0, rejected = 0, gone = 0, invalid = 0, forbidden = 0
         /// Changes merged per column of which some columns lost (kept like rejected edits).
         public var merged = 0
         /// Changes the server did not answer; they stay queued.
         public var unanswered = 0
         public init() {}
-        mutating func add(_ status: ChangeResult.Status) {
-            switch status {
-            case .applied: applied += 1
-            case .merged: merged += 1
-            case .rejected: rejected += 1
-            case .gone: gone += 1
-            case .invalid: invalid += 1
-            case .forbidden: forbidden += 1
-            }
-        }
         mutating func merge(_ other: Summary) {
             applied += other.applied
             rejected += other.rejected
@@ -169,7 +159,7 @@ public enum Outbox {
                     summary.unanswered += 1
                     continue
                 }
-                summary.add(result.status)
+                summary.count(result.status)
                 try db.run("DELETE FROM ferry_outbox WHERE id = ?", [.text(change.id)])
                 if let line {
                     try recordForeign(

@@ -13,34 +13,32 @@ public enum ClaimValue: Codable, Sendable, Equatable {
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.singleValueContainer()
-        // Each `try?` asks "is it this JSON type?"; a value of no type is the error thrown below.
-        if c.decodeNil() {
-            self = .null
-        } else if let b = try? c.decode(Bool.self) {  // not this type: the next is tried
-            self = .bool(b)
-        } else if let i = try? c.decode(Int64.self) {  // likewise
-            self = .int(i)
-        } else if let d = try? c.decode(Double.self) {  // likewise
-            self = .double(d)
-        } else if let s = try? c.decode(String.self) {  // likewise
-            self = .string(s)
-        } else if let a = try? c.decode([ClaimValue].self) {  // likewise
-            self = .array(a)
+        // Each `try?` asks "is it this JSON shape?"; a scalar is decoded as the change values' `JSONValue`.
+        if let items = try? c.decode([ClaimValue].self) {  // not an array: the next is tried
+            self = .array(items)
+        } else if let fields = try? c.decode([String: ClaimValue].self) {  // likewise
+            self = .object(fields)
         } else {
-            self = .object(try c.decode([String: ClaimValue].self))
+            switch try c.decode(JSONValue.self) {
+            case .null: self = .null
+            case .bool(let b): self = .bool(b)
+            case .int(let i): self = .int(i)
+            case .double(let d): self = .double(d)
+            case .string(let s): self = .string(s)
+            }
         }
     }
 
     public func encode(to encoder: any Encoder) throws {
         var c = encoder.singleValueContainer()
         switch self {
-        case .null: try c.encodeNil()
-        case .bool(let b): try c.encode(b)
-        case .int(let i): try c.encode(i)
-        case .double(let d): try c.encode(d)
-        case .string(let s): try c.encode(s)
-        case .array(let a): try c.encode(a)
-        case .object(let o): try c.encode(o)
+        case .null: try c.encode(JSONValue.null)
+        case .bool(let b): try c.encode(JSONValue.bool(b))
+        case .int(let i): try c.encode(JSONValue.int(i))
+        case .double(let d): try c.encode(JSONValue.double(d))
+        case .string(let s): try c.encode(JSONValue.string(s))
+        case .array(let items): try c.encode(items)
+        case .object(let fields): try c.encode(fields)
         }
     }
 

@@ -17,7 +17,7 @@ extension HTTPField.Name {
 struct DeviceNote: Sendable, Equatable, Codable {
     /// The answers of the device's last push, by status (`applied`, `merged`, `rejected`, `gone`, `invalid`,
     /// `forbidden`).
-    struct Push: Sendable, Equatable, Codable {
+    struct Push: Sendable, Equatable, Codable, ChangeTally {
         var applied = 0
         var merged = 0
         var rejected = 0
@@ -26,16 +26,7 @@ struct DeviceNote: Sendable, Equatable, Codable {
         var forbidden = 0
 
         init(_ results: [ChangeResult]) {
-            for result in results {
-                switch result.status {
-                case .applied: applied += 1
-                case .merged: merged += 1
-                case .rejected: rejected += 1
-                case .gone: gone += 1
-                case .invalid: invalid += 1
-                case .forbidden: forbidden += 1
-                }
-            }
+            for result in results { count(result.status) }
         }
     }
 
