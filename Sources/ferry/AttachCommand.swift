@@ -97,18 +97,15 @@ struct AttachmentPathCommand: AsyncParsableCommand {
             print(try await FerryClient.attachmentPath(sha256, directory: options.directoryURL))
             return
         }
-        guard server != nil, dataset != nil else {
+        guard let server, let dataset else {
             throw FerryError(
                 .notFound, "this device does not hold the attachment; give --server and --dataset to download it",
                 key: sha256)
         }
+        let serverOptions = try ServerOptions.parse(["--server", server, "--dataset", dataset])
         let path = try await access.withHTTPClient { http in
-            var configuration = FerryClient.Configuration(directory: options.directoryURL)
-            if let server, let dataset {
-                let serverOptions = try ServerOptions.parse(["--server", server, "--dataset", dataset])
-                configuration = try serverOptions.clientConfiguration(
-                    directory: options.directoryURL, access: access, http: http)
-            }
+            var configuration = try serverOptions.clientConfiguration(
+                directory: options.directoryURL, access: access, http: http)
             configuration.update.applyOnOpen = false
             configuration.push.onOpen = false
             configuration.attachments.cacheBytes = cache.attachmentCacheBytes
