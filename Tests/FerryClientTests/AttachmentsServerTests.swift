@@ -267,6 +267,36 @@ import Testing
         }
     }
 
+    @Test func anUploadHeldWholeButNotStoredIsStoredByTheNextPush() async throws {
+        try await withWorld { world, _ in
+            let directory = world.directory.appending("device")
+            let store = DeviceAttachments(directory: ClientDirectory(directory))
+            let photo = try await store.add(data: Self.bytes(256 << 10, seed: 4), contentType: "image/jpeg")
+            // Given a server whose store fails once every byte arrived: its info file's name is taken by a directory
+            let blocker = world.store.appendingPathComponent("notes/attachments/\(photo.sha256).json")
+            try FileManager.default.createDirectory(at: blocker, withIntermediateDirectories: true)
+            var device = try await world.client("device")
+            let first = try await device.push()
+            #expect(first.attachments.pending == 1 && first.attachments.uploaded == 0)
+            #expect(!world.serverHolds(photo.sha256))
+            #expect(try store.entry(photo.sha256)?.uploadURL != nil)
+            await device.close()
+
+            // When the store works again and the device pushes: the server holds every byte of the upload already
+            try FileManager.default.removeItem(at: blocker)
+            let counting = CountingTransport(inner: URLSessionTransport.shared, patchesLeft: nil)
+            device = try await world.client("device", transport: counting)
+            let second = try await device.push()
+
+            // Then an empty PATCH at the upload's length made the server store it, and only then was it dequeued
+            #expect(second.attachments.uploaded == 1 && second.attachments.pending == 0)
+            #expect(counting.sent.withLock { $0 } == 0)
+            #expect(world.serverHolds(photo.sha256))
+            #expect(try store.queued().isEmpty)
+            await device.close()
+        }
+    }
+
     @Test func killingPushMidUploadThenPushingAgainDeliversOnce() async throws {
         try await withWorld { world, _ in
             // Given a 40 MiB photo attached on a synced device, and the row that names it

@@ -150,7 +150,11 @@ struct AttachmentUploader: Sendable {
             throw FerryError(.network, "the server made no upload for the attachment; it stays queued", key: sha256)
         }
         var busy = 0
-        while offset < entry.size {
+        // The server stores the attachment when a PATCH brings the upload to its length, and answers only then.
+        // Held whole but not stored (the store failed after the last byte arrived), the upload takes an empty PATCH
+        // at its length, which stores it: dequeuing without one would leave the server without the photo.
+        var stored = false
+        while !stored {
             let length = min(entry.size - offset, transport.maxBodyBytes ?? entry.size)
             let response = try await send(
                 TransportRequest(
@@ -158,12 +162,14 @@ struct AttachmentUploader: Sendable {
                     headers: [
                         Attachment.Tus.uploadOffset: "\(offset)", "Content-Type": Attachment.Tus.patchContentType,
                     ],
-                    body: .file(file, offset: offset, length: length), timeout: .seconds(300)))
+                    body: length > 0 ? .file(file, offset: offset, length: length) : .data(Data()),
+                    timeout: .seconds(300)))
             switch response.head.status {
             case 204, 200:
                 let next = response.head.header(Attachment.Tus.uploadOffset).flatMap { Int64($0) } ?? offset + length
                 sent += max(0, next - offset)
                 offset = next
+                stored = offset >= entry.size
             case 409:
                 if response.head.header(Attachment.Tus.uploadOffset) == nil {
                     // The server is still receiving an earlier PATCH of this upload: a cut link it has not noticed
