@@ -182,13 +182,16 @@ public final class VerifiedFile: @unchecked Sendable {
         guard fsync(descriptor) == 0 else { throw DurableFile.posixError("cannot fsync", url.path) }
     }
 
-    /// Cuts the file back to `size` bytes, dropping what is buffered, and fsyncs it; the file is hashed from disk at
-    /// the end.
+    /// Cuts the file back to `size` bytes and fsyncs it; the file is hashed from disk at the end.
     public func truncate(to size: Int64) throws {
-        buffer.removeAll(keepingCapacity: true)
+        try flush()
         hasher = nil
         self.size = size
         guard ftruncate(descriptor, off_t(size)) == 0 else { throw DurableFile.posixError("cannot truncate", url.path) }
+        // The next write goes right after the cut (a descriptor not opened for appending keeps its position).
+        guard lseek(descriptor, off_t(size), SEEK_SET) >= 0 else {
+            throw DurableFile.posixError("cannot seek", url.path)
+        }
         guard fsync(descriptor) == 0 else { throw DurableFile.posixError("cannot fsync", url.path) }
     }
 

@@ -104,6 +104,22 @@ import Testing
         #expect(try Data(contentsOf: url) == Data([1]))
     }
 
+    @Test func writesAfterACutGoRightAfterIt() throws {
+        let temp = try TemporaryDirectory("ferry-verified-file")
+        defer { temp.remove() }
+        for start in [VerifiedFile.Start.new, .keeping(0)] {
+            let url = temp.appending("cut")
+            try? FileManager.default.removeItem(at: url)  // absent on the first round
+            let file = try VerifiedFile(url, start, bufferSize: 4096)
+            try Data([1, 2, 3, 4, 5]).withUnsafeBytes { try file.append($0) }
+            try file.truncate(to: 2)
+            try Data([9]).withUnsafeBytes { try file.append($0) }
+            let written = try file.finish()
+            #expect(try Data(contentsOf: url) == Data([1, 2, 9]), "\(start)")
+            #expect(written.sha256 == FileDigest.sha256Hex(bytes: [1, 2, 9]) && written.size == 3)
+        }
+    }
+
     @Test func hashedOnOneThreadWhileWrittenOnAnother() async throws {
         let temp = try TemporaryDirectory("ferry-verified-file")
         defer { temp.remove() }
