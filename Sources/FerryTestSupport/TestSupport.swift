@@ -143,23 +143,19 @@ public func runProcessBlocking(
     process.standardInput = FileHandle.nullDevice
     try process.run()
     let name = "\(executable.lastPathComponent) \(arguments.first ?? "")"
-    // Read both pipes concurrently with the process so a full pipe never blocks it.
+    // Read both pipes concurrently with the process so a full pipe never blocks it. The readers and the waiter block
+    // for as long as the child runs, so each has a thread of its own: on Dispatch's global queue they held threads of
+    // a pool that on Linux grows only to twice the cores, shared with other work of this process; with a few children
+    // running at once, a child writing more than a pipe holds (Chromium's DOM) waited for a reader that never ran,
+    // and every test stalled until the child's timeout killed it.
     nonisolated(unsafe) var outData = Data()
     nonisolated(unsafe) var errData = Data()
     let group = DispatchGroup()
-    group.enter()
-    DispatchQueue.global().async {
-        outData = out.fileHandleForReading.readDataToEndOfFile()
-        group.leave()
-    }
-    group.enter()
-    DispatchQueue.global().async {
-        errData = err.fileHandleForReading.readDataToEndOfFile()
-        group.leave()
-    }
+    onOwnThread(group) { outData = out.fileHandleForReading.readDataToEndOfFile() }
+    onOwnThread(group) { errData = err.fileHandleForReading.readDataToEndOfFile() }
     if let timeout {
         let exited = DispatchSemaphore(value: 0)
-        DispatchQueue.global().async {
+        Thread.detachNewThread {
             process.waitUntilExit()
             exited.signal()
         }
@@ -181,6 +177,15 @@ public func runProcessBlocking(
     return ProcessResult(
         status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
         stderr: String(decoding: errData, as: UTF8.self))
+}
+
+/// Runs `body` on a new thread, inside `group`.
+private func onOwnThread(_ group: DispatchGroup, _ body: @escaping @Sendable () -> Void) {
+    group.enter()
+    Thread.detachNewThread {
+        body()
+        group.leave()
+    }
 }
 
 /// Runs the built `ferry` binary and waits for it off the cooperative pool (see ``offCooperativePool(_:)``): a server
