@@ -111,7 +111,7 @@ public final class VerifiedFileWriter: @unchecked Sendable {
     /// temp file is swept later.
     public func discard() async {
         // Removing scratch after a failure: the original error is the one reported.
-        try? await lane { [file] in file.discard() }
+        try? await lane { [file] in file.discard() }  // failing leaves a temp file, swept later
     }
 
     /// Runs `work` on `lane` and returns its result.

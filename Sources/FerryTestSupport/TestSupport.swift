@@ -144,10 +144,9 @@ public func runProcessBlocking(
     try process.run()
     let name = "\(executable.lastPathComponent) \(arguments.first ?? "")"
     // Read both pipes concurrently with the process so a full pipe never blocks it. The readers and the waiter block
-    // for as long as the child runs, so each has a thread of its own: on Dispatch's global queue they held threads of
-    // a pool that on Linux grows only to twice the cores, shared with other work of this process; with a few children
-    // running at once, a child writing more than a pipe holds (Chromium's DOM) waited for a reader that never ran,
-    // and every test stalled until the child's timeout killed it.
+    // for as long as the child runs, so each has a thread of its own: on Dispatch's global queue they waited for the
+    // pool Swift's tasks run on under Linux, and while tests kept it busy a child writing more than a pipe holds
+    // (Chromium's 281 KB DOM) could block until its timeout killed it.
     nonisolated(unsafe) var outData = Data()
     nonisolated(unsafe) var errData = Data()
     let group = DispatchGroup()

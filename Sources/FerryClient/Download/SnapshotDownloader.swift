@@ -351,7 +351,7 @@ struct SnapshotDownloader: Sendable {
     /// Removes the partial download's files, off the cooperative pool.
     private func discardPartial() async {
         // Removing scratch: whatever is left is discarded or checked by the next fetch's resume.
-        try? await BlockingWork.run { [directory] in directory.discardPartial() }
+        try? await BlockingWork.run { [directory] in directory.discardPartial() }  // failing leaves scratch only
     }
 
     /// Writes `.ferry/partial.json` durably: what the partial download is promised to become (a version of `line`),

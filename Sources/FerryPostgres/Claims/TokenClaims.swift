@@ -13,10 +13,10 @@ public enum ClaimValue: Codable, Sendable, Equatable {
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.singleValueContainer()
-        // Each `try?` asks "is it this JSON shape?"; a scalar is decoded as the change values' `JSONValue`.
-        if let items = try? c.decode([ClaimValue].self) {  // not an array: the next is tried
+        // Each attempt below asks "is it this JSON shape?"; a scalar is decoded as the change values' `JSONValue`.
+        if let items = try? c.decode([ClaimValue].self) {  // not an array: the next shape is tried
             self = .array(items)
-        } else if let fields = try? c.decode([String: ClaimValue].self) {  // likewise
+        } else if let fields = try? c.decode([String: ClaimValue].self) {  // not an object: a scalar, decoded below
             self = .object(fields)
         } else {
             switch try c.decode(JSONValue.self) {
