@@ -1,14 +1,6 @@
 import Crypto
 import Foundation
 
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#elseif canImport(Darwin)
-    import Darwin
-#endif
-
 /// SHA-256 of files and bytes, as lowercase hex and as the base64 form that `Repr-Digest` uses.
 ///
 /// ```swift
@@ -22,33 +14,20 @@ public enum FileDigest {
 
     /// Streams a file through SHA-256 and returns the digest.
     public static func sha256(of url: URL) throws -> SHA256.Digest {
-        var hasher = SHA256()
-        try forEachChunk(of: url) { hasher.update(bufferPointer: $0) }
-        return hasher.finalize()
-    }
-
-    /// Hands the first `count` bytes of a file (all of them when nil) to `body`, in pieces of up to 1 MiB read into
-    /// one buffer; returns how many it read, fewer than `count` when the file is shorter.
-    @discardableResult
-    public static func forEachChunk(
-        of url: URL, first count: Int64? = nil, _ body: (UnsafeRawBufferPointer) throws -> Void
-    ) throws -> Int64 {
-        let fd = open(url.path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw DurableFile.posixError("cannot open", url.path) }
-        defer { close(fd) }
-        let limit = count ?? .max
-        let chunk = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(min(max(limit, 1), 1 << 20)), alignment: 16)
-        defer { chunk.deallocate() }
-        var done: Int64 = 0
-        while done < limit {
-            let n = read(fd, chunk.baseAddress!, Int(min(limit - done, Int64(chunk.count))))
-            if n < 0 && errno == EINTR { continue }
-            guard n >= 0 else { throw DurableFile.posixError("cannot read", url.path) }
-            guard n > 0 else { break }
-            try body(UnsafeRawBufferPointer(rebasing: chunk[..<n]))
-            done += Int64(n)
+        guard let handle = FileHandle(forReadingAtPath: url.path) else {
+            throw FerryError(.io, "cannot open file for hashing", path: url.path)
         }
-        return done
+        defer { try? handle.close() }  // read-only: closing cannot lose data
+        var hasher = SHA256()
+        while true {
+            let chunk: Data?
+            do { chunk = try handle.read(upToCount: 1 << 20) } catch {
+                throw FerryError(.io, "cannot read file: \(error.localizedDescription)", path: url.path)
+            }
+            guard let chunk, !chunk.isEmpty else { break }
+            hasher.update(data: chunk)
+        }
+        return hasher.finalize()
     }
 
     /// SHA-256 of some bytes as lowercase hex.

@@ -121,8 +121,21 @@ public final class VerifiedFile: @unchecked Sendable {
     /// Reads the kept bytes from disk, in pieces of up to a MiB.
     public func readKept(_ body: (UnsafeRawBufferPointer) throws -> Void) throws {
         guard kept > 0 else { return }
-        guard try FileDigest.forEachChunk(of: url, first: kept, body) == kept else {
-            throw FerryError(.io, "the file is shorter than the \(kept) bytes kept; start again", path: url.path)
+        let fd = systemOpen(url.path, O_RDONLY | O_CLOEXEC, 0)
+        guard fd >= 0 else { throw DurableFile.posixError("cannot open", url.path) }
+        defer { closeDescriptor(fd) }
+        let chunk = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(min(kept, 1 << 20)), alignment: 16)
+        defer { chunk.deallocate() }
+        var remaining = kept
+        while remaining > 0 {
+            let n = read(fd, chunk.baseAddress!, Int(min(remaining, Int64(chunk.count))))
+            if n < 0 && errno == EINTR { continue }
+            guard n >= 0 else { throw DurableFile.posixError("cannot read", url.path) }
+            guard n > 0 else {
+                throw FerryError(.io, "the file is shorter than the \(kept) bytes kept; start again", path: url.path)
+            }
+            try body(UnsafeRawBufferPointer(rebasing: chunk[..<n]))
+            remaining -= Int64(n)
         }
     }
 
